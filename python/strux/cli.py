@@ -1,0 +1,76 @@
+"""The `strux` command line: info, bench, verify."""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+
+
+def _info(args) -> int:
+    import strux
+    i = strux.info()
+    print(f"strux {i['version']}")
+    print(f"backends compiled in: {', '.join(i['backends'])}")
+    print(f"HDF5 support: {'yes' if i['hdf5'] else 'no'}")
+    devs = i["cuda_devices"]
+    print(f"CUDA devices: {len(devs)}" + "".join(f"\n  {n}: {d}" for n, d in enumerate(devs)))
+    print(f"CPU threads: {i['cpu_threads']}")
+    return 0
+
+
+def _bench(args) -> int:
+    import strux
+    from strux import bench
+    if args.threads:
+        strux.set_num_threads(args.threads)
+    families = args.family or bench.FAMILIES
+    for f in families:
+        if f not in bench.FAMILIES:
+            print(f"strux bench: unknown family {f!r}; expected one of {', '.join(bench.FAMILIES)}", file=sys.stderr)
+            return 2
+    cases = bench.collect(families)
+    rows = bench.run(cases, progress=not args.quiet)
+    print(bench.table(rows))
+    if args.json:
+        meta = {"strux": strux.info(), "host": platform.node(), "machine": platform.machine(),
+                "date": time.strftime("%Y-%m-%d %H:%M:%S"), "results": rows}
+        with open(args.json, "w") as f:
+            json.dump(meta, f, indent=2)
+        print(f"wrote {args.json}", file=sys.stderr)
+    bad = [r for r in rows if not r["verified"]]
+    if bad:
+        print(f"strux bench: {len(bad)} case(s) failed verification", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _verify(args) -> int:
+    from strux import verify
+    ok = verify.run()
+    print("all checks passed" if ok else "SOME CHECKS FAILED")
+    return 0 if ok else 1
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="strux", description="fast structured linear operators")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("info", help="version, backends, devices, threads").set_defaults(fn=_info)
+    b = sub.add_parser("bench", help="every family at default sizes, verified, against the plain recipe")
+    b.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    b.add_argument("--family", action="append", help="only this family (repeatable)")
+    b.add_argument("--threads", type=int, default=0, help="CPU threads (default: all)")
+    b.add_argument("--quiet", action="store_true", help="no progress lines")
+    b.set_defaults(fn=_bench)
+    sub.add_parser("verify", help="correctness self-check").set_defaults(fn=_verify)
+    args = p.parse_args(argv)
+    try:
+        return args.fn(args)
+    except (ValueError, TypeError, RuntimeError, OSError) as e:
+        print(f"strux {args.cmd}: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

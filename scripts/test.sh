@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs everything (scripts/install.sh) and runs the whole test suite:
+# the C++ GoogleTest suite (CUDA code compiled too when nvcc is present) and pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+
+echo "== C++ build and tests"
+cmake -S . -B build/tests -G Ninja -DSTRUX_BUILD_TESTS=ON -DSTRUX_CUDA="${STRUX_CUDA:-AUTO}" >/dev/null
+cmake --build build/tests
+ctest --test-dir build/tests --output-on-failure -j 2
+
+echo "== Python tests (installed package in .venv)"
+# Run from tests/ so that `import strux` finds the installed package, not python/strux.
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/python
+.venv/bin/strux verify
