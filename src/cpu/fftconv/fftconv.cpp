@@ -1,4 +1,7 @@
 // CPU backend of fftconv: one FFT row per (b, h), OpenMP over rows, per-thread buffers.
+// Rows are handed out dynamically: they cost the same, but on a shared machine a thread
+// that loses its core would otherwise hold a static share hostage (one row is ~10 µs of
+// work, so the extra atomic per row is free).
 //
 // Every row goes copy-in (gate multiply + zero padding fused) -> r2c -> spectrum product ->
 // c2r -> copy-out (skip and output gate fused), so each element of u, the gates and y is
@@ -62,7 +65,7 @@ FFTConvPlan<T>::FFTConvPlan(int64_t B, int64_t H, int64_t L, const T* k, int64_t
 #pragma omp parallel num_threads(cpu::num_threads()) if (H > 1)
   {
     AlignedBuffer<T> a(c.nfft);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
     for (int64_t h = 0; h < H; ++h) {
       const T* kr = k + h * Lk;
       // Prescaling by 1/nfft here folds the inverse FFT's normalisation into the product.
@@ -100,7 +103,7 @@ void FFTConvPlan<T>::forward(const T* u, const T* pre, const T* post, const T* s
   {
     AlignedBuffer<T> a(nfft);
     AlignedBuffer<cplx<T>> X(nfreq);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t h = r % H, o = r * L;
       const T* ur = u + o;
@@ -167,7 +170,7 @@ void FFTConvPlan<T>::backward(const T* dy, const T* u, const T* pre, const T* po
   {
     AlignedBuffer<T> a(nfft);
     AlignedBuffer<cplx<T>> V(nfreq), W(nfreq);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < ntask; ++task) {
       const int64_t h = task / nchunk, chunk = task % nchunk;
       const int64_t b0 = chunk * B / nchunk, b1 = (chunk + 1) * B / nchunk;
