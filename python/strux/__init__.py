@@ -1,14 +1,14 @@
 """strux: fast structured linear operators.
 
 Families (each also has a vector-Jacobian function for gradients):
-  fftconv                       long depthwise FFT convolution, causal or circular, with gates
+  fftconv, FFTConv              long depthwise FFT convolution, causal or circular, with gates
   BlockToeplitz                 block lower-triangular Toeplitz matvec / adjoint, HDF5 I/O
   ks_matmul, ks_chain           Kronecker-sparse (butterfly / Monarch) products
   diag_scan, circulant_scan,    linear recurrences with diagonal, circulant and
   block_circulant_scan          block-circulant transitions
 """
 from . import _ext
-from .fftconv import fftconv, fftconv_vjp
+from .fftconv import fftconv, fftconv_vjp, FFTConv
 from .toeplitz import BlockToeplitz, read_vector, write_vector
 from .ks import ks_matmul, ks_matmul_vjp, ks_chain, ks_chain_vjp
 from .scan import (diag_scan, diag_scan_vjp, circulant_scan, circulant_scan_vjp,

@@ -1,10 +1,135 @@
-"""fftconv family (placeholder until it lands)."""
+"""fftconv: long depthwise FFT convolution, causal or circular, with gates (DESIGN.md).
 
-def fftconv(*a, **k):
-    raise NotImplementedError('fftconv')
+    v = u * pregate                                   (v = u without pregate)
+    causal:   y[b,h,t] = sum_{s=0}^{min(t, Lk-1)} k[h,s] v[b,h,t-s]
+    circular: y[b,h,t] = sum_{s=0}^{Lk-1} k[h,s] v[b,h,(t-s) mod L]      (needs Lk <= L)
+    y += skip[h] v  (if skip);  y *= postgate  (if postgate)
+
+Shapes: u, pregate, postgate, y (B, H, L); k (H, Lk); skip (H,). All inputs share one real
+dtype; float16/bfloat16 are computed in float32 and returned in the input dtype.
+Non-contiguous inputs are copied to C order before the native call.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _ext
+from ._arrays import (check_shape, choice, compute_dtype, native, real_array, result, same_dtype)
+
+_MODES = ("causal", "circular")
+_PLANS = {np.dtype(np.float32): _ext.FFTConvPlanFloat32, np.dtype(np.float64): _ext.FFTConvPlanFloat64}
 
 
-def fftconv_vjp(*a, **k):
-    raise NotImplementedError('fftconv_vjp')
+def _check_filter(k, L: int, mode: str) -> np.ndarray:
+    k = real_array(k, "k", 2)
+    if mode == "circular" and k.shape[1] > L:
+        raise ValueError(f"argument 'k': circular mode needs a filter no longer than the sequence "
+                         f"(Lk <= L), got Lk = {k.shape[1]}, L = {L}")
+    return k
 
 
+def _check_inputs(u, H, L, pregate, postgate, skip, dy=None):
+    """Validated arrays (u, pregate, postgate, skip, dy); None stays None."""
+    u = real_array(u, "u", 3)
+    check_shape(u, "u", (None, H, L))
+    out = [u]
+    for name, g in (("pregate", pregate), ("postgate", postgate)):
+        if g is not None:
+            g = real_array(g, name, 3)
+            check_shape(g, name, u.shape)
+        out.append(g)
+    if skip is not None:
+        skip = real_array(skip, "skip", 1)
+        check_shape(skip, "skip", (H,))
+    out.append(skip)
+    if dy is not None:
+        dy = real_array(dy, "dy", 3)
+        check_shape(dy, "dy", u.shape)
+    out.append(dy)
+    return out
+
+
+class FFTConv:
+    """A reusable fftconv operator for one filter `k` (H, Lk) and sequence length `L`.
+
+    Building it computes the filter spectrum (and FFTW plans) once; calls then cost two FFTs
+    per (b, h) row. `mode` is "causal" (default) or "circular" (needs Lk <= L).
+
+        op = strux.FFTConv(k, L)
+        y = op(u, pregate=None, postgate=None, skip=None)
+        du, dk, dpregate, dpostgate, dskip = op.vjp(dy, u, pregate=..., postgate=..., skip=...)
+
+    Inputs must have the dtype of `k`.
+    """
+
+    def __init__(self, k, L: int, *, mode: str = "causal"):
+        mode = choice(mode, "mode", _MODES)
+        if isinstance(L, bool) or not isinstance(L, (int, np.integer)) or L < 1:
+            raise ValueError(f"argument 'L': expected an integer >= 1, got {L!r}")
+        L = int(L)
+        k = _check_filter(k, L, mode)
+        self.mode, self.L, self.H, self.Lk = mode, L, k.shape[0], k.shape[1]
+        self.dtype = k.dtype
+        self._cdt = compute_dtype(k.dtype)
+        self._plan = _PLANS[self._cdt](native(k, self._cdt), L, mode)
+
+    @property
+    def nfft(self) -> int:
+        """FFT length used: causal good_fft_size(L + min(Lk, L) - 1), circular L."""
+        return self._plan.nfft
+
+    def __repr__(self) -> str:
+        return f"FFTConv(H={self.H}, L={self.L}, Lk={self.Lk}, mode={self.mode!r}, dtype={self.dtype}, nfft={self.nfft})"
+
+    def _native(self, arrays: dict):
+        same_dtype(k=np.empty(0, self.dtype), **arrays)
+        return [native(a, self._cdt) for a in arrays.values()]
+
+    def __call__(self, u, *, pregate=None, postgate=None, skip=None) -> np.ndarray:
+        """y (B, H, L) in the dtype of u."""
+        u, pregate, postgate, skip, _ = _check_inputs(u, self.H, self.L, pregate, postgate, skip)
+        dt = u.dtype
+        u, pregate, postgate, skip = self._native(dict(u=u, pregate=pregate, postgate=postgate, skip=skip))
+        return result(self._plan.forward(u, pregate, postgate, skip), dt)
+
+    def vjp(self, dy, u, *, pregate=None, postgate=None, skip=None):
+        """(du, dk, dpregate, dpostgate, dskip) for cotangent dy; None for absent inputs."""
+        u, pregate, postgate, skip, dy = _check_inputs(u, self.H, self.L, pregate, postgate, skip, dy)
+        dt = u.dtype
+        dy, u, pregate, postgate, skip = self._native(
+            dict(dy=dy, u=u, pregate=pregate, postgate=postgate, skip=skip))
+        grads = self._plan.backward(dy, u, pregate, postgate, skip)
+        return tuple(None if g is None else result(g, dt) for g in grads)
+
+
+def _operator(u, k, mode):
+    mode = choice(mode, "mode", _MODES)
+    u = real_array(u, "u", 3)
+    k = real_array(k, "k", 2)
+    check_shape(k, "k", (u.shape[1], None))
+    same_dtype(u=u, k=k)
+    return u, FFTConv(k, u.shape[2], mode=mode)
+
+
+def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=None) -> np.ndarray:
+    """Depthwise FFT convolution of u (B, H, L) with k (H, Lk) along the last axis.
+
+    mode: "causal" (default; taps s >= L have no effect) or "circular" (requires Lk <= L).
+    pregate, postgate: optional (B, H, L) gates, v = u * pregate, y = (k * v + skip v) * postgate.
+    skip: optional (H,) per-channel skip weight.
+    Returns y (B, H, L) in the dtype of u (float16/bfloat16 computed in float32).
+    """
+    u, op = _operator(u, k, mode)
+    return op(u, pregate=pregate, postgate=postgate, skip=skip)
+
+
+def fftconv_vjp(dy, u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=None):
+    """Vector-Jacobian product of `fftconv` at (u, k, pregate, postgate, skip) for cotangent dy.
+
+    Arguments: dy (B, H, L) the gradient of a loss w.r.t. y, then the inputs of `fftconv`.
+    Returns (du, dk, dpregate, dpostgate, dskip): gradients with the shapes of u, k, pregate,
+    postgate, skip, each None when that optional input was not given. In causal mode
+    dk[:, s] = 0 for taps s >= L (they never reach an output).
+    """
+    u, op = _operator(u, k, mode)
+    return op.vjp(dy, u, pregate=pregate, postgate=postgate, skip=skip)

@@ -1,0 +1,77 @@
+// fftconv: long depthwise convolution y = k * u over the last axis, causal or circular,
+// with optional input gate, output gate and skip term (DESIGN.md, "fftconv").
+//
+//   v = u ⊙ pregate                                   (v = u without pregate)
+//   causal:   y[b,h,t] = Σ_{s=0}^{min(t, Lk-1)} k[h,s] v[b,h,t-s]          t < L
+//   circular: y[b,h,t] = Σ_{s=0}^{Lk-1} k[h,s] v[b,h,(t-s) mod L]          (Lk <= L)
+//   y += skip[h] v;  y ⊙= postgate
+//
+// Shapes (row-major, C-contiguous): u, pregate, postgate, y: (B, H, L); k: (H, Lk); skip: (H,).
+//
+// FFT size. Causal: taps s >= L never reach an output t < L, so only the first
+// Lk_used = min(Lk, L) taps matter and a linear convolution of length L + Lk_used - 1 is
+// enough: nfft = good_fft_size(L + Lk_used - 1) (never more than about 2L, often much less
+// for short filters). Circular: nfft = L exactly (FFTW handles any length).
+#pragma once
+
+#include <complex>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace strux {
+
+enum class ConvMode { Causal, Circular };
+
+// "causal" / "circular" -> ConvMode; anything else is a ValueError naming 'mode'.
+ConvMode parse_conv_mode(const std::string& mode);
+const char* conv_mode_name(ConvMode mode);
+
+// Plan for one (B, H, L, k, mode): owns the cached FFTW plans and the filter spectrum
+// (H x nfreq, scaled by 1/nfft). Immutable after construction, so forward/backward may
+// be called from several threads at once. Copies share the spectrum.
+template <class T>
+class FFTConvPlan {
+ public:
+  // k: (H, Lk) row-major; read during construction only.
+  FFTConvPlan(int64_t B, int64_t H, int64_t L, const T* k, int64_t Lk, ConvMode mode = ConvMode::Causal);
+
+  // The same filter for another batch size (shares the spectrum, no FFTs).
+  FFTConvPlan with_batch(int64_t B) const;
+
+  int64_t batch() const { return B_; }
+  int64_t channels() const;
+  int64_t length() const;
+  int64_t filter_length() const;  // Lk as given
+  int64_t taps_used() const;      // causal: min(Lk, L); circular: Lk
+  int64_t nfft() const;
+  int64_t nfreq() const;          // nfft / 2 + 1
+  int64_t spectrum_stride() const;  // row stride of filter_spectrum(), >= nfreq (alignment)
+  ConvMode mode() const;
+  // H rows (stride spectrum_stride()) of nfreq values: the half spectrum of the zero-padded
+  // filter, already divided by nfft.
+  const std::complex<T>* filter_spectrum() const;
+
+  // y = conv(k, u ⊙ pregate) (+ skip ⊙ v) (⊙ postgate). Null pregate/postgate/skip = absent.
+  // y may not alias u or a gate.
+  void forward(const T* u, const T* pregate, const T* postgate, const T* skip, T* y) const;
+
+  // Vector-Jacobian product of forward for the cotangent dy (B, H, L).
+  // du (B, H, L) and dk (H, Lk) are written (taps s >= L get 0 in causal mode).
+  // dpregate / dpostgate (B, H, L) and dskip (H,) are written when their input is given and
+  // the pointer is not null; otherwise ignored. Outputs may not alias inputs.
+  void backward(const T* dy, const T* u, const T* pregate, const T* postgate, const T* skip,
+                T* du, T* dk, T* dpregate, T* dpostgate, T* dskip) const;
+
+  struct Impl;
+
+ private:
+  FFTConvPlan(std::shared_ptr<const Impl> impl, int64_t B) : impl_(std::move(impl)), B_(B) {}
+  std::shared_ptr<const Impl> impl_;
+  int64_t B_;
+};
+
+extern template class FFTConvPlan<float>;
+extern template class FFTConvPlan<double>;
+
+}  // namespace strux
