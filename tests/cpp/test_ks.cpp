@@ -138,6 +138,8 @@ TEST(KSFactor, ManyChunks) {
   for (auto L : kLayouts) {
     check_factor<double>({2, 8, 8, 16}, L, 600, rng);
     check_factor<float>({1, 16, 24, 1}, L, 1500, rng);
+    check_factor<float>({2, 6, 9, 12}, L, 300, rng);  // SSE transpose blocks plus edges
+    check_factor<double>({3, 5, 7, 6}, L, 301, rng);
   }
 }
 

@@ -69,7 +69,8 @@ def test_default_layout_is_bsf():
 
 def test_large_batch_many_chunks():
     g = rng()
-    for p, layout in [((2, 8, 8, 16), "bsf"), ((2, 8, 8, 16), "bsl"), ((1, 16, 24, 1), "bsf")]:
+    for p, layout in [((2, 8, 8, 16), "bsf"), ((2, 8, 8, 16), "bsl"), ((1, 16, 24, 1), "bsf"),
+                      ((2, 6, 9, 12), "bsf")]:
         w = g.standard_normal(p).astype(np.float32)
         x = act(g, cols(p), 1500, layout, np.float32)
         assert relerr(ks_matmul(x, w, p, layout=layout), ref.matmul(x, w, p, layout)) < TOL[np.float32]

@@ -8,6 +8,7 @@
 
 #include "cpu/fft.hpp"
 #include "cpu/ks/gemm.hpp"
+#include "cpu/ks/transpose.hpp"
 #include "strux/ks.hpp"
 
 namespace strux {
@@ -70,16 +71,14 @@ void reduce_weights(const KSPattern& p, const T* acc, int64_t nacc, T* dw, int n
 }
 
 // Batch-size-first gather/scatter of one batch row restricted to block i: the row's c·d
-// values (l, j) become d contiguous runs of c (a small transpose), and back.
+// values (l, j) become d contiguous runs of c (a c×d → d×c transpose), and back.
 template <class T>
 inline void gather_row(const T* src, T* dst, int64_t c, int64_t d) {  // dst[j*c + l] = src[l*d + j]
-  for (int64_t l = 0; l < c; ++l)
-    for (int64_t j = 0; j < d; ++j) dst[j * c + l] = src[l * d + j];
+  cpu::ks::transpose(src, d, dst, c, c, d);
 }
 template <class T>
 inline void scatter_row(const T* src, T* dst, int64_t c, int64_t d) {  // dst[l*d + j] = src[j*c + l]
-  for (int64_t l = 0; l < c; ++l)
-    for (int64_t j = 0; j < d; ++j) dst[l * d + j] = src[j * c + l];
+  cpu::ks::transpose(src, c, dst, d, d, c);
 }
 
 void check_call(const KSPattern& p, int64_t batch) {
