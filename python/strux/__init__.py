@@ -10,7 +10,7 @@ Families (each also has a vector-Jacobian function for gradients):
 from . import _ext
 from .fftconv import fftconv, fftconv_vjp, FFTConv
 from .toeplitz import BlockToeplitz, read_vector, write_vector
-from .ks import ks_matmul, ks_matmul_vjp, ks_chain, ks_chain_vjp
+from .ks import ks_matmul, ks_matmul_vjp, ks_chain, ks_chain_vjp, ks_dense
 from .scan import (diag_scan, diag_scan_vjp, circulant_scan, circulant_scan_vjp,
                    block_circulant_scan, block_circulant_scan_vjp)
 

@@ -1,0 +1,85 @@
+// Chains K_1 ⋯ K_P of KS factors: factor by factor through a plan-owned workspace.
+//
+// Workspace (all (width × batch) blocks, row-major in the plan's layout):
+//   [input of factor 0 … input of factor P-2] [gradient ping] [gradient pong]
+// Factor p's input is factor p+1's output; factor P-1 reads x. Forward writes those inputs in
+// place, so backward (which runs forward first) finds every factor's input without recomputing.
+#include <algorithm>
+#include <utility>
+
+#include "strux/ks.hpp"
+
+namespace strux {
+
+template <class T>
+KSChainPlan<T>::KSChainPlan(std::vector<KSPattern> patterns, KSLayout layout, int64_t max_batch) {
+  check_arg(!patterns.empty(), "patterns", "expected at least one pattern, got none");
+  for (size_t p = 0; p < patterns.size(); ++p) {
+    const KSPattern& q = patterns[p];
+    check_arg(q.a >= 1 && q.b >= 1 && q.c >= 1 && q.d >= 1, "patterns", "entry ", p,
+              ": expected (a, b, c, d) with every entry >= 1, got (", q.a, ", ", q.b, ", ", q.c,
+              ", ", q.d, ")");
+    if (p + 1 < patterns.size())
+      check_arg(q.cols() == patterns[p + 1].rows(), "patterns", "entries ", p, " and ", p + 1,
+                " are not compatible: a·c·d of entry ", p, " is ", q.cols(), " but a·b·d of entry ",
+                p + 1, " is ", patterns[p + 1].rows());
+    plans_.emplace_back(q, layout);
+    max_width_ = std::max({max_width_, q.rows(), q.cols()});
+  }
+  act_off_.assign(patterns.size(), 0);
+  for (size_t p = 0; p + 1 < patterns.size(); ++p) {
+    act_off_[p] = act_total_;
+    act_total_ += patterns[p].cols();
+  }
+  if (max_batch > 0) reserve(max_batch);
+}
+
+template <class T>
+void KSChainPlan<T>::reserve(int64_t batch) {
+  check_positive(batch, "batch");
+  if (batch <= batch_cap_) return;
+  // Offsets are in units of the batch capacity, so growing re-lays the whole buffer (it holds
+  // nothing that outlives a call).
+  ws_.assign(size_t((act_total_ + 2 * max_width_) * batch), T(0));
+  batch_cap_ = batch;
+}
+
+template <class T>
+void KSChainPlan<T>::forward(const T* x, const T* const* w, T* y, int64_t batch) {
+  reserve(batch);
+  const size_t P = plans_.size();
+  const T* in = x;
+  for (size_t q = P; q-- > 0;) {
+    T* out = q == 0 ? y : act(q - 1);
+    plans_[q].forward(in, w[q], out, batch);
+    in = out;
+  }
+}
+
+template <class T>
+void KSChainPlan<T>::backward(const T* dy, const T* x, const T* const* w, T* dx, T* const* dw,
+                              int64_t batch) {
+  reserve(batch);
+  const size_t P = plans_.size();
+  // Inputs of factors 0..P-2 into the workspace (factor 0's output itself is not needed).
+  const T* in = x;
+  for (size_t q = P; q-- > 1;) {
+    plans_[q].forward(in, w[q], act(q - 1), batch);
+    in = act(q - 1);
+  }
+  T* ping = ws_.data() + act_total_ * batch_cap_;
+  T* pong = ping + max_width_ * batch_cap_;
+  const T* g = dy;
+  for (size_t q = 0; q < P; ++q) {
+    const T* xin = q + 1 == P ? x : act(q);
+    T* gout = q + 1 == P ? dx : ping;
+    plans_[q].backward(g, xin, w[q], gout, dw ? dw[q] : nullptr, batch);
+    g = gout;
+    std::swap(ping, pong);
+  }
+}
+
+template class KSChainPlan<float>;
+template class KSChainPlan<double>;
+
+}  // namespace strux

@@ -1,0 +1,267 @@
+// KS factor and chain plans against a dense float64 K built from the DESIGN.md formula.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "strux/ks.hpp"
+
+namespace {
+
+using strux::KSChainPlan;
+using strux::KSLayout;
+using strux::KSPattern;
+using strux::KSPlan;
+
+std::vector<double> randn(int64_t n, std::mt19937_64& rng) {
+  std::normal_distribution<double> dist;
+  std::vector<double> v(static_cast<size_t>(n));
+  for (auto& e : v) e = dist(rng);
+  return v;
+}
+
+// Dense K (M × N), row-major: K[i·b·d + k·d + j, i·c·d + l·d + j] = w[i, k, l, j].
+std::vector<double> dense(const KSPattern& p, const std::vector<double>& w) {
+  const int64_t M = p.rows(), N = p.cols();
+  std::vector<double> K(size_t(M * N), 0.0);
+  for (int64_t i = 0; i < p.a; ++i)
+    for (int64_t k = 0; k < p.b; ++k)
+      for (int64_t l = 0; l < p.c; ++l)
+        for (int64_t j = 0; j < p.d; ++j)
+          K[(i * p.b * p.d + k * p.d + j) * N + i * p.c * p.d + l * p.d + j] =
+              w[((i * p.b + k) * p.c + l) * p.d + j];
+  return K;
+}
+
+// Element (row r, batch t) of an activation of width n in a layout.
+inline int64_t at(KSLayout L, int64_t r, int64_t t, int64_t n, int64_t batch) {
+  return L == KSLayout::BatchLast ? r * batch + t : t * n + r;
+}
+
+// out = op(K) applied to each batch element of in: K (M × N); trans uses Kᵀ.
+std::vector<double> apply(const std::vector<double>& K, int64_t M, int64_t N, bool trans,
+                          const std::vector<double>& in, int64_t batch, KSLayout L) {
+  const int64_t nin = trans ? M : N, nout = trans ? N : M;
+  std::vector<double> out(size_t(nout * batch), 0.0);
+  for (int64_t t = 0; t < batch; ++t)
+    for (int64_t r = 0; r < nout; ++r) {
+      double s = 0;
+      for (int64_t q = 0; q < nin; ++q)
+        s += (trans ? K[q * N + r] : K[r * N + q]) * in[at(L, q, t, nin, batch)];
+      out[at(L, r, t, nout, batch)] = s;
+    }
+  return out;
+}
+
+double rel_err(const std::vector<double>& ref, const std::vector<double>& got) {
+  double num = 0, den = 0;
+  for (size_t q = 0; q < ref.size(); ++q) {
+    num += (ref[q] - got[q]) * (ref[q] - got[q]);
+    den += ref[q] * ref[q];
+  }
+  return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+template <class T>
+std::vector<T> cast(const std::vector<double>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+template <class T>
+std::vector<double> widen(const std::vector<T>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+template <class T>
+double tol() {
+  return std::is_same<T, float>::value ? 2e-5 : 1e-12;
+}
+
+const KSPattern kPatterns[] = {{1, 1, 1, 1}, {2, 2, 2, 2}, {3, 5, 7, 2}, {1, 4, 4, 1},
+                               {4, 1, 3, 5}, {2, 3, 1, 1}, {1, 6, 2, 9}, {5, 2, 3, 1}};
+const int64_t kBatches[] = {1, 7, 130};
+const KSLayout kLayouts[] = {KSLayout::BatchFirst, KSLayout::BatchLast};
+
+// Forward and both gradients of one factor against the dense reference.
+template <class T>
+void check_factor(const KSPattern& p, KSLayout L, int64_t batch, std::mt19937_64& rng) {
+  SCOPED_TRACE(testing::Message() << "pattern (" << p.a << "," << p.b << "," << p.c << "," << p.d
+                                  << ") layout " << int(L) << " batch " << batch);
+  const int64_t M = p.rows(), N = p.cols();
+  const auto w = randn(p.nnz(), rng), x = randn(N * batch, rng), dy = randn(M * batch, rng);
+  const auto K = dense(p, w);
+  const KSPlan<T> plan(p, L);
+
+  const auto wt = cast<T>(w), xt = cast<T>(x), dyt = cast<T>(dy);
+  std::vector<T> y(size_t(M * batch), T(NAN)), dx(size_t(N * batch), T(NAN)), dw(size_t(p.nnz()), T(NAN));
+  plan.forward(xt.data(), wt.data(), y.data(), batch);
+  EXPECT_LT(rel_err(apply(K, M, N, false, x, batch, L), widen(y)), tol<T>());
+
+  plan.backward(dyt.data(), xt.data(), wt.data(), dx.data(), dw.data(), batch);
+  EXPECT_LT(rel_err(apply(K, M, N, true, dy, batch, L), widen(dx)), tol<T>());
+  // dw[i,k,l,j] = Σ_t dy[t, row] x[t, col] over the entry's (row, col).
+  std::vector<double> dw_ref(size_t(p.nnz()), 0.0);
+  for (int64_t i = 0; i < p.a; ++i)
+    for (int64_t k = 0; k < p.b; ++k)
+      for (int64_t l = 0; l < p.c; ++l)
+        for (int64_t j = 0; j < p.d; ++j) {
+          const int64_t r = i * p.b * p.d + k * p.d + j, c = i * p.c * p.d + l * p.d + j;
+          double s = 0;
+          for (int64_t t = 0; t < batch; ++t) s += dy[at(L, r, t, M, batch)] * x[at(L, c, t, N, batch)];
+          dw_ref[((i * p.b + k) * p.c + l) * p.d + j] = s;
+        }
+  EXPECT_LT(rel_err(dw_ref, widen(dw)), tol<T>());
+
+  // Either gradient alone gives the same values.
+  std::vector<T> dw2(dw.size(), T(NAN)), dx2(dx.size(), T(NAN));
+  plan.backward(dyt.data(), xt.data(), wt.data(), nullptr, dw2.data(), batch);
+  plan.backward(dyt.data(), xt.data(), wt.data(), dx2.data(), nullptr, batch);
+  EXPECT_EQ(widen(dw2), widen(dw));
+  EXPECT_EQ(widen(dx2), widen(dx));
+}
+
+template <class T>
+void sweep_factors() {
+  std::mt19937_64 rng(7);
+  for (const auto& p : kPatterns)
+    for (auto L : kLayouts)
+      for (int64_t batch : kBatches) check_factor<T>(p, L, batch, rng);
+}
+
+TEST(KSFactor, Float64) { sweep_factors<double>(); }
+TEST(KSFactor, Float32) { sweep_factors<float>(); }
+
+// Large enough that work items are split into several batch chunks per group.
+TEST(KSFactor, ManyChunks) {
+  std::mt19937_64 rng(11);
+  for (auto L : kLayouts) {
+    check_factor<double>({2, 8, 8, 16}, L, 600, rng);
+    check_factor<float>({1, 16, 24, 1}, L, 1500, rng);
+    check_factor<float>({2, 6, 9, 12}, L, 300, rng);  // SSE transpose blocks plus edges
+    check_factor<double>({3, 5, 7, 6}, L, 301, rng);
+  }
+}
+
+template <class T>
+void check_chain(const std::vector<KSPattern>& ps, KSLayout L, int64_t batch, std::mt19937_64& rng) {
+  SCOPED_TRACE(testing::Message() << "chain of " << ps.size() << " layout " << int(L) << " batch " << batch);
+  // Dense K = K_1 ⋯ K_P.
+  std::vector<std::vector<double>> ws;
+  std::vector<double> K;
+  int64_t M = ps[0].rows(), N = 0;
+  for (size_t q = 0; q < ps.size(); ++q) {
+    ws.push_back(randn(ps[q].nnz(), rng));
+    auto Kq = dense(ps[q], ws.back());
+    if (q == 0) {
+      K = Kq;
+      N = ps[0].cols();
+      continue;
+    }
+    const int64_t n2 = ps[q].cols();
+    std::vector<double> P(size_t(M * n2), 0.0);
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t m = 0; m < N; ++m)
+        for (int64_t s = 0; s < n2; ++s) P[r * n2 + s] += K[r * N + m] * Kq[m * n2 + s];
+    K = P;
+    N = n2;
+  }
+  const auto x = randn(N * batch, rng), dy = randn(M * batch, rng);
+  std::vector<std::vector<T>> wt;
+  std::vector<const T*> wp;
+  for (auto& w : ws) wt.push_back(cast<T>(w));
+  for (auto& w : wt) wp.push_back(w.data());
+
+  KSChainPlan<T> plan(ps, L);
+  const auto xt = cast<T>(x), dyt = cast<T>(dy);
+  std::vector<T> y(size_t(M * batch), T(NAN)), dx(size_t(N * batch), T(NAN));
+  plan.forward(xt.data(), wp.data(), y.data(), batch);
+  EXPECT_LT(rel_err(apply(K, M, N, false, x, batch, L), widen(y)), tol<T>());
+
+  // Weight gradients against single factors fed with the dense-reference activations.
+  std::vector<std::vector<T>> dw;
+  std::vector<T*> dwp;
+  for (auto& p : ps) dw.emplace_back(size_t(p.nnz()), T(NAN));
+  for (auto& v : dw) dwp.push_back(v.data());
+  plan.backward(dyt.data(), xt.data(), wp.data(), dx.data(), dwp.data(), batch);
+  EXPECT_LT(rel_err(apply(K, M, N, true, dy, batch, L), widen(dx)), tol<T>());
+  // Dot-product test per factor: <dw_q, δw> == <dy, d/dε chain(w_q + ε δw)> (linear in w_q).
+  for (size_t q = 0; q < ps.size(); ++q) {
+    auto dl = randn(ps[q].nnz(), rng);
+    std::vector<std::vector<T>> w2 = wt;
+    w2[q] = cast<T>(dl);
+    std::vector<const T*> w2p;
+    for (auto& w : w2) w2p.push_back(w.data());
+    std::vector<T> y2(y.size());
+    plan.forward(xt.data(), w2p.data(), y2.data(), batch);
+    double lhs = 0, rhs = 0, scale = 0;
+    for (size_t e = 0; e < dl.size(); ++e) lhs += double(dw[q][e]) * dl[e];
+    for (size_t e = 0; e < y2.size(); ++e) {
+      rhs += dy[e] * double(y2[e]);
+      scale += std::abs(dy[e] * double(y2[e]));
+    }
+    EXPECT_LT(std::abs(lhs - rhs) / scale, 10 * tol<T>()) << "factor " << q;
+  }
+}
+
+TEST(KSChain, MonarchAndButterfly) {
+  std::mt19937_64 rng(3);
+  const std::vector<std::vector<KSPattern>> chains = {
+      {{1, 4, 4, 4}, {4, 4, 4, 1}},                // Monarch, N = 16
+      {{1, 2, 2, 4}, {2, 2, 2, 2}, {4, 2, 2, 1}},  // butterfly, N = 8
+      {{3, 5, 2, 1}, {1, 3, 3, 2}},                // rectangular: 15 × 6 then 6 × 6
+      {{2, 3, 5, 7}},                              // a single factor
+      {{1, 1, 1, 1}, {1, 1, 1, 1}}};
+  for (const auto& ps : chains)
+    for (auto L : kLayouts)
+      for (int64_t batch : {int64_t(1), int64_t(9)}) {
+        check_chain<double>(ps, L, batch, rng);
+        check_chain<float>(ps, L, batch, rng);
+      }
+}
+
+TEST(KSChain, GrowsWorkspace) {
+  std::mt19937_64 rng(5);
+  KSChainPlan<double> plan({{1, 3, 3, 3}, {3, 3, 3, 1}}, KSLayout::BatchFirst, 2);
+  for (int64_t batch : {int64_t(2), int64_t(40), int64_t(3)}) {
+    auto w0 = randn(27, rng), w1 = randn(27, rng), x = randn(9 * batch, rng);
+    const double* w[] = {w0.data(), w1.data()};
+    std::vector<double> y(size_t(9 * batch)), t(size_t(9 * batch)), y1(size_t(9 * batch));
+    plan.forward(x.data(), w, y.data(), batch);
+    KSPlan<double>({3, 3, 3, 1}).forward(x.data(), w1.data(), t.data(), batch);
+    KSPlan<double>({1, 3, 3, 3}).forward(t.data(), w0.data(), y1.data(), batch);
+    EXPECT_LT(rel_err(y1, y), 1e-14);
+  }
+}
+
+TEST(KSFactor, NaNPropagatesOnlyAlongSupport) {
+  const KSPattern p{2, 3, 2, 2};  // N = 8, M = 12
+  std::vector<double> w(size_t(p.nnz()), 1.0), x(size_t(p.cols() * 2), 1.0), y(size_t(p.rows() * 2));
+  x[5] = NAN;  // batch 0, column 5: i = 1, l = 0, j = 1
+  KSPlan<double>(p).forward(x.data(), w.data(), y.data(), 2);
+  for (int64_t r = 0; r < p.rows(); ++r) {
+    const bool hit = r / (p.b * p.d) == 1 && r % p.d == 1;
+    EXPECT_EQ(std::isnan(y[r]), hit) << "row " << r;
+    EXPECT_FALSE(std::isnan(y[p.rows() + r]));
+  }
+}
+
+TEST(KSErrors, BadArguments) {
+  EXPECT_THROW(KSPlan<float>({0, 1, 1, 1}), strux::ValueError);
+  EXPECT_THROW(KSPlan<float>({1, 1, -2, 1}), strux::ValueError);
+  EXPECT_THROW(strux::ks_layout("bsx"), strux::ValueError);
+  EXPECT_EQ(strux::ks_layout("bsl"), KSLayout::BatchLast);
+  EXPECT_THROW(KSChainPlan<double>({{1, 2, 3, 1}, {1, 2, 3, 1}}), strux::ValueError);
+  EXPECT_THROW(KSChainPlan<double>(std::vector<KSPattern>{}), strux::ValueError);
+  float x = 0, w = 0, y = 0;
+  EXPECT_THROW(KSPlan<float>({1, 1, 1, 1}).forward(&x, &w, &y, 0), strux::ValueError);
+  try {
+    KSChainPlan<double>({{1, 2, 2, 1}, {1, 2, 2, 1}, {1, 3, 2, 1}});
+    FAIL() << "no throw";
+  } catch (const strux::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("'patterns'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("entries 1 and 2"), std::string::npos);
+  }
+}
+
+}  // namespace
