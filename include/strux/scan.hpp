@@ -114,4 +114,9 @@ class BlockCirculantScan {
   std::shared_ptr<const cpu::RealFFT<R>> fft_;
 };
 
+// Time steps per block of the circulant pipelines (rfft, scan and irfft of one block of steps
+// at a time, so spectra stay in cache): 0 = automatic (about 1 MiB of spectra per block).
+// A tuning and testing knob (process-wide, not thread-safe against running plans).
+void set_scan_time_block(int64_t steps);
+
 }  // namespace strux

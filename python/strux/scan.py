@@ -88,7 +88,8 @@ def diag_scan(a, b, *, h0=None, return_final=False):
     return_final = _flag(return_final, "return_final")
     a, b, h0 = _diag_args(a, b, h0)
     cdt, out_dt = _diag_dtypes(a=a, b=b, h0=h0)
-    h = _fn("diag_fwd", cdt)(native(a, cdt), native(b, cdt), native(h0, cdt))
+    h = np.empty(a.shape, cdt)
+    _fn("diag_fwd", cdt)(native(a, cdt), native(b, cdt), native(h0, cdt), h)
     h = result(h, out_dt)
     return (h, np.ascontiguousarray(h[:, -1])) if return_final else h
 
@@ -106,8 +107,10 @@ def diag_scan_vjp(dh, a, b, *, h0=None, dh_last=None):
     check_shape(dh, "dh", a.shape)
     dh_last = _opt(dh_last, "dh_last", (a.shape[0], a.shape[2]), real_only=False)
     cdt, _ = _diag_dtypes(a=a, b=b, h0=h0, dh=dh, dh_last=dh_last)
-    da, db, dh0 = _fn("diag_bwd", cdt)(native(dh, cdt), native(dh_last, cdt), native(a, cdt),
-                                       native(b, cdt), native(h0, cdt), h0 is not None)
+    da, db = np.empty(a.shape, cdt), np.empty(a.shape, cdt)
+    dh0 = None if h0 is None else np.empty(h0.shape, cdt)
+    _fn("diag_bwd", cdt)(native(dh, cdt), native(dh_last, cdt), native(a, cdt), native(b, cdt),
+                         native(h0, cdt), da, db, dh0)
 
     def back(g, x):
         if g is None:
@@ -163,7 +166,9 @@ def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False):
     return_final = _flag(return_final, "return_final")
     a, u, h0, fourier, dt, rdt, adt = _circ_args(a, u, h0, fourier)
     kind = "circ_fourier_fwd" if fourier else "circ_fwd"
-    h = result(_fn(kind, rdt)(native(a, adt), native(u, rdt), native(h0, rdt)), dt)
+    h = np.empty(u.shape, rdt)
+    _fn(kind, rdt)(native(a, adt), native(u, rdt), native(h0, rdt), h)
+    h = result(h, dt)
     return (h, np.ascontiguousarray(h[:, -1])) if return_final else h
 
 
@@ -183,8 +188,10 @@ def circulant_scan_vjp(dh, a, u, *, h0=None, fourier=False, dh_last=None):
     dh_last = _opt(dh_last, "dh_last", (u.shape[0], u.shape[2]), real_only=True)
     same_dtype(u=u, dh=dh, dh_last=dh_last)
     kind = "circ_fourier_bwd" if fourier else "circ_bwd"
-    da, du, dh0 = _fn(kind, rdt)(native(dh, rdt), native(dh_last, rdt), native(a, adt),
-                                 native(u, rdt), native(h0, rdt), h0 is not None)
+    da, du = np.empty(a.shape, adt), np.empty(u.shape, rdt)
+    dh0 = None if h0 is None else np.empty(h0.shape, rdt)
+    _fn(kind, rdt)(native(dh, rdt), native(dh_last, rdt), native(a, adt), native(u, rdt),
+                   native(h0, rdt), da, du, dh0)
     return (da if fourier else result(da, dt)), result(du, dt), (None if dh0 is None else result(dh0, dt))
 
 
@@ -217,7 +224,9 @@ def block_circulant_scan(a, u, *, h0=None, return_final=False):
     """
     return_final = _flag(return_final, "return_final")
     a, u, h0, dt, rdt = _block_args(a, u, h0)
-    h = result(_fn("block_fwd", rdt)(native(a, rdt), native(u, rdt), native(h0, rdt)), dt)
+    h = np.empty(u.shape, rdt)
+    _fn("block_fwd", rdt)(native(a, rdt), native(u, rdt), native(h0, rdt), h)
+    h = result(h, dt)
     return (h, np.ascontiguousarray(h[:, -1])) if return_final else h
 
 
@@ -233,6 +242,8 @@ def block_circulant_scan_vjp(dh, a, u, *, h0=None, dh_last=None):
     check_shape(dh, "dh", u.shape)
     dh_last = _opt(dh_last, "dh_last", (u.shape[0], u.shape[2]), real_only=True)
     same_dtype(u=u, dh=dh, dh_last=dh_last)
-    da, du, dh0 = _fn("block_bwd", rdt)(native(dh, rdt), native(dh_last, rdt), native(a, rdt),
-                                        native(u, rdt), native(h0, rdt), h0 is not None)
+    da, du = np.empty(a.shape, rdt), np.empty(u.shape, rdt)
+    dh0 = None if h0 is None else np.empty(h0.shape, rdt)
+    _fn("block_bwd", rdt)(native(dh, rdt), native(dh_last, rdt), native(a, rdt), native(u, rdt),
+                          native(h0, rdt), da, du, dh0)
     return result(da, dt), result(du, dt), (None if dh0 is None else result(dh0, dt))

@@ -218,6 +218,7 @@ TEST(ScanErrors, BadSizesNameTheArgument) {
   EXPECT_THROW(strux::CirculantScan<double>(1, 0, 4), strux::ValueError);
   EXPECT_THROW(strux::BlockCirculantScan<double>(1, 1, 0, 4), strux::ValueError);
   EXPECT_THROW(strux::BlockCirculantScan<double>(1, 1, 2, 0), strux::ValueError);
+  EXPECT_THROW(strux::set_scan_time_block(-1), strux::ValueError);
 }
 
 // ---- circulant -----------------------------------------------------------------------------
@@ -290,14 +291,20 @@ void circ_case(int64_t B, int64_t TT, int64_t n, bool with_h0, bool fourier) {
   EXPECT_NEAR(lhs, rhs, 1e-10 * (std::abs(lhs) + 1)) << "n=" << n << " T=" << TT << " fourier=" << fourier;
 }
 
+// Time blocks: 0 = automatic (one block at these sizes); 1, 2, 3 split T = 7 into several
+// blocks, exercising the carried state and the checkpointed backward sweep.
 TEST(ScanCirculant, ForwardAndBackwardMatchDense) {
-  for (int64_t n : {1, 2, 7, 8, 13})
-    for (bool h0 : {false, true})
-      for (bool fourier : {false, true}) {
-        circ_case<float>(2, 5, n, h0, fourier);
-        circ_case<double>(2, 5, n, h0, fourier);
-        circ_case<double>(1, 1, n, h0, fourier);
-      }
+  for (int64_t tb : {0, 1, 2, 3}) {
+    strux::set_scan_time_block(tb);
+    for (int64_t n : {1, 2, 7, 8, 13})
+      for (bool h0 : {false, true})
+        for (bool fourier : {false, true}) {
+          circ_case<float>(2, 7, n, h0, fourier);
+          circ_case<double>(2, 7, n, h0, fourier);
+          circ_case<double>(1, 1, n, h0, fourier);
+        }
+  }
+  strux::set_scan_time_block(0);
 }
 
 // ---- block circulant -----------------------------------------------------------------------
@@ -344,12 +351,16 @@ void block_case(int64_t B, int64_t TT, int64_t p, int64_t k, bool with_h0) {
 
 TEST(ScanBlockCirculant, ForwardAndBackwardMatchDense) {
   const int64_t pk[][2] = {{1, 1}, {1, 7}, {3, 1}, {2, 5}, {3, 4}, {2, 8}};
-  for (auto& c : pk)
-    for (bool h0 : {false, true}) {
-      block_case<float>(2, 4, c[0], c[1], h0);
-      block_case<double>(2, 4, c[0], c[1], h0);
-      block_case<double>(1, 1, c[0], c[1], h0);
-    }
+  for (int64_t tb : {0, 1, 2, 3}) {
+    strux::set_scan_time_block(tb);
+    for (auto& c : pk)
+      for (bool h0 : {false, true}) {
+        block_case<float>(2, 7, c[0], c[1], h0);
+        block_case<double>(2, 7, c[0], c[1], h0);
+        block_case<double>(1, 1, c[0], c[1], h0);
+      }
+  }
+  strux::set_scan_time_block(0);
 }
 
 }  // namespace

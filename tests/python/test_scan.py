@@ -15,6 +15,15 @@ def rng():
     return np.random.default_rng()
 
 
+@pytest.fixture(params=[0, 2], ids=["auto_block", "time_block_2"])
+def time_block(request):
+    """Circulant pipelines run in blocks of time steps; 2 splits these small T into several
+    blocks (carried state, checkpointed backward sweep); 0 = automatic (one block here)."""
+    strux._ext.scan_set_time_block(request.param)
+    yield request.param
+    strux._ext.scan_set_time_block(0)
+
+
 def rand(r, shape, dtype, scale=1.0):
     x = r.standard_normal(shape) * scale
     if np.dtype(dtype).kind == "c":
@@ -159,7 +168,7 @@ CIRC_N = [1, 2, 7, 8, 13]
 @pytest.mark.parametrize("n", CIRC_N)
 @pytest.mark.parametrize("with_h0", [False, True])
 @pytest.mark.parametrize("fourier", [False, True])
-def test_circulant_scan_matches_dense_loop(dtype, n, with_h0, fourier):
+def test_circulant_scan_matches_dense_loop(dtype, n, with_h0, fourier, time_block):
     r = rng()
     B, T = 2, 6
     u = rand(r, (B, T, n), dtype)
@@ -229,7 +238,7 @@ def test_circulant_scan_noncontiguous_and_nan():
 @pytest.mark.parametrize("n", CIRC_N)
 @pytest.mark.parametrize("with_h0", [False, True])
 @pytest.mark.parametrize("fourier", [False, True])
-def test_circulant_scan_vjp_dot_product(n, with_h0, fourier):
+def test_circulant_scan_vjp_dot_product(n, with_h0, fourier, time_block):
     r = rng()
     B, T = 2, 5
     u, dh, xu = (rand(r, (B, T, n), np.float64) for _ in range(3))
@@ -250,7 +259,7 @@ def test_circulant_scan_vjp_dot_product(n, with_h0, fourier):
 
 
 @pytest.mark.parametrize("n", [1, 6, 7])
-def test_circulant_scan_vjp_fourier_finite_differences(n):
+def test_circulant_scan_vjp_fourier_finite_differences(n, time_block):
     """Central differences on every real and imaginary part of a_hat (and on u, h0)."""
     r = rng()
     B, T, nf = 1, 3, n // 2 + 1
@@ -306,7 +315,7 @@ BLOCKS = [(1, 1), (1, 7), (3, 1), (2, 5), (3, 4), (2, 13)]
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("pk", BLOCKS)
 @pytest.mark.parametrize("with_h0", [False, True])
-def test_block_circulant_scan_matches_dense_loop(dtype, pk, with_h0):
+def test_block_circulant_scan_matches_dense_loop(dtype, pk, with_h0, time_block):
     r = rng()
     p, k = pk
     B, T, n = 2, 5, p * k
@@ -355,7 +364,7 @@ def test_block_circulant_scan_misc():
 
 @pytest.mark.parametrize("pk", BLOCKS)
 @pytest.mark.parametrize("with_h0", [False, True])
-def test_block_circulant_scan_vjp_dot_product(pk, with_h0):
+def test_block_circulant_scan_vjp_dot_product(pk, with_h0, time_block):
     r = rng()
     p, k = pk
     B, T, n = 2, 4, p * k

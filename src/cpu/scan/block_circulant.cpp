@@ -111,57 +111,105 @@ void block_backward_scan(const Spectra<R>& s, std::complex<R>* Gbuf, std::comple
 
 }  // namespace
 
+namespace {
+// rfft of the rows of one time block of an array with m rows of k per time step (B, T, m, k),
+// + `last` (B, m, k) added at t = T-1. Local row r = (b*tb + t - t0)*m + q.
 template <class R>
-void BlockCirculantScan<R>::forward(const R* a, const R* u, const R* h0, R* h) const {
-  check_arg(a && u && h, "h", "expected non-null a, u and h");
-  const int64_t k = k_, p = p_, kfs = kfs_, rows = B_ * T_ * p;
-  const RealFFT<R>& fft = *fft_;
-  AlignedBuffer<C> Ah(rows * p * kfs), Hh(rows * kfs), H0(h0 ? B_ * p * kfs : 0);
-  auto rows_of = [k](const R* src) {
-    return [src, k](int64_t r, R* x) { kern::copy_add<R>(src + r * k, nullptr, x, k); };
-  };
-  kern::rfft_rows(fft, rows * p, kfs, Ah.data(), rows_of(a));
-  kern::rfft_rows(fft, rows, kfs, Hh.data(), rows_of(u));
-  if (h0) kern::rfft_rows(fft, B_ * p, kfs, H0.data(), rows_of(h0));
-  block_forward_scan(Spectra<R>{B_, T_, p, kfs, Ah.data(), Hh.data(), h0 ? H0.data() : nullptr});
-  const R scale = R(1) / R(k);
-  kern::irfft_rows(fft, rows, kfs, Hh.data(), [&](int64_t r, const R* x) {
-    for (int64_t i = 0; i < k; ++i) h[r * k + i] = x[i] * scale;
+void load_rows(const RealFFT<R>& fft, const R* src, const R* last, int64_t B, int64_t T, int64_t m,
+               int64_t t0, int64_t tb, int64_t kfs, std::complex<R>* dst) {
+  const int64_t k = fft.n();
+  kern::rfft_rows(fft, B * tb * m, kfs, dst, [=](int64_t r, R* x) {
+    const int64_t q = r % m, bt = r / m, b = bt / tb, t = t0 + bt % tb;
+    kern::copy_add<R>(src + ((b * T + t) * m + q) * k, (last && t == T - 1) ? last + (b * m + q) * k : nullptr, x, k);
   });
 }
 
+// irfft / k of the rows of one time block into (B, T, m, k) (rows are destroyed).
+template <class R>
+void store_rows(const RealFFT<R>& fft, std::complex<R>* src, int64_t B, int64_t T, int64_t m, int64_t t0,
+                int64_t tb, int64_t kfs, R* dst) {
+  const int64_t k = fft.n();
+  const R scale = R(1) / R(k);
+  kern::irfft_rows(fft, B * tb * m, kfs, src, [=](int64_t r, const R* x) {
+    const int64_t q = r % m, bt = r / m, b = bt / tb, t = t0 + bt % tb;
+    R* y = dst + ((b * T + t) * m + q) * k;
+    for (int64_t i = 0; i < k; ++i) y[i] = x[i] * scale;
+  });
+}
+
+// carry[b] = the p state rows of the last step of a block.
+template <class C>
+void copy_last(const C* H, int64_t B, int64_t tb, int64_t p, int64_t kfs, C* carry) {
+  for (int64_t b = 0; b < B; ++b)
+    kern::copy_add<C>(H + (b * tb + tb - 1) * p * kfs, nullptr, carry + b * p * kfs, p * kfs);
+}
+}  // namespace
+
+// Forward: blocks of tb steps (spectra stay in cache); the state at a block's end carries on.
+template <class R>
+void BlockCirculantScan<R>::forward(const R* a, const R* u, const R* h0, R* h) const {
+  check_arg(a && u && h, "h", "expected non-null a, u and h");
+  const int64_t B = B_, T = T_, p = p_, kfs = kfs_;
+  const RealFFT<R>& fft = *fft_;
+  const int64_t Tb = kern::time_block(B, T, B * (p * p + p) * kfs * int64_t(sizeof(C)));
+  AlignedBuffer<C> Ah(B * Tb * p * p * kfs), Hh(B * Tb * p * kfs), carry(B * p * kfs);
+  if (h0) load_rows<R>(fft, h0, nullptr, B, 1, p, 0, 1, kfs, carry.data());
+  bool have_carry = h0 != nullptr;
+  for (int64_t t0 = 0; t0 < T; t0 += Tb) {
+    const int64_t tb = std::min(Tb, T - t0);
+    load_rows<R>(fft, a, nullptr, B, T, p * p, t0, tb, kfs, Ah.data());
+    load_rows<R>(fft, u, nullptr, B, T, p, t0, tb, kfs, Hh.data());
+    block_forward_scan(Spectra<R>{B, tb, p, kfs, Ah.data(), Hh.data(), have_carry ? carry.data() : nullptr});
+    copy_last(Hh.data(), B, tb, p, kfs, carry.data());
+    have_carry = true;
+    store_rows<R>(fft, Hh.data(), B, T, p, t0, tb, kfs, h);
+  }
+}
+
+// Backward: checkpoints of the state at each block start from a forward sweep; the reverse
+// sweep recomputes a block's states from its checkpoint, adds A_{t1}^H G_{t1} (the later
+// block's "dH0") to its last step, and runs the block backward pass.
 template <class R>
 void BlockCirculantScan<R>::backward(const R* dh, const R* dh_last, const R* a, const R* u,
                                      const R* h0, R* da, R* du, R* dh0) const {
   check_arg(dh && a && u && da && du, "dh", "expected non-null dh, a, u, da and du");
-  const int64_t k = k_, p = p_, kfs = kfs_, rows = B_ * T_ * p, TT = T_;
+  const int64_t B = B_, T = T_, p = p_, kfs = kfs_, sp = p * kfs;  // sp: one step's state spectra
   const RealFFT<R>& fft = *fft_;
-  AlignedBuffer<C> Ah(rows * p * kfs), Hh(rows * kfs), G(rows * kfs);
-  AlignedBuffer<C> H0(h0 ? B_ * p * kfs : 0), dH0(dh0 ? B_ * p * kfs : 0);
-  auto rows_of = [k](const R* src) {
-    return [src, k](int64_t r, R* x) { kern::copy_add<R>(src + r * k, nullptr, x, k); };
-  };
-  kern::rfft_rows(fft, rows * p, kfs, Ah.data(), rows_of(a));
-  kern::rfft_rows(fft, rows, kfs, Hh.data(), rows_of(u));
-  if (h0) kern::rfft_rows(fft, B_ * p, kfs, H0.data(), rows_of(h0));
-  // Row r of dh is (b, t, i) with r = (b*T + t)*p + i; dh_last adds to t = T-1.
-  kern::rfft_rows(fft, rows, kfs, G.data(), [&](int64_t r, R* x) {
-    const int64_t bt = r / p, b = bt / TT, t = bt % TT, i = r % p;
-    const R* last = (dh_last && t == TT - 1) ? dh_last + (b * p + i) * k : nullptr;
-    kern::copy_add<R>(dh + r * k, last, x, k);
-  });
-  const Spectra<R> s{B_, T_, p, kfs, Ah.data(), Hh.data(), h0 ? H0.data() : nullptr};
-  block_forward_scan(s);
-  block_backward_scan(s, G.data(), dh0 ? dH0.data() : nullptr);
-  const R scale = R(1) / R(k);
-  auto store_to = [k, scale](R* out) {
-    return [out, k, scale](int64_t r, const R* x) {
-      for (int64_t i = 0; i < k; ++i) out[r * k + i] = x[i] * scale;
-    };
-  };
-  kern::irfft_rows(fft, rows, kfs, G.data(), store_to(du));
-  kern::irfft_rows(fft, rows * p, kfs, Ah.data(), store_to(da));
-  if (dh0) kern::irfft_rows(fft, B_ * p, kfs, dH0.data(), store_to(dh0));
+  const int64_t Tb = kern::time_block(B, T, B * (p * p + 2 * p) * kfs * int64_t(sizeof(C)));
+  const int64_t nblk = (T + Tb - 1) / Tb;
+  AlignedBuffer<C> Ah(B * Tb * p * p * kfs), Hh(B * Tb * sp), G(B * Tb * sp);
+  AlignedBuffer<C> ckpt(nblk * B * sp), gin(B * sp), gout(B * sp);
+  if (h0) load_rows<R>(fft, h0, nullptr, B, 1, p, 0, 1, kfs, ckpt.data());
+  for (int64_t j = 0; j + 1 < nblk; ++j) {
+    const int64_t t0 = j * Tb, tb = Tb;
+    const C* prev = (j > 0 || h0) ? ckpt.data() + j * B * sp : nullptr;
+    load_rows<R>(fft, a, nullptr, B, T, p * p, t0, tb, kfs, Ah.data());
+    load_rows<R>(fft, u, nullptr, B, T, p, t0, tb, kfs, Hh.data());
+    block_forward_scan(Spectra<R>{B, tb, p, kfs, Ah.data(), Hh.data(), prev});
+    copy_last(Hh.data(), B, tb, p, kfs, ckpt.data() + (j + 1) * B * sp);
+  }
+  C* carry_in = nullptr;
+  for (int64_t j = nblk - 1; j >= 0; --j) {
+    const int64_t t0 = j * Tb, tb = std::min(Tb, T - t0);
+    const C* prev = (j > 0 || h0) ? ckpt.data() + j * B * sp : nullptr;
+    load_rows<R>(fft, a, nullptr, B, T, p * p, t0, tb, kfs, Ah.data());
+    load_rows<R>(fft, u, nullptr, B, T, p, t0, tb, kfs, Hh.data());
+    load_rows<R>(fft, dh, dh_last, B, T, p, t0, tb, kfs, G.data());
+    if (carry_in)
+      for (int64_t b = 0; b < B; ++b) {
+        C* g = G.data() + (b * tb + tb - 1) * sp;
+        const C* c = carry_in + b * sp;
+        for (int64_t i = 0; i < sp; ++i) g[i] += c[i];
+      }
+    const Spectra<R> s{B, tb, p, kfs, Ah.data(), Hh.data(), prev};
+    block_forward_scan(s);
+    C* carry_out = (carry_in == gout.data()) ? gin.data() : gout.data();
+    block_backward_scan(s, G.data(), (j > 0 || dh0) ? carry_out : nullptr);
+    carry_in = carry_out;
+    store_rows<R>(fft, G.data(), B, T, p, t0, tb, kfs, du);
+    store_rows<R>(fft, Ah.data(), B, T, p * p, t0, tb, kfs, da);
+  }
+  if (dh0) store_rows<R>(fft, carry_in, B, 1, p, 0, 1, kfs, dh0);
 }
 
 template class BlockCirculantScan<float>;

@@ -14,6 +14,11 @@
 namespace strux {
 namespace cpu::scan {
 
+namespace {
+int64_t g_time_block = 0;
+}  // namespace
+int64_t time_block_override() { return g_time_block; }
+
 int64_t scan_chunk(int64_t B, int64_t n) {
   const int64_t want = 4 * int64_t(num_threads());  // tasks wanted, for load balance
   const int64_t per_b = std::max<int64_t>(1, (want + B - 1) / B);
@@ -97,6 +102,11 @@ STRUX_DIAG_INST(std::complex<double>)
 #undef STRUX_DIAG_INST
 
 }  // namespace cpu::scan
+
+void set_scan_time_block(int64_t steps) {
+  check_arg(steps >= 0, "steps", "expected >= 0 (0 = automatic), got ", steps);
+  cpu::scan::g_time_block = steps;
+}
 
 template <class S>
 DiagScan<S>::DiagScan(int64_t B, int64_t T, int64_t n) : B_(B), T_(T), n_(n), chunk_(0) {
