@@ -60,7 +60,7 @@ class DiagScan {
                 S* dh0) const;
 
  private:
-  int64_t B_, T_, n_, chunk_;
+  int64_t B_, T_, n_;
 };
 
 template <class R>  // R = float or double

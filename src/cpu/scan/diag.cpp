@@ -109,11 +109,10 @@ void set_scan_time_block(int64_t steps) {
 }
 
 template <class S>
-DiagScan<S>::DiagScan(int64_t B, int64_t T, int64_t n) : B_(B), T_(T), n_(n), chunk_(0) {
+DiagScan<S>::DiagScan(int64_t B, int64_t T, int64_t n) : B_(B), T_(T), n_(n) {
   check_positive(B, "B");
   check_positive(T, "T");
   check_positive(n, "n");
-  chunk_ = cpu::scan::scan_chunk(B, n);
 }
 
 template <class S>
