@@ -1,0 +1,218 @@
+// Block-circulant scan: A_t is a p x p grid of k x k circulant blocks, block (i, j) = circ(a_t[i, j]).
+//
+// The real DFT along k diagonalises every block at once, so per frequency f the recurrence
+// is a p x p complex matrix-vector one:
+//   H_t[i, f] = sum_j A_t[i, j, f] H_{t-1}[j, f] + U_t[i, f],   A = rfft(a) along k.
+// Spectra are stored (B, T, p, p, kfs) and (B, T, p, kfs) with frequency innermost, so the
+// p x p products run as unit-stride element-wise updates over a chunk of frequencies; OpenMP
+// splits (batch, frequency chunk).
+// Backward (G_t = rfft(g_t)): G_t[j] = D_t[j] + sum_i conj(A_{t+1}[i, j]) G_{t+1}[i]
+// (the adjoint: blocks transposed and each circ^T is conj in frequency), du = irfft(G) / k,
+// da_t[i, j] = irfft(G_t[i] conj(H_{t-1}[j])) / k, dh0[j] = irfft(sum_i conj(A_0[i, j]) G_0[i]) / k.
+// The da spectrum of step t+1 is written over A_{t+1} as soon as G_t has used it, so the
+// backward pass needs no buffer beyond the forward one plus G.
+#include <algorithm>
+#include <complex>
+
+#include "cpu/fft.hpp"
+#include "cpu/scan/kernels.hpp"
+#include "cpu/scan/spectra.hpp"
+#include "strux/core.hpp"
+#include "strux/scan.hpp"
+
+namespace strux {
+
+using cpu::AlignedBuffer;
+using cpu::RealFFT;
+namespace kern = cpu::scan;
+
+template <class R>
+BlockCirculantScan<R>::BlockCirculantScan(int64_t B, int64_t T_, int64_t p, int64_t k)
+    : B_(B), T_(T_), p_(p), k_(k) {
+  check_positive(B, "B");
+  check_positive(T_, "T");
+  check_positive(p, "p");
+  check_positive(k, "k");
+  kfs_ = kern::padded_stride<R>(k / 2 + 1);
+  fft_ = RealFFT<R>::get(k);
+}
+
+namespace {
+
+template <class R>
+struct Spectra {
+  int64_t B, nt, p, kfs;
+  std::complex<R>* A;  // (B, T, p, p, kfs)
+  std::complex<R>* H;  // (B, T, p, kfs)
+  const std::complex<R>* H0;  // (B, p, kfs) or null
+  std::complex<R>* a(int64_t b, int64_t t, int64_t i, int64_t j) const {
+    return A + (((b * nt + t) * p + i) * p + j) * kfs;
+  }
+  std::complex<R>* h(int64_t b, int64_t t, int64_t i) const { return H + ((b * nt + t) * p + i) * kfs; }
+};
+
+// H (holding U on entry) becomes the scanned state spectra.
+template <class R>
+void block_forward_scan(const Spectra<R>& s) {
+  using C = std::complex<R>;
+  const int64_t chunk = kern::scan_chunk(s.B, s.kfs), nch = (s.kfs + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) num_threads(cpu::num_threads())
+  for (int64_t task = 0; task < s.B * nch; ++task) {
+    const int64_t b = task / nch, f0 = (task % nch) * chunk, len = std::min(chunk, s.kfs - f0);
+    for (int64_t t = 0; t < s.nt; ++t) {
+      if (t == 0 && !s.H0) continue;  // h_{-1} = 0: H_0 = U_0
+      for (int64_t i = 0; i < s.p; ++i) {
+        C* y = s.h(b, t, i) + f0;
+        for (int64_t j = 0; j < s.p; ++j) {
+          const C* x = (t == 0 ? s.H0 + (b * s.p + j) * s.kfs : s.h(b, t - 1, j)) + f0;
+          kern::fma_inplace(s.a(b, t, i, j) + f0, x, y, len);
+        }
+      }
+    }
+  }
+}
+
+// G: D on entry, G on exit. A: overwritten by the da spectra X. dH0: conj(A_0)^T G_0 or null.
+template <class R>
+void block_backward_scan(const Spectra<R>& s, std::complex<R>* Gbuf, std::complex<R>* dH0) {
+  using C = std::complex<R>;
+  const int64_t chunk = kern::scan_chunk(s.B, s.kfs), nch = (s.kfs + chunk - 1) / chunk;
+  const int64_t p = s.p, kfs = s.kfs;
+  auto g = [&](int64_t b, int64_t t, int64_t i) { return Gbuf + ((b * s.nt + t) * p + i) * kfs; };
+#pragma omp parallel for schedule(static) num_threads(cpu::num_threads())
+  for (int64_t task = 0; task < s.B * nch; ++task) {
+    const int64_t b = task / nch, f0 = (task % nch) * chunk, len = std::min(chunk, kfs - f0);
+    for (int64_t t = s.nt - 2; t >= 0; --t) {
+      // G_t += A_{t+1}^H G_{t+1}
+      for (int64_t j = 0; j < p; ++j)
+        for (int64_t i = 0; i < p; ++i)
+          kern::conj_fma_inplace(s.a(b, t + 1, i, j) + f0, g(b, t + 1, i) + f0, g(b, t, j) + f0, len);
+      // A_{t+1} is no longer needed: X_{t+1}[i, j] = G_{t+1}[i] conj(H_t[j]) takes its place.
+      for (int64_t i = 0; i < p; ++i)
+        for (int64_t j = 0; j < p; ++j)
+          kern::mul_conj(g(b, t + 1, i) + f0, s.h(b, t, j) + f0, s.a(b, t + 1, i, j) + f0, len);
+    }
+    if (dH0) {
+      for (int64_t j = 0; j < p; ++j) {
+        C* y = dH0 + (b * p + j) * kfs + f0;
+        kern::fill_zero(y, len);
+        for (int64_t i = 0; i < p; ++i) kern::conj_fma_inplace(s.a(b, 0, i, j) + f0, g(b, 0, i) + f0, y, len);
+      }
+    }
+    for (int64_t i = 0; i < p; ++i)
+      for (int64_t j = 0; j < p; ++j) {
+        if (s.H0)
+          kern::mul_conj(g(b, 0, i) + f0, s.H0 + (b * p + j) * kfs + f0, s.a(b, 0, i, j) + f0, len);
+        else
+          kern::fill_zero(s.a(b, 0, i, j) + f0, len);
+      }
+  }
+}
+
+}  // namespace
+
+namespace {
+// rfft of the rows of one time block of an array with m rows of k per time step (B, T, m, k),
+// + `last` (B, m, k) added at t = T-1. Local row r = (b*tb + t - t0)*m + q.
+template <class R>
+void load_rows(const RealFFT<R>& fft, const R* src, const R* last, int64_t B, int64_t T, int64_t m,
+               int64_t t0, int64_t tb, int64_t kfs, std::complex<R>* dst) {
+  const int64_t k = fft.n();
+  kern::rfft_rows(fft, B * tb * m, kfs, dst, [=](int64_t r, R* x) {
+    const int64_t q = r % m, bt = r / m, b = bt / tb, t = t0 + bt % tb;
+    kern::copy_add<R>(src + ((b * T + t) * m + q) * k, (last && t == T - 1) ? last + (b * m + q) * k : nullptr, x, k);
+  });
+}
+
+// irfft / k of the rows of one time block into (B, T, m, k) (rows are destroyed).
+template <class R>
+void store_rows(const RealFFT<R>& fft, std::complex<R>* src, int64_t B, int64_t T, int64_t m, int64_t t0,
+                int64_t tb, int64_t kfs, R* dst) {
+  const int64_t k = fft.n();
+  const R scale = R(1) / R(k);
+  kern::irfft_rows(fft, B * tb * m, kfs, src, [=](int64_t r, const R* x) {
+    const int64_t q = r % m, bt = r / m, b = bt / tb, t = t0 + bt % tb;
+    R* y = dst + ((b * T + t) * m + q) * k;
+    for (int64_t i = 0; i < k; ++i) y[i] = x[i] * scale;
+  });
+}
+
+// carry[b] = the p state rows of the last step of a block.
+template <class C>
+void copy_last(const C* H, int64_t B, int64_t tb, int64_t p, int64_t kfs, C* carry) {
+  for (int64_t b = 0; b < B; ++b)
+    kern::copy_add<C>(H + (b * tb + tb - 1) * p * kfs, nullptr, carry + b * p * kfs, p * kfs);
+}
+}  // namespace
+
+// Forward: blocks of tb steps (spectra stay in cache); the state at a block's end carries on.
+template <class R>
+void BlockCirculantScan<R>::forward(const R* a, const R* u, const R* h0, R* h) const {
+  check_arg(a && u && h, "h", "expected non-null a, u and h");
+  const int64_t B = B_, T = T_, p = p_, kfs = kfs_;
+  const RealFFT<R>& fft = *fft_;
+  const int64_t Tb = kern::time_block(B, T, B * (p * p + p) * kfs * int64_t(sizeof(C)));
+  AlignedBuffer<C> Ah(B * Tb * p * p * kfs), Hh(B * Tb * p * kfs), carry(B * p * kfs);
+  if (h0) load_rows<R>(fft, h0, nullptr, B, 1, p, 0, 1, kfs, carry.data());
+  bool have_carry = h0 != nullptr;
+  for (int64_t t0 = 0; t0 < T; t0 += Tb) {
+    const int64_t tb = std::min(Tb, T - t0);
+    load_rows<R>(fft, a, nullptr, B, T, p * p, t0, tb, kfs, Ah.data());
+    load_rows<R>(fft, u, nullptr, B, T, p, t0, tb, kfs, Hh.data());
+    block_forward_scan(Spectra<R>{B, tb, p, kfs, Ah.data(), Hh.data(), have_carry ? carry.data() : nullptr});
+    copy_last(Hh.data(), B, tb, p, kfs, carry.data());
+    have_carry = true;
+    store_rows<R>(fft, Hh.data(), B, T, p, t0, tb, kfs, h);
+  }
+}
+
+// Backward: checkpoints of the state at each block start from a forward sweep; the reverse
+// sweep recomputes a block's states from its checkpoint, adds A_{t1}^H G_{t1} (the later
+// block's "dH0") to its last step, and runs the block backward pass.
+template <class R>
+void BlockCirculantScan<R>::backward(const R* dh, const R* dh_last, const R* a, const R* u,
+                                     const R* h0, R* da, R* du, R* dh0) const {
+  check_arg(dh && a && u && da && du, "dh", "expected non-null dh, a, u, da and du");
+  const int64_t B = B_, T = T_, p = p_, kfs = kfs_, sp = p * kfs;  // sp: one step's state spectra
+  const RealFFT<R>& fft = *fft_;
+  const int64_t Tb = kern::time_block(B, T, B * (p * p + 2 * p) * kfs * int64_t(sizeof(C)));
+  const int64_t nblk = (T + Tb - 1) / Tb;
+  AlignedBuffer<C> Ah(B * Tb * p * p * kfs), Hh(B * Tb * sp), G(B * Tb * sp);
+  AlignedBuffer<C> ckpt(nblk * B * sp), gin(B * sp), gout(B * sp);
+  if (h0) load_rows<R>(fft, h0, nullptr, B, 1, p, 0, 1, kfs, ckpt.data());
+  for (int64_t j = 0; j + 1 < nblk; ++j) {
+    const int64_t t0 = j * Tb, tb = Tb;
+    const C* prev = (j > 0 || h0) ? ckpt.data() + j * B * sp : nullptr;
+    load_rows<R>(fft, a, nullptr, B, T, p * p, t0, tb, kfs, Ah.data());
+    load_rows<R>(fft, u, nullptr, B, T, p, t0, tb, kfs, Hh.data());
+    block_forward_scan(Spectra<R>{B, tb, p, kfs, Ah.data(), Hh.data(), prev});
+    copy_last(Hh.data(), B, tb, p, kfs, ckpt.data() + (j + 1) * B * sp);
+  }
+  C* carry_in = nullptr;
+  for (int64_t j = nblk - 1; j >= 0; --j) {
+    const int64_t t0 = j * Tb, tb = std::min(Tb, T - t0);
+    const C* prev = (j > 0 || h0) ? ckpt.data() + j * B * sp : nullptr;
+    load_rows<R>(fft, a, nullptr, B, T, p * p, t0, tb, kfs, Ah.data());
+    load_rows<R>(fft, u, nullptr, B, T, p, t0, tb, kfs, Hh.data());
+    load_rows<R>(fft, dh, dh_last, B, T, p, t0, tb, kfs, G.data());
+    if (carry_in)
+      for (int64_t b = 0; b < B; ++b) {
+        C* g = G.data() + (b * tb + tb - 1) * sp;
+        const C* c = carry_in + b * sp;
+        for (int64_t i = 0; i < sp; ++i) g[i] += c[i];
+      }
+    const Spectra<R> s{B, tb, p, kfs, Ah.data(), Hh.data(), prev};
+    block_forward_scan(s);
+    C* carry_out = (carry_in == gout.data()) ? gin.data() : gout.data();
+    block_backward_scan(s, G.data(), (j > 0 || dh0) ? carry_out : nullptr);
+    carry_in = carry_out;
+    store_rows<R>(fft, G.data(), B, T, p, t0, tb, kfs, du);
+    store_rows<R>(fft, Ah.data(), B, T, p * p, t0, tb, kfs, da);
+  }
+  if (dh0) store_rows<R>(fft, carry_in, B, 1, p, 0, 1, kfs, dh0);
+}
+
+template class BlockCirculantScan<float>;
+template class BlockCirculantScan<double>;
+
+}  // namespace strux

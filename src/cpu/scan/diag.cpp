@@ -1,0 +1,136 @@
+// Diagonal scan h_t = a_t * h_{t-1} + b_t (real or complex) and its backward pass.
+//
+// Channels-last makes every time step a contiguous row of n channels: each OpenMP task owns
+// one batch item and one chunk of channels and walks time sequentially, so the inner loop is
+// a unit-stride element-wise update and h_{t-1} is still in L1 when step t reads it.
+#include <algorithm>
+#include <complex>
+
+#include "cpu/fft.hpp"
+#include "cpu/scan/kernels.hpp"
+#include "strux/core.hpp"
+#include "strux/scan.hpp"
+
+namespace strux {
+namespace cpu::scan {
+
+namespace {
+int64_t g_time_block = 0;
+}  // namespace
+int64_t time_block_override() { return g_time_block; }
+
+int64_t scan_chunk(int64_t B, int64_t n) {
+  const int64_t want = 4 * int64_t(num_threads());  // tasks wanted, for load balance
+  const int64_t per_b = std::max<int64_t>(1, (want + B - 1) / B);
+  int64_t c = (n + per_b - 1) / per_b;
+  c = std::max<int64_t>(16, (c + 15) / 16 * 16);
+  return std::min(c, n);
+}
+
+template <class S>
+void diag_forward(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const S* h0, S* h) {
+  const int64_t chunk = scan_chunk(B, n), nch = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) num_threads(num_threads())
+  for (int64_t task = 0; task < B * nch; ++task) {
+    const int64_t bi = task / nch, c0 = (task % nch) * chunk, len = std::min(chunk, n - c0);
+    const int64_t base = bi * T * n + c0;
+    const S* prev = h0 ? h0 + bi * n + c0 : nullptr;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t o = base + t * n;
+      if (h == b) {  // in place: h_t starts as b_t
+        if (prev) fma_inplace(a + o, prev, h + o, len);
+      } else if (prev) {
+        fma_step(a + o, prev, b + o, h + o, len);
+      } else {
+        copy_add<S>(b + o, nullptr, h + o, len);
+      }
+      prev = h + o;
+    }
+  }
+}
+
+template <class S>
+void diag_backward(int64_t B, int64_t T, int64_t n, const S* dh, const S* dh_last, const S* a,
+                   const S* b, const S* h0, S* da, S* db, S* dh0) {
+  const int64_t chunk = scan_chunk(B, n), nch = (n + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) num_threads(num_threads())
+  for (int64_t task = 0; task < B * nch; ++task) {
+    const int64_t bi = task / nch, c0 = (task % nch) * chunk, len = std::min(chunk, n - c0);
+    const int64_t base = bi * T * n + c0;
+    // Recompute the states, shifted by one step: da[t] holds h_{t-1}, the factor da_t needs.
+    if (h0)
+      copy_add<S>(h0 + bi * n + c0, nullptr, da + base, len);
+    else
+      fill_zero(da + base, len);
+    for (int64_t t = 0; t + 1 < T; ++t) {
+      const int64_t o = base + t * n;
+      fma_step(a + o, da + o, b + o, da + o + n, len);
+    }
+    // Reverse time: g_t = dh_t + conj(a_{t+1}) g_{t+1} kept in db; da_t = g_t conj(h_{t-1}).
+    for (int64_t t = T - 1; t >= 0; --t) {
+      const int64_t o = base + t * n;
+      if (t == T - 1) {
+        const S* last = dh_last ? dh_last + bi * n + c0 : nullptr;
+        if (db != dh) {
+          copy_add(dh + o, last, db + o, len);
+        } else if (last) {
+          for (int64_t i = 0; i < len; ++i) db[o + i] += last[i];
+        }
+      } else if (db == dh) {
+        conj_fma_inplace(a + o + n, db + o + n, db + o, len);
+      } else {
+        conj_fma_step(a + o + n, db + o + n, dh + o, db + o, len);
+      }
+      mul_conj_inplace(db + o, da + o, len);
+    }
+    if (dh0) {
+      S* d0 = dh0 + bi * n + c0;
+      fill_zero(d0, len);
+      conj_fma_inplace(a + base, db + base, d0, len);
+    }
+  }
+}
+
+#define STRUX_DIAG_INST(S)                                                                      \
+  template void diag_forward<S>(int64_t, int64_t, int64_t, const S*, const S*, const S*, S*);   \
+  template void diag_backward<S>(int64_t, int64_t, int64_t, const S*, const S*, const S*,       \
+                                 const S*, const S*, S*, S*, S*);
+STRUX_DIAG_INST(float)
+STRUX_DIAG_INST(double)
+STRUX_DIAG_INST(std::complex<float>)
+STRUX_DIAG_INST(std::complex<double>)
+#undef STRUX_DIAG_INST
+
+}  // namespace cpu::scan
+
+void set_scan_time_block(int64_t steps) {
+  check_arg(steps >= 0, "steps", "expected >= 0 (0 = automatic), got ", steps);
+  cpu::scan::g_time_block = steps;
+}
+
+template <class S>
+DiagScan<S>::DiagScan(int64_t B, int64_t T, int64_t n) : B_(B), T_(T), n_(n) {
+  check_positive(B, "B");
+  check_positive(T, "T");
+  check_positive(n, "n");
+}
+
+template <class S>
+void DiagScan<S>::forward(const S* a, const S* b, const S* h0, S* h) const {
+  check_arg(a && b && h, "h", "expected non-null a, b and h");
+  cpu::scan::diag_forward(B_, T_, n_, a, b, h0, h);
+}
+
+template <class S>
+void DiagScan<S>::backward(const S* dh, const S* dh_last, const S* a, const S* b, const S* h0,
+                           S* da, S* db, S* dh0) const {
+  check_arg(dh && a && b && da && db, "dh", "expected non-null dh, a, b, da and db");
+  cpu::scan::diag_backward(B_, T_, n_, dh, dh_last, a, b, h0, da, db, dh0);
+}
+
+template class DiagScan<float>;
+template class DiagScan<double>;
+template class DiagScan<std::complex<float>>;
+template class DiagScan<std::complex<double>>;
+
+}  // namespace strux
