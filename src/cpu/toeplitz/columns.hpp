@@ -1,0 +1,113 @@
+// Private to the toeplitz CPU backend: batched real FFTs of many time series ("columns") that
+// live strided inside a row-major array, to and from a frequency-major spectrum (nfreq, count).
+//
+// Why tiles of columns: in time-major arrays a series is strided by the whole row; gathering
+// kTile neighbouring columns per time step reads contiguous memory, and writing the spectra of
+// kTile columns per frequency writes contiguous memory, so neither side walks one cache line per
+// element. The frequency-major spectrum is what the per-frequency GEMV/GEMM needs.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "cpu/fft.hpp"
+#include "strux/toeplitz.hpp"
+
+namespace strux::cpu::toeplitz {
+
+inline constexpr int64_t kTile = 16;
+
+// Where column c (c = s*R + r, s the space index, r the right-hand side) of an array lives.
+struct Columns {
+  int64_t n_space;  // Nm or Nd
+  int64_t R;        // right-hand sides
+  int64_t nt;       // time steps
+  ToeplitzLayout layout;
+
+  int64_t count() const { return n_space * R; }
+  // Offset of (column c, t = 0).
+  int64_t base(int64_t c) const {
+    return layout == ToeplitzLayout::TimeMajor ? c : (c / R) * nt * R + c % R;
+  }
+  // Distance between consecutive time steps of one column.
+  int64_t tstride() const { return layout == ToeplitzLayout::TimeMajor ? n_space * R : R; }
+};
+
+// Padded row lengths keep every per-column segment of a scratch tile aligned like FFTW's
+// planning buffers (64 bytes covers SSE/AVX/AVX-512).
+template <class E>
+inline int64_t aligned_len(int64_t n) {
+  const int64_t q = std::max<int64_t>(1, int64_t(64 / sizeof(E)));
+  return (n + q - 1) / q * q;
+}
+
+// out[f * count + c] = scale * rfft(x column c zero-padded to fft.n())[f].
+template <class T>
+void forward_columns(const RealFFT<T>& fft, const T* x, const Columns& cols, cplx<T>* out,
+                     T scale) {
+  const int64_t nt = cols.nt, n = fft.n(), nf = fft.nfreq(), count = cols.count();
+  const int64_t ts = cols.tstride(), rs = aligned_len<T>(n), cs = aligned_len<cplx<T>>(nf);
+  const int64_t ntiles = (count + kTile - 1) / kTile;
+#pragma omp parallel num_threads(num_threads())
+  {
+    AlignedBuffer<T> rbuf(kTile * rs);
+    AlignedBuffer<cplx<T>> cbuf(kTile * cs);
+    // The zero padding is written once: the gather only fills t < nt and FFTW's out-of-place
+    // r2c leaves its input intact.
+    std::fill(rbuf.data(), rbuf.data() + kTile * rs, T(0));
+#pragma omp for schedule(static)
+    for (int64_t tile = 0; tile < ntiles; ++tile) {
+      const int64_t c0 = tile * kTile, g_n = std::min(kTile, count - c0);
+      if (ts == 1) {
+        for (int64_t g = 0; g < g_n; ++g)
+          std::memcpy(rbuf.data() + g * rs, x + cols.base(c0 + g), sizeof(T) * size_t(nt));
+      } else {
+        int64_t b[kTile];
+        for (int64_t g = 0; g < g_n; ++g) b[g] = cols.base(c0 + g);
+        for (int64_t t = 0; t < nt; ++t)
+          for (int64_t g = 0; g < g_n; ++g) rbuf[g * rs + t] = x[b[g] + t * ts];
+      }
+      for (int64_t g = 0; g < g_n; ++g) fft.forward(rbuf.data() + g * rs, cbuf.data() + g * cs);
+      for (int64_t f = 0; f < nf; ++f) {
+        cplx<T>* o = out + f * count + c0;
+        for (int64_t g = 0; g < g_n; ++g) o[g] = cbuf[g * cs + f] * scale;
+      }
+    }
+  }
+}
+
+// x column c = irfft(in[:, c])[0:nt] (unnormalised: the 1/nfft lives in the spectrum).
+// `in` is (nfreq, count) and is only read.
+template <class T>
+void inverse_columns(const RealFFT<T>& fft, const cplx<T>* in, const Columns& cols, T* x) {
+  const int64_t nt = cols.nt, n = fft.n(), nf = fft.nfreq(), count = cols.count();
+  const int64_t ts = cols.tstride(), rs = aligned_len<T>(n), cs = aligned_len<cplx<T>>(nf);
+  const int64_t ntiles = (count + kTile - 1) / kTile;
+#pragma omp parallel num_threads(num_threads())
+  {
+    AlignedBuffer<T> rbuf(kTile * rs);
+    AlignedBuffer<cplx<T>> cbuf(kTile * cs);
+#pragma omp for schedule(static)
+    for (int64_t tile = 0; tile < ntiles; ++tile) {
+      const int64_t c0 = tile * kTile, g_n = std::min(kTile, count - c0);
+      for (int64_t f = 0; f < nf; ++f) {
+        const cplx<T>* s = in + f * count + c0;
+        for (int64_t g = 0; g < g_n; ++g) cbuf[g * cs + f] = s[g];
+      }
+      // c2r overwrites its input: cbuf is scratch.
+      for (int64_t g = 0; g < g_n; ++g) fft.inverse(cbuf.data() + g * cs, rbuf.data() + g * rs);
+      if (ts == 1) {
+        for (int64_t g = 0; g < g_n; ++g)
+          std::memcpy(x + cols.base(c0 + g), rbuf.data() + g * rs, sizeof(T) * size_t(nt));
+      } else {
+        int64_t b[kTile];
+        for (int64_t g = 0; g < g_n; ++g) b[g] = cols.base(c0 + g);
+        for (int64_t t = 0; t < nt; ++t)
+          for (int64_t g = 0; g < g_n; ++g) x[b[g] + t * ts] = rbuf[g * rs + t];
+      }
+    }
+  }
+}
+
+}  // namespace strux::cpu::toeplitz
