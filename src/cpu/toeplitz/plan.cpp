@@ -1,6 +1,10 @@
 // BlockToeplitzPlan: Fhat once, then FFT -> per-frequency complex GEMV/GEMM -> inverse FFT.
 #include <mutex>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "cpu/fft.hpp"
 #include "cpu/toeplitz/blas.hpp"
 #include "cpu/toeplitz/columns.hpp"
@@ -23,41 +27,61 @@ const char* toeplitz_layout_name(ToeplitzLayout layout) {
   return layout == ToeplitzLayout::TimeMajor ? "time-major" : "space-major";
 }
 
+namespace cpu::toeplitz {
+int thread_index() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+void serial_blas_in_region() {
+#ifdef _OPENMP
+  omp_set_num_threads(1);
+#endif
+}
+}  // namespace cpu::toeplitz
+
+namespace {
+
+// Everything one product needs besides Fhat: the input and output spectra (frequency-major)
+// and one tile scratch per thread.
+template <class T>
+struct Workspace {
+  AlignedBuffer<cplx<T>> in, out;
+  std::vector<cpu::toeplitz::TileScratch<T>> tiles;
+
+  void prepare(int64_t n_in, int64_t n_out, int nthreads) {
+    if (in.size() < n_in) in = AlignedBuffer<cplx<T>>(n_in);
+    if (out.size() < n_out) out = AlignedBuffer<cplx<T>>(n_out);
+    if (int(tiles.size()) < nthreads) tiles.resize(size_t(nthreads));
+  }
+};
+
+}  // namespace
+
 template <class T>
 struct BlockToeplitzPlan<T>::Impl {
   int64_t nt = 0, nd = 0, nm = 0, nfft = 0, nfreq = 0;
   std::shared_ptr<const RealFFT<T>> fft;
   AlignedBuffer<cplx<T>> fhat;  // (nfreq, nd, nm), scaled by 1/nfft
 
-  // Spectra of the input and output series, kept between calls so that the hot path does not
-  // allocate (and page-fault) megabytes each time. A call that finds them busy (another thread)
-  // allocates its own.
+  // Kept between calls so that the hot path neither allocates nor page-faults megabytes each
+  // time. A call that finds it busy (another thread using the plan) makes its own.
   std::mutex ws_mutex;
-  AlignedBuffer<cplx<T>> ws_in, ws_out;
+  Workspace<T> ws;
 };
 
 namespace {
 
-// Scratch spectra for one call: the plan's cached pair when free, else fresh buffers.
-template <class Impl, class C>
-struct Scratch {
+// The plan's workspace when free, else a private one.
+template <class Impl, class T>
+struct ScopedWorkspace {
   std::unique_lock<std::mutex> lock;
-  AlignedBuffer<C> own_in, own_out;
-  C* in = nullptr;
-  C* out = nullptr;
-
-  Scratch(Impl& p, int64_t n_in, int64_t n_out) : lock(p.ws_mutex, std::try_to_lock) {
-    if (lock.owns_lock()) {
-      if (p.ws_in.size() < n_in) p.ws_in = AlignedBuffer<C>(n_in);
-      if (p.ws_out.size() < n_out) p.ws_out = AlignedBuffer<C>(n_out);
-      in = p.ws_in.data();
-      out = p.ws_out.data();
-    } else {
-      own_in = AlignedBuffer<C>(n_in);
-      own_out = AlignedBuffer<C>(n_out);
-      in = own_in.data();
-      out = own_out.data();
-    }
+  Workspace<T> own;
+  Workspace<T>* w;
+  explicit ScopedWorkspace(Impl& p) : lock(p.ws_mutex, std::try_to_lock) {
+    w = lock.owns_lock() ? &p.ws : &own;
   }
 };
 
@@ -65,6 +89,50 @@ void check_apply_args(const void* x, const char* xname, const void* y, const cha
   check_arg(x != nullptr, xname, "expected a data pointer, got null");
   check_arg(y != nullptr, yname, "expected a data pointer, got null");
   check_arg(R >= 1, "R", "expected the number of right-hand sides >= 1, got ", R);
+}
+
+// y = F x (adjoint: y = F^T x). One parallel region for the three phases, so a product pays
+// one fork/join and two barriers: on a busy machine each fork/join can wait a whole time slice.
+template <class T, class Impl>
+void apply(Impl& p, const T* x, T* y, int64_t R, ToeplitzLayout layout, bool adjoint) {
+  const int64_t nf = p.nfreq, nd = p.nd, nm = p.nm;
+  const int64_t n_in = adjoint ? nd : nm, n_out = adjoint ? nm : nd;
+  const Columns cin{n_in, R, p.nt, layout}, cout{n_out, R, p.nt, layout};
+  const int nth = cpu::num_threads();
+  ScopedWorkspace<Impl, T> sw(p);
+  Workspace<T>& w = *sw.w;
+  w.prepare(nf * n_in * R, nf * n_out * R, nth);
+  const cplx<T>* F = p.fhat.data();
+  cplx<T>* X = w.in.data();
+  cplx<T>* Y = w.out.data();
+  const cplx<T> one(1);
+  const RealFFT<T>& fft = *p.fft;
+#pragma omp parallel num_threads(nth) if (nth > 1)
+  {
+    cpu::toeplitz::serial_blas_in_region();
+    auto& ts = w.tiles[size_t(cpu::toeplitz::thread_index())];
+    cpu::toeplitz::forward_columns(fft, x, cin, X, T(1), ts);
+    // Frequencies are independent. For the adjoint, F^T in time is Fhat[f]^H per frequency of
+    // the half spectrum (F is real): ConjTrans on the same stored Fhat, no transposed copy.
+#pragma omp for schedule(static)
+    for (int64_t f = 0; f < nf; ++f) {
+      const cplx<T>* Ff = F + f * nd * nm;
+      const cplx<T>* Xf = X + f * n_in * R;
+      cplx<T>* Yf = Y + f * n_out * R;
+      if (!adjoint) {
+        if (R == 1)
+          cpu::toeplitz::gemv(CblasNoTrans, nd, nm, one, Ff, nm, Xf, Yf);
+        else
+          cpu::toeplitz::gemm(CblasNoTrans, CblasNoTrans, nd, R, nm, one, Ff, nm, Xf, R, Yf, R);
+      } else {
+        if (R == 1)
+          cpu::toeplitz::gemv(CblasConjTrans, nd, nm, one, Ff, nm, Xf, Yf);
+        else
+          cpu::toeplitz::gemm(CblasConjTrans, CblasNoTrans, nm, R, nd, one, Ff, nm, Xf, R, Yf, R);
+      }
+    }
+    cpu::toeplitz::inverse_columns(fft, Y, cout, y, ts);
+  }
 }
 
 }  // namespace
@@ -90,7 +158,12 @@ BlockToeplitzPlan<T>::BlockToeplitzPlan(const T* blocks, int64_t nt, int64_t nd,
   p.fhat = AlignedBuffer<cplx<T>>(p.nfreq * nd * nm);
   // Every (row, col) entry of the blocks is one time series: time-major columns of count nd*nm.
   const Columns cols{nd * nm, 1, nt, ToeplitzLayout::TimeMajor};
-  cpu::toeplitz::forward_columns(*p.fft, blocks, cols, p.fhat.data(), T(1) / T(p.nfft));
+  Workspace<T> w;
+  const int nth = cpu::num_threads();
+  w.prepare(0, 0, nth);
+#pragma omp parallel num_threads(nth) if (nth > 1)
+  cpu::toeplitz::forward_columns(*p.fft, blocks, cols, p.fhat.data(), T(1) / T(p.nfft),
+                                 w.tiles[size_t(cpu::toeplitz::thread_index())]);
 }
 
 template <class T>
@@ -124,46 +197,13 @@ const std::complex<T>* BlockToeplitzPlan<T>::spectrum() const {
 template <class T>
 void BlockToeplitzPlan<T>::matvec(const T* m, T* d, int64_t R, ToeplitzLayout layout) const {
   check_apply_args(m, "m", d, "d", R);
-  Impl& p = *impl_;
-  const int64_t nf = p.nfreq, nd = p.nd, nm = p.nm;
-  Scratch<Impl, cplx<T>> s(p, nf * nm * R, nf * nd * R);
-  cpu::toeplitz::forward_columns(*p.fft, m, Columns{nm, R, p.nt, layout}, s.in, T(1));
-  const cplx<T>* F = p.fhat.data();
-  const cplx<T> one(1);
-  // Frequencies are independent; BLAS runs serially inside the parallel region.
-#pragma omp parallel for num_threads(cpu::num_threads()) schedule(static)
-  for (int64_t f = 0; f < nf; ++f) {
-    const cplx<T>* Ff = F + f * nd * nm;
-    if (R == 1)
-      cpu::toeplitz::gemv(CblasNoTrans, nd, nm, one, Ff, nm, s.in + f * nm, s.out + f * nd);
-    else
-      cpu::toeplitz::gemm(CblasNoTrans, CblasNoTrans, nd, R, nm, one, Ff, nm, s.in + f * nm * R, R,
-                          s.out + f * nd * R, R);
-  }
-  cpu::toeplitz::inverse_columns(*p.fft, s.out, Columns{nd, R, p.nt, layout}, d);
+  apply(*impl_, m, d, R, layout, false);
 }
 
 template <class T>
 void BlockToeplitzPlan<T>::rmatvec(const T* d, T* m, int64_t R, ToeplitzLayout layout) const {
   check_apply_args(d, "d", m, "m", R);
-  Impl& p = *impl_;
-  const int64_t nf = p.nfreq, nd = p.nd, nm = p.nm;
-  Scratch<Impl, cplx<T>> s(p, nf * nd * R, nf * nm * R);
-  cpu::toeplitz::forward_columns(*p.fft, d, Columns{nd, R, p.nt, layout}, s.in, T(1));
-  const cplx<T>* F = p.fhat.data();
-  const cplx<T> one(1);
-  // F^T in time is Fhat[f]^H per frequency of the half spectrum (F real): ConjTrans on the same
-  // stored Fhat.
-#pragma omp parallel for num_threads(cpu::num_threads()) schedule(static)
-  for (int64_t f = 0; f < nf; ++f) {
-    const cplx<T>* Ff = F + f * nd * nm;
-    if (R == 1)
-      cpu::toeplitz::gemv(CblasConjTrans, nd, nm, one, Ff, nm, s.in + f * nd, s.out + f * nm);
-    else
-      cpu::toeplitz::gemm(CblasConjTrans, CblasNoTrans, nm, R, nd, one, Ff, nm, s.in + f * nd * R, R,
-                          s.out + f * nm * R, R);
-  }
-  cpu::toeplitz::inverse_columns(*p.fft, s.out, Columns{nm, R, p.nt, layout}, m);
+  apply(*impl_, d, m, R, layout, true);
 }
 
 template <class T>
@@ -175,17 +215,26 @@ void BlockToeplitzPlan<T>::grad_blocks(const T* m, const T* dd, T* dblocks, int6
   const int64_t nf = p.nfreq, nd = p.nd, nm = p.nm;
   // A gradient call, not the hot matvec: plain buffers.
   AlignedBuffer<cplx<T>> mh(nf * nm * R), dh(nf * nd * R), g(nf * nd * nm);
-  cpu::toeplitz::forward_columns(*p.fft, m, Columns{nm, R, p.nt, layout}, mh.data(), T(1));
-  cpu::toeplitz::forward_columns(*p.fft, dd, Columns{nd, R, p.nt, layout}, dh.data(), T(1));
+  Workspace<T> w;
+  const int nth = cpu::num_threads();
+  w.prepare(0, 0, nth);
   // Cross-correlation c[k] = sum_i dd[i] m[i-k]^T is DD[f] M[f]^H per frequency; with
   // nfft >= 2 Nt - 1 the negative lags wrap past index Nt - 1 and never reach k < Nt.
   const cplx<T> alpha(T(1) / T(p.nfft));
-#pragma omp parallel for num_threads(cpu::num_threads()) schedule(static)
-  for (int64_t f = 0; f < nf; ++f)
-    cpu::toeplitz::gemm(CblasNoTrans, CblasConjTrans, nd, nm, R, alpha, dh.data() + f * nd * R, R,
-                        mh.data() + f * nm * R, R, g.data() + f * nd * nm, nm);
-  cpu::toeplitz::inverse_columns(*p.fft, g.data(), Columns{nd * nm, 1, p.nt, ToeplitzLayout::TimeMajor},
-                                 dblocks);
+  const RealFFT<T>& fft = *p.fft;
+#pragma omp parallel num_threads(nth) if (nth > 1)
+  {
+    cpu::toeplitz::serial_blas_in_region();
+    auto& ts = w.tiles[size_t(cpu::toeplitz::thread_index())];
+    cpu::toeplitz::forward_columns(fft, m, Columns{nm, R, p.nt, layout}, mh.data(), T(1), ts);
+    cpu::toeplitz::forward_columns(fft, dd, Columns{nd, R, p.nt, layout}, dh.data(), T(1), ts);
+#pragma omp for schedule(static)
+    for (int64_t f = 0; f < nf; ++f)
+      cpu::toeplitz::gemm(CblasNoTrans, CblasConjTrans, nd, nm, R, alpha, dh.data() + f * nd * R, R,
+                          mh.data() + f * nm * R, R, g.data() + f * nd * nm, nm);
+    cpu::toeplitz::inverse_columns(fft, g.data(), Columns{nd * nm, 1, p.nt, ToeplitzLayout::TimeMajor},
+                                   dblocks, ts);
+  }
 }
 
 template class BlockToeplitzPlan<float>;
