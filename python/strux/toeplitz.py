@@ -1,15 +1,286 @@
-"""toeplitz family (placeholder until it lands)."""
+"""Block lower-triangular Toeplitz operators (FFT matvec and adjoint), and FFTMatvec files.
+
+``BlockToeplitz(blocks)`` with ``blocks`` of shape (Nt, Nd, Nm) is the (Nt*Nd, Nt*Nm) matrix F
+whose block (i, j) is ``blocks[i - j]`` for i >= j and 0 above the diagonal:
+
+    matvec   d[i] = sum_{j <= i} blocks[i - j] @ m[j]
+    rmatvec  m[j] = sum_{i >= j} blocks[i - j].T @ d[i]
+
+Vectors come in one of two layouts (blocks are always (Nt, Nd, Nm)):
+
+    "time-major"  (default)  m (Nt, Nm) -> d (Nt, Nd)    flat index  t*N + s
+    "space-major"            m (Nm, Nt) -> d (Nd, Nt)    flat index  s*Nt + t   (FFTMatvec's SOTI)
+
+A trailing axis R applies F to R right-hand sides at once: (Nt, Nm, R) or (Nm, Nt, R).
+The plan computes F-hat = rfft(blocks, 2Nt-1 rounded up to a fast size) once; each product is
+one batched FFT, one complex GEMV (GEMM for R > 1) per frequency, and one inverse FFT.
+
+float32 and float64 are computed natively; float16/bfloat16 blocks compute in float32 and
+results come back in the blocks' dtype. Inputs must have the operator's dtype. Strided
+(non-contiguous) inputs are copied to C order first.
+NaN or inf anywhere in an input series spreads to every output time step through the FFT
+(a loop would leave the earlier steps finite).
+"""
+from __future__ import annotations
+
+import numbers
+import os
+
+import numpy as np
+
+from . import _ext
+from ._arrays import choice, compute_dtype, native, real_array, result, same_dtype
+
+__all__ = ["BlockToeplitz", "read_vector", "write_vector"]
+
+_LAYOUTS = ("time-major", "space-major")
+_SPACES = ("param", "obs")
+
+
+def _plan_class(dt: np.dtype):
+    return _ext.ToeplitzPlanF32 if dt == np.float32 else _ext.ToeplitzPlanF64
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"argument '{name}': expected an integer, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"argument '{name}': expected an integer >= 1, got {value}")
+    return int(value)
+
+
+def _path(value, name: str) -> str:
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"argument '{name}': expected a path (str or os.PathLike), got {type(value).__name__}")
+    return os.fspath(value)
+
 
 class BlockToeplitz:
-    def __init__(self, *a, **k):
-        raise NotImplementedError('BlockToeplitz')
+    """Block lower-triangular Toeplitz operator F from its Nt distinct blocks.
+
+    Parameters
+    ----------
+    blocks : array (Nt, Nd, Nm), real (float16, bfloat16, float32, float64)
+        ``blocks[k]`` is the block on the k-th block sub-diagonal.
+    layout : "time-major" (default) or "space-major"
+        Shape convention of the vectors passed to matvec/rmatvec/vjp and of the flattened
+        vectors of ``as_linear_operator`` (see the module docstring).
+    """
+
+    def __init__(self, blocks, *, layout: str = "time-major"):
+        b = real_array(blocks, "blocks", ndim=3)
+        self._layout = choice(layout, "layout", _LAYOUTS)
+        self._dtype = b.dtype
+        self._cdt = compute_dtype(b.dtype)
+        # Our own read-only copy (C-contiguous, compute dtype) for to_dense / save_fftmatvec /
+        # .blocks, so later writes to the caller's array cannot make them disagree with the plan.
+        self._blocks = np.array(b, dtype=self._cdt, order="C", copy=True)
+        self._blocks.flags.writeable = False
+        self._plan = _plan_class(self._cdt)(self._blocks)
+        self._nt, self._nd, self._nm = self._blocks.shape
+
+    # ---- constructors ------------------------------------------------------------------------
+    @classmethod
+    def from_lti(cls, A, B, C, nt, *, D=None, layout: str = "time-major") -> "BlockToeplitz":
+        """Parameter-to-observable map of x_t = A x_{t-1} + B u_t, y_t = C x_t (+ D u_t), x_{-1} = 0.
+
+        blocks[t] = C A^t B (+ D at t = 0), computed natively with BLAS.
+        A (ns, ns), B (ns, Nm), C (Nd, ns), D (Nd, Nm) or None; all one real dtype; nt >= 1.
+        """
+        A = real_array(A, "A", ndim=2)
+        B = real_array(B, "B", ndim=2)
+        C = real_array(C, "C", ndim=2)
+        D = None if D is None else real_array(D, "D", ndim=2)
+        nt = _positive_int(nt, "nt")
+        choice(layout, "layout", _LAYOUTS)
+        ns = A.shape[0]
+        if A.shape != (ns, ns):
+            raise ValueError(f"argument 'A': expected a square matrix (ns, ns), got shape {A.shape}")
+        if B.shape[0] != ns:
+            raise ValueError(f"argument 'B': expected shape ({ns}, Nm) to match A {A.shape}, got {B.shape}")
+        if C.shape[1] != ns:
+            raise ValueError(f"argument 'C': expected shape (Nd, {ns}) to match A {A.shape}, got {C.shape}")
+        if D is not None and D.shape != (C.shape[0], B.shape[1]):
+            raise ValueError(f"argument 'D': expected shape {(C.shape[0], B.shape[1])} (Nd, Nm), got {D.shape}")
+        dt = same_dtype(A=A, B=B, C=C, D=D)
+        cdt = compute_dtype(dt)
+        blocks = _ext.toeplitz_lti_blocks(native(A, cdt), native(B, cdt), native(C, cdt),
+                                          native(D, cdt), nt)
+        return cls(result(blocks, dt), layout=layout)
+
+    @classmethod
+    def from_fftmatvec(cls, directory, *, layout: str = "space-major", dtype=np.float64) -> "BlockToeplitz":
+        """Reads a matrix written in the FFTMatvec format.
+
+        ``directory`` holds ``meta_adj`` (or is a matrix root holding ``binary/meta_adj``);
+        block rows are ``<prefix><row:06d>.h5`` beside it (the prefix may name a folder, as in
+        FFTMatvec's ``adj/vec_``) or in ``adj/``. Values are float64 on disk; ``dtype`` picks
+        the operator's dtype. The default layout is FFTMatvec's space-major order.
+        """
+        directory = _path(directory, "directory")
+        choice(layout, "layout", _LAYOUTS)
+        if not os.path.exists(directory):
+            raise FileNotFoundError(f"argument 'directory': '{directory}' does not exist")
+        dt = np.dtype(dtype)
+        if dt.kind != "f":
+            raise TypeError(f"argument 'dtype': expected a real floating dtype, got {dt}")
+        blocks, _meta = _ext.toeplitz_read_fftmatvec(directory)
+        return cls(blocks.astype(dt, copy=False), layout=layout)
+
+    def save_fftmatvec(self, directory, *, prefix: str = "adj/vec_", is_p2q: int = 0, checksum: int = 0) -> None:
+        """Writes this matrix in the FFTMatvec format (float64): ``directory/meta_adj`` and one
+        file ``directory/<prefix><row:06d>.h5`` per block row (folders are created). The default
+        prefix puts the rows in ``adj/`` as FFTMatvec's own data does."""
+        directory = _path(directory, "directory")
+        if not isinstance(prefix, str) or not prefix or "\n" in prefix:
+            raise ValueError(f"argument 'prefix': expected a non-empty one-line string, got {prefix!r}")
+        is_p2q = int(is_p2q)
+        checksum = int(checksum)
+        _ext.toeplitz_write_fftmatvec(directory, np.ascontiguousarray(self._blocks, dtype=np.float64),
+                                      prefix, is_p2q, checksum)
+
+    # ---- properties --------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        """(Nt*Nd, Nt*Nm): the shape of F."""
+        return (self._nt * self._nd, self._nt * self._nm)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+    @property
+    def layout(self) -> str:
+        return self._layout
+
+    @property
+    def blocks(self) -> np.ndarray:
+        """The (Nt, Nd, Nm) blocks (read-only, in the compute dtype)."""
+        return self._blocks
+
+    @property
+    def nt(self) -> int:
+        return self._nt
+
+    @property
+    def nd(self) -> int:
+        return self._nd
+
+    @property
+    def nm(self) -> int:
+        return self._nm
+
+    def __repr__(self) -> str:
+        return (f"BlockToeplitz(Nt={self._nt}, Nd={self._nd}, Nm={self._nm}, dtype={self._dtype}, "
+                f"layout={self._layout!r})")
+
+    # ---- products ----------------------------------------------------------------------------
+    def _vec(self, x, name: str, n: int, n_label: str) -> np.ndarray:
+        a = real_array(x, name)
+        if a.ndim not in (2, 3):
+            raise ValueError(f"argument '{name}': expected 2 or 3 dimensions, got {a.ndim} (shape {a.shape})")
+        want = (self._nt, n) if self._layout == "time-major" else (n, self._nt)
+        if a.shape[:2] != want:
+            lbl = f"(Nt, {n_label}[, R])" if self._layout == "time-major" else f"({n_label}, Nt[, R])"
+            raise ValueError(f"argument '{name}': expected shape {want} or {want + ('R',)} {lbl} in "
+                             f"{self._layout} layout, got {a.shape}")
+        if a.dtype != self._dtype:
+            raise TypeError(f"argument '{name}': expected dtype {self._dtype} (the dtype of the blocks), got {a.dtype}")
+        return native(a, self._cdt)
+
+    def matvec(self, m) -> np.ndarray:
+        """d = F m: (Nt, Nm[, R]) -> (Nt, Nd[, R]) time-major, (Nm, Nt[, R]) -> (Nd, Nt[, R]) space-major."""
+        x = self._vec(m, "m", self._nm, "Nm")
+        return result(self._plan.matvec(x, self._layout), self._dtype)
+
+    def rmatvec(self, d) -> np.ndarray:
+        """m = F^T d (the adjoint): (Nt, Nd[, R]) -> (Nt, Nm[, R]), or space-major likewise."""
+        x = self._vec(d, "d", self._nd, "Nd")
+        return result(self._plan.rmatvec(x, self._layout), self._dtype)
+
+    def __matmul__(self, m):
+        return self.matvec(m)
+
+    def vjp(self, m, dd):
+        """Vector-Jacobian product of d = F m (= self.matvec(m)).
+
+        Arguments, in order: ``m`` the input of the forward product and ``dd`` the cotangent
+        of its output d (shaped like d, same layout and R). Returns the tuple ``(dm, dblocks)``:
+        ``dm = F^T dd`` (shaped like m) and ``dblocks[k] = sum_i dd[i] m[i-k]^T`` (summed over
+        the R right-hand sides), shape (Nt, Nd, Nm). Both computed natively with FFTs.
+        """
+        x = self._vec(m, "m", self._nm, "Nm")
+        g = self._vec(dd, "dd", self._nd, "Nd")
+        if g.ndim != x.ndim or (x.ndim == 3 and g.shape[2] != x.shape[2]):
+            raise ValueError(f"argument 'dd': expected the right-hand sides of 'm' (shape {x.shape}), got shape {g.shape}")
+        dm = self._plan.rmatvec(g, self._layout)
+        dblocks = self._plan.grad_blocks(x, g, self._layout)
+        return result(dm, self._dtype), result(dblocks, self._dtype)
+
+    # ---- dense and scipy views ---------------------------------------------------------------
+    def to_dense(self, layout: str = "time-major") -> np.ndarray:
+        """The full (Nt*Nd, Nt*Nm) matrix (use only for small sizes).
+
+        layout="time-major" (default): entry [i*Nd + a, j*Nm + b] = blocks[i-j, a, b] (i >= j),
+        so ``to_dense() @ m.reshape(-1) == matvec(m).reshape(-1)`` for time-major m (Nt, Nm).
+        layout="space-major": entry [a*Nt + i, b*Nt + j] = blocks[i-j, a, b], matching
+        flattened space-major vectors (Nm, Nt) -> (Nd, Nt).
+        """
+        choice(layout, "layout", _LAYOUTS)
+        nt, nd, nm = self._blocks.shape
+        lag = np.subtract.outer(np.arange(nt), np.arange(nt))  # i - j
+        full = self._blocks[np.clip(lag, 0, None)] * (lag >= 0)[:, :, None, None]  # (i, j, a, b)
+        if layout == "time-major":
+            dense = full.transpose(0, 2, 1, 3).reshape(nt * nd, nt * nm)
+        else:
+            dense = full.transpose(2, 0, 3, 1).reshape(nd * nt, nm * nt)
+        return result(np.ascontiguousarray(dense), self._dtype)
+
+    def as_linear_operator(self):
+        """scipy.sparse.linalg.LinearOperator of shape (Nt*Nd, Nt*Nm) on flattened vectors in this
+        object's layout (time-major: t*N + s; space-major: s*Nt + t), with matvec, rmatvec and
+        matmat. Its dtype is the compute dtype; inputs of another real dtype (scipy's float64
+        work vectors) are cast to it, complex inputs are applied to real and imaginary parts."""
+        from scipy.sparse.linalg import LinearOperator
+
+        nt, nd, nm, cdt = self._nt, self._nd, self._nm, self._cdt
+        tm = self._layout == "time-major"
+        shp_m = (nt, nm) if tm else (nm, nt)
+        shp_d = (nt, nd) if tm else (nd, nt)
+
+        def apply(fn, x, shp_in, n_out):
+            x = np.asarray(x)
+            if np.iscomplexobj(x):
+                return apply(fn, x.real, shp_in, n_out) + 1j * apply(fn, x.imag, shp_in, n_out)
+            k = x.shape[1] if x.ndim == 2 else None
+            a = np.ascontiguousarray(x.reshape(shp_in + ((k,) if k is not None else ())), dtype=cdt)
+            y = fn(a, self._layout)
+            return y.reshape((n_out, k) if k is not None else (n_out,))
+
+        mv = lambda x: apply(self._plan.matvec, x, shp_m, nt * nd)
+        rmv = lambda x: apply(self._plan.rmatvec, x, shp_d, nt * nm)
+        return LinearOperator(self.shape, matvec=mv, rmatvec=rmv, matmat=mv, rmatmat=rmv, dtype=cdt)
 
 
-def read_vector(*a, **k):
-    raise NotImplementedError('read_vector')
+def read_vector(path):
+    """Reads an FFTMatvec vector file.
+
+    Returns ``(x, space)``: x float64 of shape (n, Nt) in space-major order (as stored), and
+    space = "param" (attributes n_param, param_steps) or "obs" (n_obs, obs_steps).
+    For a time-major vector use ``x.T``.
+    """
+    path = _path(path, "path")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"argument 'path': '{path}' does not exist")
+    x, space = _ext.toeplitz_read_vector(path)
+    return x, space
 
 
-def write_vector(*a, **k):
-    raise NotImplementedError('write_vector')
-
-
+def write_vector(path, x, *, space: str = "param") -> None:
+    """Writes x of shape (n, Nt), space-major, as an FFTMatvec vector file (float64 dataset
+    "vec" with n_param/param_steps for space="param", n_obs/obs_steps for space="obs", and
+    reindex = 1). Folders are created."""
+    path = _path(path, "path")
+    choice(space, "space", _SPACES)
+    a = real_array(x, "x", ndim=2)
+    _ext.toeplitz_write_vector(path, np.ascontiguousarray(a, dtype=np.float64), space)

@@ -1,0 +1,349 @@
+// Matrices and vectors in the FFTMatvec file format: a text meta_adj plus HDF5 files (C API).
+//
+// Errors name the file. Reading is lenient where FFTMatvec's own data varies (its test matrices
+// have an eight-line meta_adj without the checksum line and the prefix "adj/vec_").
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "strux/toeplitz.hpp"
+
+#ifdef STRUX_HAVE_HDF5
+#include <hdf5.h>
+#endif
+
+namespace fs = std::filesystem;
+
+namespace strux {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t a = 0, b = s.size();
+  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
+  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
+  return s.substr(a, b - a);
+}
+
+int64_t parse_int(const std::string& tok, const std::string& file, int line, const char* what) {
+  size_t used = 0;
+  long long v = 0;
+  bool ok = !tok.empty();
+  if (ok) {
+    try {
+      v = std::stoll(tok, &used);
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  if (!ok || used != tok.size())
+    throw ValueError(msg("file '", file, "': line ", line, " (", what, ") should be an integer, got '",
+                         tok, "'"));
+  return v;
+}
+
+// The meta_adj of `dir`: dir/meta_adj, dir/binary/meta_adj (an FFTMatvec matrix root), or `dir`
+// itself when it names the file.
+fs::path find_meta(const std::string& dir) {
+  const fs::path d(dir);
+  std::error_code ec;
+  if (fs::is_regular_file(d, ec)) return d;
+  for (const fs::path& p : {d / "meta_adj", d / "binary" / "meta_adj"})
+    if (fs::is_regular_file(p, ec)) return p;
+  if (!fs::exists(d, ec))
+    throw ValueError(msg("argument 'directory': '", dir, "' does not exist"));
+  throw ValueError(msg("argument 'directory': no file meta_adj in '", dir, "' (nor in '",
+                       (d / "binary").string(), "')"));
+}
+
+}  // namespace
+
+FFTMatvecMeta read_fftmatvec_meta(const std::string& dir) {
+  const fs::path path = find_meta(dir);
+  const std::string file = path.string();
+  std::ifstream in(path);
+  if (!in) throw ValueError(msg("file '", file, "': cannot be opened for reading"));
+  // Blank lines and surrounding whitespace (also '\r' of files written on Windows) are ignored.
+  std::vector<std::string> v;
+  std::vector<int> lineno;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::string t = trim(line);
+    if (!t.empty()) {
+      v.push_back(t);
+      lineno.push_back(n);
+    }
+  }
+  if (v.size() < 8)
+    throw ValueError(msg("file '", file, "': expected nine lines (Nd, Nm, Nt, prefix, extension, "
+                         "reindexed, is_p2q, reverse_dof, checksum), got ", v.size()));
+  FFTMatvecMeta m;
+  m.meta_path = file;
+  m.nd = parse_int(v[0], file, lineno[0], "Nd");
+  m.nm = parse_int(v[1], file, lineno[1], "Nm");
+  m.nt = parse_int(v[2], file, lineno[2], "Nt");
+  m.prefix = v[3];
+  m.extension = v[4];
+  m.reindexed = parse_int(v[5], file, lineno[5], "reindexed");
+  m.is_p2q = parse_int(v[6], file, lineno[6], "is_p2q");
+  m.reverse_dof = parse_int(v[7], file, lineno[7], "reverse_dof");
+  if (v.size() > 8) m.checksum = parse_int(v[8], file, lineno[8], "checksum");
+  const char* names[3] = {"Nd", "Nm", "Nt"};
+  const int64_t sizes[3] = {m.nd, m.nm, m.nt};
+  for (int i = 0; i < 3; ++i)
+    if (sizes[i] < 1)
+      throw ValueError(msg("file '", file, "': ", names[i], " should be >= 1, got ", sizes[i]));
+  if (m.reindexed != 1)
+    throw ValueError(msg("file '", file, "': reindexed = ", m.reindexed,
+                         " (time-major block rows) is not supported; FFTMatvec files have 1"));
+  if (m.reverse_dof != 1)
+    throw ValueError(msg("file '", file, "': reverse_dof = ", m.reverse_dof,
+                         " is not supported; FFTMatvec files have 1"));
+  return m;
+}
+
+#ifdef STRUX_HAVE_HDF5
+
+bool have_hdf5() { return true; }
+
+namespace {
+
+// The HDF5 library of this build is not thread-safe: one lock around every use.
+std::mutex& h5_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// Owns one hid_t.
+struct H5Id {
+  hid_t id;
+  herr_t (*close)(hid_t);
+  H5Id(hid_t i, herr_t (*c)(hid_t)) : id(i), close(c) {}
+  H5Id(const H5Id&) = delete;
+  H5Id& operator=(const H5Id&) = delete;
+  ~H5Id() {
+    if (id >= 0) close(id);
+  }
+  bool ok() const { return id >= 0; }
+};
+
+// HDF5 prints its error stack to stderr by default; we raise instead.
+struct QuietH5 {
+  H5E_auto2_t func = nullptr;
+  void* data = nullptr;
+  std::lock_guard<std::mutex> lock{h5_mutex()};
+  QuietH5() {
+    H5Eget_auto2(H5E_DEFAULT, &func, &data);
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
+  ~QuietH5() { H5Eset_auto2(H5E_DEFAULT, func, data); }
+};
+
+// An integer attribute of `obj` if present.
+bool int_attr(hid_t obj, const char* name, int64_t* out, const std::string& file) {
+  htri_t e = H5Aexists(obj, name);
+  if (e <= 0) return false;
+  H5Id a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  H5Id sp(a.ok() ? H5Aget_space(a.id) : -1, H5Sclose);
+  long long v = 0;
+  if (!a.ok() || !sp.ok() || H5Sget_simple_extent_npoints(sp.id) != 1 ||
+      H5Aread(a.id, H5T_NATIVE_LLONG, &v) < 0)
+    throw ValueError(msg("file '", file, "': attribute '", name, "' of dataset 'vec' is not one integer"));
+  *out = v;
+  return true;
+}
+
+struct Dataset {
+  std::string file;
+  H5Id f{-1, H5Fclose};
+  H5Id d{-1, H5Dclose};
+  int64_t npoints = 0;
+
+  explicit Dataset(const std::string& path) : file(path) {
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) throw ValueError(msg("file '", path, "' does not exist"));
+    f.id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (!f.ok()) throw ValueError(msg("file '", path, "': not a readable HDF5 file"));
+    d.id = H5Dopen2(f.id, "vec", H5P_DEFAULT);
+    if (!d.ok()) throw ValueError(msg("file '", path, "': has no dataset 'vec'"));
+    H5Id sp(H5Dget_space(d.id), H5Sclose);
+    if (!sp.ok()) throw ValueError(msg("file '", path, "': cannot read the shape of dataset 'vec'"));
+    npoints = int64_t(H5Sget_simple_extent_npoints(sp.id));
+  }
+  bool attr(const char* name, int64_t* v) const { return int_attr(d.id, name, v, file); }
+  void expect_attr(const char* name, int64_t want, const char* what) const {
+    int64_t v = 0;
+    if (attr(name, &v) && v != want)
+      throw ValueError(msg("file '", file, "': attribute ", name, " = ", v, ", expected ", want, " (",
+                           what, ")"));
+  }
+  void read(double* out) const {
+    if (H5Dread(d.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+      throw ValueError(msg("file '", file, "': dataset 'vec' could not be read as numbers"));
+  }
+};
+
+void write_h5(const std::string& path, const double* x, int64_t count,
+              const std::vector<std::pair<const char*, int64_t>>& attrs) {
+  std::error_code ec;
+  const fs::path p(path);
+  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  if (ec) throw ValueError(msg("file '", path, "': cannot create its folder: ", ec.message()));
+  H5Id f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+  if (!f.ok()) throw ValueError(msg("file '", path, "': cannot be created"));
+  hsize_t dims[1] = {hsize_t(count)};
+  H5Id sp(H5Screate_simple(1, dims, nullptr), H5Sclose);
+  H5Id d(H5Dcreate2(f.id, "vec", H5T_IEEE_F64LE, sp.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+         H5Dclose);
+  if (!sp.ok() || !d.ok() || H5Dwrite(d.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0)
+    throw BackendError(msg("file '", path, "': writing dataset 'vec' failed"));
+  H5Id scalar(H5Screate(H5S_SCALAR), H5Sclose);
+  for (const auto& [name, value] : attrs) {
+    // 32-bit integers, as FFTMatvec (HighFive createAttribute<int>) writes them.
+    if (value > INT32_MAX || value < INT32_MIN)
+      throw ValueError(msg("file '", path, "': attribute ", name, " = ", value, " does not fit 32 bits"));
+    const int v32 = int(value);
+    H5Id a(H5Acreate2(d.id, name, H5T_STD_I32LE, scalar.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    if (!a.ok() || H5Awrite(a.id, H5T_NATIVE_INT, &v32) < 0)
+      throw BackendError(msg("file '", path, "': writing attribute ", name, " failed"));
+  }
+}
+
+std::string row_name(const std::string& prefix, int64_t row, const std::string& ext) {
+  char digits[32];
+  std::snprintf(digits, sizeof(digits), "%06lld", static_cast<long long>(row));
+  return prefix + digits + ext;
+}
+
+}  // namespace
+
+std::vector<double> read_fftmatvec(const std::string& dir, FFTMatvecMeta* meta_out) {
+  const FFTMatvecMeta meta = read_fftmatvec_meta(dir);
+  const int64_t nd = meta.nd, nm = meta.nm, nt = meta.nt;
+  const fs::path base = fs::path(meta.meta_path).parent_path();
+  std::vector<double> blocks(size_t(nt * nd * nm)), row(size_t(nm * nt));
+  QuietH5 quiet;
+  for (int64_t r = 0; r < nd; ++r) {
+    const std::string name = row_name(meta.prefix, r, meta.extension);
+    // The prefix is relative to meta_adj's folder; bare prefixes may also live in adj/.
+    fs::path path = base / name;
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec) && fs::is_regular_file(base / "adj" / name, ec))
+      path = base / "adj" / name;
+    if (!fs::is_regular_file(path, ec))
+      throw ValueError(msg("file '", path.string(), "' (block row ", r, " of ", nd, " named in '",
+                           meta.meta_path, "') does not exist",
+                           (name.find('/') == std::string::npos
+                                ? msg(" (nor does '", (base / "adj" / name).string(), "')")
+                                : std::string())));
+    const Dataset ds(path.string());
+    if (ds.npoints != nm * nt)
+      throw ValueError(msg("file '", ds.file, "': dataset 'vec' has ", ds.npoints,
+                           " values, expected Nm*Nt = ", nm, "*", nt, " = ", nm * nt,
+                           " (sizes from '", meta.meta_path, "')"));
+    ds.expect_attr("n_param", nm, "Nm from meta_adj");
+    ds.expect_attr("param_steps", nt, "Nt from meta_adj");
+    ds.expect_attr("reindex", 1, "space-major order");
+    ds.read(row.data());
+    for (int64_t m = 0; m < nm; ++m)
+      for (int64_t t = 0; t < nt; ++t) blocks[size_t((t * nd + r) * nm + m)] = row[size_t(m * nt + t)];
+  }
+  if (meta_out) *meta_out = meta;
+  return blocks;
+}
+
+void write_fftmatvec(const std::string& dir, const double* blocks, int64_t nt, int64_t nd,
+                     int64_t nm, const std::string& prefix, int64_t is_p2q, int64_t checksum) {
+  check_arg(blocks != nullptr, "blocks", "expected a data pointer, got null");
+  check_positive(nt, "Nt");
+  check_positive(nd, "Nd");
+  check_positive(nm, "Nm");
+  check_arg(!prefix.empty() && prefix.find('\n') == std::string::npos, "prefix",
+            "expected a non-empty one-line file name prefix, got '", prefix, "'");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw ValueError(msg("argument 'directory': cannot create '", dir, "': ", ec.message()));
+  const fs::path base(dir);
+  {
+    const std::string mp = (base / "meta_adj").string();
+    std::ofstream out(mp);
+    out << nd << '\n' << nm << '\n' << nt << '\n' << prefix << "\n.h5\n1\n" << is_p2q << "\n1\n"
+        << checksum << '\n';
+    if (!out) throw ValueError(msg("file '", mp, "': writing failed"));
+  }
+  std::vector<double> row(size_t(nm * nt));
+  QuietH5 quiet;
+  for (int64_t r = 0; r < nd; ++r) {
+    for (int64_t m = 0; m < nm; ++m)
+      for (int64_t t = 0; t < nt; ++t) row[size_t(m * nt + t)] = blocks[size_t((t * nd + r) * nm + m)];
+    std::vector<std::pair<const char*, int64_t>> attrs = {
+        {"reindex", 1}, {"n_param", nm}, {"param_steps", nt}};
+    if (checksum != 0) attrs.push_back({"checksum", checksum});
+    write_h5((base / row_name(prefix, r, ".h5")).string(), row.data(), nm * nt, attrs);
+  }
+}
+
+VectorFile read_vector_file(const std::string& path) {
+  QuietH5 quiet;
+  const Dataset ds(path);
+  VectorFile v;
+  int64_t n = 0, steps = 0;
+  const bool param = ds.attr("n_param", &n) && ds.attr("param_steps", &steps);
+  int64_t n2 = 0, steps2 = 0;
+  const bool obs = ds.attr("n_obs", &n2) && ds.attr("obs_steps", &steps2);
+  if (param == obs)
+    throw ValueError(msg("file '", path, "': dataset 'vec' should have the attributes n_param and ",
+                         "param_steps (parameter space) or n_obs and obs_steps (observation ",
+                         "space); it has ", param ? "both" : "neither"));
+  if (obs) {
+    n = n2;
+    steps = steps2;
+  }
+  if (n < 1 || steps < 1 || ds.npoints != n * steps)
+    throw ValueError(msg("file '", path, "': dataset 'vec' has ", ds.npoints, " values, expected ",
+                         obs ? "n_obs*obs_steps = " : "n_param*param_steps = ", n, "*", steps));
+  ds.expect_attr("reindex", 1, "space-major order");
+  v.n = n;
+  v.nt = steps;
+  v.space = obs ? VectorSpace::Obs : VectorSpace::Param;
+  v.data.resize(size_t(n * steps));
+  ds.read(v.data.data());
+  return v;
+}
+
+void write_vector_file(const std::string& path, const double* x, int64_t n, int64_t nt,
+                       VectorSpace space) {
+  check_arg(x != nullptr, "x", "expected a data pointer, got null");
+  check_positive(n, "n");
+  check_positive(nt, "nt");
+  QuietH5 quiet;
+  if (space == VectorSpace::Param)
+    write_h5(path, x, n * nt, {{"n_param", n}, {"param_steps", nt}, {"reindex", 1}});
+  else
+    write_h5(path, x, n * nt, {{"n_obs", n}, {"obs_steps", nt}, {"reindex", 1}});
+}
+
+#else  // no HDF5 in this build
+
+bool have_hdf5() { return false; }
+
+namespace {
+[[noreturn]] void no_hdf5() {
+  throw BackendError("strux was built without HDF5 (STRUX_HAVE_HDF5): FFTMatvec files are unavailable");
+}
+}  // namespace
+
+std::vector<double> read_fftmatvec(const std::string&, FFTMatvecMeta*) { no_hdf5(); }
+void write_fftmatvec(const std::string&, const double*, int64_t, int64_t, int64_t, const std::string&,
+                     int64_t, int64_t) {
+  no_hdf5();
+}
+VectorFile read_vector_file(const std::string&) { no_hdf5(); }
+void write_vector_file(const std::string&, const double*, int64_t, int64_t, VectorSpace) { no_hdf5(); }
+
+#endif
+
+}  // namespace strux
