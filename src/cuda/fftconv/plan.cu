@@ -38,7 +38,8 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);
   p.circular = circular, p.with_backward = with_backward, p.dtype = dtype;
   // Causal: zero padding to L + Lmin - 1 makes the circular convolution the linear one on t < L.
-  p.nfft = circular ? L : good_fft_size(L + p.Lmin - 1);
+  // Length-1 transforms are avoided: with L = 1 circular equals causal, so both pad to 2.
+  p.nfft = (circular && L > 1) ? L : std::max<int64_t>(2, good_fft_size(L + p.Lmin - 1));
   p.nf = p.nfft / 2 + 1;
   const size_t tc = dtype == DType::f64 ? sizeof(double) : sizeof(float);
   const cufftType r2c = dtype == DType::f64 ? CUFFT_D2Z : CUFFT_R2C;

@@ -118,7 +118,7 @@ void check_int(int64_t v, const char* arg) {
 
 }  // namespace
 
-int64_t toeplitz_nfft(int64_t Nt) { return good_fft_size(2 * Nt - 1); }
+int64_t toeplitz_nfft(int64_t Nt) { return std::max<int64_t>(2, good_fft_size(2 * Nt - 1)); }
 
 template <class T>
 static void build_fhat_t(int64_t Nt, int64_t Nd, int64_t Nm, const T* blocks, void* fhat, cudaStream_t s) {
