@@ -61,9 +61,11 @@ void check(const Arr& a, const char* name, DType t, const std::vector<int64_t>& 
            bool complex = false) {
   if (!has_dtype(a, t, complex))
     throw strux::TypeError(msg("argument '", name, "': expected dtype ", complex ? (t == DType::f64 ? "complex128" : "complex64") : dtype_name(t)));
+  // Messages are built only on failure: this runs on every call.
   std::vector<int64_t> s = strux::py::shape_of(a);
-  check_arg(s == shape, name, "expected shape ", shape_str(shape), ", got ", shape_str(s));
-  check_arg(a.device_id() == device, name, "expected an array on CUDA device ", device, ", got device ", a.device_id());
+  if (s != shape) throw strux::ValueError(msg("argument '", name, "': expected shape ", shape_str(shape), ", got ", shape_str(s)));
+  if (int(a.device_id()) != device)
+    throw strux::ValueError(msg("argument '", name, "': expected an array on CUDA device ", device, ", got device ", a.device_id()));
 }
 
 const void* ptr(const OptArr& a) { return a ? a->data() : nullptr; }

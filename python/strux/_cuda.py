@@ -77,7 +77,10 @@ class _Cupy:
             return self.cp.empty(shape, dtype=dtype)
 
     def capsule(self, x):
-        return x.toDlpack()
+        # legacy export: no stream synchronisation (work is ordered on the current stream)
+        if hasattr(x, "toDlpack"):
+            return x.toDlpack()
+        return x.__dlpack__(stream=-1)
 
     def stream(self, x):
         return self.cp.cuda.get_current_stream().ptr

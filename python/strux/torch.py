@@ -12,8 +12,6 @@ CUDA tensors run the strux CUDA plans on the current stream. CPU tensors run a p
 FFT implementation of the same formulas (for tests and gradcheck). Under graph capture, call
 once before capturing so that the plans (cuFFT/cuBLAS handles and workspace) exist.
 """
-from __future__ import annotations
-
 from typing import Optional
 
 import torch

@@ -80,6 +80,10 @@ def fftconv_cases(L_list, B, H, results):
         del conv
         free()
         t_t = time_ms(lambda: recipe(u, k))
+        x32 = torch.empty(B, H, n, device="cuda")
+        t_fft = time_ms(lambda: torch.fft.irfft(torch.fft.rfft(x32), n=n))  # cuFFT pair alone, fp32
+        del x32
+        free()
         # backward: strux vjp vs autograd of the recipe (backward only)
         free()
         t_sb = time_ms(lambda: _cuda.fftconv_vjp(dy, u, k))
@@ -97,7 +101,7 @@ def fftconv_cases(L_list, B, H, results):
             B=B, H=H, L=L, dtype="float16", mode="causal",
             strux_fwd_ms=t_s[0], strux_fwd_cached_filter_ms=t_obj[0], torch_fwd_ms=t_t[0],
             speedup_fwd=t_t[0] / t_s[0], strux_bwd_ms=t_sb[0], torch_bwd_ms=t_tb[0], speedup_bwd=t_tb[0] / t_sb[0],
-            hbm_floor_fwd_ms=floor_ms, relerr_strux=err_s, relerr_torch=err_t,
+            hbm_floor_fwd_ms=floor_ms, cufft_pair_fp32_ms=t_fft[0], relerr_strux=err_s, relerr_torch=err_t,
             relerr_du_vs_torch=err_du, relerr_dk_vs_torch=err_dk, spread_fwd=[t_s[1], t_s[2]]))
         print(f"fftconv L={L}: strux fwd {t_s[0]:.3f} ms (cached filter {t_obj[0]:.3f}), torch {t_t[0]:.3f} ms "
               f"-> {t_t[0] / t_s[0]:.2f}x; bwd strux {t_sb[0]:.3f} torch {t_tb[0]:.3f} -> {t_tb[0] / t_sb[0]:.2f}x; "
@@ -202,7 +206,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     a = ap.parse_args(argv)
     torch.manual_seed(0)
-    res = dict(device=torch.cuda.get_device_name(), date=datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+    res = dict(device=torch.cuda.get_device_name(), date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                torch=torch.__version__, fftconv=[], toeplitz=[])
     res["copy_Bps"] = copy_bandwidth()
     print(f"copy bandwidth {res['copy_Bps'] / 1e12:.2f} TB/s", flush=True)
