@@ -307,8 +307,9 @@ class BlockToeplitzCUDA:
     (nfreq, Nd, Nm) complex64/complex128, is built on the GPU and kept (attribute `fhat`);
     matvec and rmatvec both read it (rmatvec without a conjugate-transposed copy).
     Vectors: time-major m (Nt, Nm) → d (Nt, Nd); space-major m (Nm, Nt) → d (Nd, Nt); a
-    trailing axis R gives several right-hand sides. `algo` 0 = gemv for one right-hand side
-    (default), 1 = gemm always.
+    trailing axis R gives several right-hand sides. `algo`: 0 = cuBLAS gemv for one right-hand
+    side, gemm for several (default); 1 = cuBLAS gemm always; 2 = strux's own kernels, which
+    stream F̂ once per 16 right-hand sides (new: not yet measured on a GPU).
     """
 
     def __init__(self, blocks, layout: str = "time-major", algo: int = 0):
@@ -324,8 +325,8 @@ class BlockToeplitzCUDA:
     def _init(self, kind, fhat, Nt, Nd, Nm, dt, dev, layout, algo):
         if layout not in _LAYOUTS:
             raise ValueError(f"argument 'layout': expected one of 'time-major', 'space-major', got {layout!r}")
-        if algo not in (0, 1):
-            raise ValueError(f"argument 'algo': expected 0 or 1, got {algo!r}")
+        if algo not in (0, 1, 2):
+            raise ValueError(f"argument 'algo': expected 0, 1 or 2, got {algo!r}")
         self._kind, self.fhat = kind, fhat
         self.Nt, self.Nd, self.Nm, self.dtype, self.device = Nt, Nd, Nm, dt, dev
         self.layout, self.algo = layout, algo

@@ -7,7 +7,7 @@ from cuda_common import _cuda, needs_gpu, ref_toeplitz, rel, torch
 pytestmark = needs_gpu
 
 TOL = {"float32": 2e-5, "float64": 1e-12}
-SIZES = [(1, 1, 1), (5, 3, 4), (7, 2, 3), (13, 4, 6), (32, 3, 5)]
+SIZES = [(1, 1, 1), (5, 3, 4), (7, 2, 3), (13, 4, 6), (32, 3, 5), (6, 37, 300)]
 
 
 def to_layout(x, layout):
@@ -22,8 +22,8 @@ def from_layout(x, layout):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("layout", ["time-major", "space-major"])
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("R", [None, 1, 3])
-@pytest.mark.parametrize("algo", [0, 1])
+@pytest.mark.parametrize("R", [None, 1, 3, 19])
+@pytest.mark.parametrize("algo", [0, 1, 2])
 def test_matvec_rmatvec(dtype, layout, size, R, algo):
     Nt, Nd, Nm = size
     rng = np.random.default_rng()
@@ -98,10 +98,11 @@ def test_nan_propagates():
     assert torch.isnan(op.matvec(m)).any()
 
 
-def test_large_vs_torch_recipe():
+@pytest.mark.parametrize("algo", [0, 1, 2])
+def test_large_vs_torch_recipe(algo):
     Nt, Nd, Nm = 200, 20, 300
     blocks = torch.randn(Nt, Nd, Nm, dtype=torch.float64, device="cuda")
-    op = _cuda.BlockToeplitzCUDA(blocks.float())
+    op = _cuda.BlockToeplitzCUDA(blocks.float(), algo=algo)
     n = _cuda.toeplitz_nfft(Nt)
     F = torch.fft.rfft(blocks, n=n, dim=0)
     m = torch.randn(Nt, Nm, 16, dtype=torch.float64, device="cuda")
@@ -121,6 +122,7 @@ def test_large_vs_torch_recipe():
     (lambda op: _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda").half()), "blocks", TypeError),
     (lambda op: _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda"), layout="row"), "layout", ValueError),
     (lambda op: _cuda.BlockToeplitzCUDA.from_fhat(op.fhat, 3), "fhat", ValueError),
+    (lambda op: _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda"), algo=3), "algo", ValueError),
 ])
 def test_bad_inputs(call, arg, exc):
     op = _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda"))

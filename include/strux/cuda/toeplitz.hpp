@@ -28,7 +28,8 @@ void build_toeplitz_fhat(int64_t Nt, int64_t Nd, int64_t Nm, DType dtype, const 
 class ToeplitzPlan {
  public:
   // R right-hand sides (R = 1 for plain vectors); space_major: m (Nm, Nt[, R]) → d (Nd, Nt[, R]),
-  // else m (Nt, Nm[, R]) → d (Nt, Nd[, R]). algo: 0 = gemv for R = 1 and gemm for R > 1, 1 = gemm always.
+  // else m (Nt, Nm[, R]) → d (Nt, Nd[, R]). algo: 0 = cuBLAS gemv for R = 1 and gemm for R > 1,
+  // 1 = cuBLAS gemm always, 2 = own kernels streaming F̂ once per 16 right-hand sides.
   ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool space_major, DType dtype, int algo = 0);
   ~ToeplitzPlan();
   ToeplitzPlan(const ToeplitzPlan&) = delete;

@@ -5,6 +5,7 @@
 
 #include "cuda/buffer.hpp"
 #include "cuda/elem.cuh"
+#include "cuda/toeplitz/multi.hpp"
 #include "strux/cuda/toeplitz.hpp"
 
 namespace strux::cuda {
@@ -179,7 +180,7 @@ ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool s
   check_positive(R, "R");
   if (dtype != DType::f32 && dtype != DType::f64)
     throw TypeError(msg("argument 'dtype': expected float32 or float64, got ", dtype_name(dtype)));
-  check_arg(algo == 0 || algo == 1, "algo", "expected 0 (auto) or 1 (gemm), got ", algo);
+  check_arg(algo >= 0 && algo <= 2, "algo", "expected 0 (cuBLAS gemv/gemm), 1 (cuBLAS gemm) or 2 (own kernels), got ", algo);
   check_int(Nd * Nm, "Nd*Nm");
   check_int(std::max(Nd, Nm) * R, "R");
   Impl& p = *impl_;
@@ -248,6 +249,9 @@ void ToeplitzPlan::Impl::apply(const void* fhat, const T* in, T* out, bool adjoi
   const C* A = static_cast<const C*>(fhat);
   const long long sA = (long long)(Nd * Nm);
   const int nb = int(nfreq);
+  if (algo == 2) {
+    toeplitz_detail::apply_fhat_multi<T>(fhat, Xin, Xout, nfreq, Nd, Nm, R, adjoint, T(1) / T(nfft), s);
+  } else {
   // Column-major view of F̂[f] (row-major Nd × Nm) is A' = F̂[f]ᵀ (Nm × Nd, lda = Nm).
   if (gemv) {
     if (!adjoint)  // d̂ = A'ᵀ m̂
@@ -261,6 +265,7 @@ void ToeplitzPlan::Impl::apply(const void* fhat, const T* in, T* out, bool adjoi
     else  // M̂ᵀ (R × Nm) = D̂ᵀ (R × Nd) · conj(F̂) = D̂ᵀ · A'^H
       B::gemm(blas, CUBLAS_OP_N, CUBLAS_OP_C, int(R), int(Nm), int(Nd), &alpha, Xin, int(R), cd, A, int(Nm), sA,
               &beta, Xout, int(R), cm, nb);
+  }
   }
   F::inverse(fout.get(), reinterpret_cast<typename F::C*>(Xout), Pr);
   if (space_major) {
