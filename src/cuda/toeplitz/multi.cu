@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(kThreads) matvec_multi(const C* __restrict__ F
       }
       __syncthreads();
       if (nt == kTileN) {
-        // Full tile: issue all of this lane's F̂ loads first (8 per row), then the math.
+        // Full tile: issue all of this lane's F̂ loads first (U per row), then the math.
         constexpr int U = kTileN / 32;
         C a[U], b[U];
 #pragma unroll
