@@ -1,0 +1,47 @@
+// fftconv on NVIDIA GPUs: cuFFT R2C/C2R with fused kernels around them.
+//
+// Contract: DESIGN.md "fftconv". u (B, H, L), k (H, Lk), optional pregate/postgate (B, H, L),
+// skip (H,), all of one dtype (f16, bf16, f32 computed in float32; f64 in float64), dense
+// row-major, on the plan's device. Causal: nfft = a 2·3·5·7-smooth size >= L + min(Lk, L) - 1;
+// circular: nfft = L (Lk <= L).
+//
+// The plan owns cuFFT plans, the filter spectrum and all workspace (allocated here, at plan
+// time): execute calls only launch work on the caller's stream and never allocate or sync.
+// One plan runs one call at a time (its workspace is shared): do not run the same plan on two
+// streams concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "strux/cuda/common.hpp"
+
+namespace strux::cuda {
+
+class FFTConvPlan {
+ public:
+  // with_backward also allocates the second spectrum buffer that backward() needs.
+  FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward);
+  ~FFTConvPlan();
+  FFTConvPlan(const FFTConvPlan&) = delete;
+  FFTConvPlan& operator=(const FFTConvPlan&) = delete;
+
+  // Filter k (H, Lk) in the plan dtype, on the device: its spectrum is computed on `s` and kept.
+  void set_filter(const void* k, Stream s);
+  // y = postgate ⊙ (k * (u ⊙ pregate) + skip ⊙ (u ⊙ pregate)); null gates/skip are absent.
+  void forward(const void* u, const void* pregate, const void* postgate, const void* skip, void* y, Stream s);
+  // Gradients for the filter last given to set_filter. Outputs du (B,H,L), dk (H,Lk) and, when
+  // the matching input is given, dpregate, dpostgate (B,H,L) and dskip (H,). Needs with_backward.
+  void backward(const void* dy, const void* u, const void* pregate, const void* postgate, const void* skip,
+                void* du, void* dk, void* dpregate, void* dpostgate, void* dskip, Stream s);
+
+  int64_t nfft() const;
+  bool filter_set() const;
+  size_t workspace_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strux::cuda

@@ -1,0 +1,50 @@
+// Block lower-triangular Toeplitz matvec / adjoint on NVIDIA GPUs (DESIGN.md "toeplitz").
+//
+// F̂ (nfreq, Nd, Nm) is the real FFT of the zero-padded blocks along time, complex64 for
+// float32 and complex128 for float64; nfft = a 2·3·5·7-smooth size >= 2·Nt - 1 and
+// nfreq = nfft/2 + 1. The caller owns F̂ (e.g. a torch tensor); build_toeplitz_fhat fills it.
+//
+// matvec: pad + R2C (batched over the Nm·R columns, written frequency-major by cuFFT's strided
+// layout) + per-frequency gemv (gemm for R > 1) on F̂ + C2R + truncate. rmatvec reads the SAME
+// F̂: F^H d = conj(Fᵀ conj(d)); conj(rfft(d)) is the rfft of d time-reversed mod nfft, so the
+// conjugations are folded into the pad and truncate kernels (gemm uses op C directly).
+// A plan owns cuFFT/cuBLAS handles and workspace; execute never allocates or syncs. One call at
+// a time per plan.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "strux/cuda/common.hpp"
+
+namespace strux::cuda {
+
+int64_t toeplitz_nfft(int64_t Nt);
+
+// blocks (Nt, Nd, Nm) real (f32 or f64) → fhat (nfreq, Nd, Nm) complex. Plan-time work: it
+// allocates a temporary buffer and synchronizes `s` before returning.
+void build_toeplitz_fhat(int64_t Nt, int64_t Nd, int64_t Nm, DType dtype, const void* blocks, void* fhat, Stream s);
+
+class ToeplitzPlan {
+ public:
+  // R right-hand sides (R = 1 for plain vectors); space_major: m (Nm, Nt[, R]) → d (Nd, Nt[, R]),
+  // else m (Nt, Nm[, R]) → d (Nt, Nd[, R]). algo: 0 = cuBLAS gemv for R = 1 and gemm for R > 1,
+  // 1 = cuBLAS gemm always, 2 = own kernels streaming F̂ once per 16 right-hand sides.
+  ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool space_major, DType dtype, int algo = 0);
+  ~ToeplitzPlan();
+  ToeplitzPlan(const ToeplitzPlan&) = delete;
+  ToeplitzPlan& operator=(const ToeplitzPlan&) = delete;
+
+  void matvec(const void* fhat, const void* m, void* d, Stream s);
+  void rmatvec(const void* fhat, const void* d, void* m, Stream s);
+
+  int64_t nfft() const;
+  int64_t nfreq() const;
+  size_t workspace_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strux::cuda

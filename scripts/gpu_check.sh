@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Build strux with CUDA on the GPU machine, run the GPU tests, the GPU benchmark and a
+# compute-sanitizer memcheck. Needs: CUDA toolkit, CMake, ninja, python3 with PyTorch,
+# nanobind, pytest; FFTW and netlib BLAS come as Debian packages in .deps/ (unpacked here).
+# Writes under $OUT (default ./out): gpu_check.log, build.log, pytest.log, gpu_bench.json,
+# gpu_bench.md, memcheck.log.
+#   scripts/gpu_check.sh [--quick] [--no-bench] [--no-tests]
+set -uo pipefail
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+ROOT=$PWD
+QUICK=""; BENCH=1; TESTS=1
+for a in "$@"; do
+  case $a in --quick) QUICK=--quick ;; --no-bench) BENCH=0 ;; --no-tests) TESTS=0 ;; esac
+done
+exec > >(tee -a "$OUT/gpu_check.log") 2>&1
+echo "== $(date -u) $(hostname)"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv || true
+nvcc --version | tail -1
+
+# ---- FFTW + netlib BLAS from .deps -------------------------------------------------------------
+mkdir -p .deps/root
+for f in .deps/*.deb; do dpkg -x "$f" .deps/root; done
+D=$ROOT/.deps/root/usr
+LIB=$D/lib/x86_64-linux-gnu
+cp -f "$D/include/x86_64-linux-gnu/cblas-netlib.h" "$D/include/x86_64-linux-gnu/cblas.h"
+export LD_LIBRARY_PATH=$LIB:$LIB/blas:${LD_LIBRARY_PATH:-}
+export PYTHONPATH=$ROOT/python:$ROOT/tests/python PYTHONUNBUFFERED=1
+
+# ---- build (developer build: _ext lands in python/strux) ---------------------------------------
+# The image's g++ links libstdc++ statically; unless its symbols are kept inside _ext
+# (--exclude-libs), they interpose with the process's libstdc++ (loaded by torch) and
+# std::ostream crashes. Variants are tried in order until the smoke test passes.
+TESTS_CPP=OFF
+[ -d /usr/include/gtest ] && ls tests/cpp/*.cpp >/dev/null 2>&1 && TESTS_CPP=ON
+COMMON=(-G Ninja -DSTRUX_CUDA=ON -DSTRUX_BUILD_PYTHON=ON -DSTRUX_BUILD_TESTS=$TESTS_CPP
+  -DPython_EXECUTABLE="$(which python3)" -DFFTW_INCLUDE_DIR="$D/include" -DFFTW_LIB="$LIB/libfftw3.so"
+  -DFFTWF_LIB="$LIB/libfftw3f.so" -DCBLAS_INCLUDE_DIR="$D/include/x86_64-linux-gnu" -DBLAS_LIB="$LIB/blas/libblas.so.3")
+ok=0
+for v in 1 2 3; do
+  case $v in
+    1) EXTRA=(-DCMAKE_MODULE_LINKER_FLAGS="-Wl,--exclude-libs,ALL") ;;
+    2) EXTRA=(-DCMAKE_MODULE_LINKER_FLAGS="-Wl,--exclude-libs,ALL -Wl,-Bsymbolic") ;;
+    3) [ -x /usr/bin/g++ ] || continue
+       EXTRA=(-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_C_COMPILER=/usr/bin/gcc -DCMAKE_CUDA_HOST_COMPILER=/usr/bin/g++) ;;
+  esac
+  t0=$(date +%s)
+  rm -f python/strux/_ext*.so
+  if cmake -S . -B build/gpu$v "${COMMON[@]}" "${EXTRA[@]}" >> "$OUT/build.log" 2>&1 && cmake --build build/gpu$v >> "$OUT/build.log" 2>&1; then
+    echo "== build variant $v ok in $(( $(date +%s) - t0 )) s"
+    if timeout 120 python3 scripts/gpu_smoke.py; then ok=1; break; fi
+    echo "== smoke failed with variant $v"
+  else
+    echo "== build variant $v failed"; grep -E "error|FAILED" -A5 "$OUT/build.log" | tail -30
+  fi
+done
+[ $ok = 1 ] || { echo "== no working build"; exit 1; }
+python3 -c "import strux, json; print(json.dumps(strux.info()))"
+
+rc=0
+# ---- tests -------------------------------------------------------------------------------------
+if [ $TESTS = 1 ]; then
+  t0=$(date +%s)
+  timeout 240 python3 -m pytest -q -rs -p no:cacheprovider --durations=5 tests/python/test_cuda_*.py > "$OUT/pytest.log" 2>&1
+  rc=$?
+  tail -45 "$OUT/pytest.log"
+  echo "== pytest rc=$rc in $(( $(date +%s) - t0 )) s"
+fi
+
+# ---- benchmark ---------------------------------------------------------------------------------
+if [ $BENCH = 1 ]; then
+  timeout 200 python3 -m strux.bench.gpu --out "$OUT" $QUICK || { echo "== bench failed"; rc=1; }
+fi
+
+# ---- memcheck on small sizes -------------------------------------------------------------------
+if [ $TESTS = 1 ]; then
+  cat > /tmp/strux_memcheck.py <<'PY'
+import torch
+from strux import _cuda
+for mode in ("causal", "circular"):
+    for dt in (torch.float32, torch.float16):
+        u = torch.randn(2, 3, 37, device="cuda", dtype=dt)
+        k = torch.randn(3, 37 if mode == "circular" else 50, device="cuda", dtype=dt)
+        g = torch.randn_like(u)
+        _cuda.fftconv(u, k, mode, g, g, k[:, 0].contiguous())
+        _cuda.fftconv_vjp(g, u, k, mode, g, g, k[:, 0].contiguous())
+for layout in ("time-major", "space-major"):
+    op = _cuda.BlockToeplitzCUDA(torch.randn(9, 3, 4, device="cuda"), layout)
+    for R in (None, 3):
+        shp = lambda n: ((9, n) if layout == "time-major" else (n, 9)) + ((R,) if R else ())
+        op.matvec(torch.randn(*shp(4), device="cuda")); op.rmatvec(torch.randn(*shp(3), device="cuda"))
+torch.cuda.synchronize(); print("memcheck script done")
+PY
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 /tmp/strux_memcheck.py > "$OUT/memcheck.log" 2>&1
+  echo "== compute-sanitizer memcheck rc=$? ($(grep -c 'Invalid' "$OUT/memcheck.log") invalid accesses)"
+  tail -3 "$OUT/memcheck.log"
+fi
+[ -f "$OUT/gpu_bench.md" ] && cat "$OUT/gpu_bench.md"
+exit $rc

@@ -1,0 +1,180 @@
+// FFTConvPlan: cuFFT plans, filter spectrum and workspace made once; execute = fused pad,
+// R2C, filter multiply, C2R, fused epilogue, all on the caller's stream.
+#include <algorithm>
+
+#include "cuda/buffer.hpp"
+#include "cuda/fftconv/kernels.cuh"
+#include "strux/cuda/fftconv.hpp"
+
+namespace strux::cuda {
+
+namespace k = fftconv_kernels;
+
+struct FFTConvPlan::Impl {
+  int64_t B, H, L, Lk, Lmin, nfft, nf;
+  bool circular, with_backward, filter = false;
+  DType dtype;
+  FFTPlan r2c_rows, c2r_rows, r2c_h, c2r_h;
+  DeviceBuffer slotA, slotB, khat, dkhat, work;
+
+  template <class T>
+  void set_filter(const T* kf, cudaStream_t s);
+  template <class T>
+  void forward(const T* u, const T* pre, const T* post, const T* skip, T* y, cudaStream_t s);
+  template <class T>
+  void backward(const T* dy, const T* u, const T* pre, const T* post, const T* skip, T* du, T* dk, T* dpre,
+                T* dpost, T* dskip, cudaStream_t s);
+};
+
+FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype,
+                         bool with_backward)
+    : impl_(new Impl) {
+  check_positive(B, "B");
+  check_positive(H, "H");
+  check_positive(L, "L");
+  check_positive(Lk, "Lk");
+  if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
+  Impl& p = *impl_;
+  p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);
+  p.circular = circular, p.with_backward = with_backward, p.dtype = dtype;
+  // Causal: zero padding to L + Lmin - 1 makes the circular convolution the linear one on t < L.
+  // Length-1 transforms are avoided: with L = 1 circular equals causal, so both pad to 2.
+  p.nfft = (circular && L > 1) ? L : std::max<int64_t>(2, good_fft_size(L + p.Lmin - 1));
+  p.nf = p.nfft / 2 + 1;
+  const size_t tc = dtype == DType::f64 ? sizeof(double) : sizeof(float);
+  const cufftType r2c = dtype == DType::f64 ? CUFFT_D2Z : CUFFT_R2C;
+  const cufftType c2r = dtype == DType::f64 ? CUFFT_Z2D : CUFFT_C2R;
+  const int64_t rows = B * H, nf = p.nf, ld = 2 * nf;
+  // In-place layout: real rows of stride 2·nf, complex rows of stride nf.
+  p.r2c_rows.make(p.nfft, rows, 1, ld, ld, 1, nf, nf, r2c);
+  p.c2r_rows.make(p.nfft, rows, 1, nf, nf, 1, ld, ld, c2r);
+  p.r2c_h.make(p.nfft, H, 1, ld, ld, 1, nf, nf, r2c);
+  p.c2r_h.make(p.nfft, H, 1, nf, nf, 1, ld, ld, c2r);
+  const size_t ws = std::max({p.r2c_rows.work_size(), p.c2r_rows.work_size(), p.r2c_h.work_size(),
+                              p.c2r_h.work_size(), size_t(256)});
+  p.work.allocate(ws);
+  for (FFTPlan* f : {&p.r2c_rows, &p.c2r_rows, &p.r2c_h, &p.c2r_h}) f->set_work(p.work.get());
+  p.slotA.allocate(size_t(rows) * ld * tc);
+  p.khat.allocate(size_t(H) * ld * tc);
+  if (with_backward) {
+    p.slotB.allocate(size_t(rows) * ld * tc);
+    p.dkhat.allocate(size_t(H) * ld * tc);
+  }
+}
+
+FFTConvPlan::~FFTConvPlan() = default;
+int64_t FFTConvPlan::nfft() const { return impl_->nfft; }
+bool FFTConvPlan::filter_set() const { return impl_->filter; }
+size_t FFTConvPlan::workspace_bytes() const {
+  const Impl& p = *impl_;
+  return p.slotA.bytes() + p.slotB.bytes() + p.khat.bytes() + p.dkhat.bytes() + p.work.bytes();
+}
+
+template <class T>
+void FFTConvPlan::Impl::set_filter(const T* kf, cudaStream_t s) {
+  using Tc = typename Compute<T>::type;
+  using F = Fft<Tc>;
+  const int64_t ld = 2 * nf;
+  Tc* kr = khat.as<Tc>();
+  // 1/nfft of the inverse transform is folded into the filter spectrum once, here.
+  k::pad<T, Tc><<<grid2(nfft, H, k::kThreads), k::kThreads, 0, s>>>(kf, nullptr, H, Lk, Lmin, nfft, ld,
+                                                                      Tc(1) / Tc(nfft), kr);
+  STRUX_LAUNCH("fftconv pad(k)");
+  STRUX_CUFFT(cufftSetStream(r2c_h.get(), s));
+  F::forward(r2c_h.get(), kr, khat.as<typename F::C>());
+  filter = true;
+}
+
+template <class T>
+void FFTConvPlan::Impl::forward(const T* u, const T* pre, const T* post, const T* skip, T* y, cudaStream_t s) {
+  using Tc = typename Compute<T>::type;
+  using F = Fft<Tc>;
+  using C = typename F::C;
+  check_arg(filter, "k", "no filter set on this plan (call set_filter first)");
+  const int64_t rows = B * H, ld = 2 * nf;
+  Tc* a = slotA.as<Tc>();
+  k::pad<T, Tc><<<grid2(nfft, rows, k::kThreads), k::kThreads, 0, s>>>(u, pre, rows, L, L, nfft, ld, Tc(1), a);
+  STRUX_LAUNCH("fftconv pad(u)");
+  STRUX_CUFFT(cufftSetStream(r2c_rows.get(), s));
+  STRUX_CUFFT(cufftSetStream(c2r_rows.get(), s));
+  F::forward(r2c_rows.get(), a, slotA.as<C>());
+  k::mul_filter<C><<<grid2(nf, rows, k::kThreads), k::kThreads, 0, s>>>(slotA.as<C>(), khat.as<C>(), rows, H, nf);
+  STRUX_LAUNCH("fftconv mul_filter");
+  F::inverse(c2r_rows.get(), slotA.as<C>(), a);
+  k::epilogue_forward<T, Tc><<<grid2(L, rows, k::kThreads), k::kThreads, 0, s>>>(a, ld, u, pre, post, skip, rows,
+                                                                                  H, L, y);
+  STRUX_LAUNCH("fftconv epilogue_forward");
+}
+
+template <class T>
+void FFTConvPlan::Impl::backward(const T* dy, const T* u, const T* pre, const T* post, const T* skip, T* du, T* dk,
+                                 T* dpre, T* dpost, T* dskip, cudaStream_t s) {
+  using Tc = typename Compute<T>::type;
+  using F = Fft<Tc>;
+  using C = typename F::C;
+  check_arg(filter, "k", "no filter set on this plan (call set_filter first)");
+  check_arg(with_backward, "plan", "this plan was made without backward workspace");
+  const int64_t rows = B * H, ld = 2 * nf;
+  Tc* a = slotA.as<Tc>();
+  Tc* g = slotB.as<Tc>();
+  const dim3 gp = grid2(nfft, rows, k::kThreads);
+  k::pad<T, Tc><<<gp, k::kThreads, 0, s>>>(u, pre, rows, L, L, nfft, ld, Tc(1), a);
+  STRUX_LAUNCH("fftconv pad(v)");
+  k::pad<T, Tc><<<gp, k::kThreads, 0, s>>>(dy, post, rows, L, L, nfft, ld, Tc(1), g);
+  STRUX_LAUNCH("fftconv pad(dz)");
+  STRUX_CUFFT(cufftSetStream(r2c_rows.get(), s));
+  STRUX_CUFFT(cufftSetStream(c2r_rows.get(), s));
+  STRUX_CUFFT(cufftSetStream(c2r_h.get(), s));
+  F::forward(r2c_rows.get(), a, slotA.as<C>());
+  F::forward(r2c_rows.get(), g, slotB.as<C>());
+  const bool need_z = dpost != nullptr;
+  k::backward_spectra<C, Tc><<<grid2(nf, H, 128), 128, 0, s>>>(slotA.as<C>(), slotB.as<C>(), khat.as<C>(),
+                                                                dkhat.as<C>(), B, H, nf, need_z, Tc(1) / Tc(nfft));
+  STRUX_LAUNCH("fftconv backward_spectra");
+  F::inverse(c2r_rows.get(), slotB.as<C>(), g);
+  if (need_z) F::inverse(c2r_rows.get(), slotA.as<C>(), a);
+  F::inverse(c2r_h.get(), dkhat.as<C>(), dkhat.as<Tc>());
+  k::epilogue_backward<T, Tc><<<grid2(L, rows, k::kThreads), k::kThreads, 0, s>>>(
+      g, a, ld, dy, u, pre, post, skip, rows, H, L, du, dpre, dpost);
+  STRUX_LAUNCH("fftconv epilogue_backward");
+  k::filter_grad<T, Tc><<<grid2(Lk, H, k::kThreads), k::kThreads, 0, s>>>(dkhat.as<Tc>(), ld, H, Lk, Lmin, dk,
+                                                                           dskip);
+  STRUX_LAUNCH("fftconv filter_grad");
+}
+
+// ---- dtype dispatch -----------------------------------------------------------------------------
+#define STRUX_DISPATCH(dtype, CALL)                      \
+  switch (dtype) {                                       \
+    case DType::f32: { using T = float; CALL; break; }   \
+    case DType::f64: { using T = double; CALL; break; }  \
+    case DType::f16: { using T = __half; CALL; break; }  \
+    case DType::bf16: { using T = __nv_bfloat16; CALL; break; } \
+  }
+
+void FFTConvPlan::set_filter(const void* kf, Stream s) {
+  check_arg(kf != nullptr, "k", "expected a device pointer, got null");
+  STRUX_DISPATCH(impl_->dtype, impl_->set_filter<T>(static_cast<const T*>(kf), s));
+}
+
+void FFTConvPlan::forward(const void* u, const void* pre, const void* post, const void* skip, void* y, Stream s) {
+  check_arg(u != nullptr, "u", "expected a device pointer, got null");
+  check_arg(y != nullptr, "y", "expected a device pointer, got null");
+  STRUX_DISPATCH(impl_->dtype,
+                 impl_->forward<T>(static_cast<const T*>(u), static_cast<const T*>(pre), static_cast<const T*>(post),
+                                   static_cast<const T*>(skip), static_cast<T*>(y), s));
+}
+
+void FFTConvPlan::backward(const void* dy, const void* u, const void* pre, const void* post, const void* skip,
+                           void* du, void* dk, void* dpre, void* dpost, void* dskip, Stream s) {
+  check_arg(dy != nullptr, "dy", "expected a device pointer, got null");
+  check_arg(u != nullptr, "u", "expected a device pointer, got null");
+  check_arg(du != nullptr, "du", "expected a device pointer, got null");
+  check_arg(dk != nullptr, "dk", "expected a device pointer, got null");
+  STRUX_DISPATCH(impl_->dtype,
+                 impl_->backward<T>(static_cast<const T*>(dy), static_cast<const T*>(u), static_cast<const T*>(pre),
+                                    static_cast<const T*>(post), static_cast<const T*>(skip), static_cast<T*>(du),
+                                    static_cast<T*>(dk), static_cast<T*>(dpre), static_cast<T*>(dpost),
+                                    static_cast<T*>(dskip), s));
+}
+
+}  // namespace strux::cuda
