@@ -17,6 +17,8 @@ void bind_cuda(nb::module_& m);
 
 NB_MODULE(_ext, m) {
   m.doc() = "strux native extension (use the strux package, not this module)";
+  // Cached plans live until interpreter exit by design; nanobind would report them as leaks.
+  nb::set_leak_warnings(false);
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
