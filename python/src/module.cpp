@@ -11,6 +11,9 @@ void bind_fftconv(nb::module_& m);
 void bind_toeplitz(nb::module_& m);
 void bind_ks(nb::module_& m);
 void bind_scan(nb::module_& m);
+#ifdef STRUX_HAVE_CUDA
+void bind_cuda_ks_scan(nb::module_& m);
+#endif
 
 NB_MODULE(_ext, m) {
   m.doc() = "strux native extension (use the strux package, not this module)";
@@ -42,4 +45,7 @@ NB_MODULE(_ext, m) {
   bind_toeplitz(m);
   bind_ks(m);
   bind_scan(m);
+#ifdef STRUX_HAVE_CUDA
+  bind_cuda_ks_scan(m);
+#endif
 }
