@@ -222,8 +222,8 @@ def ks_matmul(x, w, pattern, *, layout: str = "bsf"):
     _need()
     layout = _choice(layout, "layout", _LAYOUTS)
     p = _pattern(pattern)
-    w = _weights(w, "w", p)
     x = _act(x, "x", _cols(p), layout)
+    w = _weights(w, "w", p)
     _same(x, "x", w=w)
     return _ks_fwd(_contig(x), _contig(w), p, layout)
 
@@ -246,8 +246,8 @@ def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf"):
     _need()
     layout = _choice(layout, "layout", _LAYOUTS)
     p = _pattern(pattern)
-    w = _weights(w, "w", p)
     x = _act(x, "x", _cols(p), layout)
+    w = _weights(w, "w", p)
     dy = _act(dy, "dy", _rows(p), layout)
     _same(x, "x", w=w, dy=dy)
     if _batch(dy, layout) != _batch(x, layout):
@@ -409,6 +409,9 @@ def circulant_scan(a, u, *, h0=None, return_final=False):
     a32, u32 = _contig(_cast(a, "float32")), _contig(_cast(u, "float32"))
     h032 = _contig(_cast(h0, "float32")) if h0 is not None else None
     B, T, n = a.shape
+    if n == 1:  # a 1x1 circulant is a scalar: no transform needed
+        h = _cast(_diag_fwd(a32, u32, h032), dt)
+        return (h, h[:, -1]) if return_final else h
     h = _empty(a32, (B, T, n))
     ws = _bytes(a32, _ext.cuda_circulant_scan_workspace(_device_id(a32), B, T, n))
     _ext.cuda_circulant_scan_forward(a32, u32, h032, h, ws, _stream(a32))

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# On the GPU machine: build strux with CUDA (FFTW/BLAS from the .debs in .deps/), run the GPU
+# ks/scan tests, then the benchmark. Everything lands under $OUT (logs, JSON, table).
+set -uo pipefail
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+ROOT=$(pwd)
+D=$ROOT/.deps/root
+if [ ! -f "$D/usr/include/fftw3.h" ]; then
+  for f in .deps/*.deb; do dpkg -x "$f" "$D"; done
+fi
+cp -f "$D/usr/include/x86_64-linux-gnu/cblas-netlib.h" "$D/usr/include/x86_64-linux-gnu/cblas.h"
+L=$D/usr/lib/x86_64-linux-gnu
+export LD_LIBRARY_PATH=$L:$L/blas:${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw --format=csv | tee "$OUT/gpu.txt"
+cmake -S . -B build/gpu -G Ninja -DSTRUX_CUDA=ON -DSTRUX_BUILD_PYTHON=ON \
+  -DPython_EXECUTABLE="$(which python3)" \
+  -DFFTW_INCLUDE_DIR="$D/usr/include" -DFFTW_LIB="$L/libfftw3.so" -DFFTWF_LIB="$L/libfftw3f.so" \
+  -DCBLAS_INCLUDE_DIR="$D/usr/include/x86_64-linux-gnu" -DBLAS_LIB="$L/blas/libblas.so.3" \
+  > "$OUT/build.log" 2>&1 && cmake --build build/gpu >> "$OUT/build.log" 2>&1
+rc=$?
+grep -E "error|spill" "$OUT/build.log" | grep -v " 0 bytes spill" | head -20
+[ $rc -ne 0 ] && { tail -40 "$OUT/build.log"; exit $rc; }
+export PYTHONPATH=$ROOT/python PYTHONUNBUFFERED=1
+timeout 240 python3 -m pytest -q --maxfail=20 tests/python/test_cuda_ks.py tests/python/test_cuda_scan.py \
+  2>&1 | tee "$OUT/pytest.log" | tail -30
+timeout ${BENCH_TIMEOUT:-200} python3 -m strux.bench.gpu_ks_scan --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
