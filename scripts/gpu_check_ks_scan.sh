@@ -22,6 +22,6 @@ rc=$?
 grep -E "error|spill" "$OUT/build.log" | grep -v " 0 bytes spill" | head -20
 [ $rc -ne 0 ] && { tail -40 "$OUT/build.log"; exit $rc; }
 export PYTHONPATH=$ROOT/python PYTHONUNBUFFERED=1
-timeout 240 python3 -m pytest -q --maxfail=20 tests/python/test_cuda_ks.py tests/python/test_cuda_scan.py \
+timeout ${TEST_TIMEOUT:-150} python3 -m pytest -q --maxfail=20 tests/python/test_cuda_ks.py tests/python/test_cuda_scan.py \
   2>&1 | tee "$OUT/pytest.log" | tail -30
 timeout ${BENCH_TIMEOUT:-200} python3 -m strux.bench.gpu_ks_scan --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
