@@ -56,6 +56,11 @@ View view(const Arr& a, const char* name, size_t ndim) {
   return v;
 }
 
+// Builds the message only on failure: nothing touches iostreams on the hot path.
+void check_shape(bool ok, const char* name, const char* what, const std::vector<int64_t>& shape) {
+  if (!ok) throw strux::ValueError(strux::msg("argument '", name, "': ", what, ", got shape ", strux::shape_str(shape)));
+}
+
 void same(const View& a, const View& b, const char* name) {
   check_arg(a.dt == b.dt, name, "expected the dtype of the first array");
 }
@@ -76,11 +81,10 @@ void ks_forward(const Arr& x, const Arr& w, const Arr& y, const std::vector<int6
   same(xv, yv, "y");
   const int64_t N = p.a * p.c * p.d, M = p.a * p.b * p.d;
   const int64_t batch = batch_last ? xv.shape[1] : xv.shape[0];
-  check_arg(xv.shape[batch_last ? 0 : 1] == N, "x", "expected ", N, " features, got shape ",
-            strux::shape_str(xv.shape));
+  check_shape(xv.shape[batch_last ? 0 : 1] == N, "x", "expected a*c*d features", xv.shape);
   check_arg(wv.shape == std::vector<int64_t>{p.a, p.b, p.c, p.d}, "w", "expected the pattern's shape");
-  check_arg(yv.shape == (batch_last ? std::vector<int64_t>{M, batch} : std::vector<int64_t>{batch, M}),
-            "y", "wrong output shape ", strux::shape_str(yv.shape));
+  check_shape(yv.shape == (batch_last ? std::vector<int64_t>{M, batch} : std::vector<int64_t>{batch, M}),
+              "y", "wrong output shape", yv.shape);
   strux::cuda::KsPlan(p, batch, batch_last, xv.dt).forward(xv.p, wv.p, yv.p, stream_ptr(stream));
 }
 
@@ -93,10 +97,10 @@ void ks_backward(const Arr& dy, const Arr& x, const Arr& w, std::optional<Arr> d
   same(dyv, wv, "w");
   const int64_t N = p.a * p.c * p.d, M = p.a * p.b * p.d;
   const int64_t batch = batch_last ? xv.shape[1] : xv.shape[0];
-  check_arg(xv.shape == (batch_last ? std::vector<int64_t>{N, batch} : std::vector<int64_t>{batch, N}),
-            "x", "wrong shape ", strux::shape_str(xv.shape));
-  check_arg(dyv.shape == (batch_last ? std::vector<int64_t>{M, batch} : std::vector<int64_t>{batch, M}),
-            "dy", "wrong shape ", strux::shape_str(dyv.shape));
+  check_shape(xv.shape == (batch_last ? std::vector<int64_t>{N, batch} : std::vector<int64_t>{batch, N}),
+              "x", "wrong shape", xv.shape);
+  check_shape(dyv.shape == (batch_last ? std::vector<int64_t>{M, batch} : std::vector<int64_t>{batch, M}),
+              "dy", "wrong shape", dyv.shape);
   check_arg(wv.shape == std::vector<int64_t>{p.a, p.b, p.c, p.d}, "w", "expected the pattern's shape");
   strux::cuda::KsPlan plan(p, batch, batch_last, xv.dt);
   if (dx) {
