@@ -61,6 +61,13 @@ void check_shape(bool ok, const char* name, const char* what, const std::vector<
   if (!ok) throw strux::ValueError(strux::msg("argument '", name, "': ", what, ", got shape ", strux::shape_str(shape)));
 }
 
+// Scratch: any dtype (bytes), only the device matters.
+void* scratch(const Arr& a) {
+  check_arg(a.device_type() == nb::device::cuda::value, "workspace",
+            "expected an array in CUDA device memory, got DLPack device type ", a.device_type());
+  return a.data();
+}
+
 void same(const View& a, const View& b, const char* name) {
   check_arg(a.dt == b.dt, name, "expected the dtype of the first array");
 }
@@ -132,7 +139,7 @@ void check_h0(const std::optional<Arr>& h0, const View& ref, const char* name) {
 
 void diag_scan_forward(const Arr& a, const Arr& b, std::optional<Arr> h0, const Arr& h,
                        const Arr& ws, float scale, uintptr_t stream) {
-  View av = view(a, "a", 3), bv = view(b, "b", 3), hv = view(h, "h", 3), wv = view(ws, "workspace", 1);
+  View av = view(a, "a", 3), bv = view(b, "b", 3), hv = view(h, "h", 3);
   same(av, bv, "b");
   same(av, hv, "h");
   check_arg(bv.shape == av.shape && hv.shape == av.shape, "b", "expected the shape of a");
@@ -140,14 +147,14 @@ void diag_scan_forward(const Arr& a, const Arr& b, std::optional<Arr> h0, const 
   auto [B, T, n] = btn(av);
   strux::cuda::DiagScanPlan plan(B, T, n, av.dt);
   check_arg(int64_t(ws.nbytes()) >= plan.workspace_bytes(), "workspace", "too small");
-  plan.forward(av.p, bv.p, h0 ? h0->data() : nullptr, hv.p, wv.p, stream_ptr(stream), scale);
+  plan.forward(av.p, bv.p, h0 ? h0->data() : nullptr, hv.p, scratch(ws), stream_ptr(stream), scale);
 }
 
 void diag_scan_backward(const Arr& a, const Arr& h, std::optional<Arr> h0, const Arr& dh,
                         const Arr& da, const Arr& db, std::optional<Arr> dh0, const Arr& ws,
                         uintptr_t stream) {
   View av = view(a, "a", 3), hv = view(h, "h", 3), dhv = view(dh, "dh", 3), dav = view(da, "da", 3),
-       dbv = view(db, "db", 3), wv = view(ws, "workspace", 1);
+       dbv = view(db, "db", 3);
   for (auto* v : {&hv, &dhv, &dav, &dbv}) {
     same(av, *v, "dh");
     check_arg(v->shape == av.shape, "dh", "expected the shape of a");
@@ -158,7 +165,7 @@ void diag_scan_backward(const Arr& a, const Arr& h, std::optional<Arr> h0, const
   strux::cuda::DiagScanPlan plan(B, T, n, av.dt);
   check_arg(int64_t(ws.nbytes()) >= plan.workspace_bytes(), "workspace", "too small");
   plan.backward(av.p, hv.p, h0 ? h0->data() : nullptr, dhv.p, dav.p, dbv.p,
-                dh0 ? dh0->data() : nullptr, wv.p, stream_ptr(stream));
+                dh0 ? dh0->data() : nullptr, scratch(ws), stream_ptr(stream));
 }
 
 // cuFFT plans are costly to make: one CirculantScanPlan per (device, B, T, n), kept.
@@ -180,7 +187,7 @@ int64_t circulant_scan_workspace(int device, int64_t B, int64_t T, int64_t n) {
 
 void circulant_scan_forward(const Arr& a, const Arr& u, std::optional<Arr> h0, const Arr& h,
                             const Arr& ws, uintptr_t stream) {
-  View av = view(a, "a", 3), uv = view(u, "u", 3), hv = view(h, "h", 3), wv = view(ws, "workspace", 1);
+  View av = view(a, "a", 3), uv = view(u, "u", 3), hv = view(h, "h", 3);
   check_arg(av.dt == DType::f32, "a", "expected float32");
   same(av, uv, "u");
   same(av, hv, "h");
@@ -191,7 +198,7 @@ void circulant_scan_forward(const Arr& a, const Arr& u, std::optional<Arr> h0, c
   check_arg(int64_t(ws.nbytes()) >= plan->workspace_bytes(), "workspace", "too small");
   plan->forward(static_cast<const float*>(av.p), static_cast<const float*>(uv.p),
                 h0 ? static_cast<const float*>(h0->data()) : nullptr, static_cast<float*>(hv.p),
-                wv.p, stream_ptr(stream));
+                scratch(ws), stream_ptr(stream));
 }
 
 }  // namespace
