@@ -57,6 +57,7 @@ fi
 # ---- benchmark ---------------------------------------------------------------------------------
 if [ $BENCH = 1 ]; then
   timeout 200 python3 -m strux.bench.gpu --out "$OUT" $QUICK || { echo "== bench failed"; rc=1; }
+  timeout 200 python3 -m strux.bench.gpu_ks_scan --out "$OUT" $QUICK || { echo "== ks/scan bench failed"; rc=1; }
 fi
 
 # ---- memcheck on small sizes -------------------------------------------------------------------
@@ -83,4 +84,5 @@ PY
   tail -3 "$OUT/memcheck.log"
 fi
 [ -f "$OUT/gpu_bench.md" ] && cat "$OUT/gpu_bench.md"
+[ -f "$OUT/gpu_ks_scan.md" ] && cat "$OUT/gpu_ks_scan.md"
 exit $rc

@@ -37,12 +37,15 @@ def _use_gpu(device: str) -> bool:
 
 def _bench_gpu(args) -> int:
     import strux
-    from strux.bench import gpu
+    from strux.bench import gpu, gpu_ks_scan
     res = gpu.run(quick=args.quick)
     print(gpu.markdown(res))
+    res_ks_scan = gpu_ks_scan.run(quick=args.quick)
+    print(gpu_ks_scan.table(res_ks_scan["meta"], res_ks_scan["rows"]))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"strux": strux.info(), "results": res}, f, indent=1)
+            json.dump({"strux": strux.info(), "fftconv_toeplitz": res, "ks_scan": res_ks_scan}, f,
+                      indent=1, default=str)
         print(f"wrote {args.json}", file=sys.stderr)
     return 0
 
