@@ -25,7 +25,7 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
   check_positive(p.d, "d");
   check_positive(batch, "batch");
   check_arg(dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16, "dtype",
-            "expected float32, float16 or bfloat16, got code ", int(dtype));
+            "expected float32, float16 or bfloat16, got ", dtype_name(dtype));
   // Tile counts go to gridDim.x (< 2^31): generous for any batch that fits in memory.
   check_arg(batch / 128 + 1 < (int64_t(1) << 31), "batch", "too large: ", batch);
 }

@@ -62,6 +62,7 @@ void by_type(DType dt, F&& f) {
     case DType::f16: return f(__half{});
     case DType::bf16: return f(__nv_bfloat16{});
     case DType::c64: return f(float2{});
+    default: break;
   }
   throw TypeError("diag_scan: unsupported dtype");
 }
@@ -72,7 +73,8 @@ DiagScanPlan::DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype)
   check_positive(B, "B");
   check_positive(T, "T");
   check_positive(n, "n");
-  check_arg(int(dtype) >= 0 && int(dtype) <= 3, "dtype", "unknown dtype code ", int(dtype));
+  check_arg(dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16 || dtype == DType::c64, "dtype",
+            "expected float32, float16, bfloat16 or complex64, got ", dtype_name(dtype));
   check_arg(layout(B, T, n, dtype).nblk < (int64_t(1) << 31), "a", "too many blocks for shape (",
             B, ", ", T, ", ", n, ")");
 }
