@@ -119,6 +119,14 @@ void check_int(int64_t v, const char* arg) {
 
 }  // namespace
 
+// The one place that picks the product for algo = -1. Measured on the H200 (bench/NOTES-gpu.md):
+// the own kernels stream F̂ at a higher fraction of bandwidth than cuBLAS's gemv (both
+// orientations) and, for several right-hand sides, are not limited by cuBLAS's skinny-gemm tiles.
+int toeplitz_auto_algo(int64_t Nd, int64_t Nm, int64_t R, DType dtype) {
+  (void)Nd, (void)Nm, (void)R, (void)dtype;
+  return 2;
+}
+
 int64_t toeplitz_nfft(int64_t Nt) { return std::max<int64_t>(2, good_fft_size(2 * Nt - 1)); }
 
 template <class T>
@@ -180,11 +188,13 @@ ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool s
   check_positive(R, "R");
   if (dtype != DType::f32 && dtype != DType::f64)
     throw TypeError(msg("argument 'dtype': expected float32 or float64, got ", dtype_name(dtype)));
-  check_arg(algo >= 0 && algo <= 2, "algo", "expected 0 (cuBLAS gemv/gemm), 1 (cuBLAS gemm) or 2 (own kernels), got ", algo);
+  check_arg(algo >= -1 && algo <= 2, "algo",
+            "expected -1 (automatic), 0 (cuBLAS gemv/gemm), 1 (cuBLAS gemm) or 2 (own kernels), got ", algo);
   check_int(Nd * Nm, "Nd*Nm");
   check_int(std::max(Nd, Nm) * R, "R");
   Impl& p = *impl_;
-  p.Nt = Nt, p.Nd = Nd, p.Nm = Nm, p.R = R, p.space_major = space_major, p.algo = algo, p.dtype = dtype;
+  p.Nt = Nt, p.Nd = Nd, p.Nm = Nm, p.R = R, p.space_major = space_major, p.dtype = dtype;
+  p.algo = algo < 0 ? toeplitz_auto_algo(Nd, Nm, R, dtype) : algo;
   p.nfft = toeplitz_nfft(Nt);
   p.nfreq = p.nfft / 2 + 1;
   check_int(p.nfreq, "Nt");
@@ -212,6 +222,7 @@ ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool s
 ToeplitzPlan::~ToeplitzPlan() = default;
 int64_t ToeplitzPlan::nfft() const { return impl_->nfft; }
 int64_t ToeplitzPlan::nfreq() const { return impl_->nfreq; }
+int ToeplitzPlan::algo() const { return impl_->algo; }
 size_t ToeplitzPlan::workspace_bytes() const {
   const Impl& p = *impl_;
   return p.P.bytes() + p.X.bytes() + p.Y.bytes() + p.work.bytes() + p.blas_work.bytes();
