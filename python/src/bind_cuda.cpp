@@ -189,7 +189,8 @@ void bind_cuda(nb::module_& m) {
       .def("rmatvec", &Toeplitz::rmatvec, nb::arg("fhat"), nb::arg("d"), nb::arg("m"), nb::arg("stream"))
       .def_prop_ro("nfft", [](const Toeplitz& p) { return p.plan->nfft(); })
       .def_prop_ro("nfreq", [](const Toeplitz& p) { return p.plan->nfreq(); })
-      .def_prop_ro("algo", [](const Toeplitz& p) { return p.plan->algo(); })
+      .def_prop_ro("algo", [](const Toeplitz& p) { return p.plan->algo(false); })
+      .def_prop_ro("rmatvec_algo", [](const Toeplitz& p) { return p.plan->algo(true); })
       .def_prop_ro("workspace_bytes", [](const Toeplitz& p) { return p.plan->workspace_bytes(); });
   c.def("toeplitz_nfft", &toeplitz_nfft, nb::arg("Nt"));
   c.def(

@@ -308,7 +308,7 @@ class BlockToeplitzCUDA:
     matvec and rmatvec both read it (rmatvec without a conjugate-transposed copy).
     Vectors: time-major m (Nt, Nm) → d (Nt, Nd); space-major m (Nm, Nt) → d (Nd, Nt); a
     trailing axis R gives several right-hand sides. `algo`: -1 = automatic (default: the plan
-    picks by shape and R, see toeplitz_auto_algo); 0 = cuBLAS gemv for one right-hand side, gemm
+    picks per direction by shape and R, see toeplitz_auto_algo); 0 = cuBLAS gemv for one right-hand side, gemm
     for several; 1 = cuBLAS gemm always; 2 = strux's own kernels, which stream F̂ once per 16
     right-hand sides (8 for float64). 0 and 1 stay for comparison.
     """

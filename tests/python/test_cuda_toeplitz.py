@@ -179,4 +179,6 @@ def test_own_kernels_nan_in_tail():
 def test_default_is_automatic():
     op = _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"))
     assert op.algo == -1
-    assert op._plan(1).algo == 2 and op._plan(16).algo == 2
+    for R in (1, 16):
+        assert (op._plan(R).algo, op._plan(R).rmatvec_algo) == (0, 2)
+    assert (_cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"), algo=1)._plan(1).rmatvec_algo) == 1

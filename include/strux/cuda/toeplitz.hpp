@@ -25,8 +25,8 @@ int64_t toeplitz_nfft(int64_t Nt);
 // allocates a temporary buffer and synchronizes `s` before returning.
 void build_toeplitz_fhat(int64_t Nt, int64_t Nd, int64_t Nm, DType dtype, const void* blocks, void* fhat, Stream s);
 
-// The product algo = -1 resolves to for this shape (one dispatch point; see ToeplitzPlan).
-int toeplitz_auto_algo(int64_t Nd, int64_t Nm, int64_t R, DType dtype);
+// The product algo = -1 resolves to for this shape and direction (one dispatch point).
+int toeplitz_auto_algo(int64_t Nd, int64_t Nm, int64_t R, DType dtype, bool adjoint);
 
 class ToeplitzPlan {
  public:
@@ -44,7 +44,7 @@ class ToeplitzPlan {
 
   int64_t nfft() const;
   int64_t nfreq() const;
-  int algo() const;  // the product in use (0, 1 or 2; -1 resolved)
+  int algo(bool adjoint = false) const;  // the product in use per direction (0, 1 or 2; -1 resolved)
   size_t workspace_bytes() const;
 
  private:
