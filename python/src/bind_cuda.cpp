@@ -184,11 +184,13 @@ void bind_cuda(nb::module_& m) {
   nb::class_<Toeplitz>(c, "ToeplitzPlan")
       .def(nb::init<int64_t, int64_t, int64_t, int64_t, const std::string&, const std::string&, int>(),
            nb::arg("Nt"), nb::arg("Nd"), nb::arg("Nm"), nb::arg("R"), nb::arg("layout"), nb::arg("dtype"),
-           nb::arg("algo") = 0)
+           nb::arg("algo") = -1)
       .def("matvec", &Toeplitz::matvec, nb::arg("fhat"), nb::arg("m"), nb::arg("d"), nb::arg("stream"))
       .def("rmatvec", &Toeplitz::rmatvec, nb::arg("fhat"), nb::arg("d"), nb::arg("m"), nb::arg("stream"))
       .def_prop_ro("nfft", [](const Toeplitz& p) { return p.plan->nfft(); })
       .def_prop_ro("nfreq", [](const Toeplitz& p) { return p.plan->nfreq(); })
+      .def_prop_ro("algo", [](const Toeplitz& p) { return p.plan->algo(false); })
+      .def_prop_ro("rmatvec_algo", [](const Toeplitz& p) { return p.plan->algo(true); })
       .def_prop_ro("workspace_bytes", [](const Toeplitz& p) { return p.plan->workspace_bytes(); });
   c.def("toeplitz_nfft", &toeplitz_nfft, nb::arg("Nt"));
   c.def(

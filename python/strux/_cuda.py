@@ -307,12 +307,13 @@ class BlockToeplitzCUDA:
     (nfreq, Nd, Nm) complex64/complex128, is built on the GPU and kept (attribute `fhat`);
     matvec and rmatvec both read it (rmatvec without a conjugate-transposed copy).
     Vectors: time-major m (Nt, Nm) → d (Nt, Nd); space-major m (Nm, Nt) → d (Nd, Nt); a
-    trailing axis R gives several right-hand sides. `algo`: 0 = cuBLAS gemv for one right-hand
-    side, gemm for several (default); 1 = cuBLAS gemm always; 2 = strux's own kernels, which
-    stream F̂ once per 16 right-hand sides (new: not yet measured on a GPU).
+    trailing axis R gives several right-hand sides. `algo`: -1 = automatic (default: the plan
+    picks per direction by shape and R, see toeplitz_auto_algo); 0 = cuBLAS gemv for one right-hand side, gemm
+    for several; 1 = cuBLAS gemm always; 2 = strux's own kernels, which stream F̂ once per 16
+    right-hand sides (8 for float64). 0 and 1 stay for comparison.
     """
 
-    def __init__(self, blocks, layout: str = "time-major", algo: int = 0):
+    def __init__(self, blocks, layout: str = "time-major", algo: int = -1):
         kind = _kind(blocks, "blocks")
         blocks = _check_array(blocks, "blocks", kind, ndim=3, floats=("float32", "float64"))
         Nt, Nd, Nm = (int(s) for s in blocks.shape)
@@ -325,8 +326,8 @@ class BlockToeplitzCUDA:
     def _init(self, kind, fhat, Nt, Nd, Nm, dt, dev, layout, algo):
         if layout not in _LAYOUTS:
             raise ValueError(f"argument 'layout': expected one of 'time-major', 'space-major', got {layout!r}")
-        if algo not in (0, 1, 2):
-            raise ValueError(f"argument 'algo': expected 0, 1 or 2, got {algo!r}")
+        if algo not in (-1, 0, 1, 2):
+            raise ValueError(f"argument 'algo': expected -1 (automatic), 0, 1 or 2, got {algo!r}")
         self._kind, self.fhat = kind, fhat
         self.Nt, self.Nd, self.Nm, self.dtype, self.device = Nt, Nd, Nm, dt, dev
         self.layout, self.algo = layout, algo
@@ -334,7 +335,7 @@ class BlockToeplitzCUDA:
         self._plans = {}
 
     @classmethod
-    def from_fhat(cls, fhat, Nt: int, layout: str = "time-major", algo: int = 0):
+    def from_fhat(cls, fhat, Nt: int, layout: str = "time-major", algo: int = -1):
         """From a spectrum (nfreq, Nd, Nm) made by this class (nfreq = toeplitz_nfft(Nt)//2+1)."""
         kind = _kind(fhat, "fhat")
         fhat = _check_array(fhat, "fhat", kind, ndim=3, floats=("complex64", "complex128"))
@@ -345,7 +346,7 @@ class BlockToeplitzCUDA:
         return self
 
     @classmethod
-    def from_lti(cls, A, B, C, D=None, Nt: int = 1, layout: str = "time-major", algo: int = 0):
+    def from_lti(cls, A, B, C, D=None, Nt: int = 1, layout: str = "time-major", algo: int = -1):
         """blocks[t] = C Aᵗ B (+ D at t = 0), computed on the GPU, then as BlockToeplitzCUDA(blocks)."""
         kind = _kind(A, "A")
         A = _check_array(A, "A", kind, ndim=2, floats=("float32", "float64"))

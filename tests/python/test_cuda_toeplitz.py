@@ -7,7 +7,7 @@ from cuda_common import _cuda, needs_gpu, ref_toeplitz, rel, torch
 pytestmark = needs_gpu
 
 TOL = {"float32": 2e-5, "float64": 1e-12}
-SIZES = [(1, 1, 1), (5, 3, 4), (7, 2, 3), (13, 4, 6), (32, 3, 5), (6, 37, 300)]
+SIZES = [(1, 1, 1), (5, 3, 4), (7, 2, 3), (13, 4, 6), (32, 3, 5), (6, 37, 300), (4, 101, 131)]
 
 
 def to_layout(x, layout):
@@ -23,7 +23,7 @@ def from_layout(x, layout):
 @pytest.mark.parametrize("layout", ["time-major", "space-major"])
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("R", [None, 1, 3, 19])
-@pytest.mark.parametrize("algo", [0, 1, 2])
+@pytest.mark.parametrize("algo", [-1, 0, 1, 2])
 def test_matvec_rmatvec(dtype, layout, size, R, algo):
     Nt, Nd, Nm = size
     rng = np.random.default_rng()
@@ -98,7 +98,7 @@ def test_nan_propagates():
     assert torch.isnan(op.matvec(m)).any()
 
 
-@pytest.mark.parametrize("algo", [0, 1, 2])
+@pytest.mark.parametrize("algo", [-1, 0, 1, 2])
 def test_large_vs_torch_recipe(algo):
     Nt, Nd, Nm = 200, 20, 300
     blocks = torch.randn(Nt, Nd, Nm, dtype=torch.float64, device="cuda")
@@ -123,8 +123,62 @@ def test_large_vs_torch_recipe(algo):
     (lambda op: _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda"), layout="row"), "layout", ValueError),
     (lambda op: _cuda.BlockToeplitzCUDA.from_fhat(op.fhat, 3), "fhat", ValueError),
     (lambda op: _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda"), algo=3), "algo", ValueError),
+    (lambda op: _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda"), algo=-2), "algo", ValueError),
 ])
 def test_bad_inputs(call, arg, exc):
     op = _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda"))
     with pytest.raises(exc, match=f"'{arg}'"):
         call(op)
+
+
+# Own kernels (algo 2) at shapes that exercise every chunk width (16, 8, 4, 2, 1 right-hand sides),
+# tiles that divide nothing (Nd not a multiple of the 16/32-row CTAs, Nm not of the 128/512-column
+# tiles, odd Nm: no float4 loads), the column split S = 2 (Nd = 100) and a misaligned F̂ view.
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape, R", [((3, 100, 257), 31), ((2, 33, 129), 16), ((5, 17, 64), 15),
+                                      ((2, 1, 1), 16), ((3, 7, 1031), 1), ((3, 7, 1030), 1)])
+def test_own_kernels_chunks(dtype, shape, R):
+    Nt, Nd, Nm = shape
+    rng = np.random.default_rng()
+    blocks = rng.standard_normal((Nt, Nd, Nm))
+    op = _cuda.BlockToeplitzCUDA(torch.tensor(blocks, dtype=getattr(torch, dtype), device="cuda"), algo=2)
+    g = lambda x: torch.tensor(x, dtype=getattr(torch, dtype), device="cuda")  # noqa: E731
+    m = rng.standard_normal((Nt, Nm, R))
+    d = rng.standard_normal((Nt, Nd, R))
+    assert rel(op.matvec(g(m)).cpu().numpy(), ref_toeplitz(blocks, m)) < TOL[dtype]
+    assert rel(op.rmatvec(g(d)).cpu().numpy(), ref_toeplitz(blocks, d, adjoint=True)) < TOL[dtype]
+
+
+def test_own_kernels_unaligned_fhat():
+    # F̂ starting 8 bytes off a 16-byte boundary: the one-RHS kernels must fall back to 8-byte loads.
+    Nt, Nd, Nm = 6, 5, 40
+    blocks = torch.randn(Nt, Nd, Nm, device="cuda")
+    ref = _cuda.BlockToeplitzCUDA(blocks, algo=0)
+    buf = torch.empty(ref.fhat.numel() + 1, dtype=ref.fhat.dtype, device="cuda")
+    buf[1:].copy_(ref.fhat.reshape(-1))
+    fh = buf[1:].view(ref.fhat.shape)
+    assert fh.data_ptr() % 16 == 8
+    op = _cuda.BlockToeplitzCUDA.from_fhat(fh, Nt, algo=2)
+    m, d = torch.randn(Nt, Nm, device="cuda"), torch.randn(Nt, Nd, device="cuda")
+    assert rel(op.matvec(m), ref.matvec(m)) < 1e-5
+    assert rel(op.rmatvec(d), ref.rmatvec(d)) < 1e-5
+
+
+def test_own_kernels_nan_in_tail():
+    # A NaN in F̂ must reach exactly the outputs it touches; tile padding must not spread it.
+    Nt, Nd, Nm = 3, 35, 130
+    blocks = torch.randn(Nt, Nd, Nm, device="cuda")
+    blocks[:, 34, 129] = float("nan")
+    op = _cuda.BlockToeplitzCUDA(blocks, algo=2)
+    y = op.matvec(torch.randn(Nt, Nm, 16, device="cuda"))
+    assert torch.isnan(y[:, 34]).all() and not torch.isnan(y[:, :34]).any()
+    x = op.rmatvec(torch.randn(Nt, Nd, 16, device="cuda"))
+    assert torch.isnan(x[:, 129]).all() and not torch.isnan(x[:, :129]).any()
+
+
+def test_default_is_automatic():
+    op = _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"))
+    assert op.algo == -1
+    for R in (1, 16):
+        assert (op._plan(R).algo, op._plan(R).rmatvec_algo) == (0, 2)
+    assert (_cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"), algo=1)._plan(1).rmatvec_algo) == 1

@@ -25,12 +25,16 @@ int64_t toeplitz_nfft(int64_t Nt);
 // allocates a temporary buffer and synchronizes `s` before returning.
 void build_toeplitz_fhat(int64_t Nt, int64_t Nd, int64_t Nm, DType dtype, const void* blocks, void* fhat, Stream s);
 
+// The product algo = -1 resolves to for this shape and direction (one dispatch point).
+int toeplitz_auto_algo(int64_t Nd, int64_t Nm, int64_t R, DType dtype, bool adjoint);
+
 class ToeplitzPlan {
  public:
   // R right-hand sides (R = 1 for plain vectors); space_major: m (Nm, Nt[, R]) → d (Nd, Nt[, R]),
-  // else m (Nt, Nm[, R]) → d (Nt, Nd[, R]). algo: 0 = cuBLAS gemv for R = 1 and gemm for R > 1,
-  // 1 = cuBLAS gemm always, 2 = own kernels streaming F̂ once per 16 right-hand sides.
-  ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool space_major, DType dtype, int algo = 0);
+  // else m (Nt, Nm[, R]) → d (Nt, Nd[, R]). algo: -1 = automatic (toeplitz_auto_algo), 0 = cuBLAS
+  // gemv for R = 1 and gemm for R > 1, 1 = cuBLAS gemm always, 2 = own kernels streaming F̂ once
+  // per 16 right-hand sides (8 for float64).
+  ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool space_major, DType dtype, int algo = -1);
   ~ToeplitzPlan();
   ToeplitzPlan(const ToeplitzPlan&) = delete;
   ToeplitzPlan& operator=(const ToeplitzPlan&) = delete;
@@ -40,6 +44,7 @@ class ToeplitzPlan {
 
   int64_t nfft() const;
   int64_t nfreq() const;
+  int algo(bool adjoint = false) const;  // the product in use per direction (0, 1 or 2; -1 resolved)
   size_t workspace_bytes() const;
 
  private:

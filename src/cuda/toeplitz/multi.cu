@@ -1,11 +1,18 @@
-// Per-frequency F̂ products for R right-hand sides (algo 2), in chunks of up to 16 RHS.
+// Per-frequency F̂ products for R right-hand sides (algo 2), in chunks of RC right-hand sides
+// (16, 8, 4, 2, 1 for float32; 8, 4, 2, 1 for float64: the accumulators live in registers).
 //
-// matvec (reduction over Nm): a CTA takes 16 rows of F̂[f] (2 per warp); lanes stride over
-// columns, the RHS tile X[f][n0:n0+256][r] sits in shared memory as [r][n] (conflict-free: lanes
-// read consecutive n), accumulators per (row, r) in registers, warp-shuffle reduction at the end.
-// adjoint (reduction over Nd): one thread per column n of F̂[f], loops over rows d with conj(F̂),
-// the RHS tile X[f][d0:d0+64][r] in shared memory read as broadcasts; no reduction needed.
-// Both stream F̂ with coalesced 8/16-byte loads, several in flight per thread (unrolled).
+// One right-hand side (RC = 1) is a pure stream of F̂ (8 bytes per 8 FLOP): the kernels read F̂
+// with 16-byte loads (float4 = 2 complex; the plain complex when Nm is odd or F̂ unaligned),
+// several loads in flight per lane, the spectrum x̂ through L1 (no shared memory, no barriers).
+//   matvec:  a warp per (frequency, 2 rows), lanes along Nm, warp-shuffle reduction.
+//   adjoint: a thread per (frequency, 2 columns), loops over the Nd rows (column sums in
+//            registers, no reduction), x̂[f][d] read as a warp-uniform broadcast.
+// Several right-hand sides (RC >= 2) make the product compute-bound (4·RC FMAs per F̂ element):
+//   matvec:  register tiles of 4 rows × RC, F̂ and X̂ tiles staged in shared memory by cp.async
+//            in a 3-stage pipeline (no registers held for loads in flight), lanes along Nm,
+//            X̂ rows padded so the 16-byte shared loads of 8 lanes hit distinct banks.
+//   adjoint: register tiles of 2 columns × RC, F̂ straight from HBM (4 rows in flight), the X̂[f]
+//            rows as shared-memory broadcasts; no reduction.
 #include <algorithm>
 
 #include "cuda/elem.cuh"
@@ -16,9 +23,7 @@ namespace strux::cuda::toeplitz_detail {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kRowsPerWarp = 2;
-constexpr int kRowsPerCta = (kThreads / 32) * kRowsPerWarp;
-constexpr int kTileD = 64;    // adjoint: rows per shared-memory tile
+constexpr int kWarps = kThreads / 32;
 
 template <class C>
 __device__ __forceinline__ void fma_c(C& acc, C a, C x) {  // acc += a·x
@@ -31,143 +36,425 @@ __device__ __forceinline__ void fma_cc(C& acc, C a, C x) {  // acc += conj(a)·x
   acc.y = fma(a.x, x.y, fma(-a.y, x.x, acc.y));
 }
 
-// matvec: columns per shared-memory tile (the tile is RC·kTileN complex values, at most 32 KB).
-template <class C>
-constexpr int tile_n() { return sizeof(C) == 16 ? 128 : 256; }
-
-template <class C, class T, int RC>
-__global__ void __launch_bounds__(kThreads) matvec_multi(const C* __restrict__ F, const C* __restrict__ X,
-                                                         C* __restrict__ Y, int64_t nfreq, int64_t Nd, int64_t Nm,
-                                                         int64_t R, int64_t r0, T alpha) {
-  constexpr int kTileN = tile_n<C>();
-  __shared__ C xs[RC * kTileN];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t d0 = int64_t(blockIdx.x) * kRowsPerCta + warp * kRowsPerWarp;
-  const bool has0 = d0 < Nd, has1 = d0 + 1 < Nd;
-  for (int64_t f = blockIdx.y; f < nfreq; f += gridDim.y) {
-    const C* F0 = F + (f * Nd + (has0 ? d0 : 0)) * Nm;
-    const C* F1 = has1 ? F0 + Nm : F0;
-    const C* Xf = X + f * Nm * R + r0;
-    C acc0[RC], acc1[RC];
-#pragma unroll
-    for (int r = 0; r < RC; ++r) acc0[r] = acc1[r] = C{0, 0};
-    for (int64_t n0 = 0; n0 < Nm; n0 += kTileN) {
-      const int nt = int(Nm - n0 < kTileN ? Nm - n0 : kTileN);
-      __syncthreads();
-      for (int i = threadIdx.x; i < nt * RC; i += kThreads) {
-        const int nl = i / RC, r = i - nl * RC;
-        xs[r * kTileN + nl] = Xf[(n0 + nl) * R + r];
-      }
-      __syncthreads();
-      if (nt == kTileN) {
-        // Full tile: issue all of this lane's F̂ loads first (U per row), then the math.
-        constexpr int U = kTileN / 32;
-        C a[U], b[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          a[u] = F0[n0 + lane + 32 * u];
-          b[u] = F1[n0 + lane + 32 * u];
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-#pragma unroll
-          for (int r = 0; r < RC; ++r) {
-            const C x = xs[r * kTileN + lane + 32 * u];
-            fma_c(acc0[r], a[u], x);
-            fma_c(acc1[r], b[u], x);
-          }
-        }
-      } else {
-        for (int nl = lane; nl < nt; nl += 32) {
-          const C a = F0[n0 + nl], b = F1[n0 + nl];
-#pragma unroll
-          for (int r = 0; r < RC; ++r) {
-            const C x = xs[r * kTileN + nl];
-            fma_c(acc0[r], a, x);
-            fma_c(acc1[r], b, x);
-          }
-        }
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < RC; ++r) {
-      for (int o = 16; o > 0; o /= 2) {
-        acc0[r].x += __shfl_xor_sync(0xffffffffu, acc0[r].x, o);
-        acc0[r].y += __shfl_xor_sync(0xffffffffu, acc0[r].y, o);
-        acc1[r].x += __shfl_xor_sync(0xffffffffu, acc1[r].x, o);
-        acc1[r].y += __shfl_xor_sync(0xffffffffu, acc1[r].y, o);
-      }
-    }
-    if (lane < RC) {
-      // Lane r writes RHS r (unrolled select keeps the accumulators in registers).
-      C v0{0, 0}, v1{0, 0};
-#pragma unroll
-      for (int r = 0; r < RC; ++r)
-        if (lane == r) v0 = acc0[r], v1 = acc1[r];
-      if (has0) Y[(f * Nd + d0) * R + r0 + lane] = C{alpha * v0.x, alpha * v0.y};
-      if (has1) Y[(f * Nd + d0 + 1) * R + r0 + lane] = C{alpha * v1.x, alpha * v1.y};
-    }
+// K consecutive complex values of F̂, read once: streaming (evict-first) so x̂ keeps the caches.
+template <class C, int K>
+__device__ __forceinline__ void ld_stream(const C* p, C (&v)[K]) {
+  if constexpr (K == 2) {
+    const float4 q = __ldcs(reinterpret_cast<const float4*>(p));
+    v[0] = C{q.x, q.y}, v[1] = C{q.z, q.w};
+  } else {
+    v[0] = __ldcs(p);
   }
 }
 
-template <class C, class T, int RC>
-__global__ void __launch_bounds__(kThreads) adjoint_multi(const C* __restrict__ F, const C* __restrict__ X,
-                                                          C* __restrict__ Y, int64_t nfreq, int64_t Nd, int64_t Nm,
-                                                          int64_t R, int64_t r0, T alpha) {
-  __shared__ C xs[kTileD * RC];
-  const int64_t n = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  const bool valid = n < Nm;
-  const int64_t nn = valid ? n : 0;
-  for (int64_t f = blockIdx.y; f < nfreq; f += gridDim.y) {
-    const C* Ff = F + f * Nd * Nm + nn;
-    const C* Xf = X + f * Nd * R + r0;
-    C acc[RC];
+__device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+
+template <class C>
+__device__ __forceinline__ C scale(C v, decltype(C{}.x) a) {
+  return C{a * v.x, a * v.y};
+}
+
+template <class C>
+__device__ __forceinline__ void warp_sum(C& v) {
 #pragma unroll
-    for (int r = 0; r < RC; ++r) acc[r] = C{0, 0};
-    for (int64_t d0 = 0; d0 < Nd; d0 += kTileD) {
-      const int dt = int(Nd - d0 < kTileD ? Nd - d0 : kTileD);
+  for (int o = 16; o > 0; o /= 2) {
+    v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
+    v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
+  }
+}
+
+// ---- one right-hand side ------------------------------------------------------------------------
+
+constexpr int kRows1 = 2;  // matvec rows per warp (x̂ loads shared between them)
+constexpr int kU1 = 4;     // matvec: packs per row in flight per lane
+constexpr int kUd1 = 8;    // adjoint: rows in flight per thread
+
+// Y[f][d] = alpha · Σ_n F̂[f][d][n] X[f][n]. K complex per lane load (2: float4).
+template <class C, class T, int K>
+__global__ void __launch_bounds__(kThreads) matvec_one(const C* __restrict__ F, const C* __restrict__ X,
+                                                       C* __restrict__ Y, int64_t nfreq, int64_t Nd, int64_t Nm,
+                                                       int64_t R, int64_t r0, T alpha) {
+  const int lane = threadIdx.x & 31;
+  const int64_t groups = (Nd + kRows1 - 1) / kRows1;
+  const int64_t w = (int64_t(blockIdx.x) * kThreads + threadIdx.x) >> 5;
+  if (w >= nfreq * groups) return;  // whole warps leave together
+  const int64_t f = w / groups, d0 = (w - f * groups) * kRows1;
+  const C* Fr[kRows1];
+#pragma unroll
+  for (int i = 0; i < kRows1; ++i) Fr[i] = F + (f * Nd + imin(d0 + i, Nd - 1)) * Nm;
+  const C* xf = X + f * Nm * R + r0;
+  C acc[kRows1];
+#pragma unroll
+  for (int i = 0; i < kRows1; ++i) acc[i] = C{0, 0};
+  const int64_t npk = Nm / K;
+  int64_t p = lane;
+  for (; p + 32 * (kU1 - 1) < npk; p += 32 * kU1) {
+    C a[kU1][kRows1][K], x[kU1][K];
+#pragma unroll
+    for (int u = 0; u < kU1; ++u)
+#pragma unroll
+      for (int i = 0; i < kRows1; ++i) ld_stream<C, K>(Fr[i] + (p + 32 * u) * K, a[u][i]);
+#pragma unroll
+    for (int u = 0; u < kU1; ++u)
+#pragma unroll
+      for (int k = 0; k < K; ++k) x[u][k] = __ldg(xf + ((p + 32 * u) * K + k) * R);
+#pragma unroll
+    for (int u = 0; u < kU1; ++u)
+#pragma unroll
+      for (int i = 0; i < kRows1; ++i)
+#pragma unroll
+        for (int k = 0; k < K; ++k) fma_c(acc[i], a[u][i][k], x[u][k]);
+  }
+  for (; p < npk; p += 32) {
+    C a[kRows1][K], x[K];
+#pragma unroll
+    for (int i = 0; i < kRows1; ++i) ld_stream<C, K>(Fr[i] + p * K, a[i]);
+#pragma unroll
+    for (int k = 0; k < K; ++k) x[k] = __ldg(xf + (p * K + k) * R);
+#pragma unroll
+    for (int i = 0; i < kRows1; ++i)
+#pragma unroll
+      for (int k = 0; k < K; ++k) fma_c(acc[i], a[i][k], x[k]);
+  }
+#pragma unroll
+  for (int i = 0; i < kRows1; ++i) warp_sum(acc[i]);
+#pragma unroll
+  for (int i = 0; i < kRows1; ++i)
+    if (lane == i && d0 + i < Nd) Y[(f * Nd + d0 + i) * R + r0] = scale(acc[i], alpha);
+}
+
+// Y[f][n] = alpha · Σ_d conj(F̂[f][d][n]) X[f][d]; a thread per K consecutive columns.
+template <class C, class T, int K>
+__global__ void __launch_bounds__(kThreads) adjoint_one(const C* __restrict__ F, const C* __restrict__ X,
+                                                        C* __restrict__ Y, int64_t nfreq, int64_t Nd, int64_t Nm,
+                                                        int64_t R, int64_t r0, T alpha) {
+  const int64_t npk = Nm / K;
+  const int64_t idx = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (idx >= nfreq * npk) return;
+  const int64_t f = idx / npk, p = idx - f * npk;
+  const C* Fc = F + f * Nd * Nm + p * K;
+  const C* xf = X + f * Nd * R + r0;
+  C acc[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) acc[k] = C{0, 0};
+  int64_t d = 0;
+  for (; d + kUd1 <= Nd; d += kUd1) {
+    C a[kUd1][K], x[kUd1];
+#pragma unroll
+    for (int u = 0; u < kUd1; ++u) ld_stream<C, K>(Fc + (d + u) * Nm, a[u]);
+#pragma unroll
+    for (int u = 0; u < kUd1; ++u) x[u] = __ldg(xf + (d + u) * R);
+#pragma unroll
+    for (int u = 0; u < kUd1; ++u)
+#pragma unroll
+      for (int k = 0; k < K; ++k) fma_cc(acc[k], a[u][k], x[u]);
+  }
+  for (; d < Nd; ++d) {
+    C a[K];
+    ld_stream<C, K>(Fc + d * Nm, a);
+    const C x = __ldg(xf + d * R);
+#pragma unroll
+    for (int k = 0; k < K; ++k) fma_cc(acc[k], a[k], x);
+  }
+#pragma unroll
+  for (int k = 0; k < K; ++k) Y[(f * Nm + p * K + k) * R + r0] = scale(acc[k], alpha);
+}
+
+// ---- several right-hand sides: matvec ---------------------------------------------------------
+
+constexpr int kDT = 4;      // rows per warp (register tile kDT × RC)
+constexpr int kJ = 2;       // columns per lane per tile
+constexpr int kStages = 3;  // cp.async pipeline depth
+
+__device__ __forceinline__ void cp_async(void* smem, const void* gmem, bool pred, int bytes) {
+  const unsigned s = unsigned(__cvta_generic_to_shared(smem));
+  const int n = pred ? bytes : 0;  // 0 source bytes: the destination is zero-filled
+  if (bytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// X̂ tile row stride (complex values): RC values padded to an odd number of 16-byte units, so
+// the 16-byte loads of 8 consecutive lanes (consecutive columns) fall in distinct bank groups.
+template <class C, int RC>
+constexpr int xs_stride() {
+  constexpr int bytes = RC * int(sizeof(C));
+  constexpr int units = bytes / 16;
+  return (units % 2 == 1 ? bytes : bytes + 16) / int(sizeof(C));
+}
+
+// Shared memory of matvec_tiled: kStages × (F̂ tile rows × TN, X̂ tile TN × stride), TN ≤ 2·32·kJ.
+template <class C, int RC>
+constexpr size_t matvec_smem() {
+  constexpr size_t fs = size_t(kWarps) * kDT * 32 * kJ;  // rows_cta · TN is the same for S = 1, 2
+  constexpr size_t xs = size_t(2 * 32 * kJ) * xs_stride<C, RC>();
+  return kStages * (fs + xs) * sizeof(C);
+}
+
+// Y[f][d][r] = alpha · Σ_n F̂[f][d][n] X[f][n][r0 + r]. CTA: (frequency, rows_cta rows);
+// warp w: row group w / S (kDT rows), column part w % S of each TN = S·32·kJ column tile.
+template <class C, class T, int RC>
+__global__ void __launch_bounds__(kThreads, 1) matvec_tiled(const C* __restrict__ F, const C* __restrict__ X,
+                                                            C* __restrict__ Y, int64_t nfreq, int64_t Nd,
+                                                            int64_t Nm, int64_t R, int64_t r0, T alpha, int S) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  C* smem = reinterpret_cast<C*>(smem_raw);
+  constexpr int XS = xs_stride<C, RC>();
+  constexpr int FS = kWarps * kDT * 32 * kJ;  // F̂ tile elements per stage
+  const int TN = S * 32 * kJ, rows_cta = (kWarps / S) * kDT;
+  const int XSt = TN * XS;  // X̂ tile elements per stage
+  C* Fs = smem;
+  C* Xs = smem + kStages * FS;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = warp / S, part = warp - g * S;
+  const int64_t row0 = int64_t(blockIdx.x) * rows_cta;
+  const int64_t ntiles = (Nm + TN - 1) / TN;
+  // Fill roles: F̂ column c_f (fixed) over rows; X̂ (column, r) pairs.
+  const int cf = tid % TN, rf0 = tid / TN, rstep = kThreads / TN;
+  const int rx = tid % RC, cx0 = tid / RC;
+  constexpr int cxstep = kThreads / RC;
+
+  for (int64_t f = blockIdx.y; f < nfreq; f += gridDim.y) {
+    const C* Ff = F + f * Nd * Nm;
+    const C* Xf = X + f * Nm * R + r0;
+    auto fill = [&](int stage, int64_t t) {
+      const int64_t n0 = t * TN;
+      C* fs = Fs + stage * FS;
+      C* xs = Xs + stage * XSt;
+      const int64_t n = n0 + cf;
+      const bool okn = n < Nm;
+      for (int rl = rf0; rl < rows_cta; rl += rstep) {
+        const int64_t d = imin(row0 + rl, Nd - 1);
+        cp_async(fs + rl * TN + cf, Ff + d * Nm + (okn ? n : 0), okn, int(sizeof(C)));
+      }
+      for (int cl = cx0; cl < TN; cl += cxstep) {
+        const int64_t nn = n0 + cl;
+        const bool ok = nn < Nm;
+        cp_async(xs + cl * XS + rx, Xf + (ok ? nn : 0) * R + rx, ok, int(sizeof(C)));
+      }
+    };
+    C acc[kDT][RC];
+#pragma unroll
+    for (int i = 0; i < kDT; ++i)
+#pragma unroll
+      for (int r = 0; r < RC; ++r) acc[i][r] = C{0, 0};
+#pragma unroll
+    for (int st = 0; st < kStages - 1; ++st) {
+      if (st < ntiles) fill(st, st);
+      cp_commit();
+    }
+    for (int64_t t = 0; t < ntiles; ++t) {
+      const int64_t tn = t + kStages - 1;
+      if (tn < ntiles) fill(int(tn % kStages), tn);
+      cp_commit();
+      cp_wait<kStages - 1>();  // tile t has landed (this thread's copies) ...
+      __syncthreads();         // ... and everyone's
+      const int st = int(t % kStages);
+      const C* fs = Fs + st * FS + (g * kDT) * TN;
+      const C* xs = Xs + st * XSt;
+#pragma unroll
+      for (int j = 0; j < kJ; ++j) {
+        const int nl = part * 32 * kJ + 32 * j + lane;
+        C a[kDT];
+#pragma unroll
+        for (int i = 0; i < kDT; ++i) a[i] = fs[i * TN + nl];
+        const C* xr = xs + nl * XS;
+        if constexpr (sizeof(C) == 8) {
+#pragma unroll
+          for (int r = 0; r < RC; r += 2) {
+            const float4 q = *reinterpret_cast<const float4*>(xr + r);
+            const C x0{q.x, q.y}, x1{q.z, q.w};
+#pragma unroll
+            for (int i = 0; i < kDT; ++i) fma_c(acc[i][r], a[i], x0), fma_c(acc[i][r + 1], a[i], x1);
+          }
+        } else {
+#pragma unroll
+          for (int r = 0; r < RC; ++r) {
+            const C x = xr[r];
+#pragma unroll
+            for (int i = 0; i < kDT; ++i) fma_c(acc[i][r], a[i], x);
+          }
+        }
+      }
+      __syncthreads();  // stage st is refilled by the next iteration
+    }
+    // Reduce over lanes, then over the S column parts through shared memory (stages are free).
+    C* red = smem;  // [part][row_local][r]
+#pragma unroll
+    for (int i = 0; i < kDT; ++i)
+#pragma unroll
+      for (int r = 0; r < RC; ++r) warp_sum(acc[i][r]);
+    if (lane < RC) {
+#pragma unroll
+      for (int i = 0; i < kDT; ++i) {
+        C v{0, 0};
+#pragma unroll
+        for (int r = 0; r < RC; ++r)
+          if (lane == r) v = acc[i][r];
+        red[(part * rows_cta + g * kDT + i) * RC + lane] = v;
+      }
+    }
+    __syncthreads();
+    for (int e = tid; e < rows_cta * RC; e += kThreads) {
+      const int rl = e / RC, r = e - rl * RC;
+      C v = red[e];
+      for (int q = 1; q < S; ++q) {
+        const C w = red[q * rows_cta * RC + e];
+        v.x += w.x, v.y += w.y;
+      }
+      if (row0 + rl < Nd) Y[(f * Nd + row0 + rl) * R + r0 + r] = scale(v, alpha);
+    }
+    __syncthreads();  // red aliases the stages of the next frequency
+  }
+}
+
+// ---- several right-hand sides: adjoint --------------------------------------------------------
+
+constexpr int kNT = 2;  // columns per lane
+constexpr int kUd = 4;  // rows in flight
+template <class C, int RC>
+constexpr int adj_tile_rows() {
+  return int(16384 / (RC * sizeof(C)));  // 16 KB of X̂ rows per shared tile
+}
+
+// Y[f][n][r0 + r] = alpha · Σ_d conj(F̂[f][d][n]) X[f][d][r0 + r]. CTA: (frequency, 512 columns).
+template <class C, class T, int RC>
+__global__ void __launch_bounds__(kThreads, 2) adjoint_tiled(const C* __restrict__ F, const C* __restrict__ X,
+                                                             C* __restrict__ Y, int64_t nfreq, int64_t Nd,
+                                                             int64_t Nm, int64_t R, int64_t r0, T alpha) {
+  constexpr int TD = adj_tile_rows<C, RC>();
+  __shared__ __align__(16) C xs[TD * RC];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t cbase = int64_t(blockIdx.x) * (kThreads * kNT) + warp * (32 * kNT) + lane;
+  int64_t n[kNT];
+  bool ok[kNT];
+#pragma unroll
+  for (int j = 0; j < kNT; ++j) n[j] = cbase + 32 * j, ok[j] = n[j] < Nm, n[j] = ok[j] ? n[j] : 0;
+  for (int64_t f = blockIdx.y; f < nfreq; f += gridDim.y) {
+    const C* Ff = F + f * Nd * Nm;
+    const C* Xf = X + f * Nd * R + r0;
+    C acc[kNT][RC];
+#pragma unroll
+    for (int j = 0; j < kNT; ++j)
+#pragma unroll
+      for (int r = 0; r < RC; ++r) acc[j][r] = C{0, 0};
+    for (int64_t d0 = 0; d0 < Nd; d0 += TD) {
+      const int dt = int(imin(TD, Nd - d0));
       __syncthreads();
-      for (int i = threadIdx.x; i < dt * RC; i += kThreads) {
-        const int dl = i / RC, r = i - dl * RC;
-        xs[dl * RC + r] = Xf[(d0 + dl) * R + r];
+      for (int e = tid; e < dt * RC; e += kThreads) {
+        const int dl = e / RC, r = e - dl * RC;
+        xs[e] = Xf[(d0 + dl) * R + r];
       }
       __syncthreads();
+      auto step = [&](const C (&a)[kNT], int dl) {
+        const C* xr = xs + dl * RC;
+        if constexpr (sizeof(C) == 8) {
+#pragma unroll
+          for (int r = 0; r < RC; r += 2) {
+            const float4 q = *reinterpret_cast<const float4*>(xr + r);
+            const C x0{q.x, q.y}, x1{q.z, q.w};
+#pragma unroll
+            for (int j = 0; j < kNT; ++j) fma_cc(acc[j][r], a[j], x0), fma_cc(acc[j][r + 1], a[j], x1);
+          }
+        } else {
+#pragma unroll
+          for (int r = 0; r < RC; ++r) {
+            const C x = xr[r];
+#pragma unroll
+            for (int j = 0; j < kNT; ++j) fma_cc(acc[j][r], a[j], x);
+          }
+        }
+      };
       int dl = 0;
-      constexpr int U = 8;
-      for (; dl + U <= dt; dl += U) {
-        C a[U];
+      for (; dl + kUd <= dt; dl += kUd) {
+        C a[kUd][kNT];
 #pragma unroll
-        for (int u = 0; u < U; ++u) a[u] = Ff[(d0 + dl + u) * Nm];
+        for (int u = 0; u < kUd; ++u)
 #pragma unroll
-        for (int u = 0; u < U; ++u)
+          for (int j = 0; j < kNT; ++j) a[u][j] = __ldcs(Ff + (d0 + dl + u) * Nm + n[j]);
 #pragma unroll
-          for (int r = 0; r < RC; ++r) fma_cc(acc[r], a[u], xs[(dl + u) * RC + r]);
+        for (int u = 0; u < kUd; ++u) step(a[u], dl + u);
       }
       for (; dl < dt; ++dl) {
-        const C a = Ff[(d0 + dl) * Nm];
+        C a[kNT];
 #pragma unroll
-        for (int r = 0; r < RC; ++r) fma_cc(acc[r], a, xs[dl * RC + r]);
+        for (int j = 0; j < kNT; ++j) a[j] = __ldcs(Ff + (d0 + dl) * Nm + n[j]);
+        step(a, dl);
       }
     }
-    if (valid) {
 #pragma unroll
-      for (int r = 0; r < RC; ++r) Y[(f * Nm + n) * R + r0 + r] = C{alpha * acc[r].x, alpha * acc[r].y};
-    }
+    for (int j = 0; j < kNT; ++j)
+      if (ok[j]) {
+#pragma unroll
+        for (int r = 0; r < RC; ++r) Y[(f * Nm + n[j]) * R + r0 + r] = scale(acc[j][r], alpha);
+      }
   }
 }
 
-template <class C, class T, int RC>
-void launch(const C* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t Nm, int64_t R, int64_t r0,
-            bool adjoint, T alpha, cudaStream_t s) {
-  const unsigned gy = unsigned(std::min<int64_t>(nfreq, 65535));
+// ---- launches ---------------------------------------------------------------------------------
+
+unsigned freq_grid(int64_t nfreq) { return unsigned(std::min<int64_t>(nfreq, 65535)); }
+
+template <class C, class T>
+void launch_one(const C* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t Nm, int64_t R, int64_t r0,
+                bool adjoint, T alpha, cudaStream_t s) {
+  // float4 loads need an even Nm (rows start on 16 bytes) and a 16-byte aligned F̂.
+  const bool vec = sizeof(C) == 8 && Nm % 2 == 0 && reinterpret_cast<uintptr_t>(F) % 16 == 0;
   if (!adjoint) {
-    const dim3 grid(unsigned((Nd + kRowsPerCta - 1) / kRowsPerCta), gy);
-    matvec_multi<C, T, RC><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
-    STRUX_LAUNCH("toeplitz matvec_multi");
+    const int64_t warps = nfreq * ((Nd + kRows1 - 1) / kRows1);
+    const unsigned grid = unsigned((warps + kWarps - 1) / kWarps);
+    if (vec)
+      matvec_one<C, T, 2><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+    else
+      matvec_one<C, T, 1><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+    STRUX_LAUNCH("toeplitz matvec_one");
   } else {
-    const dim3 grid(unsigned((Nm + kThreads - 1) / kThreads), gy);
-    adjoint_multi<C, T, RC><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
-    STRUX_LAUNCH("toeplitz adjoint_multi");
+    const int64_t threads = nfreq * (vec ? Nm / 2 : Nm);
+    const unsigned grid = unsigned((threads + kThreads - 1) / kThreads);
+    if (vec)
+      adjoint_one<C, T, 2><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+    else
+      adjoint_one<C, T, 1><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+    STRUX_LAUNCH("toeplitz adjoint_one");
+  }
+}
+
+// Column split S of matvec_tiled: 8/S row groups of kDT rows per CTA. S = 2 when it pads Nd
+// with clearly fewer idle rows (Nd = 100: 112 instead of 128 row slots).
+int matvec_split(int64_t Nd) {
+  const auto padded = [&](int S) {
+    const int64_t rows = (kWarps / S) * kDT;
+    return (Nd + rows - 1) / rows * rows;
+  };
+  return padded(2) * 20 < padded(1) * 19 ? 2 : 1;
+}
+
+template <class C, class T, int RC>
+void launch_tiled(const C* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t Nm, int64_t R, int64_t r0,
+                  bool adjoint, T alpha, cudaStream_t s) {
+  if (!adjoint) {
+    constexpr size_t smem = matvec_smem<C, RC>();
+    static const bool attr = [] {
+      STRUX_CUDA(cudaFuncSetAttribute(matvec_tiled<C, T, RC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      int(smem)));
+      return true;
+    }();
+    (void)attr;
+    const int S = matvec_split(Nd);
+    const int64_t rows = (kWarps / S) * kDT;
+    const dim3 grid(unsigned((Nd + rows - 1) / rows), freq_grid(nfreq));
+    matvec_tiled<C, T, RC><<<grid, kThreads, smem, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, S);
+    STRUX_LAUNCH("toeplitz matvec_tiled");
+  } else {
+    const dim3 grid(unsigned((Nm + kThreads * kNT - 1) / (kThreads * kNT)), freq_grid(nfreq));
+    adjoint_tiled<C, T, RC><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+    STRUX_LAUNCH("toeplitz adjoint_tiled");
   }
 }
 
@@ -180,19 +467,20 @@ void apply_fhat_multi(const void* fhat, const void* Xv, void* Yv, int64_t nfreq,
   const C* F = static_cast<const C*>(fhat);
   const C* X = static_cast<const C*>(Xv);
   C* Y = static_cast<C*>(Yv);
-  // Chunks of 16, then 8, 4, 2, 1: every chunk is a compile-time width (registers, no spills).
+  // Widest chunk first; every chunk is a compile-time width (register tiles, no spills).
+  constexpr int kMax = sizeof(T) == 4 ? 16 : 8;
   for (int64_t r0 = 0; r0 < R;) {
     const int64_t left = R - r0;
-    if (left >= 16) {
-      launch<C, T, 16>(F, X, Y, nfreq, Nd, Nm, R, r0, adjoint, alpha, s), r0 += 16;
+    if (kMax == 16 && left >= 16) {
+      launch_tiled<C, T, kMax>(F, X, Y, nfreq, Nd, Nm, R, r0, adjoint, alpha, s), r0 += kMax;
     } else if (left >= 8) {
-      launch<C, T, 8>(F, X, Y, nfreq, Nd, Nm, R, r0, adjoint, alpha, s), r0 += 8;
+      launch_tiled<C, T, 8>(F, X, Y, nfreq, Nd, Nm, R, r0, adjoint, alpha, s), r0 += 8;
     } else if (left >= 4) {
-      launch<C, T, 4>(F, X, Y, nfreq, Nd, Nm, R, r0, adjoint, alpha, s), r0 += 4;
+      launch_tiled<C, T, 4>(F, X, Y, nfreq, Nd, Nm, R, r0, adjoint, alpha, s), r0 += 4;
     } else if (left >= 2) {
-      launch<C, T, 2>(F, X, Y, nfreq, Nd, Nm, R, r0, adjoint, alpha, s), r0 += 2;
+      launch_tiled<C, T, 2>(F, X, Y, nfreq, Nd, Nm, R, r0, adjoint, alpha, s), r0 += 2;
     } else {
-      launch<C, T, 1>(F, X, Y, nfreq, Nd, Nm, R, r0, adjoint, alpha, s), r0 += 1;
+      launch_one<C, T>(F, X, Y, nfreq, Nd, Nm, R, r0, adjoint, alpha, s), r0 += 1;
     }
   }
 }

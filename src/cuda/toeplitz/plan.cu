@@ -119,6 +119,16 @@ void check_int(int64_t v, const char* arg) {
 
 }  // namespace
 
+// The one place that picks the product for algo = -1, per direction. Measured on the H200
+// (2026-11-21, Nt=1000, Nd=100, Nm=5000, float32; bench/NOTES-gpu.md version 3), whole calls:
+// matvec  R=1: cuBLAS gemv 1.182 ms, own 1.246;  R=16: cuBLAS gemm 7.31, own 7.65;
+// rmatvec R=1: cuBLAS gemv 1.306 ms, own 1.244;  R=16: cuBLAS gemm 7.04, own 6.49.
+// float64 and other shapes are unmeasured: the same choice.
+int toeplitz_auto_algo(int64_t Nd, int64_t Nm, int64_t R, DType dtype, bool adjoint) {
+  (void)Nd, (void)Nm, (void)R, (void)dtype;
+  return adjoint ? 2 : 0;
+}
+
 int64_t toeplitz_nfft(int64_t Nt) { return std::max<int64_t>(2, good_fft_size(2 * Nt - 1)); }
 
 template <class T>
@@ -159,7 +169,7 @@ void build_toeplitz_fhat(int64_t Nt, int64_t Nd, int64_t Nm, DType dtype, const 
 struct ToeplitzPlan::Impl {
   int64_t Nt, Nd, Nm, R, nfft, nfreq;
   bool space_major;
-  int algo;
+  int algo, algo_adj;  // product per direction
   DType dtype;
   FFTPlan r2c_m, c2r_m, r2c_d, c2r_d;
   DeviceBuffer P, X, Y, work, blas_work;
@@ -180,11 +190,14 @@ ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool s
   check_positive(R, "R");
   if (dtype != DType::f32 && dtype != DType::f64)
     throw TypeError(msg("argument 'dtype': expected float32 or float64, got ", dtype_name(dtype)));
-  check_arg(algo >= 0 && algo <= 2, "algo", "expected 0 (cuBLAS gemv/gemm), 1 (cuBLAS gemm) or 2 (own kernels), got ", algo);
+  check_arg(algo >= -1 && algo <= 2, "algo",
+            "expected -1 (automatic), 0 (cuBLAS gemv/gemm), 1 (cuBLAS gemm) or 2 (own kernels), got ", algo);
   check_int(Nd * Nm, "Nd*Nm");
   check_int(std::max(Nd, Nm) * R, "R");
   Impl& p = *impl_;
-  p.Nt = Nt, p.Nd = Nd, p.Nm = Nm, p.R = R, p.space_major = space_major, p.algo = algo, p.dtype = dtype;
+  p.Nt = Nt, p.Nd = Nd, p.Nm = Nm, p.R = R, p.space_major = space_major, p.dtype = dtype;
+  p.algo = algo < 0 ? toeplitz_auto_algo(Nd, Nm, R, dtype, false) : algo;
+  p.algo_adj = algo < 0 ? toeplitz_auto_algo(Nd, Nm, R, dtype, true) : algo;
   p.nfft = toeplitz_nfft(Nt);
   p.nfreq = p.nfft / 2 + 1;
   check_int(p.nfreq, "Nt");
@@ -212,6 +225,7 @@ ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool s
 ToeplitzPlan::~ToeplitzPlan() = default;
 int64_t ToeplitzPlan::nfft() const { return impl_->nfft; }
 int64_t ToeplitzPlan::nfreq() const { return impl_->nfreq; }
+int ToeplitzPlan::algo(bool adjoint) const { return adjoint ? impl_->algo_adj : impl_->algo; }
 size_t ToeplitzPlan::workspace_bytes() const {
   const Impl& p = *impl_;
   return p.P.bytes() + p.X.bytes() + p.Y.bytes() + p.work.bytes() + p.blas_work.bytes();
@@ -227,6 +241,7 @@ void ToeplitzPlan::Impl::apply(const void* fhat, const T* in, T* out, bool adjoi
   const int64_t cin = adjoint ? cd : cm, cout = adjoint ? cm : cd;
   FFTPlan& fin = adjoint ? r2c_d : r2c_m;
   FFTPlan& fout = adjoint ? c2r_m : c2r_d;
+  const int algo = adjoint ? algo_adj : this->algo;
   const bool gemv = R == 1 && algo == 0;
   const bool reverse = adjoint && gemv;  // conj via time reversal (gemv has no "conj, no transpose")
   C* Xin = (adjoint ? Y : X).as<C>();
