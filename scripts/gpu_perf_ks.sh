@@ -29,7 +29,7 @@ else
   echo "== build failed"; grep -E "error|FAILED" -A5 "$OUT/build.log" | tail -30; exit 1
 fi
 t0=$(date +%s)
-timeout 150 python3 -m pytest -q -x -rs -p no:cacheprovider tests/python/test_cuda_ks.py > "$OUT/pytest.log" 2>&1
+timeout 150 python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_cuda_ks.py > "$OUT/pytest.log" 2>&1
 rc=$?
 tail -15 "$OUT/pytest.log"
 echo "== pytest rc=$rc in $(( $(date +%s) - t0 )) s"
