@@ -40,13 +40,23 @@ def ref_scan(a, b, h0=None):
     return out
 
 
-SHAPES = [(1, 1, 1), (2, 7, 3), (3, 300, 37), (2, 1000, 65), (1, 4097, 5)]
+SHAPES = [(1, 1, 1), (2, 7, 3), (3, 300, 37), (2, 1000, 65), (1, 4097, 5), (2, 37, 16), (1, 53, 24)]
+# STRUX_DIAG_SCAN forces a kernel: the chunked look-back kernel, or the streaming one with one
+# channel (seq1) or 16 bytes of channels (seqv) per thread; "" = the plan's own choice.
+ALGOS = ["", "lookback", "seq1", "seqv"]
 
 
+@pytest.fixture
+def algo(request, monkeypatch):
+    monkeypatch.setenv("STRUX_DIAG_SCAN", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("algo", ALGOS, indirect=True)
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex64, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("with_h0", [False, True])
-def test_diag_scan_forward_backward(shape, dtype, with_h0):
+def test_diag_scan_forward_backward(shape, dtype, with_h0, algo):
     B, T, n = shape
     a, b = coeffs(B, T, n, dtype)
     h0 = coeffs(B, 1, n, dtype)[1][:, 0] if with_h0 else None
@@ -69,6 +79,44 @@ def test_diag_scan_forward_backward(shape, dtype, with_h0):
         assert rel(dh0, grads[2]) < tol
     else:
         assert dh0 is None
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.float32, torch.bfloat16])
+def test_streaming_kernel_chosen_by_size(dtype, monkeypatch):
+    """Enough channels (B*n >= 256 per SM) take the streaming kernel without forcing; a misaligned
+    h0 (storage offset of one element) must make the 16-byte form fall back, not misread."""
+    monkeypatch.delenv("STRUX_DIAG_SCAN", raising=False)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    B, T, n = 2, 21, 512 * sms // 2 + 8    # > one resident wave: the vector form when aligned
+    a, b = coeffs(B, T, n, dtype)
+    h = K.diag_scan(a, b)
+    ref = ref_scan(a, b)
+    assert rel(h, ref) < TOL[dtype]
+    flat = coeffs(1, 1, B * n + 1, dtype)[1].reshape(-1)
+    h0 = flat[1:].view(B, n)             # contiguous, but 1 element off 16-byte alignment
+    assert rel(K.diag_scan(a, b, h0=h0), ref_scan(a, b, h0)) < TOL[dtype]
+    dh = coeffs(B, T, n, dtype)[1]
+    da, db, dh0 = K.diag_scan_vjp(dh, a, b, h0=h0)
+    monkeypatch.setenv("STRUX_DIAG_SCAN", "lookback")
+    da2, db2, dh02 = K.diag_scan_vjp(dh, a, b, h0=h0)
+    tol = 3 * TOL[dtype]
+    for x, y in ((da, da2), (db, db2), (dh0, dh02)):
+        assert rel(x, y.to(torch.complex128 if dtype == torch.complex64 else torch.float64)) < tol
+
+
+@pytest.mark.parametrize("algo", ["seq1", "seqv"], indirect=True)
+def test_streaming_nan_and_in_place(algo):
+    a, b = coeffs(2, 70, 32, torch.float32)
+    b[1, 20, 5] = float("nan")
+    h = K.diag_scan(a, b)
+    assert torch.isnan(h[1, 20:, 5]).all() and torch.isfinite(h[1, :20]).all()
+    assert torch.isfinite(h[0]).all() and torch.isfinite(h[1, :, 6]).all()
+    # in place (b's buffer as h), as circulant_scan's spectra use it
+    a, b = coeffs(3, 45, 16, torch.complex64)
+    ref = ref_scan(a, b)
+    ws = K._bytes(a, K._ext.cuda_diag_scan_workspace(3, 45, 16, 4))
+    K._ext.cuda_diag_scan_forward(a, b, None, b, ws, 1.0, K._stream(a))
+    assert rel(b, ref) < TOL[torch.complex64]
 
 
 def test_deterministic_and_noncontiguous_and_nan():
