@@ -43,6 +43,20 @@ for algo in ("", "lookback", "seq1", "seqv"):
     rows = (G.scan_cases(bw, False) if algo == "" else []) + G.diag_cases(bw)
     res["rows"][algo or "auto"] = rows
 os.environ["STRUX_DIAG_SCAN"] = ""
+# circulant (16, 2048, 256): spatial and Fourier forward, native backward, vs a float32 diag_scan
+# of the same shape (same bytes: read a, u, write h) and its backward.
+B, T, n = 16, 2048, 256
+a = torch.randn(B, T, n, device="cuda") * (0.9 / n); u = torch.randn(B, T, n, device="cuda")
+dh = torch.randn_like(u); ah = torch.fft.rfft(a, dim=-1)
+t = dict(circ_fwd=G.timeit(lambda: K.circulant_scan(a, u)),
+         circ_fourier_fwd=G.timeit(lambda: K.circulant_scan(ah, u, fourier=True)),
+         circ_bwd=G.timeit(lambda: K.circulant_scan_vjp(dh, a, u)),
+         circ_fourier_bwd=G.timeit(lambda: K.circulant_scan_vjp(dh, ah, u, fourier=True)),
+         diag_fwd=G.timeit(lambda: K.diag_scan(a, u)),
+         diag_bwd=G.timeit(lambda: K.diag_scan_vjp(dh, a, u)))
+print("circulant (16, 2048, 256) ms: " + ", ".join(f"{k} {v:.3f}" for k, v in t.items()) +
+      f"; fwd/diag {t['circ_fwd'] / t['diag_fwd']:.2f}, bwd/diag bwd {t['circ_bwd'] / t['diag_bwd']:.2f}", flush=True)
+res["circulant"] = t
 json.dump(res, open(os.path.join(sys.argv[1], "scan_bench.json"), "w"), indent=1, default=str)
 PY
 exit $rc

@@ -83,7 +83,7 @@ def test_diag_scan_forward_backward(shape, dtype, with_h0, algo):
 
 @pytest.mark.parametrize("dtype", [torch.complex64, torch.float32, torch.bfloat16])
 def test_streaming_kernel_chosen_by_size(dtype, monkeypatch):
-    """Enough channels (B*n >= 256 per SM) take the streaming kernel without forcing; a misaligned
+    """Enough channels (B*n >= 96 per SM) take the streaming kernel without forcing; a misaligned
     h0 (storage offset of one element) must make the 16-byte form fall back, not misread."""
     monkeypatch.delenv("STRUX_DIAG_SCAN", raising=False)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -229,3 +229,66 @@ def test_bad_inputs():
         K.diag_scan_vjp(a[:, :2], a, b)
     with pytest.raises(TypeError, match="'a'"):
         K.circulant_scan(a.to(torch.complex64), b)
+
+
+def _np(x):
+    return x.detach().cpu().double().numpy() if not x.is_complex() else x.detach().cpu().to(torch.complex128).numpy()
+
+
+def _rel_np(x, ref):
+    import numpy as np
+    x = x.detach().cpu().numpy()
+    return float(np.linalg.norm(x - ref) / max(np.linalg.norm(ref), 1e-300))
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 16, 33])
+@pytest.mark.parametrize("fourier", [False, True])
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_circulant_gpu_vs_cpu_float64(n, fourier, with_h0):
+    """Forward (spatial and Fourier form) and the native backward against strux's float64 CPU
+    backend (the public dispatch: CUDA tensors route to the GPU, numpy arrays to the CPU)."""
+    import strux
+    B, T = 2, 131
+    a = torch.randn(B, T, n, device=DEV) * (0.9 / n)
+    u = torch.randn(B, T, n, device=DEV)
+    h0 = torch.randn(B, n, device=DEV) if with_h0 else None
+    dh = torch.randn(B, T, n, device=DEV)
+    dl = torch.randn(B, n, device=DEV)
+    if fourier:  # a half spectrum with junk imaginary parts at 0 and n/2, which must be ignored
+        a = torch.fft.rfft(a, dim=-1)
+        a = a + 1j * 0.3 * torch.randn_like(a.real)
+        a[..., 1:(n + 1) // 2] = torch.fft.rfft(torch.randn(B, T, n, device=DEV) * (0.9 / n), dim=-1)[..., 1:(n + 1) // 2]
+        a = a.to(torch.complex64)
+    h0n = None if h0 is None else _np(h0)
+    ref = strux.circulant_scan(_np(a), _np(u), h0=h0n, fourier=fourier)
+    h = strux.circulant_scan(a, u, h0=h0, fourier=fourier)
+    assert h.is_cuda and h.dtype == torch.float32 and _rel_np(h, ref) < 1e-4
+    rda, rdu, rdh0 = strux.circulant_scan_vjp(_np(dh), _np(a), _np(u), h0=h0n, fourier=fourier, dh_last=_np(dl))
+    da, du, dh0 = strux.circulant_scan_vjp(dh, a, u, h0=h0, fourier=fourier, dh_last=dl)
+    assert da.dtype == (torch.complex64 if fourier else torch.float32) and tuple(da.shape) == rda.shape
+    assert _rel_np(da, rda) < 1e-4 and _rel_np(du, rdu) < 1e-4
+    if with_h0:
+        assert _rel_np(dh0, rdh0) < 1e-4
+    else:
+        assert dh0 is None and rdh0 is None
+
+
+def test_circulant_gpu_half_and_bad_inputs():
+    import strux
+    B, T, n = 2, 40, 12
+    a = torch.randn(B, T, n, device=DEV) * (0.9 / n)
+    u = torch.randn(B, T, n, device=DEV)
+    dh = torch.randn(B, T, n, device=DEV)
+    da, du, _ = K.circulant_scan_vjp(dh.half(), a.half(), u.half())
+    rda, rdu, _ = strux.circulant_scan_vjp(_np(dh.half()), _np(a.half()), _np(u.half()))
+    assert da.dtype == torch.float16 and _rel_np(da.float(), rda) < 5e-3 and _rel_np(du.float(), rdu) < 5e-3
+    with pytest.raises(ValueError, match="'a'"):
+        K.circulant_scan(a.to(torch.complex64)[..., :5], u, fourier=True)
+    with pytest.raises(TypeError, match="'a'"):
+        K.circulant_scan(a, u, fourier=True)
+    with pytest.raises(TypeError, match="'fourier'"):
+        K.circulant_scan(a, u, fourier=1)
+    with pytest.raises(ValueError, match="'dh'"):
+        K.circulant_scan_vjp(dh[:, :3], a, u)
+    with pytest.raises(ValueError, match="'dh_last'"):
+        K.circulant_scan_vjp(dh, a, u, dh_last=dh[:, 0, :3])

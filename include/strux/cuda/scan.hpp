@@ -44,13 +44,26 @@ class CirculantScanPlan {
   ~CirculantScanPlan();
   CirculantScanPlan(const CirculantScanPlan&) = delete;
   CirculantScanPlan& operator=(const CirculantScanPlan&) = delete;
+  // Scratch for forward, forward_fourier and backward.
   int64_t workspace_bytes() const;
   void forward(const float* a, const float* u, const float* h0, float* h, void* workspace,
                void* stream) const;
+  // a_hat: the half spectra rfft(a_t) (B, T, n/2+1) complex64 (float2); the imaginary parts at
+  // frequency 0 and (even n) n/2 are ignored, as irfft does.
+  void forward_fourier(const void* a_hat, const float* u, const float* h0, float* h, void* workspace,
+                       void* stream) const;
+  // Gradients given dh = dL/dh (B, T, n) (h is recomputed in the Fourier domain). With
+  // g_t = dh_t + circ(a_{t+1})^T g_{t+1}: du = g, dh0 = circ(a_0)^T g_0 (when dh0 is not null),
+  // da_t[m] = sum_i g_t[i] h_{t-1}[(i - m) mod n] written to da (B, T, n) float32, or, when
+  // a_hat is given instead of a (a null), the gradient for a_hat written to da as (B, T, n/2+1)
+  // complex64: dL/dRe + i dL/dIm (PyTorch's packing).
+  void backward(const float* a, const void* a_hat, const float* u, const float* h0, const float* dh,
+                void* da, float* du, float* dh0, void* workspace, void* stream) const;
 
  private:
+  void spectra_of_a(const float* a, const void* a_hat, void* ah, void* stream) const;
   int64_t B_, T_, n_, nf_;
-  int r2c_ = 0, c2r_ = 0, r2c0_ = 0;  // cufftHandle
+  int r2c_ = 0, c2r_ = 0, r2c0_ = 0, c2r0_ = 0;  // cufftHandle
   int64_t fft_work_ = 0;
   DiagScanPlan scan_;
 };
