@@ -12,7 +12,7 @@ kernels (TypeError): the CPU backend, or ``strux.torch_ks_scan`` (which falls ba
 path for float64), covers it.
 
 Functions mirror the CPU API (``strux.ks``, ``strux.scan``): ks_matmul, ks_matmul_vjp, ks_chain,
-ks_chain_vjp, diag_scan, diag_scan_vjp, circulant_scan, circulant_scan_vjp. Layouts: "bsf" (batch-size-first,
+ks_chain_vjp, diag_scan, diag_scan_vjp, circulant_scan, circulant_scan_vjp, block_circulant_scan. Layouts: "bsf" (batch-size-first,
 x (batch, N) -> x K^T) and "bsl" (batch-size-last, x (N, batch) -> K x).
 """
 from __future__ import annotations
@@ -478,3 +478,37 @@ def circulant_scan_vjp(dh, a, u, *, h0=None, fourier=False, dh_last=None):
     ws = _bytes(u32, _ext.cuda_circulant_scan_workspace(_device_id(u32), B, T, n))
     _ext.cuda_circulant_scan_backward(a, fourier, u32, h032, dh, da, du, dh0, ws, _stream(u32))
     return (da if fourier else back(da)), back(du), back(dh0)
+
+
+def block_circulant_scan(a, u, *, h0=None, return_final=False):
+    """Block-circulant h_t = A_t h_{t-1} + u_t on the GPU; a (B, T, p, p, k) real, u (B, T, n = p k).
+
+    A_t is the p x p grid of k x k circulant blocks, block (i, j) = circ(a_t[i, j]); state index
+    i*k + r. cuFFT rfft over k, one p x p complex recurrence per frequency, irfft; float32 inside
+    (float16/bfloat16 cast and the result cast back). Returns h, or (h, h[:, -1]).
+    """
+    _need()
+    return_final = _flag(return_final, "return_final")
+    reals = ("float32", "float16", "bfloat16")
+    a = _dev_array(a, "a", 5, reals)
+    u = _dev_array(u, "u", 3, reals)
+    B, T, n = u.shape
+    if a.shape[2] != a.shape[3] or tuple(a.shape[:2]) != (B, T):
+        raise ValueError(f"argument 'a': expected shape ({B}, {T}, p, p, k), got {tuple(a.shape)}")
+    p, k = a.shape[2], a.shape[4]
+    if p * k != n:
+        raise ValueError(f"argument 'u': expected n = p*k = {p * k} channels, got shape {tuple(u.shape)}")
+    _same(u, "u", a=a)
+    if h0 is not None:
+        h0 = _dev_array(h0, "h0", 2, reals)
+        if tuple(h0.shape) != (B, n):
+            raise ValueError(f"argument 'h0': expected shape {(B, n)} (B, n), got {tuple(h0.shape)}")
+        _same(u, "u", h0=h0)
+    dt = _dtname(u)
+    f32 = lambda x: None if x is None else _contig(_cast(x, "float32"))
+    a32, u32, h032 = f32(a), f32(u), f32(h0)
+    h = _empty(u32, (B, T, n))
+    ws = _bytes(u32, _ext.cuda_block_circulant_scan_workspace(_device_id(u32), B, T, p, k))
+    _ext.cuda_block_circulant_scan_forward(a32, u32, h032, h, ws, _stream(u32))
+    h = _cast(h, dt)
+    return (h, h[:, -1]) if return_final else h

@@ -237,6 +237,8 @@ def block_circulant_scan(a, u, *, h0=None, return_final=False):
     circ(a_t[i, j]), circ(v)[r, c] = v[(r - c) mod k]. u: (B, T, n) with n = p*k, state index
     i*k + r; h0: (B, n) or None. Returns h (B, T, n), or (h, h[:, -1]) when ``return_final``.
     """
+    if on_gpu(u):
+        return _gpu().block_circulant_scan(a, u, h0=h0, return_final=return_final)
     return_final = _flag(return_final, "return_final")
     a, u, h0, dt, rdt = _block_args(a, u, h0)
     h = np.empty(u.shape, rdt)

@@ -292,3 +292,24 @@ def test_circulant_gpu_half_and_bad_inputs():
         K.circulant_scan_vjp(dh[:, :3], a, u)
     with pytest.raises(ValueError, match="'dh_last'"):
         K.circulant_scan_vjp(dh, a, u, dh_last=dh[:, 0, :3])
+
+
+@pytest.mark.parametrize("p,k", [(1, 1), (3, 1), (1, 8), (2, 5), (3, 4), (4, 33)])
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_block_circulant_gpu_vs_cpu_float64(p, k, with_h0):
+    import strux
+    B, T, n = 2, 67, p * k
+    a = torch.randn(B, T, p, p, k, device=DEV) * (0.8 / (p * k))
+    u = torch.randn(B, T, n, device=DEV)
+    h0 = torch.randn(B, n, device=DEV) if with_h0 else None
+    ref = strux.block_circulant_scan(_np(a), _np(u), h0=None if h0 is None else _np(h0))
+    h, hl = strux.block_circulant_scan(a, u, h0=h0, return_final=True)
+    assert h.is_cuda and h.dtype == torch.float32 and _rel_np(h, ref) < 1e-4
+    assert torch.equal(hl, h[:, -1])
+    hb = K.block_circulant_scan(a.bfloat16(), u.bfloat16())
+    refb = strux.block_circulant_scan(_np(a.bfloat16()), _np(u.bfloat16()))
+    assert hb.dtype == torch.bfloat16 and _rel_np(hb.float(), refb) < 3e-2
+    with pytest.raises(ValueError, match="'u'"):
+        K.block_circulant_scan(a, u[..., :-1] if n > 1 else torch.randn(B, T, 2, device=DEV))
+    with pytest.raises(ValueError, match="'a'"):
+        K.block_circulant_scan(a[:, :3], u)

@@ -68,4 +68,23 @@ class CirculantScanPlan {
   DiagScanPlan scan_;
 };
 
+// block_circulant_scan forward, float32: a (B, T, p, p, k), u (B, T, n = p k). cuFFT rfft over k
+// turns each k x k circulant block into a diagonal, so each of the k/2+1 frequencies carries its
+// own p x p complex recurrence H_t = A_t H_{t-1} + U_t (one thread per (batch, frequency), its
+// state in shared memory); irfft over k gives h. The 1/k of the inverse is folded into U, H0.
+class BlockCirculantScanPlan {
+ public:
+  BlockCirculantScanPlan(int64_t B, int64_t T, int64_t p, int64_t k);
+  ~BlockCirculantScanPlan();
+  BlockCirculantScanPlan(const BlockCirculantScanPlan&) = delete;
+  BlockCirculantScanPlan& operator=(const BlockCirculantScanPlan&) = delete;
+  int64_t workspace_bytes() const;
+  void forward(const float* a, const float* u, const float* h0, float* h, void* workspace, void* stream) const;
+
+ private:
+  int64_t B_, T_, p_, k_, kf_;
+  int r2c_a_ = 0, r2c_u_ = 0, r2c_h0_ = 0, c2r_ = 0;  // cufftHandle (k > 1)
+  int64_t fft_work_ = 0;
+};
+
 }  // namespace strux::cuda
