@@ -1,7 +1,9 @@
 // Linear recurrences on NVIDIA GPUs (DESIGN.md "scan"). Shapes (B, T, n), channels-last,
 // C-contiguous device memory; work goes on `stream` (a cudaStream_t).
 //
-// diag_scan is one pass over the data: each thread block scans a time chunk of 32 channels
+// diag_scan is one pass over the data. With many channels (B*n >= 96 per SM) one thread walks
+// one channel (or 16 bytes of channels) through the whole sequence, keeping a ring of loads in
+// flight (src/cuda/scan/diag_scan_seq.cuh). Otherwise each thread block scans a time chunk of 32 channels
 // (lanes run along n: coalesced), publishes the chunk's aggregate (A-product, local h), finds
 // its incoming state by a decoupled look-back over earlier chunks, and writes h from registers.
 // So a, b are read once and h written once, and long sequences still fill the GPU.
