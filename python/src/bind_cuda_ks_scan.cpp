@@ -201,6 +201,83 @@ void circulant_scan_forward(const Arr& a, const Arr& u, std::optional<Arr> h0, c
                 scratch(ws), stream_ptr(stream));
 }
 
+// a_hat (B, T, n/2+1) complex64 for fourier=True, else a (B, T, n) float32.
+void circulant_scan_forward_fourier(const Arr& a_hat, const Arr& u, std::optional<Arr> h0, const Arr& h,
+                                    const Arr& ws, uintptr_t stream) {
+  View av = view(a_hat, "a", 3), uv = view(u, "u", 3), hv = view(h, "h", 3);
+  check_arg(av.dt == DType::c64, "a", "expected complex64");
+  check_arg(uv.dt == DType::f32, "u", "expected float32");
+  same(uv, hv, "h");
+  auto [B, T, n] = btn(uv);
+  check_arg(av.shape == std::vector<int64_t>{B, T, n / 2 + 1}, "a", "expected (B, T, n//2 + 1)");
+  check_arg(hv.shape == uv.shape, "h", "expected the shape of u");
+  check_h0(h0, uv, "h0");
+  auto plan = circ_plan(u.device_id(), B, T, n);
+  check_arg(int64_t(ws.nbytes()) >= plan->workspace_bytes(), "workspace", "too small");
+  plan->forward_fourier(av.p, static_cast<const float*>(uv.p), h0 ? static_cast<const float*>(h0->data()) : nullptr,
+                        static_cast<float*>(hv.p), scratch(ws), stream_ptr(stream));
+}
+
+void circulant_scan_backward(const Arr& a, bool fourier, const Arr& u, std::optional<Arr> h0, const Arr& dh,
+                             const Arr& da, const Arr& du, std::optional<Arr> dh0, const Arr& ws, uintptr_t stream) {
+  View av = view(a, "a", 3), uv = view(u, "u", 3), dhv = view(dh, "dh", 3), dav = view(da, "da", 3),
+       duv = view(du, "du", 3);
+  check_arg(uv.dt == DType::f32, "u", "expected float32");
+  auto [B, T, n] = btn(uv);
+  const DType adt = fourier ? DType::c64 : DType::f32;
+  const auto ashape = std::vector<int64_t>{B, T, fourier ? n / 2 + 1 : n};
+  check_arg(av.dt == adt && av.shape == ashape, "a", "expected the dtype and shape of a");
+  check_arg(dav.dt == adt && dav.shape == ashape, "da", "expected the dtype and shape of a");
+  for (auto* v : {&dhv, &duv}) {
+    same(uv, *v, "dh");
+    check_arg(v->shape == uv.shape, "dh", "expected the shape of u");
+  }
+  check_h0(h0, uv, "h0");
+  check_h0(dh0, uv, "dh0");
+  auto plan = circ_plan(u.device_id(), B, T, n);
+  check_arg(int64_t(ws.nbytes()) >= plan->workspace_bytes(), "workspace", "too small");
+  plan->backward(fourier ? nullptr : static_cast<const float*>(av.p), fourier ? av.p : nullptr,
+                 static_cast<const float*>(uv.p), h0 ? static_cast<const float*>(h0->data()) : nullptr,
+                 static_cast<const float*>(dhv.p), dav.p, static_cast<float*>(duv.p),
+                 dh0 ? static_cast<float*>(dh0->data()) : nullptr, scratch(ws), stream_ptr(stream));
+}
+
+std::shared_ptr<strux::cuda::BlockCirculantScanPlan> block_plan(int device, int64_t B, int64_t T, int64_t p,
+                                                                int64_t k) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t>,
+                  std::shared_ptr<strux::cuda::BlockCirculantScanPlan>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto key = std::make_tuple(device, B, T, p, k);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  auto pl = std::make_shared<strux::cuda::BlockCirculantScanPlan>(B, T, p, k);
+  cache[key] = pl;
+  return pl;
+}
+
+int64_t block_circulant_scan_workspace(int device, int64_t B, int64_t T, int64_t p, int64_t k) {
+  return block_plan(device, B, T, p, k)->workspace_bytes();
+}
+
+void block_circulant_scan_forward(const Arr& a, const Arr& u, std::optional<Arr> h0, const Arr& h, const Arr& ws,
+                                  uintptr_t stream) {
+  View av = view(a, "a", 5), uv = view(u, "u", 3), hv = view(h, "h", 3);
+  check_arg(av.dt == DType::f32, "a", "expected float32");
+  same(av, uv, "u");
+  same(av, hv, "h");
+  auto [B, T, n] = btn(uv);
+  const int64_t p = av.shape[2], k = av.shape[4];
+  check_arg(av.shape == std::vector<int64_t>{B, T, p, p, k} && p * k == n, "a", "expected (B, T, p, p, k), n = p k");
+  check_arg(hv.shape == uv.shape, "h", "expected the shape of u");
+  check_h0(h0, uv, "h0");
+  auto plan = block_plan(u.device_id(), B, T, p, k);
+  check_arg(int64_t(ws.nbytes()) >= plan->workspace_bytes(), "workspace", "too small");
+  plan->forward(static_cast<const float*>(av.p), static_cast<const float*>(uv.p),
+                h0 ? static_cast<const float*>(h0->data()) : nullptr, static_cast<float*>(hv.p), scratch(ws),
+                stream_ptr(stream));
+}
+
 }  // namespace
 
 void bind_cuda_ks_scan(nb::module_& m) {
@@ -217,6 +294,14 @@ void bind_cuda_ks_scan(nb::module_& m) {
         nb::arg("workspace"), nb::arg("stream"));
   m.def("cuda_circulant_scan_workspace", &circulant_scan_workspace);
   m.def("cuda_circulant_scan_forward", &circulant_scan_forward, nb::arg("a"), nb::arg("u"),
+        nb::arg("h0").none(), nb::arg("h"), nb::arg("workspace"), nb::arg("stream"));
+  m.def("cuda_circulant_scan_forward_fourier", &circulant_scan_forward_fourier, nb::arg("a_hat"), nb::arg("u"),
+        nb::arg("h0").none(), nb::arg("h"), nb::arg("workspace"), nb::arg("stream"));
+  m.def("cuda_circulant_scan_backward", &circulant_scan_backward, nb::arg("a"), nb::arg("fourier"), nb::arg("u"),
+        nb::arg("h0").none(), nb::arg("dh"), nb::arg("da"), nb::arg("du"), nb::arg("dh0").none(),
+        nb::arg("workspace"), nb::arg("stream"));
+  m.def("cuda_block_circulant_scan_workspace", &block_circulant_scan_workspace);
+  m.def("cuda_block_circulant_scan_forward", &block_circulant_scan_forward, nb::arg("a"), nb::arg("u"),
         nb::arg("h0").none(), nb::arg("h"), nb::arg("workspace"), nb::arg("stream"));
 }
 

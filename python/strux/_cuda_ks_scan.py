@@ -12,7 +12,7 @@ kernels (TypeError): the CPU backend, or ``strux.torch_ks_scan`` (which falls ba
 path for float64), covers it.
 
 Functions mirror the CPU API (``strux.ks``, ``strux.scan``): ks_matmul, ks_matmul_vjp, ks_chain,
-ks_chain_vjp, diag_scan, diag_scan_vjp, circulant_scan. Layouts: "bsf" (batch-size-first,
+ks_chain_vjp, diag_scan, diag_scan_vjp, circulant_scan, circulant_scan_vjp, block_circulant_scan. Layouts: "bsf" (batch-size-first,
 x (batch, N) -> x K^T) and "bsl" (batch-size-last, x (N, batch) -> K x).
 """
 from __future__ import annotations
@@ -386,34 +386,129 @@ def diag_scan_vjp(dh, a, b, *, h0=None, dh_last=None, h=None):
     return _diag_bwd(dh, a, h, h0)
 
 
-def circulant_scan(a, u, *, h0=None, return_final=False):
-    """h_t = circ(a_t) h_{t-1} + u_t on the GPU (circ(a)[i, j] = a[(i - j) mod n]); a, u real (B, T, n).
+def _circ_args(a, u, h0, fourier):
+    """Checks circulant_scan's arrays; returns float32 contiguous u, h0, a in float32
+    (spatial) or complex64 (fourier), and u's dtype."""
+    fourier = _flag(fourier, "fourier")
+    reals = ("float32", "float16", "bfloat16")
+    u = _dev_array(u, "u", 3, reals)
+    B, T, n = u.shape
+    if fourier:
+        a = _dev_array(a, "a", 3, ("complex64",))
+        want = (B, T, n // 2 + 1)
+    else:
+        a = _dev_array(a, "a", 3, reals)
+        want = (B, T, n)
+        _same(u, "u", a=a)
+    if tuple(a.shape) != want:
+        raise ValueError(f"argument 'a': expected shape {want}, got {tuple(a.shape)}")
+    if _device_id(a) != _device_id(u):
+        raise ValueError(f"argument 'a': expected device {_device_id(u)} (that of 'u'), got {_device_id(a)}")
+    if h0 is not None:
+        h0 = _dev_array(h0, "h0", 2, reals)
+        if tuple(h0.shape) != (B, n):
+            raise ValueError(f"argument 'h0': expected shape {(B, n)} (B, n), got {tuple(h0.shape)}")
+        _same(u, "u", h0=h0)
+    f32 = lambda x: None if x is None else _contig(_cast(x, "float32"))
+    a = _contig(a) if fourier else f32(a)
+    return a, f32(u), f32(h0), fourier, _dtname(u)
 
+
+def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False):
+    """h_t = circ(a_t) h_{t-1} + u_t on the GPU (circ(a)[i, j] = a[(i - j) mod n]); u real (B, T, n).
+
+    a: real (B, T, n), or with ``fourier=True`` its half spectrum rfft(a_t) (B, T, n//2 + 1)
+    complex64 (imaginary parts at frequency 0 and, even n, n/2 ignored, as irfft does).
     cuFFT rfft over n, the complex diagonal scan of the half spectra, irfft; computed in float32
     (float16/bfloat16 are cast and the result cast back). Returns h, or (h, h[:, -1]).
     """
     _need()
     return_final = _flag(return_final, "return_final")
+    a, u32, h032, fourier, dt = _circ_args(a, u, h0, fourier)
+    B, T, n = u32.shape
+    if n == 1:  # a 1x1 circulant is a scalar: no transform needed
+        a1 = _contig(a.real) if fourier else a
+        h = _cast(_diag_fwd(a1, u32, h032), dt)
+        return (h, h[:, -1]) if return_final else h
+    h = _empty(u32, (B, T, n))
+    ws = _bytes(u32, _ext.cuda_circulant_scan_workspace(_device_id(u32), B, T, n))
+    if fourier:
+        _ext.cuda_circulant_scan_forward_fourier(a, u32, h032, h, ws, _stream(u32))
+    else:
+        _ext.cuda_circulant_scan_forward(a, u32, h032, h, ws, _stream(u32))
+    h = _cast(h, dt)
+    return (h, h[:, -1]) if return_final else h
+
+
+def circulant_scan_vjp(dh, a, u, *, h0=None, fourier=False, dh_last=None):
+    """Gradients of ``circulant_scan`` on the GPU: returns (da, du, dh0); dh0 is None when h0 is None.
+
+    dh (B, T, n) real = dL/dh; dh_last (B, n) or None, added to dh[:, -1]. With
+    g_t = dh_t + circ(a_{t+1})^T g_{t+1}: du = g, dh0 = circ(a_0)^T g_0,
+    da_t[m] = Σ_i g_t[i] h_{t-1}[(i - m) mod n]; with ``fourier=True`` da is complex64
+    (B, T, n//2 + 1), dL/dRe(a_hat) + i dL/dIm(a_hat). One native pass in the Fourier domain
+    (rfft, the complex diagonal scan forward to recompute ĥ and backward, irfft); float32 inside,
+    real gradients returned in u's dtype.
+    """
+    _need()
+    a, u32, h032, fourier, dt = _circ_args(a, u, h0, fourier)
+    B, T, n = u32.shape
+    dh = _dev_array(dh, "dh", 3, ("float32", "float16", "bfloat16"))
+    if tuple(dh.shape) != (B, T, n):
+        raise ValueError(f"argument 'dh': expected shape {(B, T, n)}, got {tuple(dh.shape)}")
+    _same(u, "u", dh=dh)
+    dh = _contig(_cast(dh, "float32"))
+    if dh_last is not None:
+        dh_last = _dev_array(dh_last, "dh_last", 2, ("float32", "float16", "bfloat16"))
+        if tuple(dh_last.shape) != (B, n):
+            raise ValueError(f"argument 'dh_last': expected shape {(B, n)}, got {tuple(dh_last.shape)}")
+        _same(u, "u", dh_last=dh_last)
+        dh = dh.clone() if _is_torch(dh) else dh.copy()
+        dh[:, -1] += _cast(dh_last, "float32")
+    back = lambda x: None if x is None else _cast(x, dt)
+    if n == 1:  # scalar recurrence
+        a1 = _contig(a.real) if fourier else a
+        da, du, dh0 = _diag_bwd(dh, a1, _diag_fwd(a1, u32, h032), h032)
+        if fourier:
+            da = _cast(da, "complex64")
+        return (da if fourier else back(da)), back(du), back(dh0)
+    da = _empty(a, tuple(a.shape))
+    du = _empty(u32, (B, T, n))
+    dh0 = _empty(u32, (B, n)) if h032 is not None else None
+    ws = _bytes(u32, _ext.cuda_circulant_scan_workspace(_device_id(u32), B, T, n))
+    _ext.cuda_circulant_scan_backward(a, fourier, u32, h032, dh, da, du, dh0, ws, _stream(u32))
+    return (da if fourier else back(da)), back(du), back(dh0)
+
+
+def block_circulant_scan(a, u, *, h0=None, return_final=False):
+    """Block-circulant h_t = A_t h_{t-1} + u_t on the GPU; a (B, T, p, p, k) real, u (B, T, n = p k).
+
+    A_t is the p x p grid of k x k circulant blocks, block (i, j) = circ(a_t[i, j]); state index
+    i*k + r. cuFFT rfft over k, one p x p complex recurrence per frequency, irfft; float32 inside
+    (float16/bfloat16 cast and the result cast back). Returns h, or (h, h[:, -1]).
+    """
+    _need()
+    return_final = _flag(return_final, "return_final")
     reals = ("float32", "float16", "bfloat16")
-    a = _dev_array(a, "a", 3, reals)
+    a = _dev_array(a, "a", 5, reals)
     u = _dev_array(u, "u", 3, reals)
-    if tuple(u.shape) != tuple(a.shape):
-        raise ValueError(f"argument 'u': expected shape {tuple(a.shape)} (that of 'a'), got {tuple(u.shape)}")
-    _same(a, "a", u=u)
+    B, T, n = u.shape
+    if a.shape[2] != a.shape[3] or tuple(a.shape[:2]) != (B, T):
+        raise ValueError(f"argument 'a': expected shape ({B}, {T}, p, p, k), got {tuple(a.shape)}")
+    p, k = a.shape[2], a.shape[4]
+    if p * k != n:
+        raise ValueError(f"argument 'u': expected n = p*k = {p * k} channels, got shape {tuple(u.shape)}")
+    _same(u, "u", a=a)
     if h0 is not None:
         h0 = _dev_array(h0, "h0", 2, reals)
-        if tuple(h0.shape) != (a.shape[0], a.shape[2]):
-            raise ValueError(f"argument 'h0': expected shape {(a.shape[0], a.shape[2])} (B, n), got {tuple(h0.shape)}")
-        _same(a, "a", h0=h0)
-    dt = _dtname(a)
-    a32, u32 = _contig(_cast(a, "float32")), _contig(_cast(u, "float32"))
-    h032 = _contig(_cast(h0, "float32")) if h0 is not None else None
-    B, T, n = a.shape
-    if n == 1:  # a 1x1 circulant is a scalar: no transform needed
-        h = _cast(_diag_fwd(a32, u32, h032), dt)
-        return (h, h[:, -1]) if return_final else h
-    h = _empty(a32, (B, T, n))
-    ws = _bytes(a32, _ext.cuda_circulant_scan_workspace(_device_id(a32), B, T, n))
-    _ext.cuda_circulant_scan_forward(a32, u32, h032, h, ws, _stream(a32))
+        if tuple(h0.shape) != (B, n):
+            raise ValueError(f"argument 'h0': expected shape {(B, n)} (B, n), got {tuple(h0.shape)}")
+        _same(u, "u", h0=h0)
+    dt = _dtname(u)
+    f32 = lambda x: None if x is None else _contig(_cast(x, "float32"))
+    a32, u32, h032 = f32(a), f32(u), f32(h0)
+    h = _empty(u32, (B, T, n))
+    ws = _bytes(u32, _ext.cuda_block_circulant_scan_workspace(_device_id(u32), B, T, p, k))
+    _ext.cuda_block_circulant_scan_forward(a32, u32, h032, h, ws, _stream(u32))
     h = _cast(h, dt)
     return (h, h[:, -1]) if return_final else h

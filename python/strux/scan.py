@@ -175,10 +175,7 @@ def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False):
     Returns h (B, T, n), or (h, h[:, -1]) when ``return_final``.
     """
     if on_gpu(u):
-        if fourier:
-            raise ValueError("argument 'fourier': the GPU circulant_scan takes the spatial form only "
-                             "(fourier=False), got fourier=True")
-        return _gpu().circulant_scan(a, u, h0=h0, return_final=return_final)
+        return _gpu().circulant_scan(a, u, h0=h0, fourier=fourier, return_final=return_final)
     return_final = _flag(return_final, "return_final")
     a, u, h0, fourier, dt, rdt, adt = _circ_args(a, u, h0, fourier)
     kind = "circ_fourier_fwd" if fourier else "circ_fwd"
@@ -198,6 +195,8 @@ def circulant_scan_vjp(dh, a, u, *, h0=None, fourier=False, dh_last=None):
     packing of PyTorch's .grad for a complex leaf; its imaginary part is 0 at frequency 0 and
     (even n) n/2, which the Fourier form ignores.
     """
+    if on_gpu(u):
+        return _gpu().circulant_scan_vjp(dh, a, u, h0=h0, fourier=fourier, dh_last=dh_last)
     a, u, h0, fourier, dt, rdt, adt = _circ_args(a, u, h0, fourier)
     dh = real_array(dh, "dh", 3)
     check_shape(dh, "dh", u.shape)
@@ -238,6 +237,8 @@ def block_circulant_scan(a, u, *, h0=None, return_final=False):
     circ(a_t[i, j]), circ(v)[r, c] = v[(r - c) mod k]. u: (B, T, n) with n = p*k, state index
     i*k + r; h0: (B, n) or None. Returns h (B, T, n), or (h, h[:, -1]) when ``return_final``.
     """
+    if on_gpu(u):
+        return _gpu().block_circulant_scan(a, u, h0=h0, return_final=return_final)
     return_final = _flag(return_final, "return_final")
     a, u, h0, dt, rdt = _block_args(a, u, h0)
     h = np.empty(u.shape, rdt)

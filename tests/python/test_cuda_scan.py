@@ -40,13 +40,23 @@ def ref_scan(a, b, h0=None):
     return out
 
 
-SHAPES = [(1, 1, 1), (2, 7, 3), (3, 300, 37), (2, 1000, 65), (1, 4097, 5)]
+SHAPES = [(1, 1, 1), (2, 7, 3), (3, 300, 37), (2, 1000, 65), (1, 4097, 5), (2, 37, 16), (1, 53, 24)]
+# STRUX_DIAG_SCAN forces a kernel: the chunked look-back kernel, or the streaming one with one
+# channel (seq1) or 16 bytes of channels (seqv) per thread; "" = the plan's own choice.
+ALGOS = ["", "lookback", "seq1", "seqv"]
 
 
+@pytest.fixture
+def algo(request, monkeypatch):
+    monkeypatch.setenv("STRUX_DIAG_SCAN", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("algo", ALGOS, indirect=True)
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex64, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("with_h0", [False, True])
-def test_diag_scan_forward_backward(shape, dtype, with_h0):
+def test_diag_scan_forward_backward(shape, dtype, with_h0, algo):
     B, T, n = shape
     a, b = coeffs(B, T, n, dtype)
     h0 = coeffs(B, 1, n, dtype)[1][:, 0] if with_h0 else None
@@ -69,6 +79,44 @@ def test_diag_scan_forward_backward(shape, dtype, with_h0):
         assert rel(dh0, grads[2]) < tol
     else:
         assert dh0 is None
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.float32, torch.bfloat16])
+def test_streaming_kernel_chosen_by_size(dtype, monkeypatch):
+    """Enough channels (B*n >= 96 per SM) take the streaming kernel without forcing; a misaligned
+    h0 (storage offset of one element) must make the 16-byte form fall back, not misread."""
+    monkeypatch.delenv("STRUX_DIAG_SCAN", raising=False)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    B, T, n = 2, 21, 512 * sms // 2 + 8    # > one resident wave: the vector form when aligned
+    a, b = coeffs(B, T, n, dtype)
+    h = K.diag_scan(a, b)
+    ref = ref_scan(a, b)
+    assert rel(h, ref) < TOL[dtype]
+    flat = coeffs(1, 1, B * n + 1, dtype)[1].reshape(-1)
+    h0 = flat[1:].view(B, n)             # contiguous, but 1 element off 16-byte alignment
+    assert rel(K.diag_scan(a, b, h0=h0), ref_scan(a, b, h0)) < TOL[dtype]
+    dh = coeffs(B, T, n, dtype)[1]
+    da, db, dh0 = K.diag_scan_vjp(dh, a, b, h0=h0)
+    monkeypatch.setenv("STRUX_DIAG_SCAN", "lookback")
+    da2, db2, dh02 = K.diag_scan_vjp(dh, a, b, h0=h0)
+    tol = 3 * TOL[dtype]
+    for x, y in ((da, da2), (db, db2), (dh0, dh02)):
+        assert rel(x, y.to(torch.complex128 if dtype == torch.complex64 else torch.float64)) < tol
+
+
+@pytest.mark.parametrize("algo", ["seq1", "seqv"], indirect=True)
+def test_streaming_nan_and_in_place(algo):
+    a, b = coeffs(2, 70, 32, torch.float32)
+    b[1, 20, 5] = float("nan")
+    h = K.diag_scan(a, b)
+    assert torch.isnan(h[1, 20:, 5]).all() and torch.isfinite(h[1, :20]).all()
+    assert torch.isfinite(h[0]).all() and torch.isfinite(h[1, :, 6]).all()
+    # in place (b's buffer as h), as circulant_scan's spectra use it
+    a, b = coeffs(3, 45, 16, torch.complex64)
+    ref = ref_scan(a, b)
+    ws = K._bytes(a, K._ext.cuda_diag_scan_workspace(3, 45, 16, 4))
+    K._ext.cuda_diag_scan_forward(a, b, None, b, ws, 1.0, K._stream(a))
+    assert rel(b, ref) < TOL[torch.complex64]
 
 
 def test_deterministic_and_noncontiguous_and_nan():
@@ -181,3 +229,87 @@ def test_bad_inputs():
         K.diag_scan_vjp(a[:, :2], a, b)
     with pytest.raises(TypeError, match="'a'"):
         K.circulant_scan(a.to(torch.complex64), b)
+
+
+def _np(x):
+    return x.detach().cpu().double().numpy() if not x.is_complex() else x.detach().cpu().to(torch.complex128).numpy()
+
+
+def _rel_np(x, ref):
+    import numpy as np
+    x = x.detach().cpu().numpy()
+    return float(np.linalg.norm(x - ref) / max(np.linalg.norm(ref), 1e-300))
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 16, 33])
+@pytest.mark.parametrize("fourier", [False, True])
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_circulant_gpu_vs_cpu_float64(n, fourier, with_h0):
+    """Forward (spatial and Fourier form) and the native backward against strux's float64 CPU
+    backend (the public dispatch: CUDA tensors route to the GPU, numpy arrays to the CPU)."""
+    import strux
+    B, T = 2, 131
+    a = torch.randn(B, T, n, device=DEV) * (0.9 / n)
+    u = torch.randn(B, T, n, device=DEV)
+    h0 = torch.randn(B, n, device=DEV) if with_h0 else None
+    dh = torch.randn(B, T, n, device=DEV)
+    dl = torch.randn(B, n, device=DEV)
+    if fourier:  # a half spectrum with junk imaginary parts at 0 and n/2, which must be ignored
+        a = torch.fft.rfft(a, dim=-1)
+        a = a + 1j * 0.3 * torch.randn_like(a.real)
+        a[..., 1:(n + 1) // 2] = torch.fft.rfft(torch.randn(B, T, n, device=DEV) * (0.9 / n), dim=-1)[..., 1:(n + 1) // 2]
+        a = a.to(torch.complex64)
+    h0n = None if h0 is None else _np(h0)
+    ref = strux.circulant_scan(_np(a), _np(u), h0=h0n, fourier=fourier)
+    h = strux.circulant_scan(a, u, h0=h0, fourier=fourier)
+    assert h.is_cuda and h.dtype == torch.float32 and _rel_np(h, ref) < 1e-4
+    rda, rdu, rdh0 = strux.circulant_scan_vjp(_np(dh), _np(a), _np(u), h0=h0n, fourier=fourier, dh_last=_np(dl))
+    da, du, dh0 = strux.circulant_scan_vjp(dh, a, u, h0=h0, fourier=fourier, dh_last=dl)
+    assert da.dtype == (torch.complex64 if fourier else torch.float32) and tuple(da.shape) == rda.shape
+    assert _rel_np(da, rda) < 1e-4 and _rel_np(du, rdu) < 1e-4
+    if with_h0:
+        assert _rel_np(dh0, rdh0) < 1e-4
+    else:
+        assert dh0 is None and rdh0 is None
+
+
+def test_circulant_gpu_half_and_bad_inputs():
+    import strux
+    B, T, n = 2, 40, 12
+    a = torch.randn(B, T, n, device=DEV) * (0.9 / n)
+    u = torch.randn(B, T, n, device=DEV)
+    dh = torch.randn(B, T, n, device=DEV)
+    da, du, _ = K.circulant_scan_vjp(dh.half(), a.half(), u.half())
+    rda, rdu, _ = strux.circulant_scan_vjp(_np(dh.half()), _np(a.half()), _np(u.half()))
+    assert da.dtype == torch.float16 and _rel_np(da.float(), rda) < 5e-3 and _rel_np(du.float(), rdu) < 5e-3
+    with pytest.raises(ValueError, match="'a'"):
+        K.circulant_scan(a.to(torch.complex64)[..., :5], u, fourier=True)
+    with pytest.raises(TypeError, match="'a'"):
+        K.circulant_scan(a, u, fourier=True)
+    with pytest.raises(TypeError, match="'fourier'"):
+        K.circulant_scan(a, u, fourier=1)
+    with pytest.raises(ValueError, match="'dh'"):
+        K.circulant_scan_vjp(dh[:, :3], a, u)
+    with pytest.raises(ValueError, match="'dh_last'"):
+        K.circulant_scan_vjp(dh, a, u, dh_last=dh[:, 0, :3])
+
+
+@pytest.mark.parametrize("p,k", [(1, 1), (3, 1), (1, 8), (2, 5), (3, 4), (4, 33)])
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_block_circulant_gpu_vs_cpu_float64(p, k, with_h0):
+    import strux
+    B, T, n = 2, 67, p * k
+    a = torch.randn(B, T, p, p, k, device=DEV) * (0.8 / (p * k))
+    u = torch.randn(B, T, n, device=DEV)
+    h0 = torch.randn(B, n, device=DEV) if with_h0 else None
+    ref = strux.block_circulant_scan(_np(a), _np(u), h0=None if h0 is None else _np(h0))
+    h, hl = strux.block_circulant_scan(a, u, h0=h0, return_final=True)
+    assert h.is_cuda and h.dtype == torch.float32 and _rel_np(h, ref) < 1e-4
+    assert torch.equal(hl, h[:, -1])
+    hb = K.block_circulant_scan(a.bfloat16(), u.bfloat16())
+    refb = strux.block_circulant_scan(_np(a.bfloat16()), _np(u.bfloat16()))
+    assert hb.dtype == torch.bfloat16 and _rel_np(hb.float(), refb) < 3e-2
+    with pytest.raises(ValueError, match="'u'"):
+        K.block_circulant_scan(a, u[..., :-1] if n > 1 else torch.randn(B, T, 2, device=DEV))
+    with pytest.raises(ValueError, match="'a'"):
+        K.block_circulant_scan(a[:, :3], u)

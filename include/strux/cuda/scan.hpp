@@ -1,7 +1,9 @@
 // Linear recurrences on NVIDIA GPUs (DESIGN.md "scan"). Shapes (B, T, n), channels-last,
 // C-contiguous device memory; work goes on `stream` (a cudaStream_t).
 //
-// diag_scan is one pass over the data: each thread block scans a time chunk of 32 channels
+// diag_scan is one pass over the data. With many channels (B*n >= 96 per SM) one thread walks
+// one channel (or 16 bytes of channels) through the whole sequence, keeping a ring of loads in
+// flight (src/cuda/scan/diag_scan_seq.cuh). Otherwise each thread block scans a time chunk of 32 channels
 // (lanes run along n: coalesced), publishes the chunk's aggregate (A-product, local h), finds
 // its incoming state by a decoupled look-back over earlier chunks, and writes h from registers.
 // So a, b are read once and h written once, and long sequences still fill the GPU.
@@ -44,15 +46,47 @@ class CirculantScanPlan {
   ~CirculantScanPlan();
   CirculantScanPlan(const CirculantScanPlan&) = delete;
   CirculantScanPlan& operator=(const CirculantScanPlan&) = delete;
+  // Scratch for forward, forward_fourier and backward.
   int64_t workspace_bytes() const;
   void forward(const float* a, const float* u, const float* h0, float* h, void* workspace,
                void* stream) const;
+  // a_hat: the half spectra rfft(a_t) (B, T, n/2+1) complex64 (float2); the imaginary parts at
+  // frequency 0 and (even n) n/2 are ignored, as irfft does.
+  void forward_fourier(const void* a_hat, const float* u, const float* h0, float* h, void* workspace,
+                       void* stream) const;
+  // Gradients given dh = dL/dh (B, T, n) (h is recomputed in the Fourier domain). With
+  // g_t = dh_t + circ(a_{t+1})^T g_{t+1}: du = g, dh0 = circ(a_0)^T g_0 (when dh0 is not null),
+  // da_t[m] = sum_i g_t[i] h_{t-1}[(i - m) mod n] written to da (B, T, n) float32, or, when
+  // a_hat is given instead of a (a null), the gradient for a_hat written to da as (B, T, n/2+1)
+  // complex64: dL/dRe + i dL/dIm (PyTorch's packing).
+  void backward(const float* a, const void* a_hat, const float* u, const float* h0, const float* dh,
+                void* da, float* du, float* dh0, void* workspace, void* stream) const;
 
  private:
+  void spectra_of_a(const float* a, const void* a_hat, void* ah, void* stream) const;
   int64_t B_, T_, n_, nf_;
-  int r2c_ = 0, c2r_ = 0, r2c0_ = 0;  // cufftHandle
+  int r2c_ = 0, c2r_ = 0, r2c0_ = 0, c2r0_ = 0;  // cufftHandle
   int64_t fft_work_ = 0;
   DiagScanPlan scan_;
+};
+
+// block_circulant_scan forward, float32: a (B, T, p, p, k), u (B, T, n = p k). cuFFT rfft over k
+// turns each k x k circulant block into a diagonal, so each of the k/2+1 frequencies carries its
+// own p x p complex recurrence H_t = A_t H_{t-1} + U_t (one thread per (batch, frequency), its
+// state in shared memory); irfft over k gives h. The 1/k of the inverse is folded into U, H0.
+class BlockCirculantScanPlan {
+ public:
+  BlockCirculantScanPlan(int64_t B, int64_t T, int64_t p, int64_t k);
+  ~BlockCirculantScanPlan();
+  BlockCirculantScanPlan(const BlockCirculantScanPlan&) = delete;
+  BlockCirculantScanPlan& operator=(const BlockCirculantScanPlan&) = delete;
+  int64_t workspace_bytes() const;
+  void forward(const float* a, const float* u, const float* h0, float* h, void* workspace, void* stream) const;
+
+ private:
+  int64_t B_, T_, p_, k_, kf_;
+  int r2c_a_ = 0, r2c_u_ = 0, r2c_h0_ = 0, c2r_ = 0;  // cufftHandle (k > 1)
+  int64_t fft_work_ = 0;
 };
 
 }  // namespace strux::cuda

@@ -188,6 +188,36 @@ def scan_cases(bw, quick):
     return rows
 
 
+def diag_cases(bw, shapes=((16, 2048, 4096), (4, 8192, 4096), (64, 512, 4096))):
+    """diag_scan forward and backward for each dtype at the given shapes (whichever kernel
+    STRUX_DIAG_SCAN selects), with the error of 64 channels against a complex128/float64 loop.
+    Bytes: forward reads a, b and writes h; backward reads dh, a, h and writes da, db."""
+    rows = []
+    for B, T, n in shapes:
+        for dt in ((torch.complex64, torch.float32, torch.bfloat16) if (B, T, n) == shapes[0] else (torch.complex64,)):
+            mag = 0.9 + 0.1 * torch.rand(B, T, n, device="cuda")
+            a = (torch.polar(mag, torch.rand_like(mag)) if dt == torch.complex64 else mag).to(dt)
+            b = torch.randn(B, T, n, device="cuda", dtype=torch.complex64 if dt == torch.complex64 else torch.float32).to(dt)
+            del mag
+            h = K.diag_scan(a, b)
+            wide = torch.complex128 if dt == torch.complex64 else torch.float64
+            ref = loop_scan(a[:, :, :64].to(wide), b[:, :, :64].to(wide))
+            err = rel(torch.view_as_real(h[:, :, :64].to(wide)), torch.view_as_real(ref)) if dt == torch.complex64 \
+                else rel(h[:, :, :64], ref)
+            dh = torch.randn_like(b)
+            t_f = timeit(lambda: K.diag_scan(a, b))
+            t_b = timeit(lambda: K._diag_bwd(dh, a, h, None))
+            el, es = B * T * n, a.element_size()
+            fb, bb = 3 * es * el, 5 * es * el
+            for op, t, by in (("fwd", t_f, fb), ("bwd", t_b, bb)):
+                rows.append(dict(op=f"diag_scan {op}", shape=(B, T, n), dtype=str(dt)[6:], ms=t, bytes=by,
+                                 floor_ms=by / bw * 1e3, frac_of_copy_bw=by / bw * 1e3 / t, rel_err=err))
+            print(f"diag_scan {str(dt)[6:]} {B, T, n}: fwd {t_f:.3f} ms ({fb / bw * 1e3 / t_f:.0%}), "
+                  f"bwd {t_b:.3f} ms ({bb / bw * 1e3 / t_b:.0%}), err {err:.1e}", flush=True)
+            del a, b, h, dh, ref
+    return rows
+
+
 def table(meta, rows):
     out = [f"# GPU ks/scan bench: {meta['device']}",
            f"copy bandwidth {meta['copy_bw'] / 1e12:.2f} TB/s, fp32 matmul {meta['fp32_flops'] / 1e12:.1f} TFLOP/s", "",

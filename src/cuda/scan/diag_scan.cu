@@ -5,6 +5,12 @@
 
 #include "cuda/check.hpp"
 #include "cuda/scan/diag_scan_kernel.cuh"
+#include "cuda/scan/diag_scan_seq.cuh"
+
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <cstdint>
 #include "strux/core.hpp"
 #include "strux/cuda/scan.hpp"
 
@@ -55,6 +61,59 @@ void launch(const scan::ScanArgs<S, typename scan::Tr<S>::V>& args0, const Layou
   STRUX_LAUNCH("diag_scan_kernel");
 }
 
+// Which kernel runs. The streaming kernel needs enough channels to keep the memory system busy
+// with one thread per channel (at least SEQ_MIN_PER_SM threads per SM); past one wave of resident
+// threads (SEQ_THREADS * SEQ_MIN_BLOCKS per SM) it packs 16 bytes of channels per thread when n
+// and every pointer allow, so fewer whole-sequence waves run. Otherwise the look-back kernel,
+// which also splits time. STRUX_DIAG_SCAN=lookback|seq1|seqv forces one (benchmarks and tests;
+// a forced seqv falls back to seq1 when alignment or n forbid it).
+enum class Algo { lookback, seq1, seqv };
+constexpr int64_t SEQ_MIN_PER_SM = 96;  // measured: at 124 per SM seq1 beats look-back 72% to 57%
+
+int sm_count() {
+  int dev = 0, sms = 0;
+  STRUX_CUDA(cudaGetDevice(&dev));
+  STRUX_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
+template <class S>
+Algo pick(int64_t B, int64_t n, std::initializer_list<const void*> ptrs) {
+  constexpr int64_t vw = 16 / sizeof(S);
+  bool vec_ok = n % vw == 0;
+  for (const void* p : ptrs) vec_ok = vec_ok && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  const char* env = std::getenv("STRUX_DIAG_SCAN");
+  if (env && std::strcmp(env, "lookback") == 0) return Algo::lookback;
+  if (env && std::strcmp(env, "seq1") == 0) return Algo::seq1;
+  if (env && std::strcmp(env, "seqv") == 0) return vec_ok ? Algo::seqv : Algo::seq1;
+  const int64_t sms = sm_count();
+  if (B * n < SEQ_MIN_PER_SM * sms) return Algo::lookback;
+  if (B * n <= int64_t(scan::SEQ_THREADS) * scan::SEQ_MIN_BLOCKS * sms) return Algo::seq1;
+  return vec_ok ? Algo::seqv : Algo::seq1;
+}
+
+// D (ring depth): with one element per thread, 64 bytes of each stream in flight (16 steps at
+// most); with 16-byte vectors 8 steps forward and 4 backward (3 streams), to stay in registers.
+template <class S, bool REV, int VW>
+void launch_seq(const scan::SeqArgs& args, cudaStream_t s) {
+  constexpr int D = VW == 1 ? (64 / int(sizeof(S)) < 16 ? 64 / int(sizeof(S)) : 16) : (REV ? 4 : 8);
+  const int64_t threads = args.B * (args.n / VW);
+  const unsigned grid = unsigned((threads + scan::SEQ_THREADS - 1) / scan::SEQ_THREADS);
+  if constexpr (REV)
+    scan::diag_scan_seq_bwd<S, VW, D><<<grid, scan::SEQ_THREADS, 0, s>>>(args);
+  else
+    scan::diag_scan_seq_fwd<S, VW, D><<<grid, scan::SEQ_THREADS, 0, s>>>(args);
+  STRUX_LAUNCH("diag_scan_seq");
+}
+
+template <class S, bool REV>
+void run_seq(Algo algo, const scan::SeqArgs& args, cudaStream_t s) {
+  if (algo == Algo::seqv)
+    launch_seq<S, REV, 16 / int(sizeof(S))>(args, s);
+  else
+    launch_seq<S, REV, 1>(args, s);
+}
+
 template <class F>
 void by_type(DType dt, F&& f) {
   switch (dt) {
@@ -93,6 +152,10 @@ void DiagScanPlan::forward(const void* a, const void* b, const void* h0, void* h
     args.h = static_cast<S*>(h);
     args.B = B_, args.T = T_, args.n = n_;
     args.scale = scale;
+    const Algo algo = pick<S>(B_, n_, {a, b, h0, h});
+    if (algo != Algo::lookback)
+      return run_seq<S, false>(algo, scan::SeqArgs{a, b, h0, nullptr, h, nullptr, nullptr, nullptr, B_, T_, n_, scale},
+                               static_cast<cudaStream_t>(stream));
     launch<S, false>(args, L, ws, static_cast<cudaStream_t>(stream));
   });
 }
@@ -112,6 +175,10 @@ void DiagScanPlan::backward(const void* a, const void* h, const void* h0, const 
     args.dh0 = static_cast<S*>(dh0);
     args.B = B_, args.T = T_, args.n = n_;
     args.scale = 1.f;
+    const Algo algo = pick<S>(B_, n_, {a, h, h0, dh, da, db, dh0});
+    if (algo != Algo::lookback)
+      return run_seq<S, true>(algo, scan::SeqArgs{a, dh, h0, h, nullptr, da, db, dh0, B_, T_, n_, 1.f},
+                              static_cast<cudaStream_t>(stream));
     launch<S, true>(args, L, ws, static_cast<cudaStream_t>(stream));
   });
 }
