@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Focused GPU check of the toeplitz family (< 5 min): build for the chip (sm_90a), the toeplitz GPU
-# tests, a compute-sanitizer memcheck of the own kernels at small sizes, and the timings of
-# scripts/gpu_perf_toeplitz.py. Same .deps handling as scripts/gpu_check.sh. Logs under $OUT.
+# Focused GPU check of the toeplitz family (< 6 min): build for the chip (sm_90a), the timings of
+# scripts/gpu_perf_toeplitz.py (each with its error vs the PyTorch recipe), the toeplitz GPU tests
+# and a compute-sanitizer memcheck of every transform layout at small sizes. Same .deps handling as scripts/gpu_check.sh. Logs under $OUT.
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
@@ -27,9 +27,11 @@ if cmake -S . -B build/gpu -G Ninja -DSTRUX_CUDA=ON -DSTRUX_BUILD_PYTHON=ON -DST
 else
   echo "== build failed"; grep -E "error|FAILED" -A5 "$OUT/build.log" | tail -30; exit 1
 fi
+rc=0
+timeout 150 python3 scripts/gpu_perf_toeplitz.py "$OUT" || { echo "== perf failed"; rc=1; }
 t0=$(date +%s)
-timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/python/test_cuda_toeplitz.py > "$OUT/pytest.log" 2>&1
-rc=$?
+timeout 120 python3 -m pytest -q -x -p no:cacheprovider tests/python/test_cuda_toeplitz.py > "$OUT/pytest.log" 2>&1
+rc2=$?; rc=$(( ${rc:-0} | rc2 ))
 tail -15 "$OUT/pytest.log"
 echo "== pytest rc=$rc in $(( $(date +%s) - t0 )) s"
 cat > /tmp/tz_memcheck.py <<'PY'
@@ -37,14 +39,16 @@ import torch
 from strux import _cuda
 for dt in (torch.float32, torch.float64):
     for (Nt, Nd, Nm) in ((5, 37, 131), (3, 100, 130), (2, 1, 1)):
-        op = _cuda.BlockToeplitzCUDA(torch.randn(Nt, Nd, Nm, device="cuda", dtype=dt), algo=2)
-        for R in (None, 19):
-            e = () if R is None else (R,)
-            op.matvec(torch.randn(Nt, Nm, *e, device="cuda", dtype=dt))
-            op.rmatvec(torch.randn(Nt, Nd, *e, device="cuda", dtype=dt))
+        for fft in (0, 1, 2) if Nm != 130 else (1,):
+            for layout in ("time-major", "space-major"):
+                op = _cuda.BlockToeplitzCUDA(torch.randn(Nt, Nd, Nm, device="cuda", dtype=dt), layout, algo=2, fft=fft)
+                for R in (None, 19):
+                    e = () if R is None else (R,)
+                    sh = (lambda n: (Nt, n) + e) if layout == "time-major" else (lambda n: (n, Nt) + e)
+                    op.matvec(torch.randn(*sh(Nm), device="cuda", dtype=dt))
+                    op.rmatvec(torch.randn(*sh(Nd), device="cuda", dtype=dt))
 torch.cuda.synchronize(); print("memcheck script done")
 PY
-timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 python3 /tmp/tz_memcheck.py > "$OUT/memcheck.log" 2>&1
+timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 python3 /tmp/tz_memcheck.py > "$OUT/memcheck.log" 2>&1
 echo "== memcheck rc=$? ($(grep -c 'Invalid' "$OUT/memcheck.log") invalid)"; tail -2 "$OUT/memcheck.log"
-timeout 150 python3 scripts/gpu_perf_toeplitz.py "$OUT" || { echo "== perf failed"; rc=1; }
 exit $rc

@@ -133,12 +133,12 @@ struct Toeplitz {
   int device;
 
   Toeplitz(int64_t Nt_, int64_t Nd_, int64_t Nm_, int64_t R_, const std::string& layout, const std::string& dtype,
-           int algo)
+           int algo, int fft)
       : Nt(Nt_), Nd(Nd_), Nm(Nm_), R(R_), dt(parse_dtype(dtype)), device(current_device()) {
     check_arg(layout == "time-major" || layout == "space-major", "layout",
               "expected 'time-major' or 'space-major', got '", layout, "'");
     space_major = layout == "space-major";
-    plan = std::make_unique<ToeplitzPlan>(Nt, Nd, Nm, R, space_major, dt, algo);
+    plan = std::make_unique<ToeplitzPlan>(Nt, Nd, Nm, R, space_major, dt, algo, fft);
   }
   // Shape of a vector with n components per time step (R = 1 drops the trailing axis).
   std::vector<int64_t> vshape(int64_t n, bool with_r) const {
@@ -182,15 +182,16 @@ void bind_cuda(nb::module_& m) {
       .def_prop_ro("nfft", [](const FFTConv& p) { return p.plan->nfft(); })
       .def_prop_ro("workspace_bytes", [](const FFTConv& p) { return p.plan->workspace_bytes(); });
   nb::class_<Toeplitz>(c, "ToeplitzPlan")
-      .def(nb::init<int64_t, int64_t, int64_t, int64_t, const std::string&, const std::string&, int>(),
+      .def(nb::init<int64_t, int64_t, int64_t, int64_t, const std::string&, const std::string&, int, int>(),
            nb::arg("Nt"), nb::arg("Nd"), nb::arg("Nm"), nb::arg("R"), nb::arg("layout"), nb::arg("dtype"),
-           nb::arg("algo") = -1)
+           nb::arg("algo") = -1, nb::arg("fft") = -1)
       .def("matvec", &Toeplitz::matvec, nb::arg("fhat"), nb::arg("m"), nb::arg("d"), nb::arg("stream"))
       .def("rmatvec", &Toeplitz::rmatvec, nb::arg("fhat"), nb::arg("d"), nb::arg("m"), nb::arg("stream"))
       .def_prop_ro("nfft", [](const Toeplitz& p) { return p.plan->nfft(); })
       .def_prop_ro("nfreq", [](const Toeplitz& p) { return p.plan->nfreq(); })
       .def_prop_ro("algo", [](const Toeplitz& p) { return p.plan->algo(false); })
       .def_prop_ro("rmatvec_algo", [](const Toeplitz& p) { return p.plan->algo(true); })
+      .def_prop_ro("fft", [](const Toeplitz& p) { return p.plan->fft(); })
       .def_prop_ro("workspace_bytes", [](const Toeplitz& p) { return p.plan->workspace_bytes(); });
   c.def("toeplitz_nfft", &toeplitz_nfft, nb::arg("Nt"));
   c.def(

@@ -11,6 +11,7 @@ streams. Non-contiguous inputs are copied to contiguous ones (documented copy).
 """
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 
 from . import _ext
@@ -310,10 +311,13 @@ class BlockToeplitzCUDA:
     trailing axis R gives several right-hand sides. `algo`: -1 = automatic (default: the plan
     picks per direction by shape and R, see toeplitz_auto_algo); 0 = cuBLAS gemv for one right-hand side, gemm
     for several; 1 = cuBLAS gemm always; 2 = strux's own kernels, which stream F̂ once per 16
-    right-hand sides (8 for float64). 0 and 1 stay for comparison.
+    right-hand sides (8 for float64). 0 and 1 stay for comparison. `fft`: the transform layout,
+    -1 = automatic (toeplitz_auto_fft); 0 = strided R2C/C2R; 1 = two real columns per complex
+    column through one strided C2C; 2 = contiguous R2C/C2R with tiled transposes (for benchmarks;
+    the environment variable STRUX_TOEPLITZ_FFT sets the default of new operators).
     """
 
-    def __init__(self, blocks, layout: str = "time-major", algo: int = -1):
+    def __init__(self, blocks, layout: str = "time-major", algo: int = -1, fft: int | None = None):
         kind = _kind(blocks, "blocks")
         blocks = _check_array(blocks, "blocks", kind, ndim=3, floats=("float32", "float64"))
         Nt, Nd, Nm = (int(s) for s in blocks.shape)
@@ -321,32 +325,42 @@ class BlockToeplitzCUDA:
         with kind.guard(blocks):
             fhat = kind.empty((toeplitz_nfft(Nt) // 2 + 1, Nd, Nm), _COMPLEX[dt], blocks)
             _ext.cuda.build_toeplitz_fhat(_cap(kind, blocks), _cap(kind, fhat), dt, kind.stream(blocks))
-        self._init(kind, fhat, Nt, Nd, Nm, dt, kind.device(blocks), layout, algo)
+        self._init(kind, fhat, Nt, Nd, Nm, dt, kind.device(blocks), layout, algo, fft)
 
-    def _init(self, kind, fhat, Nt, Nd, Nm, dt, dev, layout, algo):
+    def _init(self, kind, fhat, Nt, Nd, Nm, dt, dev, layout, algo, fft=None):
         if layout not in _LAYOUTS:
             raise ValueError(f"argument 'layout': expected one of 'time-major', 'space-major', got {layout!r}")
         if algo not in (-1, 0, 1, 2):
             raise ValueError(f"argument 'algo': expected -1 (automatic), 0, 1 or 2, got {algo!r}")
+        if fft is None:
+            env = os.environ.get("STRUX_TOEPLITZ_FFT", "-1")
+            try:
+                fft = int(env)
+            except ValueError:
+                raise ValueError(f"STRUX_TOEPLITZ_FFT: expected -1, 0, 1 or 2, got {env!r}") from None
+        if fft not in (-1, 0, 1, 2):
+            raise ValueError(f"argument 'fft': expected -1 (automatic), 0, 1 or 2, got {fft!r}")
         self._kind, self.fhat = kind, fhat
         self.Nt, self.Nd, self.Nm, self.dtype, self.device = Nt, Nd, Nm, dt, dev
-        self.layout, self.algo = layout, algo
+        self.layout, self.algo, self.fft = layout, algo, fft
         self.shape = (Nt * Nd, Nt * Nm)
         self._plans = {}
 
     @classmethod
-    def from_fhat(cls, fhat, Nt: int, layout: str = "time-major", algo: int = -1):
+    def from_fhat(cls, fhat, Nt: int, layout: str = "time-major", algo: int = -1, fft: int | None = None):
         """From a spectrum (nfreq, Nd, Nm) made by this class (nfreq = toeplitz_nfft(Nt)//2+1)."""
         kind = _kind(fhat, "fhat")
         fhat = _check_array(fhat, "fhat", kind, ndim=3, floats=("complex64", "complex128"))
         dt = {"complex64": "float32", "complex128": "float64"}[kind.dtype(fhat)]
         _shape(fhat, "fhat", (toeplitz_nfft(Nt) // 2 + 1,) + tuple(int(s) for s in fhat.shape[1:]))
         self = cls.__new__(cls)
-        self._init(kind, fhat, int(Nt), int(fhat.shape[1]), int(fhat.shape[2]), dt, kind.device(fhat), layout, algo)
+        self._init(kind, fhat, int(Nt), int(fhat.shape[1]), int(fhat.shape[2]), dt, kind.device(fhat), layout, algo,
+                   fft)
         return self
 
     @classmethod
-    def from_lti(cls, A, B, C, D=None, Nt: int = 1, layout: str = "time-major", algo: int = -1):
+    def from_lti(cls, A, B, C, D=None, Nt: int = 1, layout: str = "time-major", algo: int = -1,
+                 fft: int | None = None):
         """blocks[t] = C Aᵗ B (+ D at t = 0), computed on the GPU, then as BlockToeplitzCUDA(blocks)."""
         kind = _kind(A, "A")
         A = _check_array(A, "A", kind, ndim=2, floats=("float32", "float64"))
@@ -373,14 +387,14 @@ class BlockToeplitzCUDA:
                 X = A @ X
             if D is not None:
                 blocks[0] += D
-        return cls(blocks, layout=layout, algo=algo)
+        return cls(blocks, layout=layout, algo=algo, fft=fft)
 
     def _plan(self, R):
         key = R
         if key not in self._plans:
             with self._kind.guard(self.fhat):
                 self._plans[key] = _ext.cuda.ToeplitzPlan(self.Nt, self.Nd, self.Nm, R, self.layout, self.dtype,
-                                                          self.algo)
+                                                          self.algo, self.fft)
         return self._plans[key]
 
     def _vec(self, x, name, n):

@@ -124,6 +124,8 @@ def test_large_vs_torch_recipe(algo):
     (lambda op: _cuda.BlockToeplitzCUDA.from_fhat(op.fhat, 3), "fhat", ValueError),
     (lambda op: _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda"), algo=3), "algo", ValueError),
     (lambda op: _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda"), algo=-2), "algo", ValueError),
+    (lambda op: _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda"), fft=3), "fft", ValueError),
+    (lambda op: _cuda._ext.cuda.ToeplitzPlan(8, 3, 4, 1, "time-major", "float32", -1, 7), "fft", ValueError),
 ])
 def test_bad_inputs(call, arg, exc):
     op = _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda"))
@@ -164,21 +166,87 @@ def test_own_kernels_unaligned_fhat():
     assert rel(op.rmatvec(d), ref.rmatvec(d)) < 1e-5
 
 
-def test_own_kernels_nan_in_tail():
+@pytest.mark.parametrize("fft", [0, 2])
+def test_own_kernels_nan_in_tail(fft):
     # A NaN in F̂ must reach exactly the outputs it touches; tile padding must not spread it.
+    # (fft 1 pairs output rows d and d + ceil(Nd/2) in one complex FFT: see test_paired_nan.)
     Nt, Nd, Nm = 3, 35, 130
     blocks = torch.randn(Nt, Nd, Nm, device="cuda")
     blocks[:, 34, 129] = float("nan")
-    op = _cuda.BlockToeplitzCUDA(blocks, algo=2)
+    op = _cuda.BlockToeplitzCUDA(blocks, algo=2, fft=fft)
     y = op.matvec(torch.randn(Nt, Nm, 16, device="cuda"))
     assert torch.isnan(y[:, 34]).all() and not torch.isnan(y[:, :34]).any()
     x = op.rmatvec(torch.randn(Nt, Nd, 16, device="cuda"))
     assert torch.isnan(x[:, 129]).all() and not torch.isnan(x[:, :129]).any()
 
 
-def test_default_is_automatic():
+def test_default_is_automatic(monkeypatch):
+    monkeypatch.delenv("STRUX_TOEPLITZ_FFT", raising=False)
     op = _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"))
-    assert op.algo == -1
+    assert op.algo == -1 and op.fft == -1
+    for R in (1, 16):
+        assert op._plan(R).fft == AUTO_FFT
+    monkeypatch.setenv("STRUX_TOEPLITZ_FFT", "2")
+    assert _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"))._plan(1).fft == 2
+    monkeypatch.setenv("STRUX_TOEPLITZ_FFT", "x")
+    with pytest.raises(ValueError, match="STRUX_TOEPLITZ_FFT"):
+        _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"))
+    monkeypatch.delenv("STRUX_TOEPLITZ_FFT")
     for R in (1, 16):
         assert (op._plan(R).algo, op._plan(R).rmatvec_algo) == (0, 2)
     assert (_cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"), algo=1)._plan(1).rmatvec_algo) == 1
+
+
+AUTO_FFT = 2  # toeplitz_auto_fft: contiguous transforms + transposes (bench/NOTES-gpu.md version 4)
+
+
+# Transform layouts: fft 0 (strided R2C/C2R), 1 (two real columns per complex column, strided C2C;
+# odd column counts get an empty partner), 2 (contiguous R2C/C2R + tiled transposes), with the
+# cuBLAS (gemv reversal trick for R = 1) and own products. Nt = 1 (nfft = 2), prime Nt with odd
+# nfft (Nt = 5 → 9, 13 → 25), Nt = 2 (nfft = 3), tiles that divide nothing (37, 131 > 32).
+FFT_SIZES = [(1, 1, 1), (2, 3, 2), (5, 3, 4), (13, 5, 7), (7, 37, 131)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("layout", ["time-major", "space-major"])
+@pytest.mark.parametrize("size", FFT_SIZES)
+@pytest.mark.parametrize("R", [None, 3, 16])
+@pytest.mark.parametrize("algo", [0, 2])
+@pytest.mark.parametrize("fft", [0, 1, 2])
+def test_fft_layouts(dtype, layout, size, R, algo, fft):
+    Nt, Nd, Nm = size
+    rng = np.random.default_rng()
+    blocks = rng.standard_normal((Nt, Nd, Nm))
+    op = _cuda.BlockToeplitzCUDA(torch.tensor(blocks, dtype=getattr(torch, dtype), device="cuda"), layout, algo,
+                                 fft=fft)
+    r = 1 if R is None else R
+    assert op._plan(r).fft == fft
+    for n, adj in ((Nm, False), (Nd, True)):
+        x = rng.standard_normal((Nt, n, r))
+        xin = to_layout(x, layout)
+        t = torch.tensor(xin if R is not None else xin[..., 0], dtype=getattr(torch, dtype), device="cuda")
+        y = op.rmatvec(t) if adj else op.matvec(t)
+        got = y.double().cpu().numpy()
+        if R is None:
+            got = got[..., None]
+        assert rel(from_layout(got, layout), ref_toeplitz(blocks, x, adjoint=adj)) < TOL[dtype]
+
+
+@pytest.mark.parametrize("layout", ["time-major", "space-major"])
+def test_paired_nan(layout):
+    # fft 1 pairs columns (n, r) and (n + ceil(N/2), r) of ONE right-hand side: a NaN in one
+    # right-hand side must not reach the others; in F̂ row d it reaches row d and its partner only.
+    Nt, Nd, Nm, R = 4, 5, 6, 3
+    blocks = torch.randn(Nt, Nd, Nm, device="cuda")
+    op = _cuda.BlockToeplitzCUDA(blocks, layout, fft=1)
+    m = torch.randn(Nt, Nm, R, device="cuda")
+    m[1, 2, 1] = float("nan")
+    if layout == "space-major":
+        m = m.permute(1, 0, 2).contiguous()
+    y = op.matvec(m)
+    y = y if layout == "time-major" else y.permute(1, 0, 2)
+    assert torch.isnan(y[:, :, 1]).any() and not torch.isnan(y[:, :, [0, 2]]).any()
+    blocks[:, 1, 3] = float("nan")
+    op = _cuda.BlockToeplitzCUDA(blocks, "time-major", fft=1)
+    y = op.matvec(torch.randn(Nt, Nm, R, device="cuda"))
+    assert torch.isnan(y[:, 1]).all() and not torch.isnan(y[:, [0, 2, 3]]).any()

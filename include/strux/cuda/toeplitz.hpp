@@ -4,9 +4,9 @@
 // float32 and complex128 for float64; nfft = a 2·3·5·7-smooth size >= 2·Nt - 1 and
 // nfreq = nfft/2 + 1. The caller owns F̂ (e.g. a torch tensor); build_toeplitz_fhat fills it.
 //
-// matvec: pad + R2C (batched over the Nm·R columns, written frequency-major by cuFFT's strided
-// layout) + per-frequency gemv (gemm for R > 1) on F̂ + C2R + truncate. rmatvec reads the SAME
-// F̂: F^H d = conj(Fᵀ conj(d)); conj(rfft(d)) is the rfft of d time-reversed mod nfft, so the
+// matvec: pad + forward FFT of the Nm·R columns into frequency-major spectra (layout `fft`,
+// see toeplitz_auto_fft) + per-frequency gemv (gemm for R > 1) on F̂ + inverse FFT + truncate.
+// rmatvec reads the SAME F̂: F^H d = conj(Fᵀ conj(d)); conj(rfft(d)) is the rfft of d time-reversed mod nfft, so the
 // conjugations are folded into the pad and truncate kernels (gemm uses op C directly).
 // A plan owns cuFFT/cuBLAS handles and workspace; execute never allocates or syncs. One call at
 // a time per plan.
@@ -28,13 +28,20 @@ void build_toeplitz_fhat(int64_t Nt, int64_t Nd, int64_t Nm, DType dtype, const 
 // The product algo = -1 resolves to for this shape and direction (one dispatch point).
 int toeplitz_auto_algo(int64_t Nd, int64_t Nm, int64_t R, DType dtype, bool adjoint);
 
+// The transform layout fft = -1 resolves to (one dispatch point): 0 = strided R2C/C2R,
+// 1 = two real columns per complex column through one strided C2C, 2 = contiguous R2C/C2R with
+// tiled transposes to and from the frequency-major product layout.
+int toeplitz_auto_fft(int64_t Nd, int64_t Nm, int64_t R, DType dtype, bool space_major);
+
 class ToeplitzPlan {
  public:
   // R right-hand sides (R = 1 for plain vectors); space_major: m (Nm, Nt[, R]) → d (Nd, Nt[, R]),
   // else m (Nt, Nm[, R]) → d (Nt, Nd[, R]). algo: -1 = automatic (toeplitz_auto_algo), 0 = cuBLAS
   // gemv for R = 1 and gemm for R > 1, 1 = cuBLAS gemm always, 2 = own kernels streaming F̂ once
-  // per 16 right-hand sides (8 for float64).
-  ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool space_major, DType dtype, int algo = -1);
+  // per 16 right-hand sides (8 for float64). fft: -1 = automatic (toeplitz_auto_fft), else the
+  // transform layout 0, 1 or 2 (kept selectable for benchmarks).
+  ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool space_major, DType dtype, int algo = -1,
+               int fft = -1);
   ~ToeplitzPlan();
   ToeplitzPlan(const ToeplitzPlan&) = delete;
   ToeplitzPlan& operator=(const ToeplitzPlan&) = delete;
@@ -45,6 +52,7 @@ class ToeplitzPlan {
   int64_t nfft() const;
   int64_t nfreq() const;
   int algo(bool adjoint = false) const;  // the product in use per direction (0, 1 or 2; -1 resolved)
+  int fft() const;                       // the transform layout in use (0, 1 or 2; -1 resolved)
   size_t workspace_bytes() const;
 
  private:

@@ -1,7 +1,15 @@
-// ToeplitzPlan: strided cuFFT plans (time axis with stride = columns, so spectra come out
-// frequency-major with no reorder pass) around cuBLAS strided-batched gemv/gemm on F̂.
+// ToeplitzPlan: FFTs of the padded vectors along time (three selectable layouts, `fft`), the
+// per-frequency product with F̂ (cuBLAS gemv/gemm or own kernels, `algo`), inverse FFTs.
+//   fft 0: strided R2C/C2R (stride = columns): frequency-major out with no reorder pass, but
+//          cuFFT runs them as a half-length C2C plus slow strided pack/post passes.
+//   fft 1: two real columns as one complex column z = a + i·b, a strided C2C (cuFFT's fast
+//          vector kernels), split into the two half spectra by one small pass; inverse: merge
+//          Y_a + i·Y_b over the full length, C2C, real/imaginary parts are the two outputs.
+//   fft 2: contiguous rows (column-major padding by a tiled transpose), contiguous batched
+//          R2C/C2R, tiled transposes to and from frequency-major.
 #include <algorithm>
 #include <climits>
+#include <vector>
 
 #include "cuda/buffer.hpp"
 #include "cuda/elem.cuh"
@@ -29,49 +37,192 @@ __device__ __forceinline__ int64_t vec_offset(int64_t s, int64_t col, int64_t Nt
   return (n * Nt + s) * R + r;
 }
 
-// P[t, col] (nfft × cols, time-major) from a vector x in its layout, zero past Nt.
-// Threads run along col (coalesced for time-major); grid y strides over t.
+// Slots of the padded buffer P (nfft × ld) vs columns col = n·R + r of a vector (n < nsp).
+// fft 0: slot = column (ld = cols). fft 1 (hn = ceil(nsp/2) > 0): complex column q = n'·R + r
+// (n' < hn) holds column (n', r) as its real part (slot 2q) and (n' + hn, r) as its imaginary
+// part (slot 2q + 1; zero when n' + hn >= nsp). Pairing along the space index within one
+// right-hand side keeps a NaN/Inf of one right-hand side out of the others.
+__device__ __forceinline__ int64_t slot_col(int64_t p, int64_t R, int64_t nsp, int64_t hn) {
+  if (hn == 0) return p;
+  const int64_t q = p >> 1, k = p & 1, n1 = q / R, r = q - n1 * R, n = n1 + k * hn;
+  return n < nsp ? n * R + r : -1;
+}
+__device__ __forceinline__ int64_t col_slot(int64_t col, int64_t R, int64_t hn) {
+  if (hn == 0) return col;
+  const int64_t n = col / R, r = col - n * R, k = n >= hn;
+  return 2 * ((n - k * hn) * R + r) + k;
+}
+
+// P[t, slot] (nfft × ld, time-major) from a vector x in its layout (nsp·R columns), zero past
+// Nt and in empty slots. Threads run along the slots (coalesced writes); grid y strides over t.
 template <class T>
-__global__ void gather_pad(const T* __restrict__ x, int64_t Nt, int64_t cols, int64_t R, bool space_major,
-                           bool reverse, int64_t nfft, T* __restrict__ P) {
-  const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (col >= cols) return;
+__global__ void gather_pad(const T* __restrict__ x, int64_t Nt, int64_t nsp, int64_t R, int64_t hn, int64_t ld,
+                           bool space_major, bool reverse, int64_t nfft, T* __restrict__ P) {
+  const int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p >= ld) return;
+  const int64_t col = slot_col(p, R, nsp, hn), cols = nsp * R;
   for (int64_t t = blockIdx.y; t < nfft; t += gridDim.y) {
     const int64_t s = src_time(t, Nt, nfft, reverse);
-    P[t * cols + col] = s >= 0 ? x[vec_offset(s, col, Nt, R, space_major, cols)] : T(0);
+    P[t * ld + p] = s >= 0 && col >= 0 ? x[vec_offset(s, col, Nt, R, space_major, cols)] : T(0);
   }
 }
 
-// out (layout) [t < Nt, col] = Q[src_time(t), col].
+// out (layout) [t < Nt, col] = Q[src_time(t), slot(col)] (Q row stride ld).
 template <class T>
-__global__ void scatter_out(const T* __restrict__ Q, int64_t Nt, int64_t cols, int64_t R, bool space_major,
-                            bool reverse, int64_t nfft, T* __restrict__ out) {
-  const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+__global__ void scatter_out(const T* __restrict__ Q, int64_t Nt, int64_t nsp, int64_t R, int64_t hn, int64_t ld,
+                            bool space_major, bool reverse, int64_t nfft, T* __restrict__ out) {
+  const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, cols = nsp * R;
   if (col >= cols) return;
+  const int64_t p = col_slot(col, R, hn);
   for (int64_t t = blockIdx.y; t < Nt; t += gridDim.y) {
     const int64_t s = reverse ? (t == 0 ? 0 : nfft - t) : t;
-    out[vec_offset(t, col, Nt, R, space_major, cols)] = Q[s * cols + col];
+    out[vec_offset(t, col, Nt, R, space_major, cols)] = Q[s * ld + p];
   }
 }
 
 // Space-major vectors: threads along time (coalesced reads of each (n, r) row when R = 1).
 template <class T>
-__global__ void gather_pad_sm(const T* __restrict__ x, int64_t Nt, int64_t cols, int64_t R, bool reverse,
-                              int64_t nfft, T* __restrict__ P) {
+__global__ void gather_pad_sm(const T* __restrict__ x, int64_t Nt, int64_t nsp, int64_t R, int64_t hn, int64_t ld,
+                              bool reverse, int64_t nfft, T* __restrict__ P) {
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= nfft) return;
-  const int64_t s = src_time(t, Nt, nfft, reverse);
-  for (int64_t col = blockIdx.y; col < cols; col += gridDim.y)
-    P[t * cols + col] = s >= 0 ? x[vec_offset(s, col, Nt, R, true, cols)] : T(0);
+  const int64_t s = src_time(t, Nt, nfft, reverse), cols = nsp * R;
+  for (int64_t p = blockIdx.y; p < ld; p += gridDim.y) {
+    const int64_t col = slot_col(p, R, nsp, hn);
+    P[t * ld + p] = s >= 0 && col >= 0 ? x[vec_offset(s, col, Nt, R, true, cols)] : T(0);
+  }
 }
 
 template <class T>
-__global__ void scatter_out_sm(const T* __restrict__ Q, int64_t Nt, int64_t cols, int64_t R, bool reverse,
-                               int64_t nfft, T* __restrict__ out) {
+__global__ void scatter_out_sm(const T* __restrict__ Q, int64_t Nt, int64_t nsp, int64_t R, int64_t hn, int64_t ld,
+                               bool reverse, int64_t nfft, T* __restrict__ out) {
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= Nt) return;
-  const int64_t s = reverse ? (t == 0 ? 0 : nfft - t) : t;
-  for (int64_t col = blockIdx.y; col < cols; col += gridDim.y) out[vec_offset(t, col, Nt, R, true, cols)] = Q[s * cols + col];
+  const int64_t s = reverse ? (t == 0 ? 0 : nfft - t) : t, cols = nsp * R;
+  for (int64_t col = blockIdx.y; col < cols; col += gridDim.y)
+    out[vec_offset(t, col, Nt, R, true, cols)] = Q[s * ld + col_slot(col, R, hn)];
+}
+
+// ---- fft 1: two real columns per complex column (z = a + i·b), one strided C2C ----------------
+
+// Z (nfft, h = hn·R) = FFT of the pairs → X (nfreq, nsp·R): X_a[f] = (Z[f] + conj Z[n−f]) / 2 for
+// column (n', r), X_b[f] = (Z[f] − conj Z[n−f]) / (2i) for column (n' + hn, r) when it exists.
+template <class C>
+__global__ void split_pairs(const C* __restrict__ Z, int64_t nsp, int64_t R, int64_t hn, int64_t nfft,
+                            int64_t nfreq, C* __restrict__ X) {
+  const int64_t q = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, h = hn * R, cols = nsp * R;
+  if (q >= h) return;
+  const int64_t n1 = q / R, cb = q + hn * R;  // column of the imaginary part: (n1 + hn)·R + r
+  const bool has_b = n1 + hn < nsp;
+  for (int64_t f = blockIdx.y; f < nfreq; f += gridDim.y) {
+    const C z = Z[f * h + q], w = Z[(f == 0 ? 0 : nfft - f) * h + q];
+    using R_ = decltype(z.x);
+    const R_ half = R_(0.5);
+    X[f * cols + q] = C{half * (z.x + w.x), half * (z.y - w.y)};
+    if (has_b) X[f * cols + cb] = C{half * (z.y + w.y), half * (w.x - z.x)};
+  }
+}
+
+// Y (nfreq, nsp·R), the half spectra of real columns → W (nfft, h): W[f] = Y_a[f] + i·Y_b[f] over
+// the full length (Hermitian extension Y[n−f] = conj Y[f]); the imaginary parts at f = 0 and
+// f = n/2 are dropped, as a C2R transform ignores them. Its inverse C2C is a + i·b.
+template <class C>
+__global__ void merge_pairs(const C* __restrict__ Y, int64_t nsp, int64_t R, int64_t hn, int64_t nfft,
+                            int64_t nfreq, C* __restrict__ W) {
+  const int64_t q = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, h = hn * R, cols = nsp * R;
+  if (q >= h) return;
+  const int64_t n1 = q / R, cb = q + hn * R;
+  const bool has_b = n1 + hn < nsp;
+  for (int64_t f = blockIdx.y; f < nfft; f += gridDim.y) {
+    const bool mirror = f >= nfreq;
+    const int64_t g = mirror ? nfft - f : f;
+    C a = Y[g * cols + q];
+    C b = has_b ? Y[g * cols + cb] : C{0, 0};
+    if (mirror) a.y = -a.y, b.y = -b.y;
+    if (f == 0 || 2 * f == nfft) a.y = 0, b.y = 0;
+    W[f * h + q] = C{a.x - b.y, a.y + b.x};
+  }
+}
+
+// ---- fft 2: contiguous transforms (one row of nfft per column) and tiled transposes ---------
+
+constexpr int kTile = 32, kTRows = 8;  // 32 × 32 tiles, 32 × 8 threads
+
+// P (cols, nfft) row-major from a vector in its layout (zero past Nt): a tiled transpose, read
+// coalesced along col (time-major) or along time (space-major), written along time.
+template <class T, bool SM>
+__global__ void __launch_bounds__(kTile* kTRows) gather_rows(const T* __restrict__ x, int64_t Nt, int64_t cols,
+                                                             int64_t R, bool reverse, int64_t nfft,
+                                                             T* __restrict__ P) {
+  __shared__ T tile[kTile][kTile + 1];  // [col][t]
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t t0 = int64_t(blockIdx.x) * kTile;
+  for (int64_t c0 = int64_t(blockIdx.y) * kTile; c0 < cols; c0 += int64_t(gridDim.y) * kTile) {
+    for (int k = ty; k < kTile; k += kTRows) {
+      const int tl = SM ? tx : k, cl = SM ? k : tx;
+      const int64_t t = t0 + tl, col = c0 + cl;
+      T v = T(0);
+      if (t < nfft && col < cols) {
+        const int64_t s = src_time(t, Nt, nfft, reverse);
+        if (s >= 0) v = x[vec_offset(s, col, Nt, R, SM, cols)];
+      }
+      tile[cl][tl] = v;
+    }
+    __syncthreads();
+    for (int k = ty; k < kTile; k += kTRows) {
+      const int64_t col = c0 + k, t = t0 + tx;
+      if (col < cols && t < nfft) P[col * nfft + t] = tile[k][tx];
+    }
+    __syncthreads();
+  }
+}
+
+// out (layout) [t < Nt, col] = Q[col, src_time(t)], Q (cols, nfft) row-major.
+template <class T, bool SM>
+__global__ void __launch_bounds__(kTile* kTRows) scatter_rows(const T* __restrict__ Q, int64_t Nt, int64_t cols,
+                                                              int64_t R, bool reverse, int64_t nfft,
+                                                              T* __restrict__ out) {
+  __shared__ T tile[kTile][kTile + 1];  // [col][t]
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t t0 = int64_t(blockIdx.x) * kTile;
+  for (int64_t c0 = int64_t(blockIdx.y) * kTile; c0 < cols; c0 += int64_t(gridDim.y) * kTile) {
+    for (int k = ty; k < kTile; k += kTRows) {
+      const int64_t col = c0 + k, t = t0 + tx;
+      if (col < cols && t < Nt) tile[k][tx] = Q[col * nfft + (reverse ? (t == 0 ? 0 : nfft - t) : t)];
+    }
+    __syncthreads();
+    for (int k = ty; k < kTile; k += kTRows) {
+      const int tl = SM ? tx : k, cl = SM ? k : tx;
+      const int64_t t = t0 + tl, col = c0 + cl;
+      if (t < Nt && col < cols) out[vec_offset(t, col, Nt, R, SM, cols)] = tile[cl][tl];
+    }
+    __syncthreads();
+  }
+}
+
+// out (ncol, nrow) = in (nrow, ncol)ᵀ, complex, tiled through shared memory.
+template <class C>
+__global__ void __launch_bounds__(kTile* kTRows) transpose_c(const C* __restrict__ in, int64_t nrow, int64_t ncol,
+                                                             C* __restrict__ out) {
+  __shared__ C tile[kTile][kTile + 1];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c0 = int64_t(blockIdx.x) * kTile;
+  for (int64_t r0 = int64_t(blockIdx.y) * kTile; r0 < nrow; r0 += int64_t(gridDim.y) * kTile) {
+    for (int k = ty; k < kTile; k += kTRows) {
+      const int64_t r = r0 + k, c = c0 + tx;
+      if (r < nrow && c < ncol) tile[k][tx] = in[r * ncol + c];
+    }
+    __syncthreads();
+    for (int k = ty; k < kTile; k += kTRows) {
+      const int64_t c = c0 + k, r = r0 + tx;
+      if (c < ncol && r < nrow) out[c * nrow + r] = tile[tx][k];
+    }
+    __syncthreads();
+  }
+}
+
+dim3 tile_grid(int64_t xdim, int64_t ydim) {
+  return dim3(unsigned((xdim + kTile - 1) / kTile), unsigned(std::min<int64_t>((ydim + kTile - 1) / kTile, 65535)));
 }
 
 // P[t, j] = blocks[t, c0 + j] for t < Nt, 0 below nfft.
@@ -166,13 +317,44 @@ void build_toeplitz_fhat(int64_t Nt, int64_t Nd, int64_t Nm, DType dtype, const 
     throw TypeError(msg("argument 'blocks': expected float32 or float64, got ", dtype_name(dtype)));
 }
 
+// fft -1 resolves here (one dispatch point). Measured on the H200 (2026-11-21, Nt=1000, Nd=100,
+// Nm=5000, float32, default algo; bench/NOTES-gpu.md version 4), whole calls in ms:
+//                    fft 0   fft 1   fft 2
+//   matvec  R=1      1.201   1.195   1.066
+//   rmatvec R=1      1.272   1.237   1.090
+//   matvec  R=16     7.241   7.230   4.942
+//   rmatvec R=16     6.378   6.038   3.748
+//   space-major      1.342 / 1.293 / 9.52 / 7.25 (fft 0) vs 1.065 / 1.099 / 4.86 / 3.95 (fft 2)
+// fft 1 loses because cuFFT runs the strided C2C of 2000 points as two slow regular_fft_factor
+// passes (0.18 ms at R=1), while the R2C's half-length C2C of 1000 is one vector_fft kernel.
+// Other shapes and float64 are unmeasured: the same choice.
+int toeplitz_auto_fft(int64_t Nd, int64_t Nm, int64_t R, DType dtype, bool space_major) {
+  (void)Nd, (void)Nm, (void)R, (void)dtype, (void)space_major;
+  return 2;
+}
+
+namespace {
+
+// Complex-to-complex transforms (fft 1), in place.
+void exec_c2c(cufftHandle p, float2* z, int dir) {
+  STRUX_CUFFT(cufftExecC2C(p, reinterpret_cast<cufftComplex*>(z), reinterpret_cast<cufftComplex*>(z), dir));
+}
+void exec_c2c(cufftHandle p, double2* z, int dir) {
+  STRUX_CUFFT(
+      cufftExecZ2Z(p, reinterpret_cast<cufftDoubleComplex*>(z), reinterpret_cast<cufftDoubleComplex*>(z), dir));
+}
+
+}  // namespace
+
 struct ToeplitzPlan::Impl {
   int64_t Nt, Nd, Nm, R, nfft, nfreq;
   bool space_major;
   int algo, algo_adj;  // product per direction
+  int fft;             // transform layout: 0 strided R2C/C2R, 1 paired C2C, 2 contiguous + transposes
   DType dtype;
+  // fft 0: r2c/c2r per side; fft 1: c2c_m/c2c_d in the r2c slots; fft 2: contiguous r2c/c2r.
   FFTPlan r2c_m, c2r_m, r2c_d, c2r_d;
-  DeviceBuffer P, X, Y, work, blas_work;
+  DeviceBuffer P, X, Y, T1, work, blas_work;
   cublasHandle_t blas = nullptr;
 
   ~Impl() {
@@ -180,9 +362,12 @@ struct ToeplitzPlan::Impl {
   }
   template <class T>
   void apply(const void* fhat, const T* in, T* out, bool adjoint, cudaStream_t s);
+  template <class T>
+  void product(const void* fhat, const void* Xin, void* Xout, bool adjoint, cudaStream_t s);
 };
 
-ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool space_major, DType dtype, int algo)
+ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool space_major, DType dtype, int algo,
+                           int fft)
     : impl_(new Impl) {
   check_positive(Nt, "Nt");
   check_positive(Nd, "Nd");
@@ -192,29 +377,53 @@ ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool s
     throw TypeError(msg("argument 'dtype': expected float32 or float64, got ", dtype_name(dtype)));
   check_arg(algo >= -1 && algo <= 2, "algo",
             "expected -1 (automatic), 0 (cuBLAS gemv/gemm), 1 (cuBLAS gemm) or 2 (own kernels), got ", algo);
+  check_arg(fft >= -1 && fft <= 2, "fft",
+            "expected -1 (automatic), 0 (strided R2C/C2R), 1 (paired C2C) or 2 (contiguous), got ", fft);
   check_int(Nd * Nm, "Nd*Nm");
   check_int(std::max(Nd, Nm) * R, "R");
   Impl& p = *impl_;
   p.Nt = Nt, p.Nd = Nd, p.Nm = Nm, p.R = R, p.space_major = space_major, p.dtype = dtype;
   p.algo = algo < 0 ? toeplitz_auto_algo(Nd, Nm, R, dtype, false) : algo;
   p.algo_adj = algo < 0 ? toeplitz_auto_algo(Nd, Nm, R, dtype, true) : algo;
+  p.fft = fft < 0 ? toeplitz_auto_fft(Nd, Nm, R, dtype, space_major) : fft;
   p.nfft = toeplitz_nfft(Nt);
   p.nfreq = p.nfft / 2 + 1;
   check_int(p.nfreq, "Nt");
   const bool dbl = dtype == DType::f64;
   const size_t tr = dbl ? 8 : 4;
   const cufftType r2c = dbl ? CUFFT_D2Z : CUFFT_R2C, c2r = dbl ? CUFFT_Z2D : CUFFT_C2R;
+  const cufftType c2c = dbl ? CUFFT_Z2Z : CUFFT_C2C;
   const int64_t cm = Nm * R, cd = Nd * R, nfft = p.nfft, nfreq = p.nfreq;
-  // Transform along time with stride = columns, one transform per column: frequency-major out.
-  p.r2c_m.make(nfft, cm, cm, 1, nfft, cm, 1, nfreq, r2c);
-  p.c2r_m.make(nfft, cm, cm, 1, nfreq, cm, 1, nfft, c2r);
-  p.r2c_d.make(nfft, cd, cd, 1, nfft, cd, 1, nfreq, r2c);
-  p.c2r_d.make(nfft, cd, cd, 1, nfreq, cd, 1, nfft, c2r);
-  const size_t ws = std::max({p.r2c_m.work_size(), p.c2r_m.work_size(), p.r2c_d.work_size(), p.c2r_d.work_size(),
-                              size_t(256)});
+  const int64_t hm = (Nm + 1) / 2 * R, hd = (Nd + 1) / 2 * R;  // complex columns of fft 1
+  std::vector<FFTPlan*> made;
+  if (p.fft == 0) {
+    // Transform along time with stride = columns, one transform per column: frequency-major out.
+    p.r2c_m.make(nfft, cm, cm, 1, nfft, cm, 1, nfreq, r2c);
+    p.c2r_m.make(nfft, cm, cm, 1, nfreq, cm, 1, nfft, c2r);
+    p.r2c_d.make(nfft, cd, cd, 1, nfft, cd, 1, nfreq, r2c);
+    p.c2r_d.make(nfft, cd, cd, 1, nfreq, cd, 1, nfft, c2r);
+    made = {&p.r2c_m, &p.c2r_m, &p.r2c_d, &p.c2r_d};
+    p.P.allocate(size_t(nfft) * std::max(cm, cd) * tr);
+  } else if (p.fft == 1) {
+    // Strided C2C over h complex columns (pairs of real ones), in place, both directions.
+    p.r2c_m.make(nfft, hm, hm, 1, nfft, hm, 1, nfft, c2c);
+    p.r2c_d.make(nfft, hd, hd, 1, nfft, hd, 1, nfft, c2c);
+    made = {&p.r2c_m, &p.r2c_d};
+    p.P.allocate(size_t(nfft) * 2 * std::max(hm, hd) * tr);
+  } else {
+    // Contiguous rows: column c's nfft samples at P[c·nfft], spectra at T1[c·nfreq].
+    p.r2c_m.make(nfft, cm, 1, nfft, nfft, 1, nfreq, nfreq, r2c);
+    p.c2r_m.make(nfft, cm, 1, nfreq, nfreq, 1, nfft, nfft, c2r);
+    p.r2c_d.make(nfft, cd, 1, nfft, nfft, 1, nfreq, nfreq, r2c);
+    p.c2r_d.make(nfft, cd, 1, nfreq, nfreq, 1, nfft, nfft, c2r);
+    made = {&p.r2c_m, &p.c2r_m, &p.r2c_d, &p.c2r_d};
+    p.P.allocate(size_t(nfft) * std::max(cm, cd) * tr);
+    p.T1.allocate(size_t(nfreq) * std::max(cm, cd) * 2 * tr);
+  }
+  size_t ws = 256;
+  for (FFTPlan* f : made) ws = std::max(ws, f->work_size());
   p.work.allocate(ws);
-  for (FFTPlan* f : {&p.r2c_m, &p.c2r_m, &p.r2c_d, &p.c2r_d}) f->set_work(p.work.get());
-  p.P.allocate(size_t(nfft) * std::max(cm, cd) * tr);
+  for (FFTPlan* f : made) f->set_work(p.work.get());
   p.X.allocate(size_t(nfreq) * cm * 2 * tr);
   p.Y.allocate(size_t(nfreq) * cd * 2 * tr);
   STRUX_CUBLAS(cublasCreate(&p.blas));
@@ -226,47 +435,32 @@ ToeplitzPlan::~ToeplitzPlan() = default;
 int64_t ToeplitzPlan::nfft() const { return impl_->nfft; }
 int64_t ToeplitzPlan::nfreq() const { return impl_->nfreq; }
 int ToeplitzPlan::algo(bool adjoint) const { return adjoint ? impl_->algo_adj : impl_->algo; }
+int ToeplitzPlan::fft() const { return impl_->fft; }
 size_t ToeplitzPlan::workspace_bytes() const {
   const Impl& p = *impl_;
-  return p.P.bytes() + p.X.bytes() + p.Y.bytes() + p.work.bytes() + p.blas_work.bytes();
+  return p.P.bytes() + p.X.bytes() + p.Y.bytes() + p.T1.bytes() + p.work.bytes() + p.blas_work.bytes();
 }
 
+// Xout (nfreq, cout) = alpha · F̂[f] Xin[f] (or F̂[f]^H), frequency-major, per the direction's algo.
 template <class T>
-void ToeplitzPlan::Impl::apply(const void* fhat, const T* in, T* out, bool adjoint, cudaStream_t s) {
-  using F = Fft<T>;
+void ToeplitzPlan::Impl::product(const void* fhat, const void* Xin_, void* Xout_, bool adjoint, cudaStream_t s) {
   using B = Blas<T>;
   using C = typename B::C;
+  const C* Xin = static_cast<const C*>(Xin_);
+  C* Xout = static_cast<C*>(Xout_);
   const int64_t cm = Nm * R, cd = Nd * R;
-  // Input/output column counts and transforms for this direction.
-  const int64_t cin = adjoint ? cd : cm, cout = adjoint ? cm : cd;
-  FFTPlan& fin = adjoint ? r2c_d : r2c_m;
-  FFTPlan& fout = adjoint ? c2r_m : c2r_d;
   const int algo = adjoint ? algo_adj : this->algo;
   const bool gemv = R == 1 && algo == 0;
-  const bool reverse = adjoint && gemv;  // conj via time reversal (gemv has no "conj, no transpose")
-  C* Xin = (adjoint ? Y : X).as<C>();
-  C* Xout = (adjoint ? X : Y).as<C>();
-  T* Pr = P.as<T>();
-
-  if (space_major) {
-    gather_pad_sm<T><<<grid2(nfft, cin, kThreads), kThreads, 0, s>>>(in, Nt, cin, R, reverse, nfft, Pr);
-  } else {
-    gather_pad<T><<<grid2(cin, nfft, kThreads), kThreads, 0, s>>>(in, Nt, cin, R, false, reverse, nfft, Pr);
+  if (algo == 2) {
+    toeplitz_detail::apply_fhat_multi<T>(fhat, Xin, Xout, nfreq, Nd, Nm, R, adjoint, T(1) / T(nfft), s);
+    return;
   }
-  STRUX_LAUNCH("toeplitz gather_pad");
-  STRUX_CUFFT(cufftSetStream(fin.get(), s));
-  STRUX_CUFFT(cufftSetStream(fout.get(), s));
-  F::forward(fin.get(), Pr, reinterpret_cast<typename F::C*>(Xin));
-
   STRUX_CUBLAS(cublasSetStream(blas, s));
   STRUX_CUBLAS(cublasSetWorkspace(blas, blas_work.get(), blas_work.bytes()));
   const C alpha{T(1) / T(nfft), 0}, beta{0, 0};
   const C* A = static_cast<const C*>(fhat);
   const long long sA = (long long)(Nd * Nm);
   const int nb = int(nfreq);
-  if (algo == 2) {
-    toeplitz_detail::apply_fhat_multi<T>(fhat, Xin, Xout, nfreq, Nd, Nm, R, adjoint, T(1) / T(nfft), s);
-  } else {
   // Column-major view of F̂[f] (row-major Nd × Nm) is A' = F̂[f]ᵀ (Nm × Nd, lda = Nm).
   if (gemv) {
     if (!adjoint)  // d̂ = A'ᵀ m̂
@@ -281,12 +475,91 @@ void ToeplitzPlan::Impl::apply(const void* fhat, const T* in, T* out, bool adjoi
       B::gemm(blas, CUBLAS_OP_N, CUBLAS_OP_C, int(R), int(Nm), int(Nd), &alpha, Xin, int(R), cd, A, int(Nm), sA,
               &beta, Xout, int(R), cm, nb);
   }
+}
+
+template <class T>
+void ToeplitzPlan::Impl::apply(const void* fhat, const T* in, T* out, bool adjoint, cudaStream_t s) {
+  using F = Fft<T>;
+  using C = typename F::C;
+  const int64_t cm = Nm * R, cd = Nd * R;
+  // Input/output column counts and transforms for this direction.
+  const int64_t cin = adjoint ? cd : cm, cout = adjoint ? cm : cd;
+  const int algo = adjoint ? algo_adj : this->algo;
+  // conj via time reversal (gemv has no "conj, no transpose"): folded into gather and scatter.
+  const bool reverse = adjoint && R == 1 && algo == 0;
+  C* Xin = (adjoint ? Y : X).as<C>();
+  C* Xout = (adjoint ? X : Y).as<C>();
+  T* Pr = P.as<T>();
+
+  if (fft == 2) {
+    // gather (transpose) → contiguous R2C → transpose to frequency-major → product → transpose
+    // back → contiguous C2R → scatter (transpose).
+    FFTPlan& fin = adjoint ? r2c_d : r2c_m;
+    FFTPlan& fout = adjoint ? c2r_m : c2r_d;
+    C* Tc = T1.as<C>();
+    const dim3 tb(kTile, kTRows);
+    if (space_major)
+      gather_rows<T, true><<<tile_grid(nfft, cin), tb, 0, s>>>(in, Nt, cin, R, reverse, nfft, Pr);
+    else
+      gather_rows<T, false><<<tile_grid(nfft, cin), tb, 0, s>>>(in, Nt, cin, R, reverse, nfft, Pr);
+    STRUX_LAUNCH("toeplitz gather_rows");
+    STRUX_CUFFT(cufftSetStream(fin.get(), s));
+    STRUX_CUFFT(cufftSetStream(fout.get(), s));
+    F::forward(fin.get(), Pr, Tc);
+    transpose_c<C><<<tile_grid(nfreq, cin), tb, 0, s>>>(Tc, cin, nfreq, Xin);
+    STRUX_LAUNCH("toeplitz transpose_c");
+    product<T>(fhat, Xin, Xout, adjoint, s);
+    transpose_c<C><<<tile_grid(cout, nfreq), tb, 0, s>>>(Xout, nfreq, cout, Tc);
+    STRUX_LAUNCH("toeplitz transpose_c");
+    F::inverse(fout.get(), Tc, Pr);
+    if (space_major)
+      scatter_rows<T, true><<<tile_grid(Nt, cout), tb, 0, s>>>(Pr, Nt, cout, R, reverse, nfft, out);
+    else
+      scatter_rows<T, false><<<tile_grid(Nt, cout), tb, 0, s>>>(Pr, Nt, cout, R, reverse, nfft, out);
+    STRUX_LAUNCH("toeplitz scatter_rows");
+    return;
   }
-  F::inverse(fout.get(), reinterpret_cast<typename F::C*>(Xout), Pr);
+
+  // fft 0: P (nfft, cin) real, strided R2C. fft 1: P (nfft, 2h) real = (nfft, h) complex pairs,
+  // h = ceil(nsp/2)·R, strided C2C in place, then split.
+  const int64_t nin = adjoint ? Nd : Nm, nout = adjoint ? Nm : Nd;
+  const int64_t hnin = fft == 1 ? (nin + 1) / 2 : 0, hnout = fft == 1 ? (nout + 1) / 2 : 0;
+  const int64_t ldin = fft == 1 ? 2 * hnin * R : cin, ldout = fft == 1 ? 2 * hnout * R : cout;
   if (space_major) {
-    scatter_out_sm<T><<<grid2(Nt, cout, kThreads), kThreads, 0, s>>>(Pr, Nt, cout, R, reverse, nfft, out);
+    gather_pad_sm<T><<<grid2(nfft, ldin, kThreads), kThreads, 0, s>>>(in, Nt, nin, R, hnin, ldin, reverse, nfft, Pr);
   } else {
-    scatter_out<T><<<grid2(cout, Nt, kThreads), kThreads, 0, s>>>(Pr, Nt, cout, R, false, reverse, nfft, out);
+    gather_pad<T><<<grid2(ldin, nfft, kThreads), kThreads, 0, s>>>(in, Nt, nin, R, hnin, ldin, false, reverse, nfft,
+                                                                   Pr);
+  }
+  STRUX_LAUNCH("toeplitz gather_pad");
+  if (fft == 0) {
+    FFTPlan& fin = adjoint ? r2c_d : r2c_m;
+    FFTPlan& fout = adjoint ? c2r_m : c2r_d;
+    STRUX_CUFFT(cufftSetStream(fin.get(), s));
+    STRUX_CUFFT(cufftSetStream(fout.get(), s));
+    F::forward(fin.get(), Pr, Xin);
+    product<T>(fhat, Xin, Xout, adjoint, s);
+    F::inverse(fout.get(), Xout, Pr);
+  } else {
+    FFTPlan& fin = adjoint ? r2c_d : r2c_m;
+    FFTPlan& fout = adjoint ? r2c_m : r2c_d;
+    C* Z = P.as<C>();
+    STRUX_CUFFT(cufftSetStream(fin.get(), s));
+    STRUX_CUFFT(cufftSetStream(fout.get(), s));
+    exec_c2c(fin.get(), Z, CUFFT_FORWARD);
+    split_pairs<C><<<grid2(hnin * R, nfreq, kThreads), kThreads, 0, s>>>(Z, nin, R, hnin, nfft, nfreq, Xin);
+    STRUX_LAUNCH("toeplitz split_pairs");
+    product<T>(fhat, Xin, Xout, adjoint, s);
+    merge_pairs<C><<<grid2(hnout * R, nfft, kThreads), kThreads, 0, s>>>(Xout, nout, R, hnout, nfft, nfreq, Z);
+    STRUX_LAUNCH("toeplitz merge_pairs");
+    exec_c2c(fout.get(), Z, CUFFT_INVERSE);
+  }
+  if (space_major) {
+    scatter_out_sm<T><<<grid2(Nt, cout, kThreads), kThreads, 0, s>>>(Pr, Nt, nout, R, hnout, ldout, reverse, nfft,
+                                                                      out);
+  } else {
+    scatter_out<T><<<grid2(cout, Nt, kThreads), kThreads, 0, s>>>(Pr, Nt, nout, R, hnout, ldout, false, reverse,
+                                                                     nfft, out);
   }
   STRUX_LAUNCH("toeplitz scatter_out");
 }
