@@ -5,6 +5,7 @@
 # Writes under $OUT (default ./out): gpu_check.log, build.log, pytest.log, gpu_bench.json,
 # gpu_bench.md, memcheck.log.
 #   scripts/gpu_check.sh [--quick] [--no-bench] [--no-tests]
+# BENCH_ARGS (environment) passes on to the benchmark, e.g. BENCH_ARGS="--only fftconv".
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
@@ -56,7 +57,7 @@ fi
 
 # ---- benchmark ---------------------------------------------------------------------------------
 if [ $BENCH = 1 ]; then
-  timeout 200 python3 -m strux.bench.gpu --out "$OUT" $QUICK || { echo "== bench failed"; rc=1; }
+  timeout 300 python3 -m strux.bench.gpu --out "$OUT" $QUICK ${BENCH_ARGS:-} || { echo "== bench failed"; rc=1; }
 fi
 
 # ---- memcheck on small sizes -------------------------------------------------------------------
