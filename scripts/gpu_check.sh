@@ -5,7 +5,8 @@
 # Writes under $OUT (default ./out): gpu_check.log, build.log, pytest.log, gpu_bench.json,
 # gpu_bench.md, memcheck.log.
 #   scripts/gpu_check.sh [--quick] [--no-bench] [--no-tests]
-# BENCH_ARGS (environment) passes on to the benchmark, e.g. BENCH_ARGS="--only fftconv".
+# BENCH_ARGS (environment) passes on to the fftconv/toeplitz benchmark, e.g. BENCH_ARGS="--only
+# fftconv"; SKIP_KS_SCAN=1 skips the ks/scan benchmark.
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
@@ -33,7 +34,9 @@ TESTS_CPP=OFF
 [ -d /usr/include/gtest ] && ls tests/cpp/*.cpp >/dev/null 2>&1 && TESTS_CPP=ON
 COMMON=(-G Ninja -DSTRUX_CUDA=ON -DSTRUX_BUILD_PYTHON=ON -DSTRUX_BUILD_TESTS=$TESTS_CPP
   -DPython_EXECUTABLE="$(which python3)" -DFFTW_INCLUDE_DIR="$D/include" -DFFTW_LIB="$LIB/libfftw3.so"
-  -DFFTWF_LIB="$LIB/libfftw3f.so" -DCBLAS_INCLUDE_DIR="$D/include/x86_64-linux-gnu" -DBLAS_LIB="$LIB/blas/libblas.so.3")
+  -DFFTWF_LIB="$LIB/libfftw3f.so" -DCBLAS_INCLUDE_DIR="$D/include/x86_64-linux-gnu" -DBLAS_LIB="$LIB/blas/libblas.so.3"
+  # This machine's chip only (Hopper), to keep the build short; the default build covers sm_80/90/90a.
+  -DSTRUX_CUDA_GENCODE="${STRUX_CUDA_GENCODE:--gencode=arch=compute_90a,code=sm_90a}")
 t0=$(date +%s)
 rm -f python/strux/_ext*.so
 if cmake -S . -B build/gpu "${COMMON[@]}" >> "$OUT/build.log" 2>&1 && cmake --build build/gpu >> "$OUT/build.log" 2>&1; then
@@ -58,6 +61,7 @@ fi
 # ---- benchmark ---------------------------------------------------------------------------------
 if [ $BENCH = 1 ]; then
   timeout 300 python3 -m strux.bench.gpu --out "$OUT" $QUICK ${BENCH_ARGS:-} || { echo "== bench failed"; rc=1; }
+  [ "${SKIP_KS_SCAN:-0}" = 1 ] || timeout 200 python3 -m strux.bench.gpu_ks_scan --out "$OUT" $QUICK || { echo "== ks/scan bench failed"; rc=1; }
 fi
 
 # ---- memcheck on small sizes -------------------------------------------------------------------
@@ -84,4 +88,5 @@ PY
   tail -3 "$OUT/memcheck.log"
 fi
 [ -f "$OUT/gpu_bench.md" ] && cat "$OUT/gpu_bench.md"
+[ -f "$OUT/gpu_ks_scan.md" ] && cat "$OUT/gpu_ks_scan.md"
 exit $rc

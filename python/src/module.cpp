@@ -13,6 +13,7 @@ void bind_ks(nb::module_& m);
 void bind_scan(nb::module_& m);
 #ifdef STRUX_HAVE_CUDA
 void bind_cuda(nb::module_& m);
+void bind_cuda_ks_scan(nb::module_& m);
 #endif
 
 NB_MODULE(_ext, m) {
@@ -49,5 +50,6 @@ NB_MODULE(_ext, m) {
   bind_scan(m);
 #ifdef STRUX_HAVE_CUDA
   bind_cuda(m);
+  bind_cuda_ks_scan(m);
 #endif
 }

@@ -113,3 +113,25 @@ def choice(value, name: str, allowed) -> str:
     if not isinstance(value, str) or value not in allowed:
         raise ValueError(f"argument '{name}': expected one of {', '.join(repr(v) for v in allowed)}, got {value!r}")
     return value
+
+
+def on_gpu(x) -> bool:
+    """True for an array in CUDA device memory (torch tensor, CuPy array, any DLPack producer)."""
+    if x is None or isinstance(x, np.ndarray):
+        return False
+    dev = getattr(x, "__dlpack_device__", None)
+    if dev is not None:
+        try:
+            return int(dev()[0]) in (2, 13)  # kDLCUDA, kDLCUDAManaged
+        except Exception:
+            return False
+    return hasattr(x, "__cuda_array_interface__")
+
+
+def cuda_backend():
+    """The CUDA path module, or a clear error when this build or machine has none."""
+    from . import _cuda
+    if not _cuda.available():
+        raise RuntimeError("strux: got a CUDA array, but this strux build has no CUDA backend "
+                           "or no CUDA device is visible (strux.info() says which)")
+    return _cuda

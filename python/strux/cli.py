@@ -20,9 +20,41 @@ def _info(args) -> int:
     return 0
 
 
+def _use_gpu(device: str) -> bool:
+    if device == "cpu":
+        return False
+    from strux import _cuda
+    ok = _cuda.available()
+    try:
+        import torch  # the GPU baselines are PyTorch recipes
+        ok = ok and torch.cuda.is_available()
+    except ImportError:
+        ok = False
+    if device == "cuda" and not ok:
+        raise RuntimeError("--device cuda: needs strux built with CUDA, a visible GPU and PyTorch")
+    return ok
+
+
+def _bench_gpu(args) -> int:
+    import strux
+    from strux.bench import gpu, gpu_ks_scan
+    res = gpu.run(quick=args.quick)
+    print(gpu.markdown(res))
+    res_ks_scan = gpu_ks_scan.run(quick=args.quick)
+    print(gpu_ks_scan.table(res_ks_scan["meta"], res_ks_scan["rows"]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"strux": strux.info(), "fftconv_toeplitz": res, "ks_scan": res_ks_scan}, f,
+                      indent=1, default=str)
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
 def _bench(args) -> int:
     import strux
     from strux import bench
+    if _use_gpu(args.device):
+        return _bench_gpu(args)
     if args.threads:
         strux.set_num_threads(args.threads)
     families = args.family or bench.FAMILIES
@@ -62,6 +94,9 @@ def main(argv=None) -> int:
     b.add_argument("--family", action="append", help="only this family (repeatable)")
     b.add_argument("--threads", type=int, default=0, help="CPU threads (default: all)")
     b.add_argument("--quiet", action="store_true", help="no progress lines")
+    b.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="auto (default): the GPU when strux has CUDA, a GPU is visible and PyTorch is installed")
+    b.add_argument("--quick", action="store_true", help="GPU: small sizes (a smoke run)")
     b.set_defaults(fn=_bench)
     sub.add_parser("verify", help="correctness self-check").set_defaults(fn=_verify)
     args = p.parse_args(argv)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _ext
-from ._arrays import (check_shape, choice, compute_dtype, native, real_array, result, same_dtype)
+from ._arrays import (check_shape, cuda_backend, on_gpu, choice, compute_dtype, native, real_array, result, same_dtype)
 
 _MODES = ("causal", "circular")
 _PLANS = {np.dtype(np.float32): _ext.FFTConvPlanFloat32, np.dtype(np.float64): _ext.FFTConvPlanFloat64}
@@ -118,7 +118,10 @@ def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=Non
     pregate, postgate: optional (B, H, L) gates, v = u * pregate, y = (k * v + skip v) * postgate.
     skip: optional (H,) per-channel skip weight.
     Returns y (B, H, L) in the dtype of u (float16/bfloat16 computed in float32).
+    CUDA arrays (torch, CuPy) run on the GPU on the current stream and come back of their kind.
     """
+    if on_gpu(u):
+        return cuda_backend().fftconv(u, k, mode, pregate, postgate, skip)
     u, op = _operator(u, k, mode)
     return op(u, pregate=pregate, postgate=postgate, skip=skip)
 
@@ -129,7 +132,9 @@ def fftconv_vjp(dy, u, k, *, mode: str = "causal", pregate=None, postgate=None, 
     Arguments: dy (B, H, L) the gradient of a loss w.r.t. y, then the inputs of `fftconv`.
     Returns (du, dk, dpregate, dpostgate, dskip): gradients with the shapes of u, k, pregate,
     postgate, skip, each None when that optional input was not given. In causal mode
-    dk[:, s] = 0 for taps s >= L (they never reach an output).
+    dk[:, s] = 0 for taps s >= L (they never reach an output). CUDA arrays run on the GPU.
     """
+    if on_gpu(u):
+        return cuda_backend().fftconv_vjp(dy, u, k, mode, pregate, postgate, skip)
     u, op = _operator(u, k, mode)
     return op.vjp(dy, u, pregate=pregate, postgate=postgate, skip=skip)

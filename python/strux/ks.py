@@ -20,10 +20,17 @@ import numbers
 import numpy as np
 
 from . import _ext
-from ._arrays import (check_shape, choice, compute_dtype, native, real_array, result,
+from ._arrays import (check_shape, cuda_backend, on_gpu, choice, compute_dtype, native, real_array, result,
                       same_dtype)
 
 _LAYOUTS = ("bsf", "bsl")
+
+
+def _gpu():
+    """The CUDA path for ks and scans (torch / CuPy arrays), or a clear error when absent."""
+    cuda_backend()  # raises when this build or machine has no CUDA
+    from . import _cuda_ks_scan
+    return _cuda_ks_scan
 
 
 def _pattern(pattern, name: str = "pattern") -> tuple:
@@ -98,6 +105,8 @@ def ks_matmul(x, w, pattern, *, layout: str = "bsf"):
     ``w`` has shape ``pattern = (a, b, c, d)``; ``K`` is defined in the module docstring.
     Returns an array of shape (batch, M) or (M, batch) in the dtype of x.
     """
+    if on_gpu(x):
+        return _gpu().ks_matmul(x, w, pattern, layout=layout)
     layout = choice(layout, "layout", _LAYOUTS)
     p = _pattern(pattern)
     w = _weights(w, "w", p)
@@ -115,6 +124,8 @@ def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf"):
     ``dw[i, k, l, j] = Σ_t dy[t, i*b*d + k*d + j] * x[t, i*c*d + l*d + j]`` ("bsf"; for "bsl" the
     batch runs along axis 1), shaped like w. Both in the dtype of x.
     """
+    if on_gpu(x):
+        return _gpu().ks_matmul_vjp(dy, x, w, pattern, layout=layout)
     layout = choice(layout, "layout", _LAYOUTS)
     p = _pattern(pattern)
     w = _weights(w, "w", p)
@@ -137,6 +148,8 @@ def ks_chain(x, ws, patterns, *, layout: str = "bsf"):
     ``ws[p]`` has shape ``patterns[p]``. x has N = a_P*c_P*d_P features, the result
     M = a_1*b_1*d_1. K_P is applied first.
     """
+    if on_gpu(x):
+        return _gpu().ks_chain(x, ws, patterns, layout=layout)
     layout = choice(layout, "layout", _LAYOUTS)
     ps = _patterns(patterns)
     ws = _weight_list(ws, ps)
@@ -155,6 +168,8 @@ def ks_chain_vjp(dy, x, ws, patterns, *, layout: str = "bsf"):
     "bsl", K = K_1 ⋯ K_P) and one gradient per weight array, shaped like it. The forward
     intermediates are recomputed (not taken from an earlier ks_chain call).
     """
+    if on_gpu(x):
+        return _gpu().ks_chain_vjp(dy, x, ws, patterns, layout=layout)
     layout = choice(layout, "layout", _LAYOUTS)
     ps = _patterns(patterns)
     ws = _weight_list(ws, ps)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _ext
-from ._arrays import (check_shape, complex_or_real_array, compute_dtype, native, real_array,
+from ._arrays import (check_shape, cuda_backend, on_gpu, complex_or_real_array, compute_dtype, native, real_array,
                       result, same_dtype)
 
 __all__ = ["diag_scan", "diag_scan_vjp", "circulant_scan", "circulant_scan_vjp",
@@ -32,6 +32,13 @@ __all__ = ["diag_scan", "diag_scan_vjp", "circulant_scan", "circulant_scan_vjp",
 _SUFFIX = {np.dtype(np.float32): "f", np.dtype(np.float64): "d",
            np.dtype(np.complex64): "cf", np.dtype(np.complex128): "cd"}
 _COMPLEX_OF = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128)}
+
+
+def _gpu():
+    """The CUDA path for ks and scans (torch / CuPy arrays), or a clear error when absent."""
+    cuda_backend()  # raises when this build or machine has no CUDA
+    from . import _cuda_ks_scan
+    return _cuda_ks_scan
 
 
 def _fn(kind: str, dt: np.dtype):
@@ -85,6 +92,8 @@ def diag_scan(a, b, *, h0=None, return_final=False):
     Returns h (B, T, n) in the result dtype, or (h, h_last) with h_last = h[:, -1] (B, n)
     when ``return_final``.
     """
+    if on_gpu(a):
+        return _gpu().diag_scan(a, b, h0=h0, return_final=return_final)
     return_final = _flag(return_final, "return_final")
     a, b, h0 = _diag_args(a, b, h0)
     cdt, out_dt = _diag_dtypes(a=a, b=b, h0=h0)
@@ -102,6 +111,8 @@ def diag_scan_vjp(dh, a, b, *, h0=None, dh_last=None):
     da_t = g_t conj(h_{t-1}), dh0 = conj(a_0) g_0 (conj is the identity for real values).
     Each gradient has its input's dtype; a real input next to complex ones gets the real part.
     """
+    if on_gpu(a):
+        return _gpu().diag_scan_vjp(dh, a, b, h0=h0, dh_last=dh_last)
     a, b, h0 = _diag_args(a, b, h0)
     dh = complex_or_real_array(dh, "dh", 3)
     check_shape(dh, "dh", a.shape)
@@ -163,6 +174,11 @@ def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False):
     like numpy's irfft it ignores the imaginary parts at frequency 0 and (even n) n/2.
     Returns h (B, T, n), or (h, h[:, -1]) when ``return_final``.
     """
+    if on_gpu(u):
+        if fourier:
+            raise ValueError("argument 'fourier': the GPU circulant_scan takes the spatial form only "
+                             "(fourier=False), got fourier=True")
+        return _gpu().circulant_scan(a, u, h0=h0, return_final=return_final)
     return_final = _flag(return_final, "return_final")
     a, u, h0, fourier, dt, rdt, adt = _circ_args(a, u, h0, fourier)
     kind = "circ_fourier_fwd" if fourier else "circ_fwd"

@@ -29,7 +29,7 @@ import os
 import numpy as np
 
 from . import _ext
-from ._arrays import choice, compute_dtype, native, real_array, result, same_dtype
+from ._arrays import choice, compute_dtype, cuda_backend, on_gpu, native, real_array, result, same_dtype
 
 __all__ = ["BlockToeplitz", "read_vector", "write_vector"]
 
@@ -68,6 +68,14 @@ class BlockToeplitz:
     """
 
     def __init__(self, blocks, *, layout: str = "time-major"):
+        self._gpu = None
+        if on_gpu(blocks):
+            # CUDA blocks: the operator lives on their device; matvec/rmatvec take and return
+            # arrays of the same kind there (torch or CuPy) on the current stream.
+            self._gpu = cuda_backend().BlockToeplitzCUDA(blocks, choice(layout, "layout", _LAYOUTS))
+            self._layout, self._dtype = layout, None
+            self._nt, self._nd, self._nm = (int(s) for s in blocks.shape)
+            return
         b = real_array(blocks, "blocks", ndim=3)
         self._layout = choice(layout, "layout", _LAYOUTS)
         self._dtype = b.dtype
@@ -78,6 +86,11 @@ class BlockToeplitz:
         self._blocks.flags.writeable = False
         self._plan = _plan_class(self._cdt)(self._blocks)
         self._nt, self._nd, self._nm = self._blocks.shape
+
+    def _require_cpu(self, what: str) -> None:
+        if self._gpu is not None:
+            raise ValueError(f"BlockToeplitz.{what}: not available for an operator built from CUDA blocks "
+                             "(build it from numpy blocks, e.g. blocks.cpu().numpy())")
 
     # ---- constructors ------------------------------------------------------------------------
     @classmethod
@@ -131,6 +144,7 @@ class BlockToeplitz:
         """Writes this matrix in the FFTMatvec format (float64): ``directory/meta_adj`` and one
         file ``directory/<prefix><row:06d>.h5`` per block row (folders are created). The default
         prefix puts the rows in ``adj/`` as FFTMatvec's own data does."""
+        self._require_cpu("save_fftmatvec")
         directory = _path(directory, "directory")
         if not isinstance(prefix, str) or not prefix or "\n" in prefix:
             raise ValueError(f"argument 'prefix': expected a non-empty one-line string, got {prefix!r}")
@@ -190,11 +204,15 @@ class BlockToeplitz:
 
     def matvec(self, m) -> np.ndarray:
         """d = F m: (Nt, Nm[, R]) -> (Nt, Nd[, R]) time-major, (Nm, Nt[, R]) -> (Nd, Nt[, R]) space-major."""
+        if self._gpu is not None:
+            return self._gpu.matvec(m)
         x = self._vec(m, "m", self._nm, "Nm")
         return result(self._plan.matvec(x, self._layout), self._dtype)
 
     def rmatvec(self, d) -> np.ndarray:
         """m = F^T d (the adjoint): (Nt, Nd[, R]) -> (Nt, Nm[, R]), or space-major likewise."""
+        if self._gpu is not None:
+            return self._gpu.rmatvec(d)
         x = self._vec(d, "d", self._nd, "Nd")
         return result(self._plan.rmatvec(x, self._layout), self._dtype)
 
@@ -209,6 +227,7 @@ class BlockToeplitz:
         ``dm = F^T dd`` (shaped like m) and ``dblocks[k] = sum_i dd[i] m[i-k]^T`` (summed over
         the R right-hand sides), shape (Nt, Nd, Nm). Both computed natively with FFTs.
         """
+        self._require_cpu("vjp")
         x = self._vec(m, "m", self._nm, "Nm")
         g = self._vec(dd, "dd", self._nd, "Nd")
         if g.ndim != x.ndim or (x.ndim == 3 and g.shape[2] != x.shape[2]):
@@ -226,6 +245,7 @@ class BlockToeplitz:
         layout="space-major": entry [a*Nt + i, b*Nt + j] = blocks[i-j, a, b], matching
         flattened space-major vectors (Nm, Nt) -> (Nd, Nt).
         """
+        self._require_cpu("to_dense")
         choice(layout, "layout", _LAYOUTS)
         nt, nd, nm = self._blocks.shape
         lag = np.subtract.outer(np.arange(nt), np.arange(nt))  # i - j
@@ -241,6 +261,7 @@ class BlockToeplitz:
         object's layout (time-major: t*N + s; space-major: s*Nt + t), with matvec, rmatvec and
         matmat. Its dtype is the compute dtype; inputs of another real dtype (scipy's float64
         work vectors) are cast to it, complex inputs are applied to real and imaginary parts."""
+        self._require_cpu("as_linear_operator")
         from scipy.sparse.linalg import LinearOperator
 
         nt, nd, nm, cdt = self._nt, self._nd, self._nm, self._cdt

@@ -5,6 +5,8 @@ CUDA graph capture.
       gradients du, dk, dpregate, dpostgate, dskip (through strux::fftconv_backward)
   torch.ops.strux.toeplitz_matvec(fhat, m, Nt, layout) -> d
   torch.ops.strux.toeplitz_rmatvec(fhat, d, Nt, layout) -> m
+  ks_matmul, ks_chain, KSLinear, diag_scan, circulant_scan, block_circulant_scan:
+      from strux.torch_ks_scan (custom ops with autograd; see there)
       fhat: the spectrum of BlockToeplitzCUDA (its `fhat`); gradients flow to the vector
       (matvec ↔ rmatvec), not to fhat.
 
@@ -179,3 +181,8 @@ def _rmatvec_bwd(ctx, g):
 
 toeplitz_matvec.register_autograd(_matvec_bwd, setup_context=_tp_setup)
 toeplitz_rmatvec.register_autograd(_rmatvec_bwd, setup_context=_tp_setup)
+
+
+# ---- ks and scans (custom ops defined beside their CUDA layer) ------------------------------------
+from .torch_ks_scan import (KSLinear, block_circulant_scan, circulant_scan, diag_scan,  # noqa: E402,F401
+                            ks_chain, ks_matmul)

@@ -11,13 +11,14 @@ namespace strux::cuda {
 using Stream = CUstream_st*;  // == cudaStream_t; nullptr is the legacy default stream
 
 // Element types at the array boundary. Arithmetic is float32 for f16/bf16/f32, float64 for f64.
-enum class DType : int { f32 = 0, f64 = 1, f16 = 2, bf16 = 3 };
+enum class DType : int { f32 = 0, f64 = 1, f16 = 2, bf16 = 3, c64 = 4 };
 
 inline const char* dtype_name(DType t) {
   switch (t) {
     case DType::f32: return "float32";
     case DType::f64: return "float64";
     case DType::f16: return "float16";
+    case DType::c64: return "complex64";
     case DType::bf16: return "bfloat16";
   }
   return "?";

@@ -55,6 +55,14 @@ def time_fn(fn, device: str = "cpu", min_time: float = 0.3, min_reps: int = 5, m
     return float(np.median(times))
 
 
+def copy_bandwidth() -> float:
+    """Measured host memory copy bandwidth in bytes/s (bytes read + written), the CPU ceiling."""
+    src = np.ones(1 << 25, np.float32)  # 128 MiB, far larger than the caches
+    dst = np.empty_like(src)
+    t = time_fn(lambda: np.copyto(dst, src), min_reps=5, max_reps=20)
+    return 2 * src.nbytes / t
+
+
 def collect(families=FAMILIES) -> list[Case]:
     out = []
     for fam in families:
@@ -64,6 +72,9 @@ def collect(families=FAMILIES) -> list[Case]:
 
 
 def run(cases: list[Case], progress=True) -> list[dict]:
+    bw = copy_bandwidth()
+    if progress:
+        print(f"host copy bandwidth {bw / 1e9:.1f} GB/s (read + write)", file=sys.stderr, flush=True)
     rows = []
     for i, c in enumerate(cases):
         if progress:
@@ -77,6 +88,7 @@ def run(cases: list[Case], progress=True) -> list[dict]:
             "family": c.family, "case": c.name, "device": c.device,
             "strux_ms": t_strux * 1e3, "baseline_ms": t_base * 1e3, "baseline": c.baseline_name,
             "speedup": t_base / t_strux, "bytes": c.bytes, "gbps": c.bytes / t_strux / 1e9,
+            "copy_gbps": bw / 1e9, "floor_fraction": c.bytes / t_strux / bw,
             "gflops": c.flops / t_strux / 1e9 if c.flops else None,
             "rel_error": err, "tol": c.tol, "verified": bool(err <= c.tol), **c.extra,
         })
@@ -84,9 +96,10 @@ def run(cases: list[Case], progress=True) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    head = f"{'family':9} {'case':44} {'strux ms':>9} {'base ms':>9} {'speedup':>8} {'GB/s':>7} {'rel err':>8}  ok"
+    head = (f"{'family':9} {'case':44} {'strux ms':>9} {'base ms':>9} {'speedup':>8} {'GB/s':>7} "
+            f"{'%copy':>6} {'rel err':>8}  ok")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(f"{r['family']:9} {r['case'][:44]:44} {r['strux_ms']:9.3f} {r['baseline_ms']:9.3f} "
-                     f"{r['speedup']:7.2f}x {r['gbps']:7.2f} {r['rel_error']:8.1e}  {'yes' if r['verified'] else 'NO'}")
+                     f"{r['speedup']:7.2f}x {r['gbps']:7.2f} {100 * r['floor_fraction']:5.1f}% {r['rel_error']:8.1e}  {'yes' if r['verified'] else 'NO'}")
     return "\n".join(lines)

@@ -234,34 +234,39 @@ def markdown(res):
     return "\n".join(lines) + "\n"
 
 
+def run(quick: bool = False, out: str | None = None, only: str | None = None) -> dict:
+    """All GPU cases; writes gpu_bench.json and gpu_bench.md under `out` when given."""
+    torch.manual_seed(0)
+    res = dict(device=torch.cuda.get_device_name(), date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+               torch=torch.__version__, fftconv=[], toeplitz=[])
+    res["copy_Bps"] = copy_bandwidth()
+    print(f"copy bandwidth {res['copy_Bps'] / 1e12:.2f} TB/s", file=sys.stderr, flush=True)
+    try:
+        if quick:
+            fftconv_cases([1024], 4, 64, res)
+            toeplitz_cases(100, 10, 500, 16, res)
+        else:
+            if only != "toeplitz":
+                fftconv_cases([1024, 4096, 16384], 64, 768, res)
+            if only != "fftconv":
+                toeplitz_cases(1000, 100, 5000, 16, res)
+    finally:
+        if out:
+            os.makedirs(out, exist_ok=True)
+            with open(os.path.join(out, "gpu_bench.json"), "w") as f:
+                json.dump(res, f, indent=1)
+            with open(os.path.join(out, "gpu_bench.md"), "w") as f:
+                f.write(markdown(res))
+    return res
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     ap.add_argument("--only", choices=["fftconv", "toeplitz"], help="one family only")
     a = ap.parse_args(argv)
-    torch.manual_seed(0)
-    res = dict(device=torch.cuda.get_device_name(), date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-               torch=torch.__version__, fftconv=[], toeplitz=[])
-    res["copy_Bps"] = copy_bandwidth()
-    print(f"copy bandwidth {res['copy_Bps'] / 1e12:.2f} TB/s", flush=True)
-    try:
-        if a.quick:
-            fftconv_cases([1024], 4, 64, res)
-            toeplitz_cases(100, 10, 500, 16, res)
-        else:
-            if a.only != "toeplitz":
-                fftconv_cases([1024, 4096, 16384], 64, 768, res)
-            if a.only != "fftconv":
-                toeplitz_cases(1000, 100, 5000, 16, res)
-    finally:
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "gpu_bench.json"), "w") as f:
-            json.dump(res, f, indent=1)
-        md = markdown(res)
-        with open(os.path.join(a.out, "gpu_bench.md"), "w") as f:
-            f.write(md)
-        print(md)
+    print(markdown(run(a.quick, a.out, a.only)))
 
 
 if __name__ == "__main__":

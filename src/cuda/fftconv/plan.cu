@@ -197,6 +197,7 @@ void FFTConvPlan::Impl::backward(const T* dy, const T* u, const T* pre, const T*
     case DType::f64: { using T = double; CALL; break; }  \
     case DType::f16: { using T = __half; CALL; break; }  \
     case DType::bf16: { using T = __nv_bfloat16; CALL; break; } \
+    default: throw TypeError(msg("fftconv: unsupported dtype ", dtype_name(dtype))); \
   }
 
 void FFTConvPlan::set_filter(const void* kf, Stream s) {

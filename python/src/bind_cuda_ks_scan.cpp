@@ -1,0 +1,223 @@
+// nanobind entry points for the CUDA ks and scan kernels. Arrays arrive through DLPack (PyTorch,
+// CuPy, ...) as device views; outputs and scratch are allocated by the Python layer
+// (strux/_cuda_ks_scan.py) on the caller's device and stream, so this file only checks views
+// and hands raw pointers to the plans. Python validates shapes first; the checks here keep C++
+// from ever misreading memory.
+#ifdef STRUX_HAVE_CUDA
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "arrays.hpp"
+#include "strux/core.hpp"
+#include "strux/cuda/ks.hpp"
+#include "strux/cuda/scan.hpp"
+
+namespace {
+
+using Arr = nb::ndarray<>;
+using strux::check_arg;
+using strux::cuda::DType;
+
+struct View {
+  void* p;
+  DType dt;
+  std::vector<int64_t> shape;
+};
+
+DType dtype_of(const Arr& a, const char* name) {
+  const auto t = a.dtype();
+  using C = nb::dlpack::dtype_code;
+  if (t.lanes == 1) {
+    if (t.code == uint8_t(C::Float) && t.bits == 32) return DType::f32;
+    if (t.code == uint8_t(C::Float) && t.bits == 16) return DType::f16;
+    if (t.code == uint8_t(C::Bfloat) && t.bits == 16) return DType::bf16;
+    if (t.code == uint8_t(C::Complex) && t.bits == 64) return DType::c64;
+  }
+  throw strux::TypeError(strux::msg("argument '", name,
+                                    "': expected float32, float16, bfloat16 or complex64, got DLPack "
+                                    "dtype code ", int(t.code), " bits ", int(t.bits)));
+}
+
+View view(const Arr& a, const char* name, size_t ndim) {
+  check_arg(a.device_type() == nb::device::cuda::value, name,
+            "expected an array in CUDA device memory, got DLPack device type ", a.device_type());
+  check_arg(a.ndim() == ndim, name, "expected ", ndim, " dimensions, got ", a.ndim());
+  View v{a.data(), dtype_of(a, name), strux::py::shape_of(a)};
+  int64_t expect = 1;
+  for (size_t i = ndim; i-- > 0;) {
+    if (v.shape[i] != 1)
+      check_arg(a.stride(i) == expect, name, "expected a C-contiguous array (stride of axis ", i,
+                " is ", a.stride(i), " elements, expected ", expect, ")");
+    expect *= v.shape[i];
+  }
+  return v;
+}
+
+// Builds the message only on failure: nothing touches iostreams on the hot path.
+void check_shape(bool ok, const char* name, const char* what, const std::vector<int64_t>& shape) {
+  if (!ok) throw strux::ValueError(strux::msg("argument '", name, "': ", what, ", got shape ", strux::shape_str(shape)));
+}
+
+// Scratch: any dtype (bytes), only the device matters.
+void* scratch(const Arr& a) {
+  check_arg(a.device_type() == nb::device::cuda::value, "workspace",
+            "expected an array in CUDA device memory, got DLPack device type ", a.device_type());
+  return a.data();
+}
+
+void same(const View& a, const View& b, const char* name) {
+  check_arg(a.dt == b.dt, name, "expected the dtype of the first array");
+}
+
+void* stream_ptr(uintptr_t s) { return reinterpret_cast<void*>(s); }
+
+strux::cuda::KsPattern pattern_of(const std::vector<int64_t>& p) {
+  check_arg(p.size() == 4, "pattern", "expected (a, b, c, d), got ", p.size(), " values");
+  return {p[0], p[1], p[2], p[3]};
+}
+
+// x (batch, a*c*d) or (a*c*d, batch) -> y (batch, a*b*d) or (a*b*d, batch).
+void ks_forward(const Arr& x, const Arr& w, const Arr& y, const std::vector<int64_t>& pat,
+                bool batch_last, uintptr_t stream) {
+  const auto p = pattern_of(pat);
+  View xv = view(x, "x", 2), wv = view(w, "w", 4), yv = view(y, "y", 2);
+  same(xv, wv, "w");
+  same(xv, yv, "y");
+  const int64_t N = p.a * p.c * p.d, M = p.a * p.b * p.d;
+  const int64_t batch = batch_last ? xv.shape[1] : xv.shape[0];
+  check_shape(xv.shape[batch_last ? 0 : 1] == N, "x", "expected a*c*d features", xv.shape);
+  check_arg(wv.shape == std::vector<int64_t>{p.a, p.b, p.c, p.d}, "w", "expected the pattern's shape");
+  check_shape(yv.shape == (batch_last ? std::vector<int64_t>{M, batch} : std::vector<int64_t>{batch, M}),
+              "y", "wrong output shape", yv.shape);
+  strux::cuda::KsPlan(p, batch, batch_last, xv.dt).forward(xv.p, wv.p, yv.p, stream_ptr(stream));
+}
+
+void ks_backward(const Arr& dy, const Arr& x, const Arr& w, std::optional<Arr> dx,
+                 std::optional<Arr> dw32, const std::vector<int64_t>& pat, bool batch_last,
+                 uintptr_t stream) {
+  const auto p = pattern_of(pat);
+  View dyv = view(dy, "dy", 2), xv = view(x, "x", 2), wv = view(w, "w", 4);
+  same(dyv, xv, "x");
+  same(dyv, wv, "w");
+  const int64_t N = p.a * p.c * p.d, M = p.a * p.b * p.d;
+  const int64_t batch = batch_last ? xv.shape[1] : xv.shape[0];
+  check_shape(xv.shape == (batch_last ? std::vector<int64_t>{N, batch} : std::vector<int64_t>{batch, N}),
+              "x", "wrong shape", xv.shape);
+  check_shape(dyv.shape == (batch_last ? std::vector<int64_t>{M, batch} : std::vector<int64_t>{batch, M}),
+              "dy", "wrong shape", dyv.shape);
+  check_arg(wv.shape == std::vector<int64_t>{p.a, p.b, p.c, p.d}, "w", "expected the pattern's shape");
+  strux::cuda::KsPlan plan(p, batch, batch_last, xv.dt);
+  if (dx) {
+    View dxv = view(*dx, "dx", 2);
+    same(dyv, dxv, "dx");
+    check_arg(dxv.shape == xv.shape, "dx", "expected the shape of x");
+    plan.backward_x(dyv.p, wv.p, dxv.p, stream_ptr(stream));
+  }
+  if (dw32) {
+    View dwv = view(*dw32, "dw32", 4);
+    check_arg(dwv.dt == DType::f32, "dw32", "expected float32");
+    check_arg(dwv.shape == wv.shape, "dw32", "expected the shape of w");
+    plan.backward_w(xv.p, dyv.p, static_cast<float*>(dwv.p), stream_ptr(stream));
+  }
+}
+
+std::tuple<int64_t, int64_t, int64_t> btn(const View& v) { return {v.shape[0], v.shape[1], v.shape[2]}; }
+
+int64_t diag_scan_workspace(int64_t B, int64_t T, int64_t n, int dtype) {
+  return strux::cuda::DiagScanPlan(B, T, n, DType(dtype)).workspace_bytes();
+}
+
+void check_h0(const std::optional<Arr>& h0, const View& ref, const char* name) {
+  if (!h0) return;
+  View v = view(*h0, name, 2);
+  same(ref, v, name);
+  check_arg(v.shape == std::vector<int64_t>{ref.shape[0], ref.shape[2]}, name, "expected (B, n)");
+}
+
+void diag_scan_forward(const Arr& a, const Arr& b, std::optional<Arr> h0, const Arr& h,
+                       const Arr& ws, float scale, uintptr_t stream) {
+  View av = view(a, "a", 3), bv = view(b, "b", 3), hv = view(h, "h", 3);
+  same(av, bv, "b");
+  same(av, hv, "h");
+  check_arg(bv.shape == av.shape && hv.shape == av.shape, "b", "expected the shape of a");
+  check_h0(h0, av, "h0");
+  auto [B, T, n] = btn(av);
+  strux::cuda::DiagScanPlan plan(B, T, n, av.dt);
+  check_arg(int64_t(ws.nbytes()) >= plan.workspace_bytes(), "workspace", "too small");
+  plan.forward(av.p, bv.p, h0 ? h0->data() : nullptr, hv.p, scratch(ws), stream_ptr(stream), scale);
+}
+
+void diag_scan_backward(const Arr& a, const Arr& h, std::optional<Arr> h0, const Arr& dh,
+                        const Arr& da, const Arr& db, std::optional<Arr> dh0, const Arr& ws,
+                        uintptr_t stream) {
+  View av = view(a, "a", 3), hv = view(h, "h", 3), dhv = view(dh, "dh", 3), dav = view(da, "da", 3),
+       dbv = view(db, "db", 3);
+  for (auto* v : {&hv, &dhv, &dav, &dbv}) {
+    same(av, *v, "dh");
+    check_arg(v->shape == av.shape, "dh", "expected the shape of a");
+  }
+  check_h0(h0, av, "h0");
+  check_h0(dh0, av, "dh0");
+  auto [B, T, n] = btn(av);
+  strux::cuda::DiagScanPlan plan(B, T, n, av.dt);
+  check_arg(int64_t(ws.nbytes()) >= plan.workspace_bytes(), "workspace", "too small");
+  plan.backward(av.p, hv.p, h0 ? h0->data() : nullptr, dhv.p, dav.p, dbv.p,
+                dh0 ? dh0->data() : nullptr, scratch(ws), stream_ptr(stream));
+}
+
+// cuFFT plans are costly to make: one CirculantScanPlan per (device, B, T, n), kept.
+std::shared_ptr<strux::cuda::CirculantScanPlan> circ_plan(int device, int64_t B, int64_t T, int64_t n) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::shared_ptr<strux::cuda::CirculantScanPlan>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto key = std::make_tuple(device, B, T, n);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  auto p = std::make_shared<strux::cuda::CirculantScanPlan>(B, T, n);
+  cache[key] = p;
+  return p;
+}
+
+int64_t circulant_scan_workspace(int device, int64_t B, int64_t T, int64_t n) {
+  return circ_plan(device, B, T, n)->workspace_bytes();
+}
+
+void circulant_scan_forward(const Arr& a, const Arr& u, std::optional<Arr> h0, const Arr& h,
+                            const Arr& ws, uintptr_t stream) {
+  View av = view(a, "a", 3), uv = view(u, "u", 3), hv = view(h, "h", 3);
+  check_arg(av.dt == DType::f32, "a", "expected float32");
+  same(av, uv, "u");
+  same(av, hv, "h");
+  check_arg(uv.shape == av.shape && hv.shape == av.shape, "u", "expected the shape of a");
+  check_h0(h0, av, "h0");
+  auto [B, T, n] = btn(av);
+  auto plan = circ_plan(a.device_id(), B, T, n);
+  check_arg(int64_t(ws.nbytes()) >= plan->workspace_bytes(), "workspace", "too small");
+  plan->forward(static_cast<const float*>(av.p), static_cast<const float*>(uv.p),
+                h0 ? static_cast<const float*>(h0->data()) : nullptr, static_cast<float*>(hv.p),
+                scratch(ws), stream_ptr(stream));
+}
+
+}  // namespace
+
+void bind_cuda_ks_scan(nb::module_& m) {
+  m.def("cuda_ks_forward", &ks_forward, nb::arg("x"), nb::arg("w"), nb::arg("y"), nb::arg("pattern"),
+        nb::arg("batch_last"), nb::arg("stream"));
+  m.def("cuda_ks_backward", &ks_backward, nb::arg("dy"), nb::arg("x"), nb::arg("w"),
+        nb::arg("dx").none(), nb::arg("dw32").none(), nb::arg("pattern"), nb::arg("batch_last"),
+        nb::arg("stream"));
+  m.def("cuda_diag_scan_workspace", &diag_scan_workspace);
+  m.def("cuda_diag_scan_forward", &diag_scan_forward, nb::arg("a"), nb::arg("b"),
+        nb::arg("h0").none(), nb::arg("h"), nb::arg("workspace"), nb::arg("scale"), nb::arg("stream"));
+  m.def("cuda_diag_scan_backward", &diag_scan_backward, nb::arg("a"), nb::arg("h"),
+        nb::arg("h0").none(), nb::arg("dh"), nb::arg("da"), nb::arg("db"), nb::arg("dh0").none(),
+        nb::arg("workspace"), nb::arg("stream"));
+  m.def("cuda_circulant_scan_workspace", &circulant_scan_workspace);
+  m.def("cuda_circulant_scan_forward", &circulant_scan_forward, nb::arg("a"), nb::arg("u"),
+        nb::arg("h0").none(), nb::arg("h"), nb::arg("workspace"), nb::arg("stream"));
+}
+
+#endif  // STRUX_HAVE_CUDA

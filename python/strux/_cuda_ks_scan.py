@@ -1,0 +1,419 @@
+"""Kronecker-sparse products and linear scans on CUDA device arrays (PyTorch tensors, CuPy arrays).
+
+Arrays pass to the native kernels through DLPack without copies (non-contiguous inputs are made
+C-contiguous first: a documented copy). Outputs and scratch are allocated here, of the same kind
+(torch or CuPy) and on the same device as the first input, and every kernel runs on the current
+stream of that library (``torch.cuda.current_stream()``, ``cupy.cuda.get_current_stream()``),
+so the calls compose with CUDA graphs and other work on that stream.
+
+dtypes: float32, float16 and bfloat16 (half types are computed with float32 accumulation and
+returned in their own dtype); the scans also take complex64. float64 is not computed by these
+kernels (TypeError): the CPU backend, or ``strux.torch_ks_scan`` (which falls back to a PyTorch
+path for float64), covers it.
+
+Functions mirror the CPU API (``strux.ks``, ``strux.scan``): ks_matmul, ks_matmul_vjp, ks_chain,
+ks_chain_vjp, diag_scan, diag_scan_vjp, circulant_scan. Layouts: "bsf" (batch-size-first,
+x (batch, N) -> x K^T) and "bsl" (batch-size-last, x (N, batch) -> K x).
+"""
+from __future__ import annotations
+
+import numbers
+
+from . import _ext
+
+_LAYOUTS = ("bsf", "bsl")
+_KS_DTYPES = ("float32", "float16", "bfloat16")
+_SCAN_DTYPES = ("float32", "float16", "bfloat16", "complex64")
+_DTYPE_CODE = {"float32": 0, "float16": 2, "bfloat16": 3, "complex64": 4}  # strux::cuda::DType
+
+
+def available() -> bool:
+    """True when this build has the CUDA kernels and a GPU is visible."""
+    return bool(getattr(_ext, "has_cuda", False)) and hasattr(_ext, "cuda_ks_forward") \
+        and _ext.cuda_device_count() > 0
+
+
+# ---- array kinds ------------------------------------------------------------------------------
+
+def _is_torch(x) -> bool:
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def _is_cupy(x) -> bool:
+    return type(x).__module__.split(".")[0] == "cupy"
+
+
+def _dtname(x) -> str:
+    return str(x.dtype).replace("torch.", "")
+
+
+def _dev_array(x, name: str, ndim: int | None, dtypes):
+    """Checks that x is a CUDA torch tensor or CuPy array of rank ndim with an allowed dtype."""
+    if x is None:
+        raise TypeError(f"argument '{name}': expected a CUDA array, got None")
+    if _is_torch(x):
+        if not x.is_cuda:
+            raise ValueError(f"argument '{name}': expected a tensor on a CUDA device, got device {x.device}")
+    elif not _is_cupy(x):
+        raise TypeError(f"argument '{name}': expected a torch.Tensor or cupy.ndarray on a CUDA device, "
+                        f"got {type(x).__name__}")
+    if _dtname(x) not in dtypes:
+        raise TypeError(f"argument '{name}': expected dtype {', '.join(dtypes)}, got {_dtname(x)}")
+    if ndim is not None and x.ndim != ndim:
+        raise ValueError(f"argument '{name}': expected {ndim} dimensions, got {x.ndim} (shape {tuple(x.shape)})")
+    for i, s in enumerate(x.shape):
+        if s == 0:
+            raise ValueError(f"argument '{name}': expected every size >= 1, got shape {tuple(x.shape)} "
+                             f"(axis {i} is 0)")
+    return x
+
+
+def _same(ref, refname: str, **arrays):
+    """Same kind, device and dtype as `ref`; errors name the argument."""
+    for n, x in arrays.items():
+        if x is None:
+            continue
+        if _is_torch(x) != _is_torch(ref):
+            raise TypeError(f"argument '{n}': expected the array kind of '{refname}' "
+                            f"({type(ref).__name__}), got {type(x).__name__}")
+        if _dtname(x) != _dtname(ref):
+            raise TypeError(f"argument '{n}': expected dtype {_dtname(ref)} (the dtype of '{refname}'), "
+                            f"got {_dtname(x)}")
+        if _device_id(x) != _device_id(ref):
+            raise ValueError(f"argument '{n}': expected device {_device_id(ref)} (that of '{refname}'), "
+                             f"got {_device_id(x)}")
+
+
+def _device_id(x) -> int:
+    return x.device.index if _is_torch(x) else x.device.id
+
+
+def _contig(x):
+    if x is None:
+        return None
+    if _is_torch(x):
+        return x.contiguous()
+    import cupy
+    return cupy.ascontiguousarray(x)
+
+
+def _empty(like, shape, dtype=None):
+    if _is_torch(like):
+        import torch
+        return torch.empty(tuple(shape), dtype=like.dtype if dtype is None else getattr(torch, dtype),
+                           device=like.device)
+    import cupy
+    with like.device:
+        return cupy.empty(tuple(shape), dtype=like.dtype if dtype is None else dtype)
+
+
+def _zeros(like, shape, dtype=None):
+    if _is_torch(like):
+        import torch
+        return torch.zeros(tuple(shape), dtype=like.dtype if dtype is None else getattr(torch, dtype),
+                           device=like.device)
+    import cupy
+    with like.device:
+        return cupy.zeros(tuple(shape), dtype=like.dtype if dtype is None else dtype)
+
+
+def _bytes(like, nbytes: int):
+    return _empty(like, (max(int(nbytes), 1),), "uint8")
+
+
+def _cast(x, dtype: str):
+    if _dtname(x) == dtype:
+        return x
+    if _is_torch(x):
+        import torch
+        return x.to(getattr(torch, dtype))
+    return x.astype(dtype)
+
+
+def _stream(like) -> int:
+    if _is_torch(like):
+        import torch
+        return int(torch.cuda.current_stream(like.device).cuda_stream)
+    import cupy
+    with like.device:
+        return int(cupy.cuda.get_current_stream().ptr)
+
+
+def _need():
+    if not (bool(getattr(_ext, "has_cuda", False)) and hasattr(_ext, "cuda_ks_forward")):
+        raise RuntimeError("strux was built without its CUDA backend (ks/scan kernels)")
+
+
+def _choice(value, name, allowed):
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"argument '{name}': expected one of {', '.join(repr(v) for v in allowed)}, got {value!r}")
+    return value
+
+
+# ---- ks ---------------------------------------------------------------------------------------
+
+def _pattern(pattern, name: str = "pattern") -> tuple:
+    try:
+        p = tuple(pattern)
+    except TypeError:
+        raise ValueError(f"argument '{name}': expected a 4-tuple (a, b, c, d) of positive integers, "
+                         f"got {pattern!r}") from None
+    ok = len(p) == 4 and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in p)
+    if not ok or any(int(v) < 1 for v in p):
+        raise ValueError(f"argument '{name}': expected a 4-tuple (a, b, c, d) of positive integers, "
+                         f"got {pattern!r}")
+    return tuple(int(v) for v in p)
+
+
+def _patterns(patterns) -> list:
+    if isinstance(patterns, (str, bytes)) or not hasattr(patterns, "__len__") or len(patterns) == 0:
+        raise ValueError(f"argument 'patterns': expected a non-empty list of (a, b, c, d) patterns, got {patterns!r}")
+    ps = [_pattern(p, f"patterns[{q}]") for q, p in enumerate(patterns)]
+    for q in range(len(ps) - 1):
+        (a, _, c, d), (a2, b2, _, d2) = ps[q], ps[q + 1]
+        if a * c * d != a2 * b2 * d2:
+            raise ValueError(f"argument 'patterns': entries {q} and {q + 1} are not compatible: a*c*d of "
+                             f"patterns[{q}] is {a * c * d} but a*b*d of patterns[{q + 1}] is {a2 * b2 * d2}")
+    return ps
+
+
+def _rows(p) -> int:
+    return p[0] * p[1] * p[3]
+
+
+def _cols(p) -> int:
+    return p[0] * p[2] * p[3]
+
+
+def _act(x, name, width, layout):
+    x = _dev_array(x, name, 2, _KS_DTYPES)
+    ax = 1 if layout == "bsf" else 0
+    if x.shape[ax] != width:
+        want = f"(*, {width})" if layout == "bsf" else f"({width}, *)"
+        raise ValueError(f"argument '{name}': expected shape {want} for layout {layout!r}, got {tuple(x.shape)}")
+    return x
+
+
+def _weights(w, name, p):
+    w = _dev_array(w, name, 4, _KS_DTYPES)
+    if tuple(w.shape) != tuple(p):
+        raise ValueError(f"argument '{name}': expected shape {tuple(p)} (the pattern), got {tuple(w.shape)}")
+    return w
+
+
+def _batch(x, layout):
+    return x.shape[0] if layout == "bsf" else x.shape[1]
+
+
+def _ks_fwd(x, w, p, layout):
+    M = _rows(p)
+    b = _batch(x, layout)
+    y = _empty(x, (b, M) if layout == "bsf" else (M, b))
+    _ext.cuda_ks_forward(x, w, y, list(p), layout == "bsl", _stream(x))
+    return y
+
+
+def ks_matmul(x, w, pattern, *, layout: str = "bsf"):
+    """One KS factor on the GPU: ``x @ K.T`` ("bsf", x (batch, N)) or ``K @ x`` ("bsl", x (N, batch)).
+
+    ``w`` has shape ``pattern = (a, b, c, d)``, K[i*b*d + k*d + j, i*c*d + l*d + j] = w[i, k, l, j].
+    Returns (batch, M) or (M, batch), M = a*b*d, in the dtype of x, on x's device and stream.
+    """
+    _need()
+    layout = _choice(layout, "layout", _LAYOUTS)
+    p = _pattern(pattern)
+    x = _act(x, "x", _cols(p), layout)
+    w = _weights(w, "w", p)
+    _same(x, "x", w=w)
+    return _ks_fwd(_contig(x), _contig(w), p, layout)
+
+
+def _ks_bwd(dy, x, w, p, layout, need_dx=True, need_dw=True):
+    dx = _empty(x, tuple(x.shape)) if need_dx else None
+    dw32 = _zeros(x, tuple(p), "float32") if need_dw else None
+    _ext.cuda_ks_backward(dy, x, w, dx, dw32, list(p), layout == "bsl", _stream(x))
+    return dx, (_cast(dw32, _dtname(x)) if need_dw else None)
+
+
+def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf"):
+    """Gradients of ``y = ks_matmul(x, w, pattern, layout=layout)`` on the GPU.
+
+    Arguments: ``dy`` (shaped like y), then x, w, pattern as in ks_matmul. Returns ``(dx, dw)``:
+    ``dx = dy @ K`` ("bsf"; ``K.T @ dy`` for "bsl"), shaped like x, and
+    ``dw[i, k, l, j] = Σ_batch dy[., i*b*d + k*d + j] x[., i*c*d + l*d + j]``, shaped like w, both in
+    x's dtype (dw is summed in float32).
+    """
+    _need()
+    layout = _choice(layout, "layout", _LAYOUTS)
+    p = _pattern(pattern)
+    x = _act(x, "x", _cols(p), layout)
+    w = _weights(w, "w", p)
+    dy = _act(dy, "dy", _rows(p), layout)
+    _same(x, "x", w=w, dy=dy)
+    if _batch(dy, layout) != _batch(x, layout):
+        raise ValueError(f"argument 'dy': expected batch {_batch(x, layout)} (that of 'x'), got shape {tuple(dy.shape)}")
+    return _ks_bwd(_contig(dy), _contig(x), _contig(w), p, layout)
+
+
+def _chain_args(x, ws, patterns, layout):
+    layout = _choice(layout, "layout", _LAYOUTS)
+    ps = _patterns(patterns)
+    if not hasattr(ws, "__len__") or len(ws) != len(ps):
+        raise ValueError(f"argument 'ws': expected {len(ps)} weight arrays (one per pattern), got "
+                         f"{len(ws) if hasattr(ws, '__len__') else type(ws).__name__}")
+    ws = [_contig(_weights(w, f"ws[{q}]", p)) for q, (w, p) in enumerate(zip(ws, ps))]
+    x = _act(x, "x", _cols(ps[-1]), layout)
+    _same(x, "x", **{f"ws[{q}]": w for q, w in enumerate(ws)})
+    return _contig(x), ws, ps, layout
+
+
+def ks_chain(x, ws, patterns, *, layout: str = "bsf"):
+    """A chain of KS factors on the GPU: ``x @ (K_1 ⋯ K_P).T`` ("bsf") or ``K_1 ⋯ K_P @ x`` ("bsl").
+
+    One fused launch per factor (K_P first); intermediates are fresh arrays of x's kind.
+    """
+    _need()
+    x, ws, ps, layout = _chain_args(x, ws, patterns, layout)
+    y = x
+    for w, p in zip(reversed(ws), reversed(ps)):
+        y = _ks_fwd(y, w, p, layout)
+    return y
+
+
+def ks_chain_vjp(dy, x, ws, patterns, *, layout: str = "bsf"):
+    """Gradients of ``y = ks_chain(x, ws, patterns, layout=layout)``: returns ``(dx, [dw_1, …, dw_P])``.
+
+    The forward intermediates are recomputed.
+    """
+    _need()
+    x, ws, ps, layout = _chain_args(x, ws, patterns, layout)
+    dy = _contig(_act(dy, "dy", _rows(ps[0]), layout))
+    _same(x, "x", dy=dy)
+    if _batch(dy, layout) != _batch(x, layout):
+        raise ValueError(f"argument 'dy': expected batch {_batch(x, layout)} (that of 'x'), got shape {tuple(dy.shape)}")
+    acts = [x]  # acts[q] is the input of factor P-1-q
+    for w, p in zip(reversed(ws[1:]), reversed(ps[1:])):
+        acts.append(_ks_fwd(acts[-1], w, p, layout))
+    dws = [None] * len(ps)
+    g = dy
+    for q in range(len(ps)):
+        inp = acts[len(ps) - 1 - q]
+        g, dws[q] = _ks_bwd(g, inp, ws[q], ps[q], layout)
+    return g, dws
+
+
+# ---- scans ------------------------------------------------------------------------------------
+
+def _scan_args(a, b, h0, names=("a", "b")):
+    a = _dev_array(a, names[0], 3, _SCAN_DTYPES)
+    b = _dev_array(b, names[1], 3, _SCAN_DTYPES)
+    if tuple(b.shape) != tuple(a.shape):
+        raise ValueError(f"argument '{names[1]}': expected shape {tuple(a.shape)} (that of '{names[0]}'), got {tuple(b.shape)}")
+    _same(a, names[0], **{names[1]: b})
+    if h0 is not None:
+        h0 = _dev_array(h0, "h0", 2, _SCAN_DTYPES)
+        if tuple(h0.shape) != (a.shape[0], a.shape[2]):
+            raise ValueError(f"argument 'h0': expected shape {(a.shape[0], a.shape[2])} (B, n), got {tuple(h0.shape)}")
+        _same(a, names[0], h0=h0)
+    return _contig(a), _contig(b), _contig(h0)
+
+
+def _flag(v, name):
+    if not isinstance(v, bool):
+        raise TypeError(f"argument '{name}': expected a bool, got {type(v).__name__}")
+    return v
+
+
+def _diag_fwd(a, b, h0, scale=1.0):
+    B, T, n = a.shape
+    h = _empty(a, tuple(a.shape))
+    ws = _bytes(a, _ext.cuda_diag_scan_workspace(B, T, n, _DTYPE_CODE[_dtname(a)]))
+    _ext.cuda_diag_scan_forward(a, b, h0, h, ws, float(scale), _stream(a))
+    return h
+
+
+def diag_scan(a, b, *, h0=None, return_final=False):
+    """h_t = a_t ⊙ h_{t-1} + b_t on the GPU, h_{-1} = h0 (zeros when None); a, b (B, T, n).
+
+    One pass over a and b (chunked along T with a decoupled look-back, so long sequences fill
+    the GPU). Returns h (B, T, n), or (h, h[:, -1]) when ``return_final``.
+    """
+    _need()
+    return_final = _flag(return_final, "return_final")
+    a, b, h0 = _scan_args(a, b, h0)
+    h = _diag_fwd(a, b, h0)
+    return (h, h[:, -1]) if return_final else h
+
+
+def _diag_bwd(dh, a, h, h0):
+    B, T, n = a.shape
+    da, db = _empty(a, tuple(a.shape)), _empty(a, tuple(a.shape))
+    dh0 = _empty(a, (B, n)) if h0 is not None else None
+    ws = _bytes(a, _ext.cuda_diag_scan_workspace(B, T, n, _DTYPE_CODE[_dtname(a)]))
+    _ext.cuda_diag_scan_backward(a, h, h0, dh, da, db, dh0, ws, _stream(a))
+    return da, db, dh0
+
+
+def diag_scan_vjp(dh, a, b, *, h0=None, dh_last=None, h=None):
+    """Gradients of ``diag_scan`` on the GPU: returns (da, db, dh0); dh0 is None when h0 is None.
+
+    dh (B, T, n) = dL/dconj(h); dh_last (B, n) or None, the cotangent of h[:, -1] (added to
+    dh[:, -1]); h: the forward's output if at hand (else it is recomputed). One reverse pass:
+    g_t = dh_t + conj(a_{t+1}) g_{t+1}, db = g, da_t = g_t conj(h_{t-1}), dh0 = conj(a_0) g_0.
+    """
+    _need()
+    a, b, h0 = _scan_args(a, b, h0)
+    dh = _dev_array(dh, "dh", 3, _SCAN_DTYPES)
+    if tuple(dh.shape) != tuple(a.shape):
+        raise ValueError(f"argument 'dh': expected shape {tuple(a.shape)}, got {tuple(dh.shape)}")
+    _same(a, "a", dh=dh)
+    dh = _contig(dh)
+    if dh_last is not None:
+        dh_last = _dev_array(dh_last, "dh_last", 2, _SCAN_DTYPES)
+        if tuple(dh_last.shape) != (a.shape[0], a.shape[2]):
+            raise ValueError(f"argument 'dh_last': expected shape {(a.shape[0], a.shape[2])}, got {tuple(dh_last.shape)}")
+        _same(a, "a", dh_last=dh_last)
+        dh = dh.clone() if _is_torch(dh) else dh.copy()
+        dh[:, -1] += dh_last
+    if h is None:
+        h = _diag_fwd(a, b, h0)
+    else:
+        h = _dev_array(h, "h", 3, _SCAN_DTYPES)
+        if tuple(h.shape) != tuple(a.shape):
+            raise ValueError(f"argument 'h': expected shape {tuple(a.shape)}, got {tuple(h.shape)}")
+        _same(a, "a", h=h)
+        h = _contig(h)
+    return _diag_bwd(dh, a, h, h0)
+
+
+def circulant_scan(a, u, *, h0=None, return_final=False):
+    """h_t = circ(a_t) h_{t-1} + u_t on the GPU (circ(a)[i, j] = a[(i - j) mod n]); a, u real (B, T, n).
+
+    cuFFT rfft over n, the complex diagonal scan of the half spectra, irfft; computed in float32
+    (float16/bfloat16 are cast and the result cast back). Returns h, or (h, h[:, -1]).
+    """
+    _need()
+    return_final = _flag(return_final, "return_final")
+    reals = ("float32", "float16", "bfloat16")
+    a = _dev_array(a, "a", 3, reals)
+    u = _dev_array(u, "u", 3, reals)
+    if tuple(u.shape) != tuple(a.shape):
+        raise ValueError(f"argument 'u': expected shape {tuple(a.shape)} (that of 'a'), got {tuple(u.shape)}")
+    _same(a, "a", u=u)
+    if h0 is not None:
+        h0 = _dev_array(h0, "h0", 2, reals)
+        if tuple(h0.shape) != (a.shape[0], a.shape[2]):
+            raise ValueError(f"argument 'h0': expected shape {(a.shape[0], a.shape[2])} (B, n), got {tuple(h0.shape)}")
+        _same(a, "a", h0=h0)
+    dt = _dtname(a)
+    a32, u32 = _contig(_cast(a, "float32")), _contig(_cast(u, "float32"))
+    h032 = _contig(_cast(h0, "float32")) if h0 is not None else None
+    B, T, n = a.shape
+    if n == 1:  # a 1x1 circulant is a scalar: no transform needed
+        h = _cast(_diag_fwd(a32, u32, h032), dt)
+        return (h, h[:, -1]) if return_final else h
+    h = _empty(a32, (B, T, n))
+    ws = _bytes(a32, _ext.cuda_circulant_scan_workspace(_device_id(a32), B, T, n))
+    _ext.cuda_circulant_scan_forward(a32, u32, h032, h, ws, _stream(a32))
+    h = _cast(h, dt)
+    return (h, h[:, -1]) if return_final else h

@@ -1,0 +1,312 @@
+"""PyTorch custom ops (torch.library) with autograd for the GPU ks and scan kernels, and KSLinear.
+
+Ops: ``strux::ks_matmul``, ``strux::ks_chain``, ``strux::diag_scan`` (each with a backward op),
+usable under ``torch.compile`` (fake kernels registered). CUDA float32/float16/bfloat16 (and
+complex64 for diag_scan) run the strux kernels on the current stream; float64/complex128 and CPU
+tensors run a plain PyTorch path of the same formulas (einsum / time loop), so gradcheck in
+float64 checks the same op and the same backward formulas.
+
+``circulant_scan`` and ``block_circulant_scan`` are compositions: rfft over the circulant axis,
+the Fourier-domain recurrence (the diag_scan op for circulant; a p×p complex matrix recurrence
+per frequency, as a PyTorch time loop, for block-circulant), irfft; their gradients come from
+autograd through these pieces.
+"""
+import math
+from typing import List, Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from . import _cuda_ks_scan as _K
+
+_FAST = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _gpu(*ts, complex_ok=False) -> bool:
+    ok = _FAST + ((torch.complex64,) if complex_ok else ())
+    return all(t.is_cuda and t.dtype in ok for t in ts if t is not None) and _K.available()
+
+
+def _lay(batch_last: bool) -> str:
+    return "bsl" if batch_last else "bsf"
+
+
+# ---- reference formulas in PyTorch (float64, CPU) -----------------------------------------------
+
+def _ref_ks(x, w, p, batch_last):
+    a, b, c, d = p
+    if batch_last:
+        return torch.einsum("iljn,iklj->ikjn", x.reshape(a, c, d, -1), w).reshape(a * b * d, -1)
+    return torch.einsum("nilj,iklj->nikj", x.reshape(-1, a, c, d), w).reshape(-1, a * b * d)
+
+
+def _ref_ks_bwd(dy, x, w, p, batch_last):
+    a, b, c, d = p
+    if batch_last:
+        dyr, xr = dy.reshape(a, b, d, -1), x.reshape(a, c, d, -1)
+        dx = torch.einsum("ikjn,iklj->iljn", dyr, w).reshape(x.shape)
+        dw = torch.einsum("ikjn,iljn->iklj", dyr, xr)
+    else:
+        dyr, xr = dy.reshape(-1, a, b, d), x.reshape(-1, a, c, d)
+        dx = torch.einsum("nikj,iklj->nilj", dyr, w).reshape(x.shape)
+        dw = torch.einsum("nikj,nilj->iklj", dyr, xr)
+    return dx, dw
+
+
+# ---- ks_matmul --------------------------------------------------------------------------------
+
+@torch.library.custom_op("strux::ks_matmul", mutates_args=())
+def _ks_matmul(x: Tensor, w: Tensor, pattern: List[int], batch_last: bool) -> Tensor:
+    if _gpu(x, w):
+        return _K.ks_matmul(x, w, pattern, layout=_lay(batch_last))
+    return _ref_ks(x, w, pattern, batch_last)
+
+
+@_ks_matmul.register_fake
+def _(x, w, pattern, batch_last):
+    a, b, c, d = pattern
+    return x.new_empty((a * b * d, x.shape[1]) if batch_last else (x.shape[0], a * b * d))
+
+
+@torch.library.custom_op("strux::ks_matmul_backward", mutates_args=())
+def _ks_matmul_bwd(dy: Tensor, x: Tensor, w: Tensor, pattern: List[int],
+                   batch_last: bool) -> Tuple[Tensor, Tensor]:
+    if _gpu(dy, x, w):
+        return _K.ks_matmul_vjp(dy, x, w, pattern, layout=_lay(batch_last))
+    return _ref_ks_bwd(dy, x, w, pattern, batch_last)
+
+
+@_ks_matmul_bwd.register_fake
+def _(dy, x, w, pattern, batch_last):
+    return torch.empty_like(x), torch.empty_like(w)
+
+
+def _ks_setup(ctx, inputs, output):
+    x, w, pattern, batch_last = inputs
+    ctx.save_for_backward(x, w)
+    ctx.pattern, ctx.batch_last = list(pattern), batch_last
+
+
+def _ks_backward(ctx, dy):
+    x, w = ctx.saved_tensors
+    dx, dw = _ks_matmul_bwd(dy.contiguous(), x, w, ctx.pattern, ctx.batch_last)
+    return dx, dw, None, None
+
+
+torch.library.register_autograd("strux::ks_matmul", _ks_backward, setup_context=_ks_setup)
+
+
+def ks_matmul(x: Tensor, w: Tensor, pattern, *, layout: str = "bsf") -> Tensor:
+    """Differentiable KS factor product: ``x @ K.T`` ("bsf") or ``K @ x`` ("bsl")."""
+    p = list(_K._pattern(pattern))
+    layout = _K._choice(layout, "layout", _K._LAYOUTS)
+    return _ks_matmul(x, w, p, layout == "bsl")
+
+
+# ---- ks_chain ---------------------------------------------------------------------------------
+
+def _chain_fwd_list(x, ws, ps, batch_last):
+    acts = [x]
+    for w, p in zip(reversed(ws), reversed(ps)):
+        y = _K.ks_matmul(acts[-1], w, p, layout=_lay(batch_last)) if _gpu(x, *ws) else \
+            _ref_ks(acts[-1], w, p, batch_last)
+        acts.append(y)
+    return acts  # acts[-1] is the output; acts[q] is the input of factor P-1-q
+
+
+def _unflat(flat):
+    return [flat[4 * q:4 * q + 4] for q in range(len(flat) // 4)]
+
+
+@torch.library.custom_op("strux::ks_chain", mutates_args=())
+def _ks_chain(x: Tensor, ws: List[Tensor], patterns: List[int], batch_last: bool) -> Tensor:
+    return _chain_fwd_list(x, ws, _unflat(patterns), batch_last)[-1]
+
+
+@_ks_chain.register_fake
+def _(x, ws, patterns, batch_last):
+    a, b, _, d = patterns[:4]
+    return x.new_empty((a * b * d, x.shape[1]) if batch_last else (x.shape[0], a * b * d))
+
+
+@torch.library.custom_op("strux::ks_chain_backward", mutates_args=())
+def _ks_chain_bwd(dy: Tensor, x: Tensor, ws: List[Tensor], patterns: List[int],
+                  batch_last: bool) -> List[Tensor]:
+    ps = _unflat(patterns)
+    acts = _chain_fwd_list(x, ws[1:], ps[1:], batch_last) if len(ps) > 1 else [x]
+    g, dws = dy, []
+    for q in range(len(ps)):
+        inp = acts[len(ps) - 1 - q]
+        if _gpu(g, inp, ws[q]):
+            g, dw = _K.ks_matmul_vjp(g, inp, ws[q], ps[q], layout=_lay(batch_last))
+        else:
+            g, dw = _ref_ks_bwd(g, inp, ws[q], ps[q], batch_last)
+        dws.append(dw)
+    return [g] + dws
+
+
+@_ks_chain_bwd.register_fake
+def _(dy, x, ws, patterns, batch_last):
+    return [torch.empty_like(x)] + [torch.empty_like(w) for w in ws]
+
+
+def _chain_setup(ctx, inputs, output):
+    x, ws, patterns, batch_last = inputs
+    ctx.save_for_backward(x, *ws)
+    ctx.patterns, ctx.batch_last = list(patterns), batch_last
+
+
+def _chain_backward(ctx, dy):
+    x, *ws = ctx.saved_tensors
+    out = _ks_chain_bwd(dy.contiguous(), x, list(ws), ctx.patterns, ctx.batch_last)
+    return out[0], list(out[1:]), None, None
+
+
+torch.library.register_autograd("strux::ks_chain", _chain_backward, setup_context=_chain_setup)
+
+
+def ks_chain(x: Tensor, ws, patterns, *, layout: str = "bsf") -> Tensor:
+    """Differentiable chain ``x @ (K_1 ⋯ K_P).T`` ("bsf") or ``K_1 ⋯ K_P @ x`` ("bsl")."""
+    ps = _K._patterns(patterns)
+    layout = _K._choice(layout, "layout", _K._LAYOUTS)
+    return _ks_chain(x, list(ws), [v for p in ps for v in p], layout == "bsl")
+
+
+class KSLinear(nn.Module):
+    """A linear layer whose weight is a chain of Kronecker-sparse factors K = K_1 ⋯ K_P (+ bias).
+
+    ``patterns`` as in ks_chain; in_features = a_P c_P d_P, out_features = a_1 b_1 d_1.
+    Batch-size-first (default): input (..., in_features) -> (..., out_features), like nn.Linear.
+    Batch-size-last: input (in_features, batch) -> (out_features, batch).
+    """
+
+    def __init__(self, patterns, bias: bool = True, layout: str = "bsf", device=None, dtype=None):
+        super().__init__()
+        self.patterns = [tuple(p) for p in _K._patterns(patterns)]
+        self.layout = _K._choice(layout, "layout", _K._LAYOUTS)
+        self.in_features = _K._cols(self.patterns[-1])
+        self.out_features = _K._rows(self.patterns[0])
+        kw = {"device": device, "dtype": dtype}
+        # Each factor scaled by 1/sqrt(c): the chain keeps the variance of nn.Linear's init order.
+        self.weights = nn.ParameterList(
+            [nn.Parameter(torch.empty(p, **kw).uniform_(-1, 1) / math.sqrt(p[2])) for p in self.patterns])
+        self.bias = nn.Parameter(torch.zeros(self.out_features, **kw)) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.layout == "bsl":
+            y = ks_chain(x, list(self.weights), self.patterns, layout="bsl")
+            return y if self.bias is None else y + self.bias[:, None]
+        lead = x.shape[:-1]
+        y = ks_chain(x.reshape(-1, self.in_features), list(self.weights), self.patterns)
+        y = y.reshape(*lead, self.out_features)
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"patterns={self.patterns}, layout={self.layout!r}, bias={self.bias is not None}")
+
+
+# ---- diag_scan --------------------------------------------------------------------------------
+
+def _ref_scan(a, b, h0):
+    h = torch.zeros_like(b[:, 0]) if h0 is None else h0
+    out = []
+    for t in range(a.shape[1]):
+        h = a[:, t] * h + b[:, t]
+        out.append(h)
+    return torch.stack(out, 1)
+
+
+def _ref_scan_bwd(dh, a, h, h0):
+    T = a.shape[1]
+    g = torch.zeros_like(dh[:, 0])
+    gs = [None] * T
+    for t in range(T - 1, -1, -1):
+        g = dh[:, t] + (a[:, t + 1].conj() * g if t + 1 < T else 0)
+        gs[t] = g
+    g = torch.stack(gs, 1)
+    hp = torch.cat([(torch.zeros_like(h[:, :1]) if h0 is None else h0[:, None]), h[:, :-1]], 1)
+    da = g * hp.conj()
+    dh0 = None if h0 is None else a[:, 0].conj() * g[:, 0]
+    return da, g, dh0
+
+
+@torch.library.custom_op("strux::diag_scan", mutates_args=())
+def _diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor]) -> Tensor:
+    if _gpu(a, b, h0, complex_ok=True):
+        return _K.diag_scan(a, b, h0=h0)
+    return _ref_scan(a, b, h0)
+
+
+@_diag_scan.register_fake
+def _(a, b, h0):
+    return torch.empty_like(b)
+
+
+@torch.library.custom_op("strux::diag_scan_backward", mutates_args=())
+def _diag_scan_bwd(dh: Tensor, a: Tensor, h: Tensor,
+                   h0: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+    # dh0 comes back empty (0 elements) when there is no h0: custom ops return tensors.
+    if _gpu(dh, a, h, h0, complex_ok=True):
+        da, db, dh0 = _K._diag_bwd(dh.contiguous(), a.contiguous(), h.contiguous(), _K._contig(h0))
+    else:
+        da, db, dh0 = _ref_scan_bwd(dh, a, h, h0)
+    return da, db, (a.new_empty(0) if dh0 is None else dh0)
+
+
+@_diag_scan_bwd.register_fake
+def _(dh, a, h, h0):
+    return torch.empty_like(a), torch.empty_like(a), (a.new_empty(0) if h0 is None else torch.empty_like(h0))
+
+
+def _scan_setup(ctx, inputs, output):
+    a, b, h0 = inputs
+    ctx.has_h0 = h0 is not None
+    ctx.save_for_backward(a, output, h0 if h0 is not None else a.new_empty(0))
+
+
+def _scan_backward(ctx, dh):
+    a, h, h0 = ctx.saved_tensors
+    da, db, dh0 = _diag_scan_bwd(dh.contiguous(), a, h, h0 if ctx.has_h0 else None)
+    return da, db, (dh0 if ctx.has_h0 else None)
+
+
+torch.library.register_autograd("strux::diag_scan", _scan_backward, setup_context=_scan_setup)
+
+
+def diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor] = None, *, return_final: bool = False):
+    """Differentiable h_t = a_t ⊙ h_{t-1} + b_t (B, T, n); returns h or (h, h[:, -1])."""
+    h = _diag_scan(a, b, h0)
+    return (h, h[:, -1]) if return_final else h
+
+
+def circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, return_final: bool = False):
+    """Differentiable h_t = circ(a_t) h_{t-1} + u_t; a, u real (B, T, n). Via rfft -> diag_scan -> irfft."""
+    n = a.shape[-1]
+    cd = torch.float64 if a.dtype == torch.float64 else torch.float32
+    A = torch.fft.rfft(a.to(cd), dim=-1)
+    U = torch.fft.rfft(u.to(cd), dim=-1)
+    H0 = None if h0 is None else torch.fft.rfft(h0.to(cd), dim=-1)
+    h = torch.fft.irfft(diag_scan(A, U, H0), n=n, dim=-1).to(a.dtype)
+    return (h, h[:, -1]) if return_final else h
+
+
+def block_circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, return_final: bool = False):
+    """Differentiable block-circulant recurrence; a (B, T, p, p, k), u (B, T, n = p k).
+
+    Per frequency f of the k-point rfft: ĥ_t[:, f] = Â_t[:, :, f] ĥ_{t-1}[:, f] + û_t[:, f]. The
+    recurrence runs as a PyTorch time loop (a reference-speed path; no fused kernel yet).
+    """
+    B, T, p, _, k = a.shape
+    cd = torch.float64 if a.dtype == torch.float64 else torch.float32
+    A = torch.fft.rfft(a.to(cd), dim=-1).permute(0, 1, 4, 2, 3)          # (B, T, kf, p, p)
+    U = torch.fft.rfft(u.to(cd).reshape(B, T, p, k), dim=-1).transpose(-1, -2)  # (B, T, kf, p)
+    H = (torch.zeros_like(U[:, 0]) if h0 is None else
+         torch.fft.rfft(h0.to(cd).reshape(B, p, k), dim=-1).transpose(-1, -2))
+    hs = []
+    for t in range(T):
+        H = (A[:, t] @ H.unsqueeze(-1)).squeeze(-1) + U[:, t]
+        hs.append(H)
+    Hh = torch.stack(hs, 1).transpose(-1, -2)                              # (B, T, p, kf)
+    h = torch.fft.irfft(Hh, n=k, dim=-1).reshape(B, T, p * k).to(a.dtype)
+    return (h, h[:, -1]) if return_final else h

@@ -1,0 +1,106 @@
+// Kernel choice and launch for one element type (private to src/cuda/ks). The plan calls these;
+// ks_<type>.cu instantiates them.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/check.hpp"
+#include "cuda/ks/ks_kernels.cuh"
+
+namespace strux::cuda::ks {
+
+inline int64_t cdiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
+
+// Output-tile width 16*TN along b: the widest tile that wastes at most 15% of its columns
+// (wider tiles reuse each staged input more often: fewer shared-memory reads per FMA).
+inline int pick_tn(int64_t b) {
+  const int cands[] = {8, 6, 4, 2, 1};
+  int best = 1;
+  double best_eff = 0;
+  for (int tn : cands) {
+    const double eff = double(b) / double(cdiv(b, 16 * tn) * 16 * tn);
+    if (eff >= 0.85) return tn;
+    if (eff > best_eff) best_eff = eff, best = tn;
+  }
+  return best;
+}
+
+template <int TN, bool BL, class T>
+void launch_tile_prod(const ProdProblem<T, BL>& pr, int64_t groups, cudaStream_t s) {
+  constexpr int TM = 8, BK = 8;
+  const int64_t p_tiles = cdiv(pr.batch, 16 * TM), q_tiles = cdiv(pr.b, 16 * TN);
+  dim3 grid(unsigned(p_tiles * q_tiles), unsigned(std::min<int64_t>(groups, 65535)), 1);
+  // Batch-last: the batch index is contiguous, so lanes run along it (coalesced loads and
+  // stores). Batch-first: lanes run along the output index k, the input staging along l.
+  tile_kernel<TM, TN, BK, BL, !BL, true><<<grid, 256, 0, s>>>(pr, p_tiles, groups, pr.c);
+  STRUX_LAUNCH("ks tile_kernel");
+}
+
+template <bool BL, class T>
+void launch_prod_layout(const ProdProblem<T, BL>& pr, cudaStream_t s) {
+  const int64_t groups = pr.a * pr.d, M = pr.a * pr.b * pr.d;
+  if (pr.c <= 8 || pr.b <= 4) {
+    const int64_t inner = BL ? pr.batch : M, outer = BL ? M : pr.batch;
+    dim3 grid(unsigned(cdiv(inner, 256)), unsigned(std::min<int64_t>(outer, 65535)), 1);
+    direct_kernel<T, BL><<<grid, 256, 0, s>>>(pr);
+    STRUX_LAUNCH("ks direct_kernel");
+    return;
+  }
+  switch (pick_tn(pr.b)) {
+    case 8: return launch_tile_prod<8>(pr, groups, s);
+    case 6: return launch_tile_prod<6>(pr, groups, s);
+    case 4: return launch_tile_prod<4>(pr, groups, s);
+    case 2: return launch_tile_prod<2>(pr, groups, s);
+    default: return launch_tile_prod<1>(pr, groups, s);
+  }
+}
+
+// y = x K'^T or K' x for pattern (a, b, c, d) and weight strides (si, sk, sl, sj).
+template <class T>
+void launch_prod(const T* x, const T* w, T* y, int64_t a, int64_t b, int64_t c, int64_t d,
+                 int64_t batch, int64_t si, int64_t sk, int64_t sl, int64_t sj, bool bl,
+                 cudaStream_t s) {
+  if (bl)
+    launch_prod_layout(ProdProblem<T, true>{x, w, y, a, b, c, d, batch, si, sk, sl, sj}, s);
+  else
+    launch_prod_layout(ProdProblem<T, false>{x, w, y, a, b, c, d, batch, si, sk, sl, sj}, s);
+}
+
+template <int T_M, int BK, bool BL, class T>
+void launch_gradw_cfg(const GradWProblem<T, BL>& pr, cudaStream_t s) {
+  const int64_t groups = pr.a * pr.d;
+  const int64_t p_tiles = cdiv(pr.b, 16 * T_M), q_tiles = cdiv(pr.c, 16 * T_M);
+  const int64_t gy = std::min<int64_t>(groups, 65535);
+  // Split the batch sum over enough blocks to fill the chip (about 2048 blocks), each split
+  // a multiple of BK long; the partial sums meet in dw through float atomics.
+  int64_t splits = std::max<int64_t>(1, cdiv(2048, p_tiles * q_tiles * gy));
+  splits = std::min<int64_t>({splits, cdiv(pr.batch, BK), 65535});
+  const int64_t r_split = cdiv(cdiv(pr.batch, splits), BK) * BK;
+  splits = cdiv(pr.batch, r_split);
+  dim3 grid(unsigned(p_tiles * q_tiles), unsigned(gy), unsigned(splits));
+  // Batch-last: the batch (the sum index r) is contiguous for both dy and x.
+  tile_kernel<T_M, T_M, BK, false, BL, BL><<<grid, 256, 0, s>>>(pr, p_tiles, groups, r_split);
+  STRUX_LAUNCH("ks grad-w tile_kernel");
+}
+
+template <bool BL, class T>
+void launch_gradw_layout(const GradWProblem<T, BL>& pr, cudaStream_t s) {
+  if (pr.b <= 16 && pr.c <= 16)
+    launch_gradw_cfg<1, 32>(pr, s);
+  else
+    launch_gradw_cfg<4, 16>(pr, s);
+}
+
+template <class T>
+void launch_gradw(const T* x, const T* dy, float* dw, int64_t a, int64_t b, int64_t c, int64_t d,
+                  int64_t batch, bool bl, cudaStream_t s) {
+  if (bl)
+    launch_gradw_layout(GradWProblem<T, true>{x, dy, dw, a, b, c, d, batch}, s);
+  else
+    launch_gradw_layout(GradWProblem<T, false>{x, dy, dw, a, b, c, d, batch}, s);
+}
+
+}  // namespace strux::cuda::ks

@@ -1,0 +1,217 @@
+// The one-pass chunked diagonal scan kernel (private to src/cuda/scan).
+//
+// Block = 32 channels (lanes, along the contiguous n axis: coalesced) x 8 warps; each thread
+// owns LC = 16 consecutive time steps of one channel, so a block covers a chunk of 128 steps.
+// Phases: (1) load the chunk (all loads independent, in flight together) and scan it locally in
+// registers, keeping the running A-product and the local h (state entering the chunk = 0);
+// (2) combine the 8 per-thread aggregates through shared memory; (3) warp 0 publishes the
+// block's aggregate, looks back over earlier chunks of the same channels (decoupled look-back:
+// an earlier chunk's inclusive state ends the walk, its bare aggregate is folded in and the walk
+// goes on), publishes its own inclusive state; (4) each thread fixes its local h with the
+// incoming state and writes. Blocks take chunk numbers from an atomic counter in start order,
+// so a block only ever waits for blocks already running: no deadlock.
+// REV = the backward pass: the same scan run from t = T-1 down to 0 on g_t = dh_t +
+// conj(a_{t+1}) g_{t+1}, then db = g, da_t = g_t conj(h_{t-1}), dh0 = conj(a_0) g_0.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace strux::cuda::scan {
+
+constexpr int CW = 32, TW = 8, LC = 16, CH = TW * LC;
+
+__device__ __forceinline__ float mul(float a, float b) { return a * b; }
+__device__ __forceinline__ float2 mul(float2 a, float2 b) {
+  return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+__device__ __forceinline__ float add(float a, float b) { return a + b; }
+__device__ __forceinline__ float2 add(float2 a, float2 b) { return make_float2(a.x + b.x, a.y + b.y); }
+// a * x + y
+__device__ __forceinline__ float axpy(float a, float x, float y) { return fmaf(a, x, y); }
+__device__ __forceinline__ float2 axpy(float2 a, float2 x, float2 y) {
+  return make_float2(fmaf(a.x, x.x, fmaf(-a.y, x.y, y.x)), fmaf(a.x, x.y, fmaf(a.y, x.x, y.y)));
+}
+__device__ __forceinline__ float cj(float a) { return a; }
+__device__ __forceinline__ float2 cj(float2 a) { return make_float2(a.x, -a.y); }
+__device__ __forceinline__ float scal(float a, float s) { return a * s; }
+__device__ __forceinline__ float2 scal(float2 a, float s) { return make_float2(a.x * s, a.y * s); }
+__device__ __forceinline__ float ldcg(const float* p) { return __ldcg(p); }
+__device__ __forceinline__ float2 ldcg(const float2* p) { return __ldcg(p); }
+__device__ __forceinline__ float2 shfl0(float2 v) {
+  return make_float2(__shfl_sync(0xffffffffu, v.x, 0), __shfl_sync(0xffffffffu, v.y, 0));
+}
+
+// Storage type S -> compute type V, with loads and stores.
+template <class S>
+struct Tr;
+template <>
+struct Tr<float> {
+  using V = float;
+  static __device__ __forceinline__ V one() { return 1.f; }
+  static __device__ __forceinline__ V zero() { return 0.f; }
+  static __device__ __forceinline__ V ld(const float* p) { return __ldg(p); }
+  static __device__ __forceinline__ void st(float* p, V v) { __stcs(p, v); }
+};
+template <>
+struct Tr<__half> {
+  using V = float;
+  static __device__ __forceinline__ V one() { return 1.f; }
+  static __device__ __forceinline__ V zero() { return 0.f; }
+  static __device__ __forceinline__ V ld(const __half* p) { return __half2float(__ldg(p)); }
+  static __device__ __forceinline__ void st(__half* p, V v) { *p = __float2half_rn(v); }
+};
+template <>
+struct Tr<__nv_bfloat16> {
+  using V = float;
+  static __device__ __forceinline__ V one() { return 1.f; }
+  static __device__ __forceinline__ V zero() { return 0.f; }
+  static __device__ __forceinline__ V ld(const __nv_bfloat16* p) { return __bfloat162float(__ldg(p)); }
+  static __device__ __forceinline__ void st(__nv_bfloat16* p, V v) { *p = __float2bfloat16_rn(v); }
+};
+template <>
+struct Tr<float2> {
+  using V = float2;
+  static __device__ __forceinline__ V one() { return make_float2(1.f, 0.f); }
+  static __device__ __forceinline__ V zero() { return make_float2(0.f, 0.f); }
+  static __device__ __forceinline__ V ld(const float2* p) { return __ldg(p); }
+  static __device__ __forceinline__ void st(float2* p, V v) { __stcs(p, v); }
+};
+
+template <class S, class V>
+struct ScanArgs {
+  const S* a;
+  const S* b;    // forward: b; backward: dh
+  const S* h0;   // (B, n) or null
+  const S* hf;   // backward: the forward's h
+  S* h;          // forward output
+  S* da;         // backward outputs
+  S* db;
+  S* dh0;
+  int64_t B, T, n, ctiles, n_tiles, n_chunks;
+  float scale;
+  int* counter;
+  int* flags;  // 0 = nothing, 1 = aggregate published, 2 = inclusive state published
+  V* aggA;
+  V* aggH;
+  V* incl;
+};
+
+template <class S, bool REV>
+__global__ void __launch_bounds__(CW* TW) diag_scan_kernel(ScanArgs<S, typename Tr<S>::V> g) {
+  using V = typename Tr<S>::V;
+  __shared__ int s_vid;
+  __shared__ V sA[TW][CW], sH[TW][CW], sC[CW];
+  const int lane = threadIdx.x % CW, tw = threadIdx.x / CW;
+  if (threadIdx.x == 0) s_vid = atomicAdd(g.counter, 1);
+  __syncthreads();
+  const int64_t vid = s_vid;
+  const int64_t chunk = vid / g.n_tiles, tile = vid - chunk * g.n_tiles;
+  const int64_t bi = tile / g.ctiles, ch = (tile - bi * g.ctiles) * CW + lane;
+  const bool live = ch < g.n;
+  const int64_t base = bi * g.T * g.n + ch;
+  const int64_t s0 = chunk * CH + tw * LC;  // first step (in scan order) of this thread
+
+  // (1) load and scan locally: al[s] becomes the running product, bl[s] the local state.
+  V al[LC], bl[LC];
+#pragma unroll
+  for (int s = 0; s < LC; ++s) {
+    const int64_t t = REV ? g.T - 1 - (s0 + s) : s0 + s;
+    al[s] = Tr<S>::one();
+    bl[s] = Tr<S>::zero();
+    if (live && t >= 0 && t < g.T) {
+      if (REV) {
+        al[s] = t + 1 < g.T ? cj(Tr<S>::ld(g.a + base + (t + 1) * g.n)) : Tr<S>::zero();
+        bl[s] = Tr<S>::ld(g.b + base + t * g.n);
+      } else {
+        al[s] = Tr<S>::ld(g.a + base + t * g.n);
+        bl[s] = scal(Tr<S>::ld(g.b + base + t * g.n), g.scale);
+      }
+    }
+  }
+  V PA = Tr<S>::one(), PH = Tr<S>::zero();
+#pragma unroll
+  for (int s = 0; s < LC; ++s) {
+    PH = axpy(al[s], PH, bl[s]);
+    PA = mul(al[s], PA);
+    al[s] = PA;
+    bl[s] = PH;
+  }
+  // (2) per-thread aggregates to shared memory.
+  sA[tw][lane] = PA;
+  sH[tw][lane] = PH;
+  __syncthreads();
+
+  // (3) look-back, by warp 0.
+  if (tw == 0) {
+    V BA = Tr<S>::one(), BH = Tr<S>::zero();
+#pragma unroll
+    for (int w = 0; w < TW; ++w) {
+      BH = axpy(sA[w][lane], BH, sH[w][lane]);
+      BA = mul(sA[w][lane], BA);
+    }
+    const int64_t slot = chunk * g.n_tiles + tile;
+    V carry = Tr<S>::zero();
+    if (chunk == 0) {
+      if (!REV && g.h0 && live) carry = scal(Tr<S>::ld(g.h0 + bi * g.n + ch), g.scale);
+    } else {
+      g.aggA[slot * CW + lane] = BA;
+      g.aggH[slot * CW + lane] = BH;
+      __threadfence();
+      __syncwarp();
+      if (lane == 0) atomicExch(g.flags + slot, 1);
+      V SA = Tr<S>::one(), SH = Tr<S>::zero();  // chunks between the one read and ours
+      for (int64_t p = chunk - 1; p >= 0; --p) {
+        const int64_t ps = p * g.n_tiles + tile;
+        int f = 0;
+        if (lane == 0) {
+          const volatile int* fp = g.flags + ps;
+          while ((f = *fp) == 0) {
+          }
+        }
+        f = __shfl_sync(0xffffffffu, f, 0);
+        __threadfence();
+        if (f == 2) {
+          carry = axpy(SA, ldcg(g.incl + ps * CW + lane), SH);
+          break;
+        }
+        SH = axpy(SA, ldcg(g.aggH + ps * CW + lane), SH);
+        SA = mul(SA, ldcg(g.aggA + ps * CW + lane));
+      }
+    }
+    g.incl[slot * CW + lane] = axpy(BA, carry, BH);
+    __threadfence();
+    __syncwarp();
+    if (lane == 0) atomicExch(g.flags + slot, 2);
+    sC[lane] = carry;
+  }
+  __syncthreads();
+
+  // (4) state entering this thread's steps, then fix up and write.
+  V cin = sC[lane];
+  for (int w = 0; w < tw; ++w) cin = axpy(sA[w][lane], cin, sH[w][lane]);
+  if (!live) return;
+#pragma unroll
+  for (int s = 0; s < LC; ++s) {
+    const int64_t t = REV ? g.T - 1 - (s0 + s) : s0 + s;
+    if (t < 0 || t >= g.T) continue;
+    const V v = axpy(al[s], cin, bl[s]);
+    if (!REV) {
+      Tr<S>::st(g.h + base + t * g.n, v);
+    } else {
+      Tr<S>::st(g.db + base + t * g.n, v);
+      V hp = Tr<S>::zero();
+      if (t >= 1)
+        hp = Tr<S>::ld(g.hf + base + (t - 1) * g.n);
+      else if (g.h0)
+        hp = Tr<S>::ld(g.h0 + bi * g.n + ch);
+      Tr<S>::st(g.da + base + t * g.n, mul(v, cj(hp)));
+      if (t == 0 && g.dh0) Tr<S>::st(g.dh0 + bi * g.n + ch, mul(cj(Tr<S>::ld(g.a + base)), v));
+    }
+  }
+}
+
+}  // namespace strux::cuda::scan

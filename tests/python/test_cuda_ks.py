@@ -1,0 +1,190 @@
+"""GPU Kronecker-sparse products (strux._cuda_ks_scan, strux.torch_ks_scan) against float64
+einsum references of the DESIGN.md formula. Skipped without PyTorch, a GPU or the CUDA build."""
+import pytest
+
+torch = pytest.importorskip("torch")
+from strux import _cuda_ks_scan as K  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and K.available()),
+                                reason="needs a CUDA GPU and strux built with CUDA")
+DEV = "cuda"
+TOL = {torch.float32: 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}
+
+
+def dense_loop(w, p):
+    """The dense K (M, N) of one factor, float64, entry by entry from the index formula."""
+    a, b, c, d = p
+    Kd = torch.zeros(a * b * d, a * c * d, dtype=torch.float64)
+    wc = w.double().cpu()
+    for i in range(a):
+        for k in range(b):
+            for l in range(c):
+                for j in range(d):
+                    Kd[i * b * d + k * d + j, i * c * d + l * d + j] = wc[i, k, l, j]
+    return Kd.to(w.device)
+
+
+def dense(w, p):
+    """The same dense K through I_a ⊗ w ⊗ I_d (vectorised; checked against dense_loop)."""
+    return dense_autograd([w.double()], [p])
+
+
+def test_dense_reference():
+    for p in [(2, 3, 4, 2), (1, 2, 5, 3)]:
+        w = rnd(*p)
+        assert torch.equal(dense(w, p), dense_loop(w, p))
+
+
+def rel(x, ref):
+    return ((x.double() - ref).norm() / ref.norm().clamp_min(1e-300)).item()
+
+
+def rnd(*shape, dtype=torch.float32):
+    return torch.randn(*shape, device=DEV, dtype=torch.float64).to(dtype)
+
+
+PATTERNS = [(1, 1, 1, 1), (2, 2, 2, 4), (3, 5, 7, 2), (2, 17, 19, 3), (1, 48, 48, 16), (2, 40, 33, 1),
+            (1, 100, 36, 1), (4, 6, 130, 1), (1, 9, 3, 5), (2, 3, 50, 2)]
+
+
+@pytest.mark.parametrize("p", PATTERNS)
+@pytest.mark.parametrize("layout", ["bsf", "bsl"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_forward_and_vjp(p, layout, dtype):
+    a, b, c, d = p
+    N, M = a * c * d, a * b * d
+    for batch in (1, 7, 300):
+        x = rnd(batch, N, dtype=dtype) if layout == "bsf" else rnd(N, batch, dtype=dtype)
+        w = rnd(*p, dtype=dtype)
+        Kd = dense(w, p)
+        y = K.ks_matmul(x, w, p, layout=layout)
+        assert y.dtype == dtype and y.shape == ((batch, M) if layout == "bsf" else (M, batch))
+        ref = x.double() @ Kd.T if layout == "bsf" else Kd @ x.double()
+        assert rel(y, ref) < TOL[dtype]
+        dy = rnd(*y.shape, dtype=dtype)
+        dx, dw = K.ks_matmul_vjp(dy, x, w, p, layout=layout)
+        refdx = dy.double() @ Kd if layout == "bsf" else Kd.T @ dy.double()
+        assert rel(dx, refdx) < TOL[dtype]
+        dyb = dy.double() if layout == "bsf" else dy.double().T
+        xb = x.double() if layout == "bsf" else x.double().T
+        refdw = torch.einsum("nikj,nilj->iklj", dyb.reshape(-1, a, b, d), xb.reshape(-1, a, c, d))
+        assert dw.dtype == dtype and rel(dw, refdw) < 3 * TOL[dtype]
+
+
+def test_noncontiguous_and_nan():
+    p = (2, 17, 19, 3)
+    N = 2 * 19 * 3
+    big = rnd(40, 2 * N)
+    x = big[:, ::2]                                   # strided columns
+    w = rnd(*p)
+    ref = x.double() @ dense(w, p).T
+    assert rel(K.ks_matmul(x, w, p), ref) < 1e-5
+    xt = rnd(N, 40).T                                 # a transposed view
+    assert rel(K.ks_matmul(xt, w, p), xt.double() @ dense(w, p).T) < 1e-5
+    x = rnd(5, N)
+    x[2, 4] = float("nan")
+    y = K.ks_matmul(x, w, p)
+    assert torch.isnan(y[2]).any() and torch.isfinite(y[[0, 1, 3, 4]]).all()
+
+
+@pytest.mark.parametrize("layout", ["bsf", "bsl"])
+def test_chain_and_vjp(layout):
+    for ps in ([(2, 3, 4, 3), (4, 3, 5, 2)], [(1, 2, 2, 8), (2, 2, 2, 4), (4, 2, 2, 2), (8, 2, 2, 1)]):
+        ws = [rnd(*p) for p in ps]
+        Kd = dense(ws[0], ps[0])
+        for w, p in zip(ws[1:], ps[1:]):
+            Kd = Kd @ dense(w, p)
+        N = Kd.shape[1]
+        x = rnd(33, N) if layout == "bsf" else rnd(N, 33)
+        y = K.ks_chain(x, ws, ps, layout=layout)
+        ref = x.double() @ Kd.T if layout == "bsf" else Kd @ x.double()
+        assert rel(y, ref) < 1e-5
+        dy = rnd(*y.shape)
+        dx, dws = K.ks_chain_vjp(dy, x, ws, ps, layout=layout)
+        assert rel(dx, dy.double() @ Kd if layout == "bsf" else Kd.T @ dy.double()) < 1e-5
+        # dw against autograd of the float64 dense chain
+        wd = [w.double().requires_grad_() for w in ws]
+        Kt = dense_autograd(wd, ps)
+        out = x.double() @ Kt.T if layout == "bsf" else Kt @ x.double()
+        g = torch.autograd.grad((out * dy.double()).sum(), wd)
+        for q in range(len(ps)):
+            assert rel(dws[q], g[q]) < 1e-5
+
+
+def dense_autograd(wd, ps):
+    Kt = None
+    for w, p in zip(wd, ps):
+        a, b, c, d = p
+        eye_a, eye_d = torch.eye(a, dtype=w.dtype, device=w.device), torch.eye(d, dtype=w.dtype, device=w.device)
+        D = torch.einsum("iklj,ie,jf->ikjelf", w, eye_a, eye_d).reshape(a * b * d, a * c * d)
+        Kt = D if Kt is None else Kt @ D
+    return Kt
+
+
+def test_torch_ops_autograd_and_gradcheck():
+    from strux import torch_ks_scan as T
+    p = (2, 3, 5, 2)
+    # float64 takes the PyTorch path of the same op: gradcheck checks its backward op.
+    x = torch.randn(4, 20, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(*p, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, w: T.ks_matmul(x, w, p), (x, w))
+    xl = torch.randn(20, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, w: T.ks_matmul(x, w, p, layout="bsl"), (xl, w))
+    ps = [(2, 3, 4, 3), (4, 3, 5, 2)]
+    ws = [torch.randn(*q, dtype=torch.float64, requires_grad=True) for q in ps]
+    x2 = torch.randn(3, 40, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, w1, w2: T.ks_chain(x, [w1, w2], ps), (x2, *ws))
+    # float32 on the GPU kernels against the float64 path's gradients.
+    xg = [t.detach().cuda().float().requires_grad_() for t in (x2, *ws)]
+    y = T.ks_chain(xg[0], xg[1:], ps)
+    dy = torch.randn_like(y)
+    g32 = torch.autograd.grad(y, xg, dy)
+    y64 = T.ks_chain(x2, ws, ps)
+    g64 = torch.autograd.grad(y64, [x2, *ws], dy.double().cpu())
+    for a32, a64 in zip(g32, g64):
+        assert rel(a32.cpu(), a64) < 1e-5
+
+
+def test_kslinear():
+    from strux import torch_ks_scan as T
+    m = T.KSLinear([(2, 3, 4, 3), (4, 3, 5, 2)], bias=True).cuda()
+    assert (m.in_features, m.out_features) == (40, 18)
+    x = torch.randn(2, 5, 40, device=DEV, requires_grad=True)
+    y = m(x)
+    assert y.shape == (2, 5, 18)
+    Kd = dense_autograd([w.double() for w in m.weights], m.patterns)
+    assert rel(y, x.double() @ Kd.T + m.bias.double()) < 1e-5
+    y.sum().backward()
+    assert all(w.grad is not None and torch.isfinite(w.grad).all() for w in m.weights)
+    assert m.bias.grad is not None and x.grad.shape == x.shape
+
+
+def test_bad_inputs():
+    p = (2, 3, 4, 1)
+    x, w = rnd(5, 8), rnd(*p)
+    with pytest.raises(ValueError, match="'x'"):
+        K.ks_matmul(rnd(5, 9), w, p)
+    with pytest.raises(ValueError, match="'x'"):
+        K.ks_matmul(rnd(5, 8, 1), w, p)
+    with pytest.raises(ValueError, match="'w'"):
+        K.ks_matmul(x, rnd(2, 3, 4, 2), p)
+    with pytest.raises(ValueError, match="'pattern'"):
+        K.ks_matmul(x, w, (2, 3, 4))
+    with pytest.raises(ValueError, match="'pattern'"):
+        K.ks_matmul(x, w, (2, 0, 4, 1))
+    with pytest.raises(ValueError, match="'layout'"):
+        K.ks_matmul(x, w, p, layout="rows")
+    with pytest.raises(TypeError, match="'x'"):
+        K.ks_matmul(x.to(torch.int32), w, p)
+    with pytest.raises(TypeError, match="'x'"):
+        K.ks_matmul(x.double(), w.double(), p)
+    with pytest.raises(TypeError, match="'w'"):
+        K.ks_matmul(x, w.half(), p)
+    with pytest.raises(ValueError, match="'x'"):
+        K.ks_matmul(x.cpu(), w, p)
+    with pytest.raises(ValueError, match="'x'"):
+        K.ks_matmul(rnd(0, 8), w, p)
+    with pytest.raises(ValueError, match="'patterns'"):
+        K.ks_chain(x, [w, w], [p, p])
+    with pytest.raises(ValueError, match="'dy'"):
+        K.ks_matmul_vjp(rnd(4, 6), x, w, p)
