@@ -15,9 +15,10 @@
 
 namespace strux::cuda::fused {
 
-// Threads per CTA for complex length N: 16 complex points per thread up to N = 8192, 32 above
-// (1024-thread CTAs would cap registers at 64).
-__host__ __device__ constexpr int threads_for(int N) { return N <= 8192 ? N / 16 : N / 32; }
+// Threads per CTA for complex length N: 16 complex points per thread (N = 16384: 1024 threads,
+// 64 registers each, which fits with fresh_tid and staged I/O; 32 points per thread at 512
+// threads spilled ~850 bytes per thread and ran at a third of the expected rate).
+__host__ __device__ constexpr int threads_for(int N) { return N / 16; }
 // Shared-memory index with one pad slot per 16 float2: the stride-R stores of the first pass
 // (R <= 16) then hit 16 distinct 8-byte bank pairs per half warp.
 __device__ __forceinline__ int pad(int i) { return i + (i >> 4); }
@@ -176,6 +177,44 @@ __device__ __forceinline__ void fft(float2* buf, int tid, Load ld, Out out) {
   fft_rest<N, T, Sign, 1>(v, buf, tid, out);
 }
 
+// Staged I/O for the largest size (1024 threads, 64 registers each): the row passes through
+// shared memory in plain loops instead of being loaded/stored inside the first/last pass,
+// whose 16 outstanding global loads per thread (plus gates) would spill. Costs one extra
+// shared-memory pass and barrier each way.
+template <int N>
+constexpr bool kStaged = N >= 16384;
+
+template <int N, int T, int Sign, bool StageIn, bool StageOut, class Load, class Out>
+__device__ __forceinline__ void fft_io(float2* buf, int tid, Load ld, Out out) {
+  auto from_buf = [&](int n) { return buf[pad(n)]; };
+  auto to_buf = [&](int i, float2 x) { buf[pad(i)] = x; };
+  if constexpr (StageIn) {
+    __syncthreads();  // the previous user of buf is done
+#pragma unroll 4
+    for (int n = tid; n < N; n += T) buf[pad(n)] = ld(n);
+    __syncthreads();
+  }
+  if constexpr (StageOut) {
+    if constexpr (StageIn) fft<N, T, Sign>(buf, tid, from_buf, to_buf);
+    else fft<N, T, Sign>(buf, tid, ld, to_buf);
+    __syncthreads();
+#pragma unroll 4
+    for (int n = tid; n < N; n += T) out(n, buf[pad(n)]);
+  } else {
+    if constexpr (StageIn) fft<N, T, Sign>(buf, tid, from_buf, out);
+    else fft<N, T, Sign>(buf, tid, ld, out);
+  }
+}
+
+// threadIdx.x read afresh: every address below derives from it, and a value the compiler cannot
+// hoist keeps it from holding each pass's loop-invariant addresses live across the whole row
+// loop (at 64 registers per thread that spilled ~400 bytes per thread).
+__device__ __forceinline__ int fresh_tid() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
+
 // ---- real-FFT split / merge -----------------------------------------------------------------
 // Z = DFT_N(z), z[n] = x[2n] + i·x[2n+1]. For the pair (f, g = N − f), W = exp(−2πi f/2N):
 //   X[f] = E + W·O,  X[g] = conj(E − W·O),  E = (Z[f] + conj Z[g])/2,  O = −i(Z[f] − conj Z[g])/2.
@@ -270,7 +309,6 @@ __global__ void __launch_bounds__(threads_for(N)) forward_kernel(
     int rows_per_cta, bool vec) {
   constexpr int TT = threads_for(N);
   extern __shared__ float2 smem[];
-  const int tid = threadIdx.x;
   const Rows rw = rows_of(B, nchunk, rows_per_cta);
   const float2* __restrict__ kh = khat + rw.h * (N + 1);
   const float sk = skip ? float(to_c(skip[rw.h])) : 0.f;
@@ -278,8 +316,8 @@ __global__ void __launch_bounds__(threads_for(N)) forward_kernel(
     const int64_t off = (b * H + rw.h) * L;
     const T* ur = u + off;
     const T* pr = pre ? pre + off : nullptr;
-    fft<N, TT, -1>(
-        smem, tid,
+    fft_io<N, TT, -1, kStaged<N>, false>(
+        smem, fresh_tid(),
         [&](int n) {
           float2 z = ld2(ur, 2 * int64_t(n), L, vec);
           if (pr) z = mul2(z, ld2(pr, 2 * int64_t(n), L, vec));
@@ -287,15 +325,17 @@ __global__ void __launch_bounds__(threads_for(N)) forward_kernel(
         },
         [&](int i, float2 x) { smem[pad(i)] = x; });
     __syncthreads();
-    for (int f = tid; f <= N / 2; f += TT) {
+    // unroll 2: deeper unrolling hoists every pair's loads and spills at 64 registers
+#pragma unroll 2
+    for (int f = fresh_tid(); f <= N / 2; f += TT) {
       const int g = N - f;
       const Split sp = split<N>(smem[pad(f)], smem[pad(g & (N - 1))], f);
       merge<N>(mulf2(sp.xf, __ldg(kh + f)), mulf2(sp.xg, __ldg(kh + g)), sp.w, f,
                [&](int i, float2 x) { smem[pad(i)] = x; });
     }
     __syncthreads();
-    fft<N, TT, +1>(
-        smem, tid, [&](int n) { return smem[pad(n)]; },
+    fft_io<N, TT, +1, false, kStaged<N>>(
+        smem, fresh_tid(), [&](int n) { return smem[pad(n)]; },
         [&](int n, float2 z) {
           const int64_t t = 2 * int64_t(n);
           if (t >= L) return;
@@ -323,7 +363,6 @@ __global__ void __launch_bounds__(threads_for(N)) backward_kernel(
     int64_t H, int64_t L, int nchunk, int rows_per_cta, bool vec, bool vh_smem) {
   constexpr int TT = threads_for(N);
   extern __shared__ float2 smem[];
-  const int tid = threadIdx.x;
   const Rows rw = rows_of(B, nchunk, rows_per_cta);
   const float2* __restrict__ kh = khat + rw.h * (N + 1);
   float2* dkp = dkpart + (rw.chunk * H + rw.h) * (N + 1);
@@ -337,8 +376,8 @@ __global__ void __launch_bounds__(threads_for(N)) backward_kernel(
     const T* dyr = dy + off;
     const T* por = post ? post + off : nullptr;
     // V̂ (half spectrum, N + 1 values) into vh
-    fft<N, TT, -1>(
-        smem, tid,
+    fft_io<N, TT, -1, kStaged<N>, false>(
+        smem, fresh_tid(),
         [&](int n) {
           float2 z = ld2(ur, 2 * int64_t(n), L, vec);
           if (pr) z = mul2(z, ld2(pr, 2 * int64_t(n), L, vec));
@@ -346,15 +385,17 @@ __global__ void __launch_bounds__(threads_for(N)) backward_kernel(
         },
         [&](int i, float2 x) { smem[pad(i)] = x; });
     __syncthreads();
-    for (int f = tid; f <= N / 2; f += TT) {
+    // unroll 2: deeper unrolling hoists every pair's loads and spills at 64 registers
+#pragma unroll 2
+    for (int f = fresh_tid(); f <= N / 2; f += TT) {
       const int g = N - f;
       const Split sp = split<N>(smem[pad(f)], smem[pad(g & (N - 1))], f);
       vh[f] = sp.xf;
       vh[g] = sp.xg;
     }
     // Ĝ; the barrier inside fft orders the vh stores above before anyone reads vh below
-    fft<N, TT, -1>(
-        smem, tid,
+    fft_io<N, TT, -1, kStaged<N>, false>(
+        smem, fresh_tid(),
         [&](int n) {
           float2 z = ld2(dyr, 2 * int64_t(n), L, vec);
           if (por) z = mul2(z, ld2(por, 2 * int64_t(n), L, vec));
@@ -363,7 +404,9 @@ __global__ void __launch_bounds__(threads_for(N)) backward_kernel(
         [&](int i, float2 x) { smem[pad(i)] = x; });
     __syncthreads();
     const bool first = b == rw.b0;
-    for (int f = tid; f <= N / 2; f += TT) {
+    // unroll 2: deeper unrolling hoists every pair's loads and spills at 64 registers
+#pragma unroll 2
+    for (int f = fresh_tid(); f <= N / 2; f += TT) {
       const int g = N - f;
       const Split sp = split<N>(smem[pad(f)], smem[pad(g & (N - 1))], f);
       const float2 vf = vh[f], vg = vh[g];
@@ -380,8 +423,8 @@ __global__ void __launch_bounds__(threads_for(N)) backward_kernel(
       if (need_z) merge<N>(mulf2(kf, vf), mulf2(kg, vg), sp.w, f, [&](int i, float2 x) { vh[i] = x; });
     }
     __syncthreads();
-    fft<N, TT, +1>(
-        smem, tid, [&](int n) { return smem[pad(n)]; },
+    fft_io<N, TT, +1, false, kStaged<N>>(
+        smem, fresh_tid(), [&](int n) { return smem[pad(n)]; },
         [&](int n, float2 c) {
           const int64_t t = 2 * int64_t(n);
           if (t >= L) return;
@@ -401,8 +444,8 @@ __global__ void __launch_bounds__(threads_for(N)) backward_kernel(
         });
     if (need_z) {
       // vh's merged stores are ordered before these loads by the barriers inside the fft above
-      fft<N, TT, +1>(
-          smem, tid, [&](int n) { return vh[n]; },
+      fft_io<N, TT, +1, kStaged<N>, kStaged<N>>(
+          smem, fresh_tid(), [&](int n) { return vh[n]; },
           [&](int n, float2 z) {
             const int64_t t = 2 * int64_t(n);
             if (t >= L) return;
