@@ -5,6 +5,8 @@
 # Writes under $OUT (default ./out): gpu_check.log, build.log, pytest.log, gpu_bench.json,
 # gpu_bench.md, memcheck.log.
 #   scripts/gpu_check.sh [--quick] [--no-bench] [--no-tests]
+# BENCH_ARGS (environment) passes on to the fftconv/toeplitz benchmark, e.g. BENCH_ARGS="--only
+# fftconv"; SKIP_KS_SCAN=1 skips the ks/scan benchmark.
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
@@ -58,8 +60,8 @@ fi
 
 # ---- benchmark ---------------------------------------------------------------------------------
 if [ $BENCH = 1 ]; then
-  timeout 200 python3 -m strux.bench.gpu --out "$OUT" $QUICK || { echo "== bench failed"; rc=1; }
-  timeout 200 python3 -m strux.bench.gpu_ks_scan --out "$OUT" $QUICK || { echo "== ks/scan bench failed"; rc=1; }
+  timeout 300 python3 -m strux.bench.gpu --out "$OUT" $QUICK ${BENCH_ARGS:-} || { echo "== bench failed"; rc=1; }
+  [ "${SKIP_KS_SCAN:-0}" = 1 ] || timeout 200 python3 -m strux.bench.gpu_ks_scan --out "$OUT" $QUICK || { echo "== ks/scan bench failed"; rc=1; }
 fi
 
 # ---- memcheck on small sizes -------------------------------------------------------------------

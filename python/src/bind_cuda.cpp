@@ -80,10 +80,10 @@ struct FFTConv {
   bool backward;
 
   FFTConv(int64_t B_, int64_t H_, int64_t L_, int64_t Lk_, const std::string& mode, const std::string& dtype,
-          bool with_backward)
+          bool with_backward, int algo)
       : B(B_), H(H_), L(L_), Lk(Lk_), dt(parse_dtype(dtype)), device(current_device()), backward(with_backward) {
     check_arg(mode == "causal" || mode == "circular", "mode", "expected 'causal' or 'circular', got '", mode, "'");
-    plan = std::make_unique<FFTConvPlan>(B, H, L, Lk, mode == "circular", dt, with_backward);
+    plan = std::make_unique<FFTConvPlan>(B, H, L, Lk, mode == "circular", dt, with_backward, algo);
   }
   std::vector<int64_t> bhl() const { return {B, H, L}; }
   void same_device() const {
@@ -170,9 +170,9 @@ struct Toeplitz {
 void bind_cuda(nb::module_& m) {
   nb::module_ c = m.def_submodule("cuda", "CUDA plans (use strux._cuda, not this module)");
   nb::class_<FFTConv>(c, "FFTConvPlan")
-      .def(nb::init<int64_t, int64_t, int64_t, int64_t, const std::string&, const std::string&, bool>(),
+      .def(nb::init<int64_t, int64_t, int64_t, int64_t, const std::string&, const std::string&, bool, int>(),
            nb::arg("B"), nb::arg("H"), nb::arg("L"), nb::arg("Lk"), nb::arg("mode"), nb::arg("dtype"),
-           nb::arg("with_backward"))
+           nb::arg("with_backward"), nb::arg("algo") = 0)
       .def("set_filter", &FFTConv::set_filter, nb::arg("k"), nb::arg("stream"))
       .def("forward", &FFTConv::forward, nb::arg("u"), nb::arg("pregate").none(), nb::arg("postgate").none(),
            nb::arg("skip").none(), nb::arg("y"), nb::arg("stream"))
@@ -180,6 +180,7 @@ void bind_cuda(nb::module_& m) {
            nb::arg("postgate").none(), nb::arg("skip").none(), nb::arg("du"), nb::arg("dk"),
            nb::arg("dpregate").none(), nb::arg("dpostgate").none(), nb::arg("dskip").none(), nb::arg("stream"))
       .def_prop_ro("nfft", [](const FFTConv& p) { return p.plan->nfft(); })
+      .def_prop_ro("fused", [](const FFTConv& p) { return p.plan->fused(); })
       .def_prop_ro("workspace_bytes", [](const FFTConv& p) { return p.plan->workspace_bytes(); });
   nb::class_<Toeplitz>(c, "ToeplitzPlan")
       .def(nb::init<int64_t, int64_t, int64_t, int64_t, const std::string&, const std::string&, int, int>(),

@@ -151,17 +151,22 @@ class _LRU(OrderedDict):
 
 _fftconv_plans = _LRU()
 
+#: fftconv algorithm for new plans: 0 = the fused single-kernel path where it applies (float32,
+#: float16, bfloat16; causal with L + min(Lk, L) - 1 <= 32768; circular with L a power of two in
+#: [1024, 32768]), else cuFFT; 1 = always the cuFFT path. Part of the plan cache key.
+fftconv_algo = 0
+
 
 def _fftconv_plan(dev, B, H, L, Lk, mode, dtype, backward):
     """A backward-capable plan serves forward calls too; asking for one drops the forward-only one."""
-    key = (dev, B, H, L, Lk, mode, dtype)
+    key = (dev, B, H, L, Lk, mode, dtype, fftconv_algo)
     if (key, True) in _fftconv_plans:
         return _fftconv_plans.get_or((key, True), None)
     if not backward and (key, False) in _fftconv_plans:
         return _fftconv_plans.get_or((key, False), None)
     _fftconv_plans.pop((key, False), None)
     return _fftconv_plans.get_or((key, backward),
-                                 lambda: _ext.cuda.FFTConvPlan(B, H, L, Lk, mode, dtype, backward))
+                                 lambda: _ext.cuda.FFTConvPlan(B, H, L, Lk, mode, dtype, backward, fftconv_algo))
 
 
 def _fftconv_args(u, k, mode, pregate, postgate, skip):
@@ -247,7 +252,8 @@ class FFTConvCUDA:
         if mode not in ("causal", "circular"):
             raise ValueError(f"argument 'mode': expected one of 'causal', 'circular', got {mode!r}")
         with self._kind.guard(k):
-            self._plan = _ext.cuda.FFTConvPlan(self.B, self.H, self.L, self.Lk, mode, self.dtype, False)
+            self._plan = _ext.cuda.FFTConvPlan(self.B, self.H, self.L, self.Lk, mode, self.dtype, False,
+                                               fftconv_algo)
         self.set_filter(k)
 
     def set_filter(self, k):

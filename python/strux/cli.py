@@ -35,17 +35,23 @@ def _use_gpu(device: str) -> bool:
     return ok
 
 
-def _bench_gpu(args) -> int:
+def _bench_gpu(args, families) -> int:
     import strux
     from strux.bench import gpu, gpu_ks_scan
-    res = gpu.run(quick=args.quick)
-    print(gpu.markdown(res))
-    res_ks_scan = gpu_ks_scan.run(quick=args.quick)
-    print(gpu_ks_scan.table(res_ks_scan["meta"], res_ks_scan["rows"]))
+    out = {"strux": strux.info()}
+    ft = [f for f in families if f in ("fftconv", "toeplitz")]
+    if ft:
+        res = gpu.run(quick=args.quick, only=ft[0] if len(ft) == 1 else None)
+        print(gpu.markdown(res))
+        out["fftconv_toeplitz"] = res
+    ks = [f for f in families if f in ("ks", "scan")]
+    if ks:
+        res = gpu_ks_scan.run(quick=args.quick, families=ks)
+        print(gpu_ks_scan.table(res["meta"], res["rows"]))
+        out["ks_scan"] = res
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"strux": strux.info(), "fftconv_toeplitz": res, "ks_scan": res_ks_scan}, f,
-                      indent=1, default=str)
+            json.dump(out, f, indent=1, default=str)
         print(f"wrote {args.json}", file=sys.stderr)
     return 0
 
@@ -53,15 +59,15 @@ def _bench_gpu(args) -> int:
 def _bench(args) -> int:
     import strux
     from strux import bench
-    if _use_gpu(args.device):
-        return _bench_gpu(args)
-    if args.threads:
-        strux.set_num_threads(args.threads)
     families = args.family or bench.FAMILIES
     for f in families:
         if f not in bench.FAMILIES:
             print(f"strux bench: unknown family {f!r}; expected one of {', '.join(bench.FAMILIES)}", file=sys.stderr)
             return 2
+    if _use_gpu(args.device):
+        return _bench_gpu(args, families)
+    if args.threads:
+        strux.set_num_threads(args.threads)
     cases = bench.collect(families)
     rows = bench.run(cases, progress=not args.quiet)
     print(bench.table(rows))

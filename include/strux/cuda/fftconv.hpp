@@ -2,8 +2,8 @@
 //
 // Contract: DESIGN.md "fftconv". u (B, H, L), k (H, Lk), optional pregate/postgate (B, H, L),
 // skip (H,), all of one dtype (f16, bf16, f32 computed in float32; f64 in float64), dense
-// row-major, on the plan's device. Causal: nfft = a 2·3·5·7-smooth size >= L + min(Lk, L) - 1;
-// circular: nfft = L (Lk <= L).
+// row-major, on the plan's device. cuFFT path: causal nfft = a 2·3·5·7-smooth size >=
+// L + min(Lk, L) - 1, circular nfft = L (Lk <= L). Fused path: see the constructor.
 //
 // The plan owns cuFFT plans, the filter spectrum and all workspace (allocated here, at plan
 // time): execute calls only launch work on the caller's stream and never allocate or sync.
@@ -20,8 +20,12 @@ namespace strux::cuda {
 
 class FFTConvPlan {
  public:
-  // with_backward also allocates the second spectrum buffer that backward() needs.
-  FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward);
+  // with_backward also allocates the workspace that backward() needs. algo 0: the fused
+  // single-kernel path (own FFTs in shared memory) where it applies (f32/f16/bf16; causal with
+  // L + min(Lk, L) - 1 <= 32768, nfft then the next power of two >= 1024; circular with L a
+  // power of two in [1024, 32768]), else cuFFT; algo 1: always cuFFT.
+  FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward,
+              int algo = 0);
   ~FFTConvPlan();
   FFTConvPlan(const FFTConvPlan&) = delete;
   FFTConvPlan& operator=(const FFTConvPlan&) = delete;
@@ -36,6 +40,7 @@ class FFTConvPlan {
                 void* du, void* dk, void* dpregate, void* dpostgate, void* dskip, Stream s);
 
   int64_t nfft() const;
+  bool fused() const;  // true when this plan runs the fused kernels
   bool filter_set() const;
   size_t workspace_bytes() const;
 

@@ -75,6 +75,20 @@ def fftconv_cases(L_list, B, H, results):
         du, dk = _cuda.fftconv_vjp(dy, u, k)[:2]
         del y, yr, ref, u64
         t_s = time_ms(lambda: _cuda.fftconv(u, k))
+        fused = bool(_cuda._fftconv_plan(u.device.index, B, H, L, L, "causal", "float16", False).fused)
+        # the cuFFT path (algo 1) on the same inputs, for comparison
+        y0 = _cuda.fftconv(u, k)[:2].clone()
+        free()
+        _cuda.fftconv_algo = 1
+        try:
+            err_paths = rel(y0, _cuda.fftconv(u, k)[:2])
+            del y0
+            t_c = time_ms(lambda: _cuda.fftconv(u, k))
+            free()
+            t_cb = time_ms(lambda: _cuda.fftconv_vjp(dy, u, k))
+        finally:
+            _cuda.fftconv_algo = 0
+            free()
         conv = _cuda.FFTConvCUDA(k, B, L)
         t_obj = time_ms(lambda: conv(u))
         del conv
@@ -102,7 +116,10 @@ def fftconv_cases(L_list, B, H, results):
             strux_fwd_ms=t_s[0], strux_fwd_cached_filter_ms=t_obj[0], torch_fwd_ms=t_t[0],
             speedup_fwd=t_t[0] / t_s[0], strux_bwd_ms=t_sb[0], torch_bwd_ms=t_tb[0], speedup_bwd=t_tb[0] / t_sb[0],
             hbm_floor_fwd_ms=floor_ms, cufft_pair_fp32_ms=t_fft[0], relerr_strux=err_s, relerr_torch=err_t,
+            fused=fused, relerr_fused_vs_cufft=err_paths, strux_cufft_path_fwd_ms=t_c[0], strux_cufft_path_bwd_ms=t_cb[0],
+            spread_bwd=[t_sb[1], t_sb[2]],
             relerr_du_vs_torch=err_du, relerr_dk_vs_torch=err_dk, spread_fwd=[t_s[1], t_s[2]]))
+        print(f"fftconv L={L}: fused={fused} cuFFT path fwd {t_c[0]:.3f} bwd {t_cb[0]:.3f}", flush=True)
         print(f"fftconv L={L}: strux fwd {t_s[0]:.3f} ms (cached filter {t_obj[0]:.3f}), torch {t_t[0]:.3f} ms "
               f"-> {t_t[0] / t_s[0]:.2f}x; bwd strux {t_sb[0]:.3f} torch {t_tb[0]:.3f} -> {t_tb[0] / t_sb[0]:.2f}x; "
               f"err {err_s:.1e} vs torch {err_t:.1e}", flush=True)
@@ -185,12 +202,16 @@ def markdown(res):
     lines = [f"# strux GPU benchmark — {res['device']}, {res['date']}", "",
              f"torch {res['torch']}, copy bandwidth {res['copy_Bps'] / 1e12:.2f} TB/s (read + write)", "",
              "## fftconv, causal, float16 in/out, B=64, H=768 (ms, median)", "",
-             "| L | strux fwd | strux fwd (cached K̂) | torch fwd | speedup | strux bwd | torch bwd | speedup | rel err strux / torch |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| L | path | strux fwd | strux fwd (cached K̂) | cuFFT path fwd | torch fwd | speedup | strux bwd | cuFFT path bwd | torch bwd | speedup | rel err strux / torch |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["fftconv"]:
-        lines.append(f"| {r['L']} | {r['strux_fwd_ms']:.3f} | {r['strux_fwd_cached_filter_ms']:.3f} | {r['torch_fwd_ms']:.3f} | "
-                     f"{r['speedup_fwd']:.2f}× | {r['strux_bwd_ms']:.3f} | {r['torch_bwd_ms']:.3f} | {r['speedup_bwd']:.2f}× | "
+        lines.append(f"| {r['L']} | {'fused' if r['fused'] else 'cuFFT'} | {r['strux_fwd_ms']:.3f} | {r['strux_fwd_cached_filter_ms']:.3f} | "
+                     f"{r['strux_cufft_path_fwd_ms']:.3f} | {r['torch_fwd_ms']:.3f} | "
+                     f"{r['speedup_fwd']:.2f}× | {r['strux_bwd_ms']:.3f} | {r['strux_cufft_path_bwd_ms']:.3f} | {r['torch_bwd_ms']:.3f} | {r['speedup_bwd']:.2f}× | "
                      f"{r['relerr_strux']:.1e} / {r['relerr_torch']:.1e} |")
+    lines += ["", "errors: " + "; ".join(f"L={r['L']} fused vs cuFFT path {r.get('relerr_fused_vs_cufft', float('nan')):.1e}, "
+                                       f"du {r['relerr_du_vs_torch']:.1e}, dk {r['relerr_dk_vs_torch']:.1e}"
+                                       for r in res["fftconv"])]
     lines += ["", "## toeplitz, complex64 F̂ (ms, median; fraction of copy bandwidth on F̂ bytes)", ""]
     for r in res["toeplitz"]:
         lines += [f"Nt={r['Nt']}, Nd={r['Nd']}, Nm={r['Nm']}: F̂ {r['fhat_GB']:.2f} GB, floor {r['fhat_floor_ms']:.3f} ms", "",
@@ -213,7 +234,7 @@ def markdown(res):
     return "\n".join(lines) + "\n"
 
 
-def run(quick: bool = False, out: str | None = None) -> dict:
+def run(quick: bool = False, out: str | None = None, only: str | None = None) -> dict:
     """All GPU cases; writes gpu_bench.json and gpu_bench.md under `out` when given."""
     torch.manual_seed(0)
     res = dict(device=torch.cuda.get_device_name(), date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -225,8 +246,10 @@ def run(quick: bool = False, out: str | None = None) -> dict:
             fftconv_cases([1024], 4, 64, res)
             toeplitz_cases(100, 10, 500, 16, res)
         else:
-            fftconv_cases([1024, 4096, 16384], 64, 768, res)
-            toeplitz_cases(1000, 100, 5000, 16, res)
+            if only != "toeplitz":
+                fftconv_cases([1024, 4096, 16384], 64, 768, res)
+            if only != "fftconv":
+                toeplitz_cases(1000, 100, 5000, 16, res)
     finally:
         if out:
             os.makedirs(out, exist_ok=True)
@@ -241,8 +264,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    ap.add_argument("--only", choices=["fftconv", "toeplitz"], help="one family only")
     a = ap.parse_args(argv)
-    print(markdown(run(a.quick, a.out)))
+    print(markdown(run(a.quick, a.out, a.only)))
 
 
 if __name__ == "__main__":

@@ -230,15 +230,17 @@ def table(meta, rows):
     return "\n".join(out)
 
 
-def run(quick: bool = False, out: str | None = None) -> dict:
-    """All ks and scan GPU cases; writes gpu_ks_scan.json/.md under `out` when given."""
+def run(quick: bool = False, out: str | None = None, families=("ks", "scan")) -> dict:
+    """The ks and/or scan GPU cases; writes gpu_ks_scan.json/.md under `out` when given."""
     torch.manual_seed(0)
     bw, fl = ceilings()
     meta = dict(device=torch.cuda.get_device_name(), copy_bw=bw, fp32_flops=fl, torch=torch.__version__)
     print(f"device {meta['device']}: copy {bw / 1e12:.2f} TB/s, fp32 {fl / 1e12:.1f} TFLOP/s", file=sys.stderr, flush=True)
     rows = []
-    rows += scan_cases(bw, quick)
-    rows += ks_cases(bw, fl, 25088 if not quick else 4096, quick)
+    if "scan" in families:
+        rows += scan_cases(bw, quick)
+    if "ks" in families:
+        rows += ks_cases(bw, fl, 25088 if not quick else 4096, quick)
     res = dict(meta=meta, rows=rows)
     if out:
         os.makedirs(out, exist_ok=True)

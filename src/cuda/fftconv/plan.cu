@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cuda/buffer.hpp"
+#include "cuda/fftconv/fused.hpp"
 #include "cuda/fftconv/kernels.cuh"
 #include "strux/cuda/fftconv.hpp"
 
@@ -16,6 +17,10 @@ struct FFTConvPlan::Impl {
   DType dtype;
   FFTPlan r2c_rows, c2r_rows, r2c_h, c2r_h;
   DeviceBuffer slotA, slotB, khat, dkhat, work;
+  // Fused path (fused.cuh): one kernel per call, own FFTs; cuFFT only for the filter (H rows).
+  bool fused = false;
+  fused::Launch fwd_launch, bwd_launch;
+  DeviceBuffer dkpart, vh;
 
   template <class T>
   void set_filter(const T* kf, cudaStream_t s);
@@ -27,12 +32,13 @@ struct FFTConvPlan::Impl {
 };
 
 FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype,
-                         bool with_backward)
+                         bool with_backward, int algo)
     : impl_(new Impl) {
   check_positive(B, "B");
   check_positive(H, "H");
   check_positive(L, "L");
   check_positive(Lk, "Lk");
+  check_arg(algo == 0 || algo == 1, "algo", "expected 0 (fused kernels where they apply) or 1 (cuFFT), got ", algo);
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
   Impl& p = *impl_;
   p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);
@@ -40,26 +46,49 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   // Causal: zero padding to L + Lmin - 1 makes the circular convolution the linear one on t < L.
   // Length-1 transforms are avoided: with L = 1 circular equals causal, so both pad to 2.
   p.nfft = (circular && L > 1) ? L : std::max<int64_t>(2, good_fft_size(L + p.Lmin - 1));
+  // The fused kernels take float32 arithmetic and power-of-two nfft (causal: any length up to
+  // L + Lmin - 1 <= 32768, padded to at least 1024; circular: L itself a supported power of two).
+  if (algo == 0 && dtype != DType::f64) {
+    if (circular && L > 1) {
+      p.fused = fused::supported_n(L / 2) && L % 2 == 0;
+      if (p.fused) p.nfft = L;
+    } else {
+      int64_t n = 2 * fused::kMinN;
+      while (n < L + p.Lmin - 1) n *= 2;
+      p.fused = fused::supported_n(n / 2);
+      if (p.fused) p.nfft = n;
+    }
+  }
   p.nf = p.nfft / 2 + 1;
   const size_t tc = dtype == DType::f64 ? sizeof(double) : sizeof(float);
   const cufftType r2c = dtype == DType::f64 ? CUFFT_D2Z : CUFFT_R2C;
   const cufftType c2r = dtype == DType::f64 ? CUFFT_Z2D : CUFFT_C2R;
   const int64_t rows = B * H, nf = p.nf, ld = 2 * nf;
   // In-place layout: real rows of stride 2·nf, complex rows of stride nf.
-  p.r2c_rows.make(p.nfft, rows, 1, ld, ld, 1, nf, nf, r2c);
-  p.c2r_rows.make(p.nfft, rows, 1, nf, nf, 1, ld, ld, c2r);
   p.r2c_h.make(p.nfft, H, 1, ld, ld, 1, nf, nf, r2c);
   p.c2r_h.make(p.nfft, H, 1, nf, nf, 1, ld, ld, c2r);
+  p.khat.allocate(size_t(H) * ld * tc);
+  if (with_backward) p.dkhat.allocate(size_t(H) * ld * tc);
+  if (p.fused) {
+    p.work.allocate(std::max({p.r2c_h.work_size(), p.c2r_h.work_size(), size_t(256)}));
+    for (FFTPlan* f : {&p.r2c_h, &p.c2r_h}) f->set_work(p.work.get());
+    p.fwd_launch = fused::plan_forward(dtype, p.nfft / 2, B, H);
+    if (with_backward) {
+      p.bwd_launch = fused::plan_backward(dtype, p.nfft / 2, B, H);
+      const fused::Launch& g = p.bwd_launch;
+      p.dkpart.allocate(size_t(g.nchunk) * H * nf * sizeof(float2));
+      if (!g.vh_smem) p.vh.allocate(size_t(g.nchunk) * H * nf * sizeof(float2));
+    }
+    return;
+  }
+  p.r2c_rows.make(p.nfft, rows, 1, ld, ld, 1, nf, nf, r2c);
+  p.c2r_rows.make(p.nfft, rows, 1, nf, nf, 1, ld, ld, c2r);
   const size_t ws = std::max({p.r2c_rows.work_size(), p.c2r_rows.work_size(), p.r2c_h.work_size(),
                               p.c2r_h.work_size(), size_t(256)});
   p.work.allocate(ws);
   for (FFTPlan* f : {&p.r2c_rows, &p.c2r_rows, &p.r2c_h, &p.c2r_h}) f->set_work(p.work.get());
   p.slotA.allocate(size_t(rows) * ld * tc);
-  p.khat.allocate(size_t(H) * ld * tc);
-  if (with_backward) {
-    p.slotB.allocate(size_t(rows) * ld * tc);
-    p.dkhat.allocate(size_t(H) * ld * tc);
-  }
+  if (with_backward) p.slotB.allocate(size_t(rows) * ld * tc);
 }
 
 FFTConvPlan::~FFTConvPlan() = default;
@@ -67,8 +96,10 @@ int64_t FFTConvPlan::nfft() const { return impl_->nfft; }
 bool FFTConvPlan::filter_set() const { return impl_->filter; }
 size_t FFTConvPlan::workspace_bytes() const {
   const Impl& p = *impl_;
-  return p.slotA.bytes() + p.slotB.bytes() + p.khat.bytes() + p.dkhat.bytes() + p.work.bytes();
+  return p.slotA.bytes() + p.slotB.bytes() + p.khat.bytes() + p.dkhat.bytes() + p.work.bytes() + p.dkpart.bytes() +
+         p.vh.bytes();
 }
+bool FFTConvPlan::fused() const { return impl_->fused; }
 
 template <class T>
 void FFTConvPlan::Impl::set_filter(const T* kf, cudaStream_t s) {
@@ -91,6 +122,10 @@ void FFTConvPlan::Impl::forward(const T* u, const T* pre, const T* post, const T
   using F = Fft<Tc>;
   using C = typename F::C;
   check_arg(filter, "k", "no filter set on this plan (call set_filter first)");
+  if (fused) {
+    fused::forward(dtype, fwd_launch, u, pre, post, skip, khat.as<float2>(), y, B, H, L, s);
+    return;
+  }
   const int64_t rows = B * H, ld = 2 * nf;
   Tc* a = slotA.as<Tc>();
   k::pad<T, Tc><<<grid2(nfft, rows, k::kThreads), k::kThreads, 0, s>>>(u, pre, rows, L, L, nfft, ld, Tc(1), a);
@@ -115,6 +150,19 @@ void FFTConvPlan::Impl::backward(const T* dy, const T* u, const T* pre, const T*
   check_arg(filter, "k", "no filter set on this plan (call set_filter first)");
   check_arg(with_backward, "plan", "this plan was made without backward workspace");
   const int64_t rows = B * H, ld = 2 * nf;
+  if (fused) {
+    // dK̂ partials per batch chunk, summed and scaled into dkhat, then the cuFFT path's C2R on
+    // H rows and its filter_grad.
+    fused::backward(dtype, bwd_launch, dy, u, pre, post, skip, khat.as<float2>(), dkpart.as<float2>(),
+                    vh.as<float2>(), du, dpre, dpost, B, H, L, s);
+    fused::reduce_dk(dkpart.as<float2>(), bwd_launch.nchunk, H, nf, 1.f / float(nfft), dkhat.as<float2>(), s);
+    STRUX_CUFFT(cufftSetStream(c2r_h.get(), s));
+    F::inverse(c2r_h.get(), dkhat.as<C>(), dkhat.as<Tc>());
+    k::filter_grad<T, Tc><<<grid2(Lk, H, k::kThreads), k::kThreads, 0, s>>>(dkhat.as<Tc>(), ld, H, Lk, Lmin, dk,
+                                                                             dskip);
+    STRUX_LAUNCH("fftconv filter_grad");
+    return;
+  }
   Tc* a = slotA.as<Tc>();
   Tc* g = slotB.as<Tc>();
   const dim3 gp = grid2(nfft, rows, k::kThreads);
