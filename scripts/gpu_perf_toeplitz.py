@@ -71,17 +71,6 @@ for k, (adj, x) in cases.items():
     f = op.rmatvec if adj else op.matvec
     res[f"{k}_default_err_after"] = rel(f(x), ref[k])
 print("errors after the timing loops:", {k: f"{res[f'{k}_default_err_after']:.1e}" for k in cases}, flush=True)
-# cuBLAS Cgemm3m for the R = 16 matvec product (STRUX_TOEPLITZ_GEMM3M, read at plan time)
-import os  # noqa: E402
-os.environ["STRUX_TOEPLITZ_GEMM3M"] = "1"
-op._plans.clear()
-torch.cuda.empty_cache()
-res["mR_default_gemm3m_err"] = rel(op.matvec(mR), ref["mR"])
-res["mR_default_gemm3m"] = time_ms(lambda: op.matvec(mR), warm=3, reps=10)[0]
-print(f"default + gemm3m mR: {res['mR_default_gemm3m']:.3f} ms (per RHS "
-      f"{res['mR_default_gemm3m'] / R / res['m_default']['ms']:.3f}), err {res['mR_default_gemm3m_err']:.1e}",
-      flush=True)
-del os.environ["STRUX_TOEPLITZ_GEMM3M"]
 del ref
 op._plans.clear()
 torch.cuda.empty_cache()

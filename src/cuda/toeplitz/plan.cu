@@ -5,12 +5,13 @@
 //   fft 1: two real columns as one complex column z = a + i·b, a strided C2C (cuFFT's fast
 //          vector kernels), split into the two half spectra by one small pass; inverse: merge
 //          Y_a + i·Y_b over the full length, C2C, real/imaginary parts are the two outputs.
-//   fft 2: contiguous rows (column-major padding by a tiled transpose), contiguous batched
-//          R2C/C2R, tiled transposes to and from frequency-major.
+//   fft 2: contiguous rows (a tiled transpose writes the data entries; the zero padding is
+//          written once at plan time), contiguous batched R2C (even nfft: half-length C2C with
+//          the R2C post step fused into the transpose to frequency-major), product, tiled
+//          transpose back, contiguous C2R, scatter.
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 #include <vector>
 
 #include "cuda/buffer.hpp"
@@ -414,6 +415,8 @@ void build_toeplitz_fhat(int64_t Nt, int64_t Nd, int64_t Nm, DType dtype, const 
 //   matvec  R=16     7.241   7.230   4.942
 //   rmatvec R=16     6.378   6.038   3.748
 //   space-major      1.342 / 1.293 / 9.52 / 7.25 (fft 0) vs 1.065 / 1.099 / 4.86 / 3.95 (fft 2)
+// fft 2 of version 5 (data-only gather, fused R2C post step): 1.001 / 1.068 / 4.226 / 3.748,
+// space-major 1.006 / 1.075 / 4.319 / 3.957.
 // fft 1 loses because cuFFT runs the strided C2C of 2000 points as two slow regular_fft_factor
 // passes (0.18 ms at R=1), while the R2C's half-length C2C of 1000 is one vector_fft kernel.
 // Other shapes and float64 are unmeasured: the same choice.
@@ -475,7 +478,6 @@ struct ToeplitzPlan::Impl {
   int algo, algo_adj;  // product per direction
   int fft;             // transform layout: 0 strided R2C/C2R, 1 paired C2C, 2 contiguous + transposes
   bool half = false;   // fft 2 with even nfft: forward = half-length C2C + r2c_post_transpose
-  bool gemm3m = false; // cuBLAS gemm (float32, R > 1) as Cgemm3m (STRUX_TOEPLITZ_GEMM3M=1; benchmarks)
   DType dtype;
   // fft 0: r2c/c2r per side; fft 1: c2c_m/c2c_d in the r2c slots; fft 2: contiguous r2c/c2r.
   FFTPlan r2c_m, c2r_m, r2c_d, c2r_d;
@@ -571,10 +573,6 @@ ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool s
   for (FFTPlan* f : made) ws = std::max(ws, f->work_size());
   p.work.allocate(ws);
   for (FFTPlan* f : made) f->set_work(p.work.get());
-  {
-    const char* g = std::getenv("STRUX_TOEPLITZ_GEMM3M");
-    p.gemm3m = !dbl && g && g[0] == '1';
-  }
   p.X.allocate(size_t(nfreq) * cm * 2 * tr);
   p.Y.allocate(size_t(nfreq) * cd * 2 * tr);
   STRUX_CUBLAS(cublasCreate(&p.blas));
@@ -620,14 +618,7 @@ void ToeplitzPlan::Impl::product(const void* fhat, const void* Xin_, void* Xout_
     else  // conj(m̂) = A' conj(d̂)
       B::gemv(blas, CUBLAS_OP_N, int(Nm), int(Nd), &alpha, A, int(Nm), sA, Xin, Nd, &beta, Xout, Nm, nb);
   } else {
-    if (!adjoint && gemm3m)  // the same product with 3 real multiplications per complex one
-      STRUX_CUBLAS(cublasCgemm3mStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, int(R), int(Nd), int(Nm),
-                                               reinterpret_cast<const cuComplex*>(&alpha),
-                                               reinterpret_cast<const cuComplex*>(Xin), int(R), cm,
-                                               reinterpret_cast<const cuComplex*>(A), int(Nm), sA,
-                                               reinterpret_cast<const cuComplex*>(&beta),
-                                               reinterpret_cast<cuComplex*>(Xout), int(R), cd, nb));
-    else if (!adjoint)  // D̂ᵀ (R × Nd) = M̂ᵀ (R × Nm) · A'
+    if (!adjoint)  // D̂ᵀ (R × Nd) = M̂ᵀ (R × Nm) · A'
       B::gemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, int(R), int(Nd), int(Nm), &alpha, Xin, int(R), cm, A, int(Nm), sA,
               &beta, Xout, int(R), cd, nb);
     else  // M̂ᵀ (R × Nm) = D̂ᵀ (R × Nd) · conj(F̂) = D̂ᵀ · A'^H
