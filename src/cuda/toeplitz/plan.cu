@@ -5,10 +5,13 @@
 //   fft 1: two real columns as one complex column z = a + i·b, a strided C2C (cuFFT's fast
 //          vector kernels), split into the two half spectra by one small pass; inverse: merge
 //          Y_a + i·Y_b over the full length, C2C, real/imaginary parts are the two outputs.
-//   fft 2: contiguous rows (column-major padding by a tiled transpose), contiguous batched
-//          R2C/C2R, tiled transposes to and from frequency-major.
+//   fft 2: contiguous rows (a tiled transpose writes the data entries; the zero padding is
+//          written once at plan time), contiguous batched R2C (even nfft: half-length C2C with
+//          the R2C post step fused into the transpose to frequency-major), product, tiled
+//          transpose back, contiguous C2R, scatter.
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <vector>
 
 #include "cuda/buffer.hpp"
@@ -148,30 +151,73 @@ __global__ void merge_pairs(const C* __restrict__ Y, int64_t nsp, int64_t R, int
 
 constexpr int kTile = 32, kTRows = 8;  // 32 × 32 tiles, 32 × 8 threads
 
-// P (cols, nfft) row-major from a vector in its layout (zero past Nt): a tiled transpose, read
-// coalesced along col (time-major) or along time (space-major), written along time.
+// P (cols, nfft) row-major from a vector in its layout: only the Nt data entries of each row,
+// at t = s (or its time-reversed position (nfft - s) mod nfft); the zero padding of P is written
+// once at plan time and never touched again (half of P at nfft ≈ 2·Nt: the old full-row gather
+// spent half its writes on zeros). 64 × 64 tiles, 256 threads, 16 loads in flight per thread:
+// reads coalesced along col (time-major) or along time (space-major), writes along time, 16-byte
+// stores when the row is aligned for them (not reversed, nfft a multiple of the vector width).
+constexpr int kGT = 64, kGThreads = 256;
 template <class T, bool SM>
-__global__ void __launch_bounds__(kTile* kTRows) gather_rows(const T* __restrict__ x, int64_t Nt, int64_t cols,
-                                                             int64_t R, bool reverse, int64_t nfft,
-                                                             T* __restrict__ P) {
-  __shared__ T tile[kTile][kTile + 1];  // [col][t]
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t t0 = int64_t(blockIdx.x) * kTile;
-  for (int64_t c0 = int64_t(blockIdx.y) * kTile; c0 < cols; c0 += int64_t(gridDim.y) * kTile) {
-    for (int k = ty; k < kTile; k += kTRows) {
-      const int tl = SM ? tx : k, cl = SM ? k : tx;
-      const int64_t t = t0 + tl, col = c0 + cl;
-      T v = T(0);
-      if (t < nfft && col < cols) {
-        const int64_t s = src_time(t, Nt, nfft, reverse);
-        if (s >= 0) v = x[vec_offset(s, col, Nt, R, SM, cols)];
+__global__ void __launch_bounds__(kGThreads, sizeof(T) == 4 ? 3 : 2) gather_data(const T* __restrict__ x, int64_t Nt, int64_t cols,
+                                                         int64_t R, bool reverse, int64_t nfft,
+                                                         T* __restrict__ P) {
+  __shared__ T tile[kGT][kGT + 1];  // [s][col]
+  constexpr int kPer = kGT * kGT / kGThreads;
+  constexpr int V = 16 / int(sizeof(T));  // elements per 16-byte store
+  constexpr int kQ = kGT / V;             // vectors per tile row
+  const int tid = threadIdx.x;
+  const int64_t s0 = int64_t(blockIdx.x) * kGT;
+  const bool vec = !reverse && nfft % V == 0;
+  for (int64_t c0 = int64_t(blockIdx.y) * kGT; c0 < cols; c0 += int64_t(gridDim.y) * kGT) {
+    T v[kPer];
+    if constexpr (SM) {
+      // thread's time fixed; columns (n, r) in 32-bit arithmetic (cols < 2^31, checked at plan time)
+      const int64_t s = s0 + tid % kGT;
+      const int Ri = int(R);
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        const int col = int(c0) + (k * kGThreads + tid) / kGT, n = col / Ri, r = col - n * Ri;
+        v[k] = s < Nt && col < cols ? x[(int64_t(n) * Nt + s) * Ri + r] : T(0);
       }
-      tile[cl][tl] = v;
+    } else {  // thread's column fixed, rows 4 apart: one pointer stepped by 4·cols
+      constexpr int kStep = kGThreads / kGT;
+      const int64_t col = c0 + tid % kGT, sb = s0 + tid / kGT;
+      const T* xp = x + sb * cols + col;
+      const bool okc = col < cols;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) v[k] = okc && sb + k * kStep < Nt ? xp[k * kStep * cols] : T(0);
+    }
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int e = k * kGThreads + tid;
+      const int sl = SM ? e % kGT : e / kGT, cl = SM ? e / kGT : e % kGT;
+      tile[sl][cl] = v[k];
     }
     __syncthreads();
-    for (int k = ty; k < kTile; k += kTRows) {
-      const int64_t col = c0 + k, t = t0 + tx;
-      if (col < cols && t < nfft) P[col * nfft + t] = tile[k][tx];
+    if (vec) {
+      for (int e = tid; e < kQ * kGT; e += kGThreads) {
+        const int q = e % kQ, cl = e / kQ;
+        const int64_t s = s0 + q * V, col = c0 + cl;
+        if (col >= cols || s >= Nt) continue;
+        T* dst = P + col * nfft + s;
+        if (s + V <= Nt) {
+          if constexpr (V == 4) {
+            *reinterpret_cast<float4*>(dst) =
+                make_float4(tile[q * V][cl], tile[q * V + 1][cl], tile[q * V + 2][cl], tile[q * V + 3][cl]);
+          } else {
+            *reinterpret_cast<double2*>(dst) = make_double2(tile[q * V][cl], tile[q * V + 1][cl]);
+          }
+        } else {
+          for (int j = 0; j < V && s + j < Nt; ++j) dst[j] = tile[q * V + j][cl];
+        }
+      }
+    } else {
+      for (int e = tid; e < kGT * kGT; e += kGThreads) {
+        const int sl = e % kGT, cl = e / kGT;
+        const int64_t s = s0 + sl, col = c0 + cl;
+        if (s < Nt && col < cols) P[col * nfft + (reverse && s > 0 ? nfft - s : s)] = tile[sl][cl];
+      }
     }
     __syncthreads();
   }
@@ -216,6 +262,50 @@ __global__ void __launch_bounds__(kTile* kTRows) transpose_c(const C* __restrict
     for (int k = ty; k < kTile; k += kTRows) {
       const int64_t c = c0 + k, r = r0 + tx;
       if (c < ncol && r < nrow) out[c * nrow + r] = tile[tx][k];
+    }
+    __syncthreads();
+  }
+}
+
+// The R2C of real rows of even length 2M without cuFFT's R2C post-processing pass, fused with
+// the transpose to frequency-major. Z (cols, M) is the length-M C2C of each row read as complex,
+// z[k] = x[2k] + i·x[2k+1]; with A = Z[f], B = Z[(M - f) mod M], U = (A + conj B)/2,
+// V = (A - conj B)/2 and W = e^{-2πi/2M} (table Wt, M + 1 entries):
+//   X[f] = U - i·W^f·V,   X[M - f] = conj U + i·W^{M-f}·conj V.
+// A block takes frequencies f ≤ M/2 of one tile and their mirrors M - f, so Z is read once.
+// X (M + 1, cols) frequency-major.
+template <class C>
+__global__ void __launch_bounds__(kTile* kTRows) r2c_post_transpose(const C* __restrict__ Z, int64_t cols, int64_t M,
+                                                                    const C* __restrict__ Wt, C* __restrict__ X) {
+  __shared__ C ta[kTile][kTile + 1], tb[kTile][kTile + 1];  // [col][f]
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t f0 = int64_t(blockIdx.x) * kTile, half = M / 2;
+  using R_ = decltype(C{}.x);
+  const R_ h = R_(0.5);
+  for (int64_t c0 = int64_t(blockIdx.y) * kTile; c0 < cols; c0 += int64_t(gridDim.y) * kTile) {
+    for (int k = ty; k < kTile; k += kTRows) {
+      const int64_t c = c0 + k, f = f0 + tx;
+      if (c < cols && f <= half) {
+        ta[k][tx] = Z[c * M + f];
+        tb[k][tx] = Z[c * M + (f == 0 ? 0 : M - f)];
+      }
+    }
+    __syncthreads();
+    for (int k = ty; k < kTile; k += kTRows) {
+      const int64_t f = f0 + k, c = c0 + tx;
+      if (f <= half && c < cols) {
+        const C a = ta[tx][k], b = tb[tx][k];
+        const R_ ux = h * (a.x + b.x), uy = h * (a.y - b.y), vx = h * (a.x - b.x), vy = h * (a.y + b.y);
+        const C w = Wt[f];
+        const R_ p = w.x * vx - w.y * vy, q = w.x * vy + w.y * vx;  // W^f·V
+        X[f * cols + c] = C{ux + q, uy - p};
+        const int64_t g = M - f;
+        if (g != f) {
+          const C w2 = Wt[g];
+          const R_ p2 = w2.x * vx + w2.y * vy, q2 = w2.y * vx - w2.x * vy;  // W^g·conj V
+          X[g * cols + c] = C{ux - q2, p2 - uy};
+        }
+      }
     }
     __syncthreads();
   }
@@ -325,6 +415,8 @@ void build_toeplitz_fhat(int64_t Nt, int64_t Nd, int64_t Nm, DType dtype, const 
 //   matvec  R=16     7.241   7.230   4.942
 //   rmatvec R=16     6.378   6.038   3.748
 //   space-major      1.342 / 1.293 / 9.52 / 7.25 (fft 0) vs 1.065 / 1.099 / 4.86 / 3.95 (fft 2)
+// fft 2 of version 5 (data-only gather, fused R2C post step): 1.001 / 1.068 / 4.226 / 3.748,
+// space-major 1.006 / 1.075 / 4.319 / 3.957.
 // fft 1 loses because cuFFT runs the strided C2C of 2000 points as two slow regular_fft_factor
 // passes (0.18 ms at R=1), while the R2C's half-length C2C of 1000 is one vector_fft kernel.
 // Other shapes and float64 are unmeasured: the same choice.
@@ -343,6 +435,40 @@ void exec_c2c(cufftHandle p, double2* z, int dir) {
   STRUX_CUFFT(
       cufftExecZ2Z(p, reinterpret_cast<cufftDoubleComplex*>(z), reinterpret_cast<cufftDoubleComplex*>(z), dir));
 }
+// Out of place (fft 2's half-length forward transforms).
+void exec_c2c(cufftHandle p, const float2* in, float2* out) {
+  STRUX_CUFFT(cufftExecC2C(p, reinterpret_cast<cufftComplex*>(const_cast<float2*>(in)),
+                           reinterpret_cast<cufftComplex*>(out), CUFFT_FORWARD));
+}
+void exec_c2c(cufftHandle p, const double2* in, double2* out) {
+  STRUX_CUFFT(cufftExecZ2Z(p, reinterpret_cast<cufftDoubleComplex*>(const_cast<double2*>(in)),
+                           reinterpret_cast<cufftDoubleComplex*>(out), CUFFT_FORWARD));
+}
+
+// Zero a plan buffer once, finished before the constructor returns (no stream of the caller's
+// is involved: the constructor may run while another thread captures a graph).
+void zero_now(DeviceBuffer& b) {
+  cudaStream_t st;
+  STRUX_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  STRUX_CUDA(cudaMemsetAsync(b.get(), 0, b.bytes(), st));
+  STRUX_CUDA(cudaStreamSynchronize(st));
+  STRUX_CUDA(cudaStreamDestroy(st));
+}
+
+// W^f = e^{-2πi f/nfft}, f = 0..nfft/2, in the plan's precision (computed in double).
+template <class C>
+void upload_twiddles(DeviceBuffer& b, int64_t nfft) {
+  const int64_t n = nfft / 2 + 1;
+  std::vector<C> w(static_cast<size_t>(n));
+  const double pi = 3.14159265358979323846;
+  for (int64_t f = 0; f < n; ++f) {
+    const double a = -2.0 * pi * double(f) / double(nfft);
+    w[size_t(f)].x = decltype(C{}.x)(std::cos(a));
+    w[size_t(f)].y = decltype(C{}.x)(std::sin(a));
+  }
+  b.allocate(size_t(n) * sizeof(C));
+  STRUX_CUDA(cudaMemcpy(b.get(), w.data(), b.bytes(), cudaMemcpyHostToDevice));
+}
 
 }  // namespace
 
@@ -351,10 +477,14 @@ struct ToeplitzPlan::Impl {
   bool space_major;
   int algo, algo_adj;  // product per direction
   int fft;             // transform layout: 0 strided R2C/C2R, 1 paired C2C, 2 contiguous + transposes
+  bool half = false;   // fft 2 with even nfft: forward = half-length C2C + r2c_post_transpose
   DType dtype;
   // fft 0: r2c/c2r per side; fft 1: c2c_m/c2c_d in the r2c slots; fft 2: contiguous r2c/c2r.
   FFTPlan r2c_m, c2r_m, r2c_d, c2r_d;
-  DeviceBuffer P, X, Y, T1, work, blas_work;
+  // fft 2: P holds the padded input rows, zeroed at plan time (the gathers write data entries
+  // only); Prev the same for the time-reversed gather (R = 1 rmatvec with gemv), whose zero
+  // region differs; Wt the twiddles of r2c_post_transpose.
+  DeviceBuffer P, Prev, X, Y, T1, Wt, work, blas_work;
   cublasHandle_t blas = nullptr;
 
   ~Impl() {
@@ -411,13 +541,32 @@ ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool s
     made = {&p.r2c_m, &p.r2c_d};
     p.P.allocate(size_t(nfft) * 2 * std::max(hm, hd) * tr);
   } else {
-    // Contiguous rows: column c's nfft samples at P[c·nfft], spectra at T1[c·nfreq].
-    p.r2c_m.make(nfft, cm, 1, nfft, nfft, 1, nfreq, nfreq, r2c);
+    // Contiguous rows: column c's nfft samples at P[c·nfft], spectra at T1[c·nfreq]. Even nfft:
+    // the forward transform is the length-nfft/2 C2C of the rows read as complex (cuFFT's R2C
+    // runs that same C2C plus a post pass over all spectra; the post step is fused into the
+    // transpose instead). The inverse C2R writes into the product's output buffer, not P.
+    p.half = nfft % 2 == 0;
+    if (p.half) {
+      const int64_t M = nfft / 2;
+      p.r2c_m.make(M, cm, 1, M, M, 1, M, M, c2c);
+      p.r2c_d.make(M, cd, 1, M, M, 1, M, M, c2c);
+      if (dbl)
+        upload_twiddles<double2>(p.Wt, nfft);
+      else
+        upload_twiddles<float2>(p.Wt, nfft);
+    } else {
+      p.r2c_m.make(nfft, cm, 1, nfft, nfft, 1, nfreq, nfreq, r2c);
+      p.r2c_d.make(nfft, cd, 1, nfft, nfft, 1, nfreq, nfreq, r2c);
+    }
     p.c2r_m.make(nfft, cm, 1, nfreq, nfreq, 1, nfft, nfft, c2r);
-    p.r2c_d.make(nfft, cd, 1, nfft, nfft, 1, nfreq, nfreq, r2c);
     p.c2r_d.make(nfft, cd, 1, nfreq, nfreq, 1, nfft, nfft, c2r);
     made = {&p.r2c_m, &p.c2r_m, &p.r2c_d, &p.c2r_d};
     p.P.allocate(size_t(nfft) * std::max(cm, cd) * tr);
+    zero_now(p.P);
+    if (R == 1 && p.algo_adj == 0) {
+      p.Prev.allocate(size_t(nfft) * cd * tr);
+      zero_now(p.Prev);
+    }
     p.T1.allocate(size_t(nfreq) * std::max(cm, cd) * 2 * tr);
   }
   size_t ws = 256;
@@ -438,7 +587,8 @@ int ToeplitzPlan::algo(bool adjoint) const { return adjoint ? impl_->algo_adj : 
 int ToeplitzPlan::fft() const { return impl_->fft; }
 size_t ToeplitzPlan::workspace_bytes() const {
   const Impl& p = *impl_;
-  return p.P.bytes() + p.X.bytes() + p.Y.bytes() + p.T1.bytes() + p.work.bytes() + p.blas_work.bytes();
+  return p.P.bytes() + p.Prev.bytes() + p.X.bytes() + p.Y.bytes() + p.T1.bytes() + p.Wt.bytes() + p.work.bytes() +
+         p.blas_work.bytes();
 }
 
 // Xout (nfreq, cout) = alpha · F̂[f] Xin[f] (or F̂[f]^H), frequency-major, per the direction's algo.
@@ -492,30 +642,41 @@ void ToeplitzPlan::Impl::apply(const void* fhat, const T* in, T* out, bool adjoi
   T* Pr = P.as<T>();
 
   if (fft == 2) {
-    // gather (transpose) → contiguous R2C → transpose to frequency-major → product → transpose
-    // back → contiguous C2R → scatter (transpose).
+    // gather (transpose) → contiguous R2C (even nfft: half-length C2C) → transpose to
+    // frequency-major (even nfft: fused with the R2C post step) → product → transpose back →
+    // contiguous C2R into the product's output buffer (free by then) → scatter (transpose).
     FFTPlan& fin = adjoint ? r2c_d : r2c_m;
     FFTPlan& fout = adjoint ? c2r_m : c2r_d;
     C* Tc = T1.as<C>();
+    T* Pin = reverse ? Prev.as<T>() : Pr;
     const dim3 tb(kTile, kTRows);
+    const dim3 gg(unsigned((Nt + kGT - 1) / kGT), unsigned(std::min<int64_t>((cin + kGT - 1) / kGT, 65535)));
     if (space_major)
-      gather_rows<T, true><<<tile_grid(nfft, cin), tb, 0, s>>>(in, Nt, cin, R, reverse, nfft, Pr);
+      gather_data<T, true><<<gg, kGThreads, 0, s>>>(in, Nt, cin, R, reverse, nfft, Pin);
     else
-      gather_rows<T, false><<<tile_grid(nfft, cin), tb, 0, s>>>(in, Nt, cin, R, reverse, nfft, Pr);
-    STRUX_LAUNCH("toeplitz gather_rows");
+      gather_data<T, false><<<gg, kGThreads, 0, s>>>(in, Nt, cin, R, reverse, nfft, Pin);
+    STRUX_LAUNCH("toeplitz gather_data");
     STRUX_CUFFT(cufftSetStream(fin.get(), s));
     STRUX_CUFFT(cufftSetStream(fout.get(), s));
-    F::forward(fin.get(), Pr, Tc);
-    transpose_c<C><<<tile_grid(nfreq, cin), tb, 0, s>>>(Tc, cin, nfreq, Xin);
-    STRUX_LAUNCH("toeplitz transpose_c");
+    if (half) {
+      const int64_t M = nfft / 2;
+      exec_c2c(fin.get(), reinterpret_cast<const C*>(Pin), Tc);
+      r2c_post_transpose<C><<<tile_grid(M / 2 + 1, cin), tb, 0, s>>>(Tc, cin, M, Wt.as<C>(), Xin);
+      STRUX_LAUNCH("toeplitz r2c_post_transpose");
+    } else {
+      F::forward(fin.get(), Pin, Tc);
+      transpose_c<C><<<tile_grid(nfreq, cin), tb, 0, s>>>(Tc, cin, nfreq, Xin);
+      STRUX_LAUNCH("toeplitz transpose_c");
+    }
     product<T>(fhat, Xin, Xout, adjoint, s);
     transpose_c<C><<<tile_grid(cout, nfreq), tb, 0, s>>>(Xout, nfreq, cout, Tc);
     STRUX_LAUNCH("toeplitz transpose_c");
-    F::inverse(fout.get(), Tc, Pr);
+    T* Q = reinterpret_cast<T*>(Xout);  // nfreq·cout complex >= nfft·cout real
+    F::inverse(fout.get(), Tc, Q);
     if (space_major)
-      scatter_rows<T, true><<<tile_grid(Nt, cout), tb, 0, s>>>(Pr, Nt, cout, R, reverse, nfft, out);
+      scatter_rows<T, true><<<tile_grid(Nt, cout), tb, 0, s>>>(Q, Nt, cout, R, reverse, nfft, out);
     else
-      scatter_rows<T, false><<<tile_grid(Nt, cout), tb, 0, s>>>(Pr, Nt, cout, R, reverse, nfft, out);
+      scatter_rows<T, false><<<tile_grid(Nt, cout), tb, 0, s>>>(Q, Nt, cout, R, reverse, nfft, out);
     STRUX_LAUNCH("toeplitz scatter_rows");
     return;
   }
