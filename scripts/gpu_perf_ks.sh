@@ -33,5 +33,5 @@ timeout 150 python3 -m pytest -q -rs -p no:cacheprovider tests/python/test_cuda_
 rc=$?
 tail -15 "$OUT/pytest.log"
 echo "== pytest rc=$rc in $(( $(date +%s) - t0 )) s"
-timeout 150 python3 -m strux.bench.gpu_ks_perf --out "$OUT" || { echo "== bench failed"; rc=1; }
+timeout 170 python3 -m strux.bench.gpu_ks_perf --out "$OUT" || { echo "== bench failed"; rc=1; }
 exit $rc

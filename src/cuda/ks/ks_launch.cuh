@@ -42,68 +42,18 @@ void launch_tile_prod(const ProdProblem<T, BL>& pr, int64_t groups, cudaStream_t
   STRUX_LAUNCH("ks tile_kernel");
 }
 
-// float32 on tensor cores (3xTF32). One table of block tiles (TP batch x TQ out, warps WP x WQ):
-// the out tile TQ follows b (least padding, then the widest), the batch tile TP grows as TQ
-// shrinks so that every block does about the same work per staged byte.
-// STRUX_KS_TC_MINB=1 (read once) builds the same tiles with registers uncapped (one block
-// per SM); a tuning knob for the bench, the default is 2.
-inline int tc_minb() {
-  static const int v = [] {
-    const char* e = std::getenv("STRUX_KS_TC_MINB");
-    return e && e[0] == '1' ? 1 : 2;
-  }();
-  return v;
-}
-
-template <int TP, int TQ, int WP, int WQ, bool BL, bool VEC, int MINB>
-void launch_tc_minb(const tc::Args& ar, cudaStream_t s) {
-  constexpr int smem = tc::Shape<TP, TQ, BL>::SMEM_BYTES;
-  auto kern = tc::tf32x3_kernel<TP, TQ, WP, WQ, BL, VEC, MINB>;
-  STRUX_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  tc::Args a = ar;
-  a.p_tiles = cdiv(ar.batch, TP);
-  a.q_tiles = cdiv(ar.b, TQ);
-  const int64_t blocks = a.p_tiles * a.q_tiles * ar.a * ar.d;
-  kern<<<dim3(unsigned(blocks)), tc::NTHR, smem, s>>>(a);
-  STRUX_LAUNCH("ks tf32x3_kernel");
-}
-
-template <int TP, int TQ, int WP, int WQ, bool BL, bool VEC>
-void launch_tc_cfg(const tc::Args& ar, cudaStream_t s) {
-  if (tc_minb() == 1)
-    launch_tc_minb<TP, TQ, WP, WQ, BL, VEC, 1>(ar, s);
-  else
-    launch_tc_minb<TP, TQ, WP, WQ, BL, VEC, 2>(ar, s);
-}
-
-inline int pick_tq(int64_t b) {
-  const int cands[] = {128, 96, 64, 48, 32};
-  int best = 32;
-  double best_eff = 0;
-  for (int tq : cands) {
-    const double eff = double(b) / double(cdiv(b, tq) * tq);
-    if (eff >= 0.95) return tq;
-    if (eff > best_eff + 1e-9) best_eff = eff, best = tq;
-  }
-  return best;
-}
-
+// float32 on tensor cores (3xTF32): tile table and variants in ks_tc_launch.cuh, compiled in
+// ks_tc_<layout>_<vec>.cu (one file per set: they compile in parallel).
 template <bool BL, bool VEC>
-void launch_tc_vec(const tc::Args& ar, cudaStream_t s) {
-  switch (pick_tq(ar.b)) {
-    case 128: return launch_tc_cfg<128, 128, 4, 2, BL, VEC>(ar, s);
-    case 96: return launch_tc_cfg<128, 96, 4, 2, BL, VEC>(ar, s);
-    case 64: return launch_tc_cfg<256, 64, 4, 2, BL, VEC>(ar, s);
-    case 48: return launch_tc_cfg<256, 48, 8, 1, BL, VEC>(ar, s);
-    default: return launch_tc_cfg<256, 32, 8, 1, BL, VEC>(ar, s);
-  }
-}
+void launch_tc_any(const tc::Args& ar, cudaStream_t s);
 
 template <bool BL>
 void launch_tc(const ProdProblem<float, BL>& pr, cudaStream_t s) {
   auto al = [](const void* p, int n) { return reinterpret_cast<uintptr_t>(p) % n == 0; };
   tc::Args ar{pr.x, pr.w, pr.y, pr.a, pr.b, pr.c, pr.d, pr.batch, pr.si, pr.sk, pr.sl, pr.sj,
-              0, 0, pr.sl == 1, false};
+              0, 0, pr.sl == 1, false, false};
+  ar.w_vec = pr.sl == 1 && pr.c % 4 == 0 && pr.sk % 4 == 0 && pr.si % 4 == 0 &&
+             (pr.d == 1 || pr.sj % 4 == 0) && al(pr.w, 16);
   bool vec;
   if (BL) {
     vec = pr.batch % 4 == 0 && al(pr.x, 16);
@@ -113,9 +63,9 @@ void launch_tc(const ProdProblem<float, BL>& pr, cudaStream_t s) {
     ar.y2 = pr.d == 1 && pr.b % 2 == 0 && al(pr.y, 8);
   }
   if (vec)
-    launch_tc_vec<BL, true>(ar, s);
+    launch_tc_any<BL, true>(ar, s);
   else
-    launch_tc_vec<BL, false>(ar, s);
+    launch_tc_any<BL, false>(ar, s);
 }
 
 template <bool BL, class T>
@@ -123,11 +73,9 @@ void launch_prod_layout(const ProdProblem<T, BL>& pr, cudaStream_t s) {
   const int64_t groups = pr.a * pr.d, M = pr.a * pr.b * pr.d;
   if constexpr (std::is_same_v<T, float>) {
     // (the tile count goes to gridDim.x: the old kernels loop over groups past 2^31 blocks)
-    // 3xTF32 accumulates with a truncation bias of about 7e-9 per term of the sum (measured,
-    // bench/NOTES-gpu-ks-scan.md): past c = kTcMaxC the float32 result would drift above 1e-6
-    // relative, so longer sums stay on the FFMA kernel until the accumulation is compensated.
-    constexpr int64_t kTcMaxC = 128;
-    if (pr.c > 8 && pr.c <= kTcMaxC && pr.b > 4 && cdiv(pr.batch, 128) * cdiv(pr.b, 32) * groups < (int64_t(1) << 31))
+    // Any sum length c: each k8 step is accumulated afresh and added with rounding FADDs, so
+    // the mma's truncation does not build up along c (ks_tc.cuh; tests up to c = 768).
+    if (pr.c > 8 && pr.b > 4 && cdiv(pr.batch, 128) * cdiv(pr.b, 32) * groups < (int64_t(1) << 31))
       return launch_tc(pr, s);
   }
   if (pr.c <= 8 || pr.b <= 4) {

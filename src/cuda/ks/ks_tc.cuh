@@ -14,6 +14,16 @@
 // Tiles of X (TP batch rows x BK) and W (TQ out rows x BK) go global -> shared with cp.async,
 // STAGES deep, 16-byte copies where the layout allows (VEC); fragments are read from shared
 // memory with row strides padded so that a warp's 32 reads hit 32 different banks.
+//
+// Accuracy for any K: the mma adds into its accumulator with truncation, a bias that grows
+// linearly with the number of adds into one accumulator (~7e-9 * K relative measured with a
+// single running accumulator: 5.4e-6 at K = 768). So each k8 step's three products go into a
+// fresh zeroed fragment (3 truncating adds of terms of one k8 step) and that fragment is added
+// into the running float32 sum with ordinary round-to-nearest FADDs: the truncation bias no
+// longer accumulates along K and the error stays at the float32 level (~1e-7 relative).
+//
+// (A block-wide pre-split of each stage into hi/lo tiles in shared memory was measured slower
+// than the per-warp split on the H200: bench/NOTES-gpu-ks-scan.md, ks v3.)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,10 +33,7 @@
 namespace strux::cuda::ks {
 namespace tc {
 
-constexpr int BK = 16;      // l values per stage (two k8 mma steps)
-constexpr int STAGES = 3;   // cp.async pipeline depth
-constexpr int KS = BK + 4;  // row stride of l-contiguous tiles: (g*KS + t) % 32 distinct
-constexpr int NTHR = 256;   // 8 warps
+constexpr int NTHR = 256;  // 8 warps
 
 struct Args {
   const float* x;
@@ -36,6 +43,7 @@ struct Args {
   int64_t si, sk, sl, sj;
   int64_t p_tiles, q_tiles;
   bool w_lfast;  // sl == 1: lanes run along l when staging W
+  bool w_vec;    // and 16-byte copies of W are possible (c, sk, si, sj multiples of 4, aligned)
   bool y2;       // the output pair of a fragment may be stored as one float2
 };
 
@@ -56,23 +64,34 @@ template <int N>
 __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
-// hi = x rounded to tf32 (exact difference), lo = x - hi (the mma reads its top 19 bits).
+// hi = x truncated to tf32 (low 13 mantissa bits cleared: |hi| <= |x|, exact difference),
+// lo = x - hi (the mma reads its top 19 bits). Truncation, not rounding, so that lo has the
+// sign of x: an infinite x (hi = inf, lo = 0) meets the other operand's hi and lo with the same
+// sign, and inf*b_hi + inf*b_lo stays infinite instead of inf - inf = NaN. A NaN keeps lo NaN.
 __device__ __forceinline__ void split(float v, uint32_t& hi, uint32_t& lo) {
-  uint32_t h;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(h) : "f"(v));
+  const uint32_t h = __float_as_uint(v) & 0xffffe000u;
   hi = h;
-  // inf - inf would turn an infinite input into NaN: a non-finite value keeps all of it in hi.
-  lo = __float_as_uint(isfinite(v) ? v - __uint_as_float(h) : 0.f);
+  lo = __float_as_uint(isinf(v) ? 0.f : v - __uint_as_float(h));
 }
+// c += a*b and c = a*b (C = zero registers). volatile: the mma keep the order written, so that
+// the compiler does not interleave every fresh fragment of a k8 step at once (registers).
 __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+__device__ __forceinline__ void mma0(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%10,%10,%10,%10};\n"
+      : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.f));
+}
 
-template <int TP, int TQ, bool BL>
+template <int TP, int TQ, bool BL, int BK, int STAGES>
 struct Shape {
+  // l-contiguous rows are BK + 4 long: (g*KS + t) % 32 distinct for BK = 16, 32.
+  static constexpr int KS = BK + 4;
   // X tile: batch-last [BK][TP + 8] (n contiguous; (t*(TP+8) + g) % 32 distinct for the TP
   // used), batch-first [TP][KS]. W tile: [TQ][KS] in both.
   static constexpr int XS = BL ? BK * (TP + 8) : TP * KS;
@@ -84,9 +103,11 @@ struct Shape {
 // Grid: one block per (q tile, j, p tile, i), q tile fastest then j: blocks that run together
 // share their X tile (other q tiles) or its 32-byte sectors (other j, batch-first), in L2.
 // MINB: blocks per SM asked of the register allocator (2 caps registers at 128).
-template <int TP, int TQ, int WP, int WQ, bool BL, bool VEC, int MINB>
+template <int TP, int TQ, int WP, int WQ, bool BL, bool VEC, int MINB, int BK, int STAGES>
 __global__ void __launch_bounds__(NTHR, MINB) tf32x3_kernel(Args ar) {
-  using S = Shape<TP, TQ, BL>;
+  using S = Shape<TP, TQ, BL, BK, STAGES>;
+  constexpr int KS = S::KS;
+  static_assert(BK % 8 == 0 && STAGES >= 2, "stage shape");
   static_assert(WP * WQ == NTHR / 32, "8 warps");
   constexpr int WTP = TP / WP, WTQ = TQ / WQ;              // warp tile
   constexpr int WM = BL ? WTQ : WTP, WN = BL ? WTP : WTQ;  // in GEMM terms
@@ -155,7 +176,20 @@ __global__ void __launch_bounds__(NTHR, MINB) tf32x3_kernel(Args ar) {
         }
       }
     }
+    if (ar.w_vec) {  // l contiguous in quads, all in or all out (c % 4 == 0)
 #pragma unroll
+      for (int e0 = 0; e0 < TQ * BK / 4; e0 += NTHR) {
+        const int e = e0 + tid;
+        if (TQ * BK / 4 % NTHR == 0 || e < TQ * BK / 4) {
+          const int q = e / (BK / 4), kq = (e % (BK / 4)) * 4;
+          const int64_t l = l0 + kq, k = q0 + q;
+          const bool ok = l < c && k < b;
+          cp16(Ws + q * KS + kq, ok ? wg + k * ar.sk + l : ar.w, ok);
+        }
+      }
+      return;
+    }
+#pragma unroll 4
     for (int e0 = 0; e0 < TQ * BK; e0 += NTHR) {
       const int e = e0 + tid;
       if (TQ * BK % NTHR == 0 || e < TQ * BK) {
@@ -213,8 +247,10 @@ __global__ void __launch_bounds__(NTHR, MINB) tf32x3_kernel(Args ar) {
           split(Ws[n * KS + k0 + t + 4], bh[1], bl[1]);
         }
       };
-      // Hold the side whose fragments take fewer registers; stream the other.
-      if constexpr (8 * MT <= 4 * NT) {
+      // Fresh fragment per k8 step, then a rounding add into the running sum (see the top).
+      // The streaming side's fragment meets G held fragments: the G chains of 3 mma are issued
+      // side by side (G independent mma in flight), then G x 4 FADDs.
+      if constexpr (8 * MT <= 4 * NT) {  // hold A (MT fragments), stream B
         uint32_t ah[MT][4], al[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) frag_a(mt, ah[mt], al[mt]);
@@ -222,14 +258,19 @@ __global__ void __launch_bounds__(NTHR, MINB) tf32x3_kernel(Args ar) {
         for (int nt = 0; nt < NT; ++nt) {
           uint32_t bh[2], bl[2];
           frag_b(nt, bh, bl);
+          float tmp[MT][4];
 #pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            mma(acc[mt][nt], al[mt], bh);
-            mma(acc[mt][nt], ah[mt], bl);
-            mma(acc[mt][nt], ah[mt], bh);
-          }
+          for (int mt = 0; mt < MT; ++mt) mma0(tmp[mt], al[mt], bh);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) mma(tmp[mt], ah[mt], bl);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) mma(tmp[mt], ah[mt], bh);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[mt][nt][r] += tmp[mt][r];
         }
-      } else {
+      } else {  // hold B (NT fragments), stream A
         uint32_t bh[NT][2], bl[NT][2];
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) frag_b(nt, bh[nt], bl[nt]);
@@ -237,12 +278,17 @@ __global__ void __launch_bounds__(NTHR, MINB) tf32x3_kernel(Args ar) {
         for (int mt = 0; mt < MT; ++mt) {
           uint32_t ah[4], al[4];
           frag_a(mt, ah, al);
+          float tmp[NT][4];
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            mma(acc[mt][nt], al, bh[nt]);
-            mma(acc[mt][nt], ah, bl[nt]);
-            mma(acc[mt][nt], ah, bh[nt]);
-          }
+          for (int nt = 0; nt < NT; ++nt) mma0(tmp[nt], al, bh[nt]);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mma(tmp[nt], ah, bl[nt]);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mma(tmp[nt], ah, bh[nt]);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[mt][nt][r] += tmp[nt][r];
         }
       }
     }
