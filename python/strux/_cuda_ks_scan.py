@@ -17,9 +17,9 @@ x (batch, N) -> x K^T) and "bsl" (batch-size-last, x (N, batch) -> K x).
 """
 from __future__ import annotations
 
-import numbers
-
 from . import _ext
+from ._arrays import choice as _choice
+from .ks import _pattern, _patterns  # one validation of patterns for both backends
 
 _LAYOUTS = ("bsf", "bsl")
 _KS_DTYPES = ("float32", "float16", "bfloat16")
@@ -144,38 +144,7 @@ def _need():
         raise RuntimeError("strux was built without its CUDA backend (ks/scan kernels)")
 
 
-def _choice(value, name, allowed):
-    if not isinstance(value, str) or value not in allowed:
-        raise ValueError(f"argument '{name}': expected one of {', '.join(repr(v) for v in allowed)}, got {value!r}")
-    return value
-
-
 # ---- ks ---------------------------------------------------------------------------------------
-
-def _pattern(pattern, name: str = "pattern") -> tuple:
-    try:
-        p = tuple(pattern)
-    except TypeError:
-        raise ValueError(f"argument '{name}': expected a 4-tuple (a, b, c, d) of positive integers, "
-                         f"got {pattern!r}") from None
-    ok = len(p) == 4 and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in p)
-    if not ok or any(int(v) < 1 for v in p):
-        raise ValueError(f"argument '{name}': expected a 4-tuple (a, b, c, d) of positive integers, "
-                         f"got {pattern!r}")
-    return tuple(int(v) for v in p)
-
-
-def _patterns(patterns) -> list:
-    if isinstance(patterns, (str, bytes)) or not hasattr(patterns, "__len__") or len(patterns) == 0:
-        raise ValueError(f"argument 'patterns': expected a non-empty list of (a, b, c, d) patterns, got {patterns!r}")
-    ps = [_pattern(p, f"patterns[{q}]") for q, p in enumerate(patterns)]
-    for q in range(len(ps) - 1):
-        (a, _, c, d), (a2, b2, _, d2) = ps[q], ps[q + 1]
-        if a * c * d != a2 * b2 * d2:
-            raise ValueError(f"argument 'patterns': entries {q} and {q + 1} are not compatible: a*c*d of "
-                             f"patterns[{q}] is {a * c * d} but a*b*d of patterns[{q + 1}] is {a2 * b2 * d2}")
-    return ps
-
 
 def _rows(p) -> int:
     return p[0] * p[1] * p[3]

@@ -17,21 +17,12 @@ import torch
 import torch.nn.functional as F
 
 from strux import _cuda_ks_scan as K
+from strux.bench.gpu import time_ms
 
 
 def timeit(fn, reps=20, warm=3):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e))
-    return statistics.median(ts)
+    """Median CUDA-event milliseconds of fn() (the shared GPU timer)."""
+    return time_ms(fn, warm=warm, reps=reps)[0]
 
 
 def ceilings():
