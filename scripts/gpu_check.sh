@@ -20,30 +20,12 @@ echo "== $(date -u) $(hostname)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv || true
 nvcc --version | tail -1
 
-# ---- FFTW + netlib BLAS from .deps -------------------------------------------------------------
-mkdir -p .deps/root
-for f in .deps/*.deb; do dpkg -x "$f" .deps/root; done
-D=$ROOT/.deps/root/usr
-LIB=$D/lib/x86_64-linux-gnu
-cp -f "$D/include/x86_64-linux-gnu/cblas-netlib.h" "$D/include/x86_64-linux-gnu/cblas.h"
-export LD_LIBRARY_PATH=$LIB:$LIB/blas:${LD_LIBRARY_PATH:-}
-export PYTHONPATH=$ROOT/python:$ROOT/tests/python PYTHONUNBUFFERED=1
-
-# ---- build (developer build: _ext lands in python/strux) ---------------------------------------
+# ---- deps and build (scripts/gpu_build.sh) ------------------------------------------------------
 TESTS_CPP=OFF
-[ -d /usr/include/gtest ] && ls tests/cpp/*.cpp >/dev/null 2>&1 && TESTS_CPP=ON
-COMMON=(-G Ninja -DSTRUX_CUDA=ON -DSTRUX_BUILD_PYTHON=ON -DSTRUX_BUILD_TESTS=$TESTS_CPP
-  -DPython_EXECUTABLE="$(which python3)" -DFFTW_INCLUDE_DIR="$D/include" -DFFTW_LIB="$LIB/libfftw3.so"
-  -DFFTWF_LIB="$LIB/libfftw3f.so" -DCBLAS_INCLUDE_DIR="$D/include/x86_64-linux-gnu" -DBLAS_LIB="$LIB/blas/libblas.so.3"
-  # This machine's chip only (Hopper), to keep the build short; the default build covers sm_80/90/90a.
-  -DSTRUX_CUDA_GENCODE="${STRUX_CUDA_GENCODE:--gencode=arch=compute_90a,code=sm_90a}")
-t0=$(date +%s)
-rm -f python/strux/_ext*.so
-if cmake -S . -B build/gpu "${COMMON[@]}" >> "$OUT/build.log" 2>&1 && cmake --build build/gpu >> "$OUT/build.log" 2>&1; then
-  echo "== build ok in $(( $(date +%s) - t0 )) s"
-else
-  echo "== build failed"; grep -E "error|FAILED" -A5 "$OUT/build.log" | tail -30; exit 1
-fi
+[ -d /usr/include/gtest ] && TESTS_CPP=ON
+GPU_CMAKE_ARGS=(-DSTRUX_BUILD_TESTS=$TESTS_CPP)
+source scripts/gpu_build.sh
+gpu_build || exit 1
 timeout 120 python3 scripts/gpu_smoke.py || { echo "== smoke test failed"; exit 1; }
 
 python3 -c "import strux, json; print(json.dumps(strux.info()))"

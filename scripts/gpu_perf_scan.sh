@@ -1,28 +1,16 @@
 #!/usr/bin/env bash
 # Focused GPU run for the scan family (< 5 min): build the extension for this chip, run the GPU
 # scan tests, time the scan cases (strux.bench.gpu_ks_scan.scan_cases, every diag_scan kernel
-# forced in turn through STRUX_DIAG_SCAN). FFTW/BLAS .debs from $DEPS (default ../.deps, the
-# lead checkout's .deps carried next to this tree). Writes build.log, pytest.log, scan_bench.json
+# forced in turn through STRUX_DIAG_SCAN). FFTW/BLAS .debs from $DEPS (default .deps, see
+# scripts/gpu_build.sh). Writes build.log, pytest.log, scan_bench.json
 # under $OUT (default ./out).
 set -uo pipefail
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
 ROOT=$PWD
-DEPS=${DEPS:-$ROOT/../.deps}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader || true
-mkdir -p /tmp/deps && for f in "$DEPS"/*.deb; do dpkg -x "$f" /tmp/deps; done
-D=/tmp/deps/usr; LIB=$D/lib/x86_64-linux-gnu
-cp -f "$D/include/x86_64-linux-gnu/cblas-netlib.h" "$D/include/x86_64-linux-gnu/cblas.h"
-export LD_LIBRARY_PATH=$LIB:$LIB/blas:${LD_LIBRARY_PATH:-}
-export PYTHONPATH=$ROOT/python:$ROOT/tests/python PYTHONUNBUFFERED=1
-t0=$(date +%s)
-rm -f python/strux/_ext*.so
-cmake -S . -B build/gpu -G Ninja -DSTRUX_CUDA=ON -DSTRUX_BUILD_PYTHON=ON -DSTRUX_BUILD_TESTS=OFF \
-  -DPython_EXECUTABLE="$(which python3)" -DFFTW_INCLUDE_DIR="$D/include" -DFFTW_LIB="$LIB/libfftw3.so" \
-  -DFFTWF_LIB="$LIB/libfftw3f.so" -DCBLAS_INCLUDE_DIR="$D/include/x86_64-linux-gnu" -DBLAS_LIB="$LIB/blas/libblas.so.3" \
-  -DSTRUX_CUDA_GENCODE="-gencode=arch=compute_90a,code=sm_90a" > "$OUT/build.log" 2>&1 \
-  && cmake --build build/gpu --target _ext >> "$OUT/build.log" 2>&1 \
-  || { echo "== build failed"; grep -E "error|FAILED" -A5 "$OUT/build.log" | tail -30; exit 1; }
-echo "== build ok in $(( $(date +%s) - t0 )) s"
+GPU_CMAKE_ARGS=(-DSTRUX_BUILD_TESTS=OFF)
+source scripts/gpu_build.sh
+gpu_build || exit 1
 t0=$(date +%s)
 timeout 150 python3 -m pytest -q -x -p no:cacheprovider tests/python/test_cuda_scan.py > "$OUT/pytest.log" 2>&1
 rc=$?
