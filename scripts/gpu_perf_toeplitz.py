@@ -1,7 +1,6 @@
 """Focused GPU timing of the CUDA block Toeplitz (Nt=1000, Nd=100, Nm=5000, float32): copy
-bandwidth, accuracy vs the PyTorch recipe, times of every transform layout fft 0 (strided R2C/C2R)
-/ 1 (paired C2C) / 2 (contiguous + transposes) × product algo 0 (cuBLAS) / 2 (own) / -1 (default)
-for R = 1 and 16, the recipe, space-major per fft, and a per-kernel breakdown (torch.profiler) per fft.
+bandwidth, accuracy vs the PyTorch recipe, times of fft 2 with the default product (-1) for R = 1 and 16 and algo 3 (real gemm)
+for the R = 16 matvec, space-major, float64 at Nm = 1000, and a per-kernel breakdown (torch.profiler).
     python scripts/gpu_perf_toeplitz.py OUTDIR
 """
 import json
@@ -42,64 +41,74 @@ ref = dict(m=recipe(m)[..., 0], d=recipe_adj(d)[..., 0], mR=recipe(mR), dR=recip
 torch.cuda.empty_cache()
 cases = dict(m=(False, m), d=(True, d), mR=(False, mR), dR=(True, dR))
 FFTS = (2,)  # fft 0 and 1 were measured in version 4 (bench/NOTES-gpu.md); they are slower
+# version 7: the default (-1) against algo 3 (matvec R > 1 as one real gemm per frequency; R = 1
+# and rmatvec are algo 0 there); algo 0 and 2 alone were measured in versions 5 and 6.
+ALGOS = (-1, 3)
 for fft in FFTS:
-    for algo in (0, 2, -1):
+    for algo in ALGOS:
         op.algo, op.fft = algo, fft
         op._plans.clear()
         torch.cuda.empty_cache()
         for k, (adj, x) in cases.items():
+            if algo == 3 and k != "mR":
+                continue
             f = op.rmatvec if adj else op.matvec
             err = rel(f(x), ref[k])
             t = time_ms(lambda: f(x), warm=3, reps=20 if x.dim() == 2 else 10)
             res[f"{k}_fft{fft}_algo{algo}"] = dict(ms=t[0], min=t[1], max=t[2], err=err,
-                                                   bw_frac=fb / (t[0] * 1e-3) / bw)
+                                                   bw_frac=fb / (t[0] * 1e-3) / bw, algo=op._plan(
+                                                       x.shape[2] if x.dim() == 3 else 1).algo)
             print(f"fft {fft} algo {algo:2d} {k:3s}: {t[0]:.3f} ms (min {t[1]:.3f} max {t[2]:.3f}) "
                   f"{fb / (t[0] * 1e-3) / bw:.1%} of copy bw, err {err:.1e}", flush=True)
-op.algo, op.fft = -1, -1  # the defaults
-op._plans.clear()
-torch.cuda.empty_cache()
-for k, (adj, x) in cases.items():
-    f = op.rmatvec if adj else op.matvec
-    err = rel(f(x), ref[k])
-    t = time_ms(lambda: f(x), warm=3, reps=20 if x.dim() == 2 else 10)
-    res[f"{k}_default"] = dict(ms=t[0], err=err, bw_frac=fb / (t[0] * 1e-3) / bw, fft=op._plan(x.shape[2] if
-                               x.dim() == 3 else 1).fft)
-    print(f"default (fft {res[f'{k}_default']['fft']}) {k:3s}: {t[0]:.3f} ms "
-          f"{fb / (t[0] * 1e-3) / bw:.1%} of copy bw, err {err:.1e}", flush=True)
-# repeated calls keep the answer (fft 2's zero padding persists between calls)
-for k, (adj, x) in cases.items():
-    f = op.rmatvec if adj else op.matvec
-    res[f"{k}_default_err_after"] = rel(f(x), ref[k])
-print("errors after the timing loops:", {k: f"{res[f'{k}_default_err_after']:.1e}" for k in cases}, flush=True)
+        # repeated calls keep the answer (fft 2's zero padding persists between calls)
+        for k, (adj, x) in cases.items():
+            if algo == 3 and k != "mR":
+                continue
+            f = op.rmatvec if adj else op.matvec
+            res[f"{k}_fft{fft}_algo{algo}"]["err_after"] = e = rel(f(x), ref[k])
+            print(f"   error after the timing loop, {k}: {e:.1e}", flush=True)
 del ref
 op._plans.clear()
 torch.cuda.empty_cache()
-res["torch_m"] = time_ms(lambda: recipe(m), reps=10)[0]
-res["torch_mR"] = time_ms(lambda: recipe(mR), reps=10)[0]
-torch.cuda.empty_cache()
-print(f"torch recipe matvec {res['torch_m']:.3f} ms, R=16 {res['torch_mR']:.3f} ms", flush=True)
 
-# space-major layout (same F̂), default algo, every fft
+# space-major layout (same F̂): default for every case, algo 3 for R = 16 matvec
 for fft in FFTS:
-    sm = _cuda.BlockToeplitzCUDA.from_fhat(fhat, Nt, layout="space-major", fft=fft)
-    for k, adj, x in (("m", False, m.t().contiguous()), ("d", True, d.t().contiguous()),
-                      ("mR", False, mR.permute(1, 0, 2).contiguous()),
-                      ("dR", True, dR.permute(1, 0, 2).contiguous())):
-        f = sm.rmatvec if adj else sm.matvec
-        res[f"sm_{k}_fft{fft}"] = time_ms(lambda: f(x), reps=10)[0]
-        print(f"space-major fft {fft} default algo {k}: {res[f'sm_{k}_fft{fft}']:.3f} ms", flush=True)
-    del sm
-    torch.cuda.empty_cache()
+    for algo in ALGOS:
+        sm = _cuda.BlockToeplitzCUDA.from_fhat(fhat, Nt, layout="space-major", fft=fft, algo=algo)
+        for k, adj, x in (("m", False, m.t().contiguous()), ("d", True, d.t().contiguous()),
+                          ("mR", False, mR.permute(1, 0, 2).contiguous()),
+                          ("dR", True, dR.permute(1, 0, 2).contiguous())):
+            if algo == 3 and k != "mR":
+                continue
+            f = sm.rmatvec if adj else sm.matvec
+            res[f"sm_{k}_fft{fft}_algo{algo}"] = time_ms(lambda: f(x), reps=10)[0]
+            print(f"space-major fft {fft} algo {algo} {k}: {res[f'sm_{k}_fft{fft}_algo{algo}']:.3f} ms", flush=True)
+        del sm
+        torch.cuda.empty_cache()
+
+# float64 at a smaller shape (Nm = 1000, F̂ 1.6 GB): R = 16 matvec, default vs algo 3
+op64 = _cuda.BlockToeplitzCUDA(torch.randn(Nt, Nd, 1000, device="cuda", dtype=torch.float64))
+x64 = torch.randn(Nt, 1000, R, device="cuda", dtype=torch.float64)
+X64 = torch.fft.rfft(x64, n=nfft, dim=0)
+ref64 = torch.fft.irfft(torch.bmm(op64.fhat, X64), n=nfft, dim=0)[:Nt]
+del X64
+for algo in ALGOS:
+    op64.algo = algo
+    op64._plans.clear()
+    e = rel(op64.matvec(x64), ref64)
+    res[f"f64_mR_algo{algo}"] = dict(ms=time_ms(lambda: op64.matvec(x64), reps=10)[0], err=e)
+    print(f"float64 Nm=1000 matvec R=16 algo {algo}: {res[f'f64_mR_algo{algo}']['ms']:.3f} ms, err {e:.1e}",
+          flush=True)
+del op64, x64, ref64
+torch.cuda.empty_cache()
 
 # per-kernel breakdown of the default algo, every fft
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
-op.algo = -1
 brk = {}
-for fft, k in [(fft, k) for fft in FFTS for k in cases]:
-    if op.fft != fft:
-        op.fft = fft
-        op._plans.clear()
-        torch.cuda.empty_cache()
+for fft, algo, k in [(fft, a, k) for fft in FFTS for a in ALGOS for k in ("mR",)]:
+    op.fft, op.algo = fft, algo
+    op._plans.clear()
+    torch.cuda.empty_cache()
     adj, x = cases[k]
     f = op.rmatvec if adj else op.matvec
     f(x)
@@ -114,27 +123,21 @@ for fft, k in [(fft, k) for fft in FFTS for k in cases]:
         if tt > 0 and e.count > 0:
             rows.append((e.key[:90], tt / 5 / 1e3, e.count // 5))
     rows.sort(key=lambda r: -r[1])
-    brk[f"{k}_fft{fft}"] = rows
-    print(f"-- breakdown fft {fft} {k} (ms per call):", flush=True)
+    brk[f"{k}_fft{fft}_algo{algo}"] = rows
+    print(f"-- breakdown fft {fft} algo {algo} {k} (ms per call):", flush=True)
     for name, ms, c in rows[:8]:
         print(f"   {ms:7.3f}  x{c}  {name}", flush=True)
 res["breakdown"] = brk
 json.dump(res, open(f"{out}/toeplitz_perf.json", "w"), indent=1)
 
-print("\n== summary (H200 target: >= 85% copy bw = <= 1.12 ms; R=16 per RHS <= 0.25 of a single matvec)")
+print("\n== summary (H200 target: R=16 matvec per RHS <= 0.25 of the single matvec)")
 print(f"copy {bw / 1e12:.2f} TB/s, F̂ {fb / 1e9:.2f} GB, floor {floor:.3f} ms")
 for fft in FFTS:
-    best_m = min(res[f"m_fft{fft}_algo{a}"]["ms"] for a in (0, 2, -1))
-    best_d = min(res[f"d_fft{fft}_algo{a}"]["ms"] for a in (0, 2, -1))
-    for algo in (0, 2, -1):
-        a = {k: res[f"{k}_fft{fft}_algo{algo}"] for k in cases}
-        print(f"fft {fft} algo {algo:2d}: matvec {a['m']['ms']:.3f} ({a['m']['bw_frac']:.0%})  rmatvec "
-              f"{a['d']['ms']:.3f} ({a['d']['bw_frac']:.0%})  R16 matvec {a['mR']['ms']:.3f} (per RHS "
-              f"{a['mR']['ms'] / R / best_m:.3f})  R16 rmatvec {a['dR']['ms']:.3f} (per RHS "
-              f"{a['dR']['ms'] / R / best_d:.3f})")
-dm, dd = res["m_default"]["ms"], res["d_default"]["ms"]
-print(f"default: matvec {dm:.3f} ({res['m_default']['bw_frac']:.0%})  rmatvec {dd:.3f} "
-      f"({res['d_default']['bw_frac']:.0%})  R16 matvec {res['mR_default']['ms']:.3f} (per RHS "
-      f"{res['mR_default']['ms'] / R / dm:.3f})  R16 rmatvec {res['dR_default']['ms']:.3f} (per RHS "
-      f"{res['dR_default']['ms'] / R / dd:.3f})")
-print(f"torch: matvec {res['torch_m']:.3f} ({fb / (res['torch_m'] * 1e-3) / bw:.0%})  R16 {res['torch_mR']:.3f}")
+    dm = res[f"m_fft{fft}_algo-1"]["ms"]
+    for k in cases:
+        a = res[f"{k}_fft{fft}_algo-1"]
+        print(f"default {k:3s}: {a['ms']:.3f} ms ({a['bw_frac']:.0%}) err {a['err']:.1e}")
+    for algo in ALGOS:
+        a = res[f"mR_fft{fft}_algo{algo}"]
+        print(f"fft {fft} algo {algo:2d} (plan algo {a['algo']}) R16 matvec {a['ms']:.3f} ms, per RHS "
+              f"{a['ms'] / R / dm:.3f}, err {a['err']:.1e} / {a['err_after']:.1e}")

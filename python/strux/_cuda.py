@@ -317,7 +317,9 @@ class BlockToeplitzCUDA:
     trailing axis R gives several right-hand sides. `algo`: -1 = automatic (default: the plan
     picks per direction by shape and R, see toeplitz_auto_algo); 0 = cuBLAS gemv for one right-hand side, gemm
     for several; 1 = cuBLAS gemm always; 2 = strux's own kernels, which stream F̂ once per 16
-    right-hand sides (8 for float64). 0 and 1 stay for comparison. `fft`: the transform layout,
+    right-hand sides (8 for float64); 3 = matvec with several right-hand sides as one real gemm per
+    frequency (F̂ read as a real Nd × 2Nm matrix; 0 elsewhere; the float32 default for R > 1 with
+    fft 2). 0 and 1 stay for comparison. `fft`: the transform layout,
     -1 = automatic (toeplitz_auto_fft); 0 = strided R2C/C2R; 1 = two real columns per complex
     column through one strided C2C; 2 = contiguous R2C/C2R with tiled transposes (for benchmarks;
     the environment variable STRUX_TOEPLITZ_FFT sets the default of new operators).
@@ -336,8 +338,8 @@ class BlockToeplitzCUDA:
     def _init(self, kind, fhat, Nt, Nd, Nm, dt, dev, layout, algo, fft=None):
         if layout not in _LAYOUTS:
             raise ValueError(f"argument 'layout': expected one of 'time-major', 'space-major', got {layout!r}")
-        if algo not in (-1, 0, 1, 2):
-            raise ValueError(f"argument 'algo': expected -1 (automatic), 0, 1 or 2, got {algo!r}")
+        if algo not in (-1, 0, 1, 2, 3):
+            raise ValueError(f"argument 'algo': expected -1 (automatic), 0, 1, 2 or 3, got {algo!r}")
         if fft is None:
             env = os.environ.get("STRUX_TOEPLITZ_FFT", "-1")
             try:

@@ -98,7 +98,7 @@ def test_nan_propagates():
     assert torch.isnan(op.matvec(m)).any()
 
 
-@pytest.mark.parametrize("algo", [-1, 0, 1, 2])
+@pytest.mark.parametrize("algo", [-1, 0, 1, 2, 3])
 def test_large_vs_torch_recipe(algo):
     Nt, Nd, Nm = 200, 20, 300
     blocks = torch.randn(Nt, Nd, Nm, dtype=torch.float64, device="cuda")
@@ -122,7 +122,7 @@ def test_large_vs_torch_recipe(algo):
     (lambda op: _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda").half()), "blocks", TypeError),
     (lambda op: _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda"), layout="row"), "layout", ValueError),
     (lambda op: _cuda.BlockToeplitzCUDA.from_fhat(op.fhat, 3), "fhat", ValueError),
-    (lambda op: _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda"), algo=3), "algo", ValueError),
+    (lambda op: _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda"), algo=4), "algo", ValueError),
     (lambda op: _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda"), algo=-2), "algo", ValueError),
     (lambda op: _cuda.BlockToeplitzCUDA(torch.randn(8, 3, 4, device="cuda"), fft=3), "fft", ValueError),
     (lambda op: _cuda._ext.cuda.ToeplitzPlan(8, 3, 4, 1, "time-major", "float32", -1, 7), "fft", ValueError),
@@ -192,8 +192,11 @@ def test_default_is_automatic(monkeypatch):
     with pytest.raises(ValueError, match="STRUX_TOEPLITZ_FFT"):
         _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"))
     monkeypatch.delenv("STRUX_TOEPLITZ_FFT")
-    for R in (1, 16):
-        assert (op._plan(R).algo, op._plan(R).rmatvec_algo) == (0, 2)
+    for R in (1, 16):  # float32 matvec R > 1: the real gemm (algo 3, version 7); float64 keeps algo 0
+        assert (op._plan(R).algo, op._plan(R).rmatvec_algo) == (0 if R == 1 else 3, 2)
+    op64 = _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda", dtype=torch.float64))
+    assert (op64._plan(16).algo, op64._plan(16).rmatvec_algo) == (0, 2)
+    assert _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"), fft=0)._plan(16).algo == 0
     assert (_cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"), algo=1)._plan(1).rmatvec_algo) == 1
 
 
@@ -261,7 +264,7 @@ def test_paired_nan(layout):
 @pytest.mark.parametrize("layout", ["time-major", "space-major"])
 @pytest.mark.parametrize("size", [(100, 3, 70), (6, 5, 67), (7, 66, 3), (13, 2, 5)])
 @pytest.mark.parametrize("R", [None, 2, 16])
-@pytest.mark.parametrize("algo", [0, 2])
+@pytest.mark.parametrize("algo", [0, 2, 3])
 def test_fft2_padding_persists(dtype, layout, size, R, algo):
     Nt, Nd, Nm = size
     rng = np.random.default_rng()
@@ -285,3 +288,43 @@ def test_fft2_padding_persists(dtype, layout, size, R, algo):
                 assert np.isnan(call(rng.standard_normal((Nt, n, r)), adj, nan=True)).any()
             x = rng.standard_normal((Nt, n, r))
             assert rel(call(x, adj), ref_toeplitz(blocks, x, adjoint=adj)) < TOL[dtype]
+
+
+# algo 3: matvec with R > 1 as one real gemm per frequency (F̂ read as real Nd × 2Nm times the
+# operand 2Nm × 2R with rows [Re m̂ₙ | Im m̂ₙ], [−Im m̂ₙ | Re m̂ₙ], written by the forward transpose;
+# the back transpose reads [Re d̂ | Im d̂]). R = 1, rmatvec and fft 0/1 use algo 0. Even nfft with
+# even/odd half, odd nfft (Nt = 2 → 3, 5 → 9, 13 → 25), Nt = 1, tiles with tails, both layouts
+# and dtypes; a NaN in one right-hand side stays in it.
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("layout", ["time-major", "space-major"])
+@pytest.mark.parametrize("size", [(1, 1, 1), (2, 3, 2), (5, 3, 4), (13, 5, 7), (7, 37, 131), (6, 66, 67)])
+@pytest.mark.parametrize("R", [2, 5, 16, 19])
+def test_real_gemm(dtype, layout, size, R):
+    Nt, Nd, Nm = size
+    rng = np.random.default_rng()
+    blocks = rng.standard_normal((Nt, Nd, Nm))
+    tdt = getattr(torch, dtype)
+    op = _cuda.BlockToeplitzCUDA(torch.tensor(blocks, dtype=tdt, device="cuda"), layout, 3)
+    assert (op._plan(R).algo, op._plan(R).rmatvec_algo, op._plan(1).algo) == (3, 0, 0)
+    for rep in range(2):
+        x = rng.standard_normal((Nt, Nm, R))
+        got = op.matvec(torch.tensor(to_layout(x, layout), dtype=tdt, device="cuda")).double().cpu().numpy()
+        assert rel(from_layout(got, layout), ref_toeplitz(blocks, x)) < TOL[dtype]
+        d = rng.standard_normal((Nt, Nd, R))
+        got = op.rmatvec(torch.tensor(to_layout(d, layout), dtype=tdt, device="cuda")).double().cpu().numpy()
+        assert rel(from_layout(got, layout), ref_toeplitz(blocks, d, adjoint=True)) < TOL[dtype]
+    x = rng.standard_normal((Nt, Nm, R))
+    t = torch.tensor(x, dtype=tdt, device="cuda")
+    t[Nt // 2, Nm - 1, R - 2] = float("nan")
+    y = op.matvec(t if layout == "time-major" else t.permute(1, 0, 2).contiguous())
+    y = y if layout == "time-major" else y.permute(1, 0, 2)
+    keep = [r for r in range(R) if r != R - 2]
+    assert torch.isnan(y[:, :, R - 2]).any() and not torch.isnan(y[:, :, keep]).any()
+    want = ref_toeplitz(blocks, x[:, :, keep])
+    assert rel(y[:, :, keep].double().cpu().numpy(), want) < TOL[dtype]
+
+
+@pytest.mark.parametrize("fft", [0, 1])
+def test_real_gemm_other_ffts_use_cgemm(fft):
+    op = _cuda.BlockToeplitzCUDA(torch.randn(5, 3, 4, device="cuda"), algo=3, fft=fft)
+    assert op._plan(16).algo == 0

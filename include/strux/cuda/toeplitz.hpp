@@ -38,7 +38,8 @@ class ToeplitzPlan {
   // R right-hand sides (R = 1 for plain vectors); space_major: m (Nm, Nt[, R]) → d (Nd, Nt[, R]),
   // else m (Nt, Nm[, R]) → d (Nt, Nd[, R]). algo: -1 = automatic (toeplitz_auto_algo), 0 = cuBLAS
   // gemv for R = 1 and gemm for R > 1, 1 = cuBLAS gemm always, 2 = own kernels streaming F̂ once
-  // per 16 right-hand sides (8 for float64). fft: -1 = automatic (toeplitz_auto_fft), else the
+  // per 16 right-hand sides (8 for float64), 3 = matvec with R > 1 as one real
+  // gemm per frequency (F̂ read as real Nd × 2Nm; elsewhere 0; rmatvec never uses it). fft: -1 = automatic (toeplitz_auto_fft), else the
   // transform layout 0, 1 or 2 (kept selectable for benchmarks).
   ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool space_major, DType dtype, int algo = -1,
                int fft = -1);
@@ -51,8 +52,8 @@ class ToeplitzPlan {
 
   int64_t nfft() const;
   int64_t nfreq() const;
-  int algo(bool adjoint = false) const;  // the product in use per direction (0, 1 or 2; -1 resolved)
-  int fft() const;                       // the transform layout in use (0, 1 or 2; -1 resolved)
+  int algo(bool adjoint = false) const;  // the product in use per direction (0 to 3; -1 resolved)
+  int fft() const;                       // the transform layout in use (0 to 3; -1 resolved)
   size_t workspace_bytes() const;
 
  private:

@@ -246,22 +246,49 @@ __global__ void __launch_bounds__(kTile* kTRows) scatter_rows(const T* __restric
   }
 }
 
-// out (ncol, nrow) = in (nrow, ncol)ᵀ, complex, tiled through shared memory.
-template <class C>
+// algo 3 (matvec, R > 1, one real gemm per frequency): the spectra enter as the real operand
+// X[f] (2Nm × 2R, row-major) with rows 2n = [Re m̂ₙ (R values) | Im m̂ₙ] and 2n + 1 = [−Im m̂ₙ | Re m̂ₙ],
+// so that F̂[f] read as a real Nd × 2Nm matrix times X[f] is [Re d̂ | Im d̂] (Nd × 2R, row-major).
+// put_x stores the spectrum of column c = n·R + r at frequency f (cols = Nm·R); EX = false is the
+// plain complex (nfreq, cols) layout. get_y reads column c = n·R + r of that [Re | Im] output.
+template <bool EX, class C>
+__device__ __forceinline__ void put_x(C* X, int64_t f, int64_t c, int64_t cols, int64_t R, C v) {
+  if constexpr (!EX) {
+    X[f * cols + c] = v;
+  } else {
+    const int64_t n = c / R, r = c - n * R;
+    auto* row = reinterpret_cast<decltype(v.x)*>(X) + f * 4 * cols + n * 4 * R + r;
+    row[0] = v.x, row[R] = v.y, row[2 * R] = -v.y, row[3 * R] = v.x;
+  }
+}
+template <bool EX, class C>
+__device__ __forceinline__ C get_y(const C* Y, int64_t f, int64_t c, int64_t cols, int64_t R) {
+  if constexpr (!EX) {
+    return Y[f * cols + c];
+  } else {
+    const int64_t n = c / R, r = c - n * R;
+    const auto* row = reinterpret_cast<const decltype(C{}.x)*>(Y) + f * 2 * cols + n * 2 * R + r;
+    return C{row[0], row[R]};
+  }
+}
+
+// out (ncol, nrow) = in (nrow, ncol)ᵀ, complex, tiled through shared memory. XO: out is algo 3's
+// real operand (put_x, columns of R); YI: in is algo 3's [Re | Im] output (get_y).
+template <class C, bool XO = false, bool YI = false>
 __global__ void __launch_bounds__(kTile* kTRows) transpose_c(const C* __restrict__ in, int64_t nrow, int64_t ncol,
-                                                             C* __restrict__ out) {
+                                                             C* __restrict__ out, int64_t R = 1) {
   __shared__ C tile[kTile][kTile + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t c0 = int64_t(blockIdx.x) * kTile;
   for (int64_t r0 = int64_t(blockIdx.y) * kTile; r0 < nrow; r0 += int64_t(gridDim.y) * kTile) {
     for (int k = ty; k < kTile; k += kTRows) {
       const int64_t r = r0 + k, c = c0 + tx;
-      if (r < nrow && c < ncol) tile[k][tx] = in[r * ncol + c];
+      if (r < nrow && c < ncol) tile[k][tx] = get_y<YI>(in, r, c, ncol, R);
     }
     __syncthreads();
     for (int k = ty; k < kTile; k += kTRows) {
       const int64_t c = c0 + k, r = r0 + tx;
-      if (c < ncol && r < nrow) out[c * nrow + r] = tile[tx][k];
+      if (c < ncol && r < nrow) put_x<XO>(out, c, r, nrow, R, tile[tx][k]);
     }
     __syncthreads();
   }
@@ -273,10 +300,11 @@ __global__ void __launch_bounds__(kTile* kTRows) transpose_c(const C* __restrict
 // V = (A - conj B)/2 and W = e^{-2πi/2M} (table Wt, M + 1 entries):
 //   X[f] = U - i·W^f·V,   X[M - f] = conj U + i·W^{M-f}·conj V.
 // A block takes frequencies f ≤ M/2 of one tile and their mirrors M - f, so Z is read once.
-// X (M + 1, cols) frequency-major.
-template <class C>
+// X (M + 1, cols) frequency-major (XO: algo 3's real operand, put_x).
+template <class C, bool XO = false>
 __global__ void __launch_bounds__(kTile* kTRows) r2c_post_transpose(const C* __restrict__ Z, int64_t cols, int64_t M,
-                                                                    const C* __restrict__ Wt, C* __restrict__ X) {
+                                                                    const C* __restrict__ Wt, C* __restrict__ X,
+                                                                    int64_t R = 1) {
   __shared__ C ta[kTile][kTile + 1], tb[kTile][kTile + 1];  // [col][f]
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t f0 = int64_t(blockIdx.x) * kTile, half = M / 2;
@@ -298,12 +326,12 @@ __global__ void __launch_bounds__(kTile* kTRows) r2c_post_transpose(const C* __r
         const R_ ux = h * (a.x + b.x), uy = h * (a.y - b.y), vx = h * (a.x - b.x), vy = h * (a.y + b.y);
         const C w = Wt[f];
         const R_ p = w.x * vx - w.y * vy, q = w.x * vy + w.y * vx;  // W^f·V
-        X[f * cols + c] = C{ux + q, uy - p};
+        put_x<XO>(X, f, c, cols, R, C{ux + q, uy - p});
         const int64_t g = M - f;
         if (g != f) {
           const C w2 = Wt[g];
           const R_ p2 = w2.x * vx + w2.y * vy, q2 = w2.y * vx - w2.x * vy;  // W^g·conj V
-          X[g * cols + c] = C{ux - q2, p2 - uy};
+          put_x<XO>(X, g, c, cols, R, C{ux - q2, p2 - uy});
         }
       }
     }
@@ -339,6 +367,11 @@ struct Blas<float> {
                    long long sC, int batch) {
     STRUX_CUBLAS(cublasCgemmStridedBatched(h, ta, tb, m, n, k, a, A, lda, sA, B, ldb, sB, b, Cm, ldc, sC, batch));
   }
+  static void rgemm(cublasHandle_t h, int m, int n, int k, const float* a, const float* A, int lda, long long sA,
+                    const float* B, int ldb, long long sB, const float* b, float* Cm, int ldc, long long sC, int batch) {
+    STRUX_CUBLAS(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, a, A, lda, sA, B, ldb, sB, b, Cm, ldc,
+                                           sC, batch));
+  }
 };
 template <>
 struct Blas<double> {
@@ -352,6 +385,11 @@ struct Blas<double> {
                    long long sC, int batch) {
     STRUX_CUBLAS(cublasZgemmStridedBatched(h, ta, tb, m, n, k, a, A, lda, sA, B, ldb, sB, b, Cm, ldc, sC, batch));
   }
+  static void rgemm(cublasHandle_t h, int m, int n, int k, const double* a, const double* A, int lda, long long sA,
+                    const double* B, int ldb, long long sB, const double* b, double* Cm, int ldc, long long sC, int batch) {
+    STRUX_CUBLAS(cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, a, A, lda, sA, B, ldb, sB, b, Cm, ldc,
+                                           sC, batch));
+  }
 };
 
 void check_int(int64_t v, const char* arg) {
@@ -364,10 +402,13 @@ void check_int(int64_t v, const char* arg) {
 // (2026-11-21, Nt=1000, Nd=100, Nm=5000, float32; bench/NOTES-gpu.md version 3), whole calls:
 // matvec  R=1: cuBLAS gemv 1.182 ms, own 1.246;  R=16: cuBLAS gemm 7.31, own 7.65;
 // rmatvec R=1: cuBLAS gemv 1.306 ms, own 1.244;  R=16: cuBLAS gemm 7.04, own 6.49.
-// float64 and other shapes are unmeasured: the same choice.
+// Version 7 (bench/NOTES-gpu.md), fft 2: matvec R=16 float32 real gemm (algo 3) 3.283 ms vs
+// cgemm 4.219 (space-major 3.391 vs 4.342); float64 (Nm=1000) Dgemm 1.013 vs Zgemm 0.912, so
+// algo 3 is the float32 matvec default for R > 1 only. Other shapes are unmeasured: the same choice.
 int toeplitz_auto_algo(int64_t Nd, int64_t Nm, int64_t R, DType dtype, bool adjoint) {
-  (void)Nd, (void)Nm, (void)R, (void)dtype;
-  return adjoint ? 2 : 0;
+  (void)Nd, (void)Nm;
+  if (adjoint) return 2;
+  return R > 1 && dtype == DType::f32 ? 3 : 0;
 }
 
 int64_t toeplitz_nfft(int64_t Nt) { return std::max<int64_t>(2, good_fft_size(2 * Nt - 1)); }
@@ -505,8 +546,9 @@ ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool s
   check_positive(R, "R");
   if (dtype != DType::f32 && dtype != DType::f64)
     throw TypeError(msg("argument 'dtype': expected float32 or float64, got ", dtype_name(dtype)));
-  check_arg(algo >= -1 && algo <= 2, "algo",
-            "expected -1 (automatic), 0 (cuBLAS gemv/gemm), 1 (cuBLAS gemm) or 2 (own kernels), got ", algo);
+  check_arg(algo >= -1 && algo <= 3, "algo",
+            "expected -1 (automatic), 0 (cuBLAS gemv/gemm), 1 (cuBLAS gemm), 2 (own kernels) or 3 (real gemm), got ",
+            algo);
   check_arg(fft >= -1 && fft <= 2, "fft",
             "expected -1 (automatic), 0 (strided R2C/C2R), 1 (paired C2C) or 2 (contiguous), got ", fft);
   check_int(Nd * Nm, "Nd*Nm");
@@ -516,6 +558,10 @@ ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool s
   p.algo = algo < 0 ? toeplitz_auto_algo(Nd, Nm, R, dtype, false) : algo;
   p.algo_adj = algo < 0 ? toeplitz_auto_algo(Nd, Nm, R, dtype, true) : algo;
   p.fft = fft < 0 ? toeplitz_auto_fft(Nd, Nm, R, dtype, space_major) : fft;
+  // algo 3 (one real gemm per frequency) is a matvec product for R > 1 with fft 2; elsewhere, and
+  // where its real dimensions would pass 2^31, it is algo 0.
+  if (p.algo == 3 && (R == 1 || p.fft != 2 || 4 * std::max(Nd, Nm) * R > INT_MAX)) p.algo = 0;
+  if (p.algo_adj == 3) p.algo_adj = 0;
   p.nfft = toeplitz_nfft(Nt);
   p.nfreq = p.nfft / 2 + 1;
   check_int(p.nfreq, "Nt");
@@ -573,7 +619,7 @@ ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool s
   for (FFTPlan* f : made) ws = std::max(ws, f->work_size());
   p.work.allocate(ws);
   for (FFTPlan* f : made) f->set_work(p.work.get());
-  p.X.allocate(size_t(nfreq) * cm * 2 * tr);
+  p.X.allocate(size_t(nfreq) * cm * (p.algo == 3 ? 4 : 2) * tr);  // algo 3: real operand 2Nm × 2R
   p.Y.allocate(size_t(nfreq) * cd * 2 * tr);
   STRUX_CUBLAS(cublasCreate(&p.blas));
   // Own cuBLAS workspace, so no allocation happens inside a call (or a graph capture).
@@ -601,6 +647,15 @@ void ToeplitzPlan::Impl::product(const void* fhat, const void* Xin_, void* Xout_
   const int64_t cm = Nm * R, cd = Nd * R;
   const int algo = adjoint ? algo_adj : this->algo;
   const bool gemv = R == 1 && algo == 0;
+  if (algo == 3) {  // [Re D̂ | Im D̂] (Nd × 2R) = F̂ as real (Nd × 2Nm) · X (2Nm × 2R), column-major transposed
+    STRUX_CUBLAS(cublasSetStream(blas, s));
+    STRUX_CUBLAS(cublasSetWorkspace(blas, blas_work.get(), blas_work.bytes()));
+    const T ra = T(1) / T(nfft), rb = T(0);
+    B::rgemm(blas, int(2 * R), int(Nd), int(2 * Nm), &ra, reinterpret_cast<const T*>(Xin), int(2 * R), 4 * cm,
+             static_cast<const T*>(fhat), int(2 * Nm), 2LL * Nd * Nm, &rb, reinterpret_cast<T*>(Xout), int(2 * R),
+             2 * cd, int(nfreq));
+    return;
+  }
   if (algo == 2) {
     toeplitz_detail::apply_fhat_multi<T>(fhat, Xin, Xout, nfreq, Nd, Nm, R, adjoint, T(1) / T(nfft), s);
     return;
@@ -661,15 +716,24 @@ void ToeplitzPlan::Impl::apply(const void* fhat, const T* in, T* out, bool adjoi
     if (half) {
       const int64_t M = nfft / 2;
       exec_c2c(fin.get(), reinterpret_cast<const C*>(Pin), Tc);
-      r2c_post_transpose<C><<<tile_grid(M / 2 + 1, cin), tb, 0, s>>>(Tc, cin, M, Wt.as<C>(), Xin);
+      if (algo == 3)
+        r2c_post_transpose<C, true><<<tile_grid(M / 2 + 1, cin), tb, 0, s>>>(Tc, cin, M, Wt.as<C>(), Xin, R);
+      else
+        r2c_post_transpose<C><<<tile_grid(M / 2 + 1, cin), tb, 0, s>>>(Tc, cin, M, Wt.as<C>(), Xin);
       STRUX_LAUNCH("toeplitz r2c_post_transpose");
     } else {
       F::forward(fin.get(), Pin, Tc);
-      transpose_c<C><<<tile_grid(nfreq, cin), tb, 0, s>>>(Tc, cin, nfreq, Xin);
+      if (algo == 3)
+        transpose_c<C, true><<<tile_grid(nfreq, cin), tb, 0, s>>>(Tc, cin, nfreq, Xin, R);
+      else
+        transpose_c<C><<<tile_grid(nfreq, cin), tb, 0, s>>>(Tc, cin, nfreq, Xin);
       STRUX_LAUNCH("toeplitz transpose_c");
     }
     product<T>(fhat, Xin, Xout, adjoint, s);
-    transpose_c<C><<<tile_grid(cout, nfreq), tb, 0, s>>>(Xout, nfreq, cout, Tc);
+    if (algo == 3)
+      transpose_c<C, false, true><<<tile_grid(cout, nfreq), tb, 0, s>>>(Xout, nfreq, cout, Tc, R);
+    else
+      transpose_c<C><<<tile_grid(cout, nfreq), tb, 0, s>>>(Xout, nfreq, cout, Tc);
     STRUX_LAUNCH("toeplitz transpose_c");
     T* Q = reinterpret_cast<T*>(Xout);  // nfreq·cout complex >= nfft·cout real
     F::inverse(fout.get(), Tc, Q);
