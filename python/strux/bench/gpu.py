@@ -212,8 +212,9 @@ def toeplitz_cases(Nt, Nd, Nm, R, results):
 
 def markdown(res):
     lines = [f"# strux GPU benchmark — {res['device']}, {res['date']}", "",
-             f"torch {res['torch']}, copy bandwidth {res['copy_Bps'] / 1e12:.2f} TB/s (read + write)", "",
-             "## fftconv, causal, float16 in/out, B=64, H=768 (ms, median)", "",
+             f"torch {res['torch']}, copy bandwidth {res['copy_Bps'] / 1e12:.2f} TB/s (read + write)", ""]
+    if res["fftconv"]:
+        lines += ["## fftconv, causal, float16 in/out, B=64, H=768 (ms, median)", "",
              "| L | path | strux fwd | strux fwd (cached K̂) | cuFFT path fwd | torch fwd | speedup | strux bwd | cuFFT path bwd | torch bwd | speedup | rel err strux / torch |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["fftconv"]:
@@ -221,10 +222,12 @@ def markdown(res):
                      f"{r['strux_cufft_path_fwd_ms']:.3f} | {r['torch_fwd_ms']:.3f} | "
                      f"{r['speedup_fwd']:.2f}× | {r['strux_bwd_ms']:.3f} | {r['strux_cufft_path_bwd_ms']:.3f} | {r['torch_bwd_ms']:.3f} | {r['speedup_bwd']:.2f}× | "
                      f"{r['relerr_strux']:.1e} / {r['relerr_torch']:.1e} |")
-    lines += ["", "errors: " + "; ".join(f"L={r['L']} fused vs cuFFT path {r.get('relerr_fused_vs_cufft', float('nan')):.1e}, "
+    if res["fftconv"]:
+        lines += ["", "errors: " + "; ".join(f"L={r['L']} fused vs cuFFT path {r.get('relerr_fused_vs_cufft', float('nan')):.1e}, "
                                        f"du {r['relerr_du_vs_torch']:.1e}, dk {r['relerr_dk_vs_torch']:.1e}"
                                        for r in res["fftconv"])]
-    lines += ["", "## toeplitz, complex64 F̂ (ms, median; fraction of copy bandwidth on F̂ bytes)", ""]
+    if res["toeplitz"]:
+        lines += ["", "## toeplitz, complex64 F̂ (ms, median; fraction of copy bandwidth on F̂ bytes)", ""]
     for r in res["toeplitz"]:
         lines += [f"Nt={r['Nt']}, Nd={r['Nd']}, Nm={r['Nm']}: F̂ {r['fhat_GB']:.2f} GB, floor {r['fhat_floor_ms']:.3f} ms", "",
                   "**Default (the plan's own choice, what users get):** "
