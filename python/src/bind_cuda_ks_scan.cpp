@@ -8,7 +8,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
+#include <utility>
+
+#include <nanobind/stl/pair.h>
 
 #include "arrays.hpp"
 #include "strux/core.hpp"
@@ -122,6 +126,15 @@ void ks_backward(const Arr& dy, const Arr& x, const Arr& w, std::optional<Arr> d
     check_arg(dwv.shape == wv.shape, "dw32", "expected the shape of w");
     plan.backward_w(xv.p, dyv.p, static_cast<float*>(dwv.p), stream_ptr(stream));
   }
+}
+
+// Which product path a plan picks: "blas" (cuBLAS on strided views) or "kernels", for forward
+// and backward_x (tests and bench; STRUX_KS_PATH forces one).
+std::pair<std::string, std::string> ks_path(const std::vector<int64_t>& pat, int64_t batch,
+                                            bool batch_last, int dtype) {
+  strux::cuda::KsPlan plan(pattern_of(pat), batch, batch_last, DType(dtype));
+  auto s = [](bool b) { return std::string(b ? "blas" : "kernels"); };
+  return {s(plan.forward_uses_blas()), s(plan.backward_x_uses_blas())};
 }
 
 std::tuple<int64_t, int64_t, int64_t> btn(const View& v) { return {v.shape[0], v.shape[1], v.shape[2]}; }
@@ -286,6 +299,8 @@ void bind_cuda_ks_scan(nb::module_& m) {
   m.def("cuda_ks_backward", &ks_backward, nb::arg("dy"), nb::arg("x"), nb::arg("w"),
         nb::arg("dx").none(), nb::arg("dw32").none(), nb::arg("pattern"), nb::arg("batch_last"),
         nb::arg("stream"));
+  m.def("cuda_ks_path", &ks_path, nb::arg("pattern"), nb::arg("batch"), nb::arg("batch_last"),
+        nb::arg("dtype"));
   m.def("cuda_diag_scan_workspace", &diag_scan_workspace);
   m.def("cuda_diag_scan_forward", &diag_scan_forward, nb::arg("a"), nb::arg("b"),
         nb::arg("h0").none(), nb::arg("h"), nb::arg("workspace"), nb::arg("scale"), nb::arg("stream"));

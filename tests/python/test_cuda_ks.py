@@ -206,12 +206,15 @@ def poisoned_pool(nbytes):
 
 @pytest.mark.parametrize("p", TC_PATTERNS)
 @pytest.mark.parametrize("layout", ["bsf", "bsl"])
-def test_float32_tensor_core_accuracy(p, layout):
+@pytest.mark.parametrize("path", ["tc", "auto"])
+def test_float32_tensor_core_accuracy(p, layout, path, monkeypatch):
     """float32 keeps ~1e-6 relative accuracy (3xTF32 split) at every batch tail and alignment.
     The mma accumulates in float32 with truncation, a bias that grows with the sum length K:
     measured ~7e-9 * K on the H200 with one running accumulator (5.4e-6 at K = 768); the kernel
     now sums each k8 step afresh and adds it with rounding, so every K (here up to 1031, forward
     and dx) must stay within 2e-6."""
+    if path == "tc":  # the kernels even where the plan's rule picks cuBLAS (batch-last)
+        monkeypatch.setenv("STRUX_KS_PATH", "tc")
     a, b, c, d = p
     tol = lambda k: 2e-6  # noqa: E731
     N, M = a * c * d, a * b * d
@@ -262,3 +265,83 @@ def test_float32_infinity_stays_infinite(p):
     y = K.ks_matmul(x, w, p)
     want = x.double().cpu() @ dense(w, p).T.cpu()
     assert torch.equal(torch.isinf(y).cpu(), torch.isinf(want)) and not torch.isnan(y).any()
+
+
+def ks_path(p, batch, layout, dtype="float32"):
+    """(forward, backward_x) path a plan picks: "blas" (cuBLAS on strided views) or "kernels"."""
+    return tuple(K._ext.cuda_ks_path(list(p), batch, layout == "bsl", K._DTYPE_CODE[dtype]))
+
+
+BLAS_PATTERNS = [(1, 1, 1, 1), (3, 5, 7, 2), (2, 17, 19, 3), (1, 48, 48, 16), (2, 40, 33, 1),
+                 (6, 64, 64, 1), (1, 100, 36, 1), (4, 6, 130, 1), (1, 9, 3, 5), (3, 2, 50, 2),
+                 (1, 192, 96, 2), (1, 1, 7, 1)]
+
+
+@pytest.mark.parametrize("p", BLAS_PATTERNS)
+@pytest.mark.parametrize("layout", ["bsf", "bsl"])
+def test_float32_blas_path(p, layout, monkeypatch):
+    """cuBLAS on strided views (STRUX_KS_PATH=blas): taken for batch-last (any d) and batch-first
+    d == 1, float32 accuracy (no TF32) vs float64 for forward and dx, odd batches, no output left
+    unwritten; batch-first d > 1 stays on the kernels."""
+    monkeypatch.setenv("STRUX_KS_PATH", "blas")
+    a, b, c, d = p
+    N, M = a * c * d, a * b * d
+    applies = layout == "bsl" or d == 1
+    assert ks_path(p, 7, layout) == (("blas",) * 2 if applies else ("kernels",) * 2)
+    assert ks_path(p, 7, layout, "float16") == ("kernels", "kernels")
+    w = rnd(*p)
+    Kd = dense(w, p)
+    for batch in (1, 7, 301):
+        x = rnd(batch, N) if layout == "bsf" else rnd(N, batch)
+        poisoned_pool(4 * batch * M)
+        y = K.ks_matmul(x, w, p, layout=layout)
+        ref = x.double() @ Kd.T if layout == "bsf" else Kd @ x.double()
+        assert not torch.isnan(y).any() and rel(y, ref) < 1e-6, rel(y, ref)
+        dy = rnd(*y.shape)
+        poisoned_pool(4 * batch * N)
+        dx, dw = K.ks_matmul_vjp(dy, x, w, p, layout=layout)
+        refdx = dy.double() @ Kd if layout == "bsf" else Kd.T @ dy.double()
+        assert not torch.isnan(dx).any() and rel(dx, refdx) < 1e-6
+    # forcing the kernels gives the same values to float32 accuracy
+    monkeypatch.setenv("STRUX_KS_PATH", "tc")
+    assert ks_path(p, 7, layout) == ("kernels", "kernels")
+    assert rel(K.ks_matmul(x, w, p, layout=layout), y.double()) < 2e-6
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_blas_knob_leaves_half_types(dtype, monkeypatch):
+    monkeypatch.setenv("STRUX_KS_PATH", "blas")
+    p = (2, 40, 33, 2)
+    x, w = rnd(2 * 33 * 2, 9, dtype=dtype), rnd(*p, dtype=dtype)
+    y = K.ks_matmul(x, w, p, layout="bsl")
+    assert y.dtype == dtype and rel(y, dense(w, p) @ x.double()) < TOL[dtype]
+
+
+@pytest.mark.parametrize("layout", ["bsf", "bsl"])
+def test_float32_blas_nan_and_stream(layout, monkeypatch):
+    """A NaN reaches exactly the outputs of its group and batch column; work goes on the caller's
+    stream."""
+    monkeypatch.setenv("STRUX_KS_PATH", "blas")
+    p = (2, 64, 40, 1) if layout == "bsf" else (2, 64, 40, 2)
+    a, b, c, d = p
+    w = rnd(*p)
+    x = rnd(300, a * c * d) if layout == "bsf" else rnd(a * c * d, 300)
+    jj = d - 1
+    f = 1 * c * d + 3 * d + jj  # group (i=1, j=d-1)
+    if layout == "bsf":
+        x[7, f] = float("nan")
+    else:
+        x[f, 7] = float("nan")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y = K.ks_matmul(x, w, p, layout=layout)
+    s.synchronize()
+    yb = y if layout == "bsf" else y.T
+    bad = torch.isnan(yb)
+    cols = torch.tensor([1 * b * d + k * d + jj for k in range(b)], device=DEV)
+    assert bad[7, cols].all() and bad.sum() == b
+    x2 = torch.nan_to_num(x)
+    y2 = K.ks_matmul(x2, w, p, layout=layout)
+    ref = x2.double() @ dense(w, p).T if layout == "bsf" else dense(w, p) @ x2.double()
+    assert rel(y2, ref) < 1e-6

@@ -34,12 +34,18 @@ class KsPlan {
   void backward_w(const void* x, const void* dy, float* dw32, void* stream) const;
 
   KsPattern pattern() const { return p_; }
+  // Whether forward / backward_x run cuBLAS on strided views (float32 only; else the ks kernels).
+  bool forward_uses_blas() const { return blas_fwd_; }
+  bool backward_x_uses_blas() const { return blas_bx_; }
 
  private:
   KsPattern p_;
   int64_t batch_;
   bool batch_last_;
   DType dtype_;
+  // float32 product path for forward / backward_x: false = the ks kernels, true = cuBLAS on
+  // strided views (src/cuda/ks/ks_plan.cu, use_blas: the rule and its measurements).
+  bool blas_fwd_ = false, blas_bx_ = false;
 };
 
 }  // namespace strux::cuda

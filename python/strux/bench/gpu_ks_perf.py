@@ -1,7 +1,8 @@
 """Focused GPU bench of the ks kernels (scripts/gpu_perf_ks.sh): the ks cases of gpu_ks_scan
 (ours vs bmm-with-permutations vs dense, fp32, batch 25088, both layouts; bf16/fp16 rows), a
-summary of wins against bmm, and the forward times and float64 errors of each tensor-core
-variant (STRUX_KS_TC_VAR=0, 1, one subprocess each: the knob is read once per process).
+summary of wins against bmm, and the forward times and float64 errors of each float32 product
+path forced (STRUX_KS_PATH=tc: the ks kernels, =blas: cuBLAS on strided views; the plan reads
+the knob at construction, so one process times both).
 
 Run: python -m strux.bench.gpu_ks_perf --out DIR
 """
@@ -11,8 +12,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 
 PATS = [(1, 48, 48, 16), (2, 96, 384, 4), (2, 192, 48, 4), (1, 768, 768, 1), (6, 64, 64, 1),
         (1, 768, 192, 2), (4, 64, 64, 4), (1, 256, 256, 4), (4, 96, 96, 2), (16, 64, 64, 1)]
@@ -31,6 +30,56 @@ def ref64(x, w, p, layout):
     xp = x.view(a, c, d, batch).permute(0, 2, 1, 3).reshape(a * d, c, batch)
     yp = torch.bmm(w.permute(0, 3, 1, 2).reshape(a * d, b, c), xp)
     return yp.view(a, d, b, batch).permute(0, 2, 1, 3).reshape(a * b * d, batch)
+
+
+def bmm_f32(x, wl, wf, p, layout):
+    """bmm with permutations (the baseline of gpu_ks_scan.ks_cases)."""
+    import torch
+    a, b, c, d = p
+    if layout == "bsf":
+        batch = x.shape[0]
+        xp = x.view(batch, a, c, d).permute(1, 3, 0, 2).reshape(a * d, batch, c)
+        return torch.bmm(xp, wf).view(a, d, batch, b).permute(2, 0, 3, 1).reshape(batch, a * b * d)
+    batch = x.shape[1]
+    xp = x.view(a, c, d, batch).permute(0, 2, 1, 3).reshape(a * d, c, batch)
+    return torch.bmm(wl, xp).view(a, d, b, batch).permute(0, 2, 1, 3).reshape(a * b * d, batch)
+
+
+def back_to_back(fn, n=20):
+    """ms per call of n calls between two events: the GPU time when the host keeps ahead (the
+    per-call timer also counts host overhead that leaves the GPU idle)."""
+    import torch
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(5):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(n):
+            fn()
+        e1.record()
+        e1.synchronize()
+        ts.append(e0.elapsed_time(e1) / n)
+    return statistics.median(ts)
+
+
+def b2b_times(batch=25088):
+    """{"pattern layout": [ours ms, bmm ms]}, back to back (no host overhead in the figure)."""
+    import torch
+    from strux import _cuda_ks_scan as K
+    out = {}
+    for p in PATS:
+        a, b, c, d = p
+        w = torch.randn(*p, device="cuda") / c ** 0.5
+        wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
+        wl = w.permute(0, 3, 1, 2).reshape(a * d, b, c).contiguous()
+        for layout in ("bsf", "bsl"):
+            x = torch.randn(batch, a * c * d, device="cuda") if layout == "bsf" else \
+                torch.randn(a * c * d, batch, device="cuda")
+            out[f"{p} {layout}"] = [back_to_back(lambda: K.ks_matmul(x, w, p, layout=layout)),
+                                    back_to_back(lambda: bmm_f32(x, wl, wf, p, layout))]
+    return out
 
 
 def forward_times(batch=25088):
@@ -68,37 +117,45 @@ def main():
     print(f"device {torch.cuda.get_device_name()}: copy {bw / 1e12:.2f} TB/s, fp32 {fl / 1e12:.1f} TFLOP/s", flush=True)
     rows = ks_cases(bw, fl, 25088, False)
     var = {"table": forward_times()}
-    for v in range(2):
-        env = dict(os.environ, STRUX_KS_TC_VAR=str(v))
-        r = subprocess.run([sys.executable, "-m", "strux.bench.gpu_ks_perf", "--variant"], env=env,
-                           capture_output=True, text=True, timeout=120)
-        try:
-            var[f"v{v}"] = json.loads(r.stdout.strip().splitlines()[-1])
-        except Exception:  # noqa: BLE001 - report and go on
-            print(f"variant {v} run failed:", r.stderr[-2000:])
+    from strux import _cuda_ks_scan as K
+    for path in ("tc", "blas"):
+        os.environ["STRUX_KS_PATH"] = path
+        var[path] = forward_times()
+        os.environ.pop("STRUX_KS_PATH")
+    b2b = b2b_times()
+    pick = {f"{p} {lay}": K._ext.cuda_ks_path(list(p), 25088, lay == "bsl", 0)[0]
+            for p in PATS for lay in ("bsf", "bsl")}
     vn = list(var)
     f32 = [x for x in rows if x.get("dtype") == "float32"]
     lines = ["| pattern | layout | ours ms | " + " | ".join(f"{v} ms (err64)" for v in vn) +
-             " | bmm ms | dense ms | floor ms | bwd ms | x bmm | err vs fp32 dense |",
-             "|---|---|---|" + "---|" * len(vn) + "---|---|---|---|---|---|"]
+             " | bmm ms | dense ms | floor ms | bwd ms | x bmm | err vs fp32 dense | path |",
+             "|---|---|---|" + "---|" * len(vn) + "---|---|---|---|---|---|---|"]
     nan = [float("nan"), float("nan")]
     for x in f32:
         key = f"{tuple(x['pattern'])} {x['layout']}"
         vs = " | ".join(f"{var[v].get(key, nan)[0]:.3f} ({var[v].get(key, nan)[1]:.1e})" for v in vn)
         lines.append(f"| {tuple(x['pattern'])} | {x['layout']} | {x['ms']:.3f} | {vs} | "
                      f"{x['bmm_ms']:.3f} | {x['dense_ms']:.3f} | {x['floor_ms']:.3f} | {x['bwd_ms']:.3f} | "
-                     f"{x['speedup_vs_bmm']:.2f} | {x['rel_err_vs_dense']:.1e} |")
+                     f"{x['speedup_vs_bmm']:.2f} | {x['rel_err_vs_dense']:.1e} | {pick.get(key)} |")
     for x in rows:
         if x.get("dtype") != "float32":
             lines.append(f"| {tuple(x['pattern'])} | bsl {x['dtype']} | {x['ms']:.3f} | | | | {x['floor_ms']:.3f} | | | |")
     for lay in ("bsf", "bsl"):
         s = [x["speedup_vs_bmm"] for x in f32 if x["layout"] == lay]
         lines.append(f"{lay}: faster than bmm in {sum(v > 1 for v in s)}/{len(s)}, median {statistics.median(s):.2f}x")
+    for v in vn:
+        s = [x["bmm_ms"] / var[v][f"{tuple(x['pattern'])} {x['layout']}"][0] for x in f32
+             if f"{tuple(x['pattern'])} {x['layout']}" in var[v]]
+        if s:
+            lines.append(f"{v} forced: faster than bmm in {sum(u > 1 for u in s)}/{len(s)}")
+    lines.append("back to back (ms per call, 20 calls between events): pattern layout ours / bmm (x bmm)")
+    for k, (o, bm) in b2b.items():
+        lines.append(f"  {k}: {o:.3f} / {bm:.3f} ({bm / o:.2f})")
     s = [x["speedup_vs_bmm"] for x in f32]
     lines.append(f"all: faster than bmm in {sum(v > 1 for v in s)}/{len(s)}, median {statistics.median(s):.2f}x")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "gpu_ks_perf.json"), "w") as fh:
-        json.dump(dict(copy_bw=bw, fp32_flops=fl, rows=rows, variants=var), fh, indent=1, default=str)
+        json.dump(dict(copy_bw=bw, fp32_flops=fl, rows=rows, variants=var, back_to_back=b2b), fh, indent=1, default=str)
     print("\n".join(lines))
 
 

@@ -3,7 +3,11 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "cuda/check.hpp"
+#include "cuda/ks/ks_blas.hpp"
 #include "strux/core.hpp"
 #include "strux/cuda/ks.hpp"
 
@@ -17,6 +21,31 @@ void launch_gradw(const T*, const T*, float*, int64_t, int64_t, int64_t, int64_t
                   cudaStream_t);
 }  // namespace ks
 
+namespace {
+// The float32 product path, in ONE place: cuBLAS SGEMM on strided views of x and y (ks_blas.cu)
+// or the tensor-core / FFMA ks kernels (ks_launch.cuh), by (pattern, layout).
+// STRUX_KS_PATH=tc|blas (read at each plan construction) forces one where it applies: a knob for
+// the tests and the bench only.
+// Rule, measured (H200, 2026-11-21, fp32, batch 25088, both paths forced in one run, ms
+// kernels / cuBLAS, bmm-with-permutations in brackets):
+//   batch-last:  (1,48,48,16) 0.136/0.125 [0.163]  (2,96,384,4) 0.543/0.520 [0.751]
+//                (2,192,48,4) 0.234/0.180 [0.293]  (1,768,768,1) 0.652/0.711 [0.689]
+//                (6,64,64,1) 0.087/0.080 [0.061]   (1,768,192,2) 0.594/0.401 [0.493]
+//                (4,64,64,4) 0.181/0.159 [0.284]   (1,256,256,4) 0.515/0.368 [0.420]
+//                (4,96,96,2) 0.196/0.163 [0.257]   (16,64,64,1) 0.161/0.143 [0.123]
+//   batch-first (d = 1 only): (1,768,768,1) 0.626/0.690, (6,64,64,1) 0.085/0.082,
+//                (16,64,64,1) 0.157/0.163 (a tie at best; d > 1 has no BLAS layout).
+// So: batch-last -> cuBLAS, except one big group (a*d == 1, b*c >= 2^19), where the 3xTF32
+// tensor cores beat float32 FFMA SGEMM; batch-first -> the kernels.
+bool use_blas(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
+  if (!ks::blas_applies(a, b, c, d, batch, bl)) return false;
+  const char* e = std::getenv("STRUX_KS_PATH");
+  if (e && std::strcmp(e, "blas") == 0) return true;
+  if (e && std::strcmp(e, "tc") == 0) return false;
+  return bl && !(a * d == 1 && b * c >= (int64_t(1) << 19));
+}
+}  // namespace
+
 KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
     : p_(p), batch_(batch), batch_last_(batch_last), dtype_(dtype) {
   check_positive(p.a, "a");
@@ -28,6 +57,11 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
             "expected float32, float16 or bfloat16, got ", dtype_name(dtype));
   // Tile counts go to gridDim.x (< 2^31): generous for any batch that fits in memory.
   check_arg(batch / 128 + 1 < (int64_t(1) << 31), "batch", "too large: ", batch);
+  if (dtype == DType::f32) {
+    blas_fwd_ = use_blas(p.a, p.b, p.c, p.d, batch, batch_last);
+    blas_bx_ = use_blas(p.a, p.c, p.b, p.d, batch, batch_last);
+    if (blas_fwd_ || blas_bx_) ks::blas_reserve(p.a, p.b, p.c, p.d);
+  }
 }
 
 namespace {
@@ -44,6 +78,10 @@ void by_type(DType dt, F&& f) {
 
 void KsPlan::forward(const void* x, const void* w, void* y, void* stream) const {
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d;
+  if (blas_fwd_)
+    return ks::blas_prod(static_cast<const float*>(x), static_cast<const float*>(w),
+                         static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
+                         batch_last_, static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_prod<T>(static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), a,
@@ -56,6 +94,10 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d;
   // Pattern (a, c, b, d) whose weight (i, k', l', j) is w[i, l', k', j]: the same kernel with
   // the middle strides of w swapped.
+  if (blas_bx_)
+    return ks::blas_prod(static_cast<const float*>(dy), static_cast<const float*>(w),
+                         static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,
+                         batch_last_, static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_prod<T>(static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx), a,

@@ -1,0 +1,151 @@
+// float32 ks product through cuBLAS on strided views of x and y (private to src/cuda/ks): no
+// permutation pass over x or y. Only the weight is re-laid out (when d > 1) into a per-thread
+// buffer sized at plan construction.
+//
+// Batch-last: group (i, j)'s input is the c x batch slab x[(i*c + l)*d + j, n] (row stride
+// d*batch, unit column stride) and its output the b x batch slab y[(i*b + k)*d + j, n]; in
+// cuBLAS's column-major terms Y^T (batch x b, ld d*batch) = X^T (batch x c, ld d*batch) W'^T.
+// The a*d groups go as one strided-batched SGEMM over the longer of i / j, looped over the
+// shorter. Batch-first needs d == 1: x_i is batch x c (ld a*c), y_i batch x b (ld a*b), so
+// Y_i^T (b x batch) = W_i X_i^T, one strided-batched SGEMM over i. (Batch-first with d > 1 reads
+// x with a column stride d: no BLAS layout, so the tensor-core kernel keeps those.)
+//
+// The handle is in CUBLAS_DEFAULT_MATH (float32 FMA, no TF32), on the caller's stream, with a
+// workspace set by us, so a call allocates nothing. One handle + workspace + weight buffer per
+// (host thread, device), created on first use and kept for the life of the process (never
+// destroyed: destroying at exit can run after the CUDA runtime is gone).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <unordered_map>
+
+#include "cuda/check.hpp"
+#include "cuda/ks/ks_blas.hpp"
+
+namespace strux::cuda::ks {
+namespace {
+
+struct BlasRes {
+  cublasHandle_t h = nullptr;
+  void* ws = nullptr;
+  size_t ws_bytes = 0;
+  float* wbuf = nullptr;
+  int64_t wcap = 0;
+};
+
+constexpr size_t kWorkspace = size_t(32) << 20;  // cuBLAS's recommendation for Hopper
+
+BlasRes& res() {
+  thread_local std::unordered_map<int, BlasRes*> per_dev;
+  int dev = 0;
+  STRUX_CUDA(cudaGetDevice(&dev));
+  BlasRes*& r = per_dev[dev];
+  if (!r) {
+    auto* n = new BlasRes;
+    STRUX_CUBLAS(cublasCreate(&n->h));
+    STRUX_CUBLAS(cublasSetMathMode(n->h, CUBLAS_DEFAULT_MATH));
+    STRUX_CUBLAS(cublasSetPointerMode(n->h, CUBLAS_POINTER_MODE_HOST));
+    STRUX_CUDA(cudaMalloc(&n->ws, kWorkspace));
+    n->ws_bytes = kWorkspace;
+    r = n;
+  }
+  return *r;
+}
+
+// w'[((i*d + j)*b + k)*c + l] = w[i*si + k*sk + l*sl + j*sj].
+__global__ void relayout_w(const float* __restrict__ w, float* __restrict__ wp, int64_t a,
+                           int64_t b, int64_t c, int64_t d, int64_t si, int64_t sk, int64_t sl,
+                           int64_t sj) {
+  const int64_t n = a * b * c * d;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    int64_t r = t;
+    const int64_t l = r % c;
+    r /= c;
+    const int64_t k = r % b;
+    r /= b;
+    const int64_t j = r % d;
+    const int64_t i = r / d;
+    wp[t] = w[i * si + k * sk + l * sl + j * sj];
+  }
+}
+
+bool fits_int(int64_t v) { return v >= 0 && v < (int64_t(1) << 31); }
+
+// Whether w can be used in place: d == 1 and one of its matrix strides is 1 with a legal ld.
+bool w_in_place(int64_t b, int64_t c, int64_t d, int64_t sk, int64_t sl) {
+  if (d != 1) return false;
+  if (sl == 1 && sk >= c && fits_int(sk)) return true;
+  if (sk == 1 && sl >= b && fits_int(sl)) return true;
+  return false;
+}
+
+}  // namespace
+
+bool blas_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
+  if (!bl && d != 1) return false;
+  const int64_t ld = bl ? d * batch : a * std::max(b, c);
+  return fits_int(batch) && fits_int(b) && fits_int(c) && fits_int(ld) && fits_int(a * d);
+}
+
+void blas_reserve(int64_t a, int64_t b, int64_t c, int64_t d) {
+  BlasRes& r = res();
+  const int64_t need = a * b * c * d;
+  if (need > r.wcap) {
+    if (r.wbuf) STRUX_CUDA(cudaFree(r.wbuf));  // (synchronises: no call still reads it)
+    r.wbuf = nullptr;
+    r.wcap = 0;
+    STRUX_CUDA(cudaMalloc(&r.wbuf, size_t(need) * sizeof(float)));
+    r.wcap = need;
+  }
+}
+
+void blas_prod(const float* x, const float* w, float* y, int64_t a, int64_t b, int64_t c,
+               int64_t d, int64_t batch, int64_t si, int64_t sk, int64_t sl, int64_t sj, bool bl,
+               cudaStream_t s) {
+  BlasRes& r = res();
+  STRUX_CUBLAS(cublasSetStream(r.h, s));
+  STRUX_CUBLAS(cublasSetWorkspace(r.h, r.ws, r.ws_bytes));
+  // The weight operand: strides (wi, wj, wk, wl) with wk == 1 or wl == 1.
+  const float* wp = w;
+  int64_t wi = si, wj = sj, wk = sk, wl = sl;
+  if (!w_in_place(b, c, d, sk, sl)) {
+    check_arg(r.wcap >= a * b * c * d, "plan", "ks cuBLAS weight buffer not reserved");
+    const int64_t n = a * b * c * d;
+    const int blocks = int(std::min<int64_t>((n + 255) / 256, 4096));
+    relayout_w<<<blocks, 256, 0, s>>>(w, r.wbuf, a, b, c, d, si, sk, sl, sj);
+    STRUX_LAUNCH("ks relayout_w");
+    wp = r.wbuf;
+    wi = d * b * c, wj = b * c, wk = c, wl = 1;
+  }
+  const float one = 1.f, zero = 0.f;
+  if (bl) {
+    // Column-major: C = Y^T (batch x b, ld d*batch), A = X^T (batch x c, ld d*batch),
+    // op(B) = W'^T (c x b): element (l, k) at l*wl + k*wk.
+    const cublasOperation_t tb = wl == 1 ? CUBLAS_OP_N : CUBLAS_OP_T;
+    const int ldb = int(wl == 1 ? wk : wl);
+    const int ld = int(d * batch);
+    const bool over_j = d >= a;  // the batched index: the longer of j and i
+    const int64_t count = over_j ? d : a, loops = over_j ? a : d;
+    const long long sx = over_j ? batch : c * d * batch, sy = over_j ? batch : b * d * batch,
+                    sw = over_j ? wj : wi;
+    for (int64_t o = 0; o < loops; ++o) {
+      const int64_t i = over_j ? o : 0, j = over_j ? 0 : o;
+      STRUX_CUBLAS(cublasSgemmStridedBatched(
+          r.h, CUBLAS_OP_N, tb, int(batch), int(b), int(c), &one, x + (i * c * d + j) * batch, ld,
+          sx, wp + i * wi + j * wj, ldb, sw, &zero, y + (i * b * d + j) * batch, ld, sy,
+          int(count)));
+    }
+  } else {
+    // d == 1. Column-major: C = Y_i^T (b x batch, ld a*b), op(A) = W_i (b x c): element (k, l)
+    // at k*wk + l*wl, B = X_i^T (c x batch, ld a*c).
+    const cublasOperation_t ta = wl == 1 ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const int lda = int(wl == 1 ? wk : wl);
+    STRUX_CUBLAS(cublasSgemmStridedBatched(r.h, ta, CUBLAS_OP_N, int(b), int(batch), int(c), &one,
+                                           wp, lda, wi, x, int(a * c), c, &zero, y, int(a * b), b,
+                                           int(a)));
+  }
+}
+
+}  // namespace strux::cuda::ks
