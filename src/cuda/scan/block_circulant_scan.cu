@@ -6,6 +6,7 @@
 #include <initializer_list>
 
 #include "cuda/check.hpp"
+#include "cuda/scan/fft_rows.hpp"
 #include "strux/core.hpp"
 #include "strux/cuda/scan.hpp"
 
@@ -14,19 +15,6 @@ namespace strux::cuda {
 namespace {
 int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
 
-int make_plan(int64_t k, int64_t batch, cufftType type, int64_t* work) {
-  cufftHandle h;
-  STRUX_CUFFT(cufftCreate(&h));
-  STRUX_CUFFT(cufftSetAutoAllocation(h, 0));
-  long long nn[1] = {k};
-  const long long kf = k / 2 + 1;
-  const bool r2c = type == CUFFT_R2C;
-  long long inem[1] = {r2c ? k : kf}, onem[1] = {r2c ? kf : k};
-  size_t ws = 0;
-  STRUX_CUFFT(cufftMakePlanMany64(h, 1, nn, inem, 1, inem[0], onem, 1, onem[0], type, batch, &ws));
-  *work = std::max<int64_t>(*work, int64_t(ws));
-  return h;
-}
 
 constexpr int BC_THREADS = 32;  // frequencies per block (one batch row)
 
@@ -88,10 +76,10 @@ BlockCirculantScanPlan::BlockCirculantScanPlan(int64_t B, int64_t T, int64_t p, 
   check_arg(B < 65536, "u", "batch B = ", B, " too large for the GPU kernel (B < 65536)");
   check_arg(2 * p * BC_THREADS * 8 <= 48 * 1024, "a", "block grid p = ", p, " too large for the GPU kernel (p <= 96)");
   if (k > 1) {
-    r2c_a_ = make_plan(k, B * T * p * p, CUFFT_R2C, &fft_work_);
-    r2c_u_ = make_plan(k, B * T * p, CUFFT_R2C, &fft_work_);
-    r2c_h0_ = make_plan(k, B * p, CUFFT_R2C, &fft_work_);
-    c2r_ = make_plan(k, B * T * p, CUFFT_C2R, &fft_work_);
+    r2c_a_ = make_rows_plan(k, B * T * p * p, CUFFT_R2C, &fft_work_);
+    r2c_u_ = make_rows_plan(k, B * T * p, CUFFT_R2C, &fft_work_);
+    r2c_h0_ = make_rows_plan(k, B * p, CUFFT_R2C, &fft_work_);
+    c2r_ = make_rows_plan(k, B * T * p, CUFFT_C2R, &fft_work_);
   }
 }
 

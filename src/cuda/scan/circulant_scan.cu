@@ -8,6 +8,7 @@
 #include <initializer_list>
 
 #include "cuda/check.hpp"
+#include "cuda/scan/fft_rows.hpp"
 #include "strux/core.hpp"
 #include "strux/cuda/scan.hpp"
 
@@ -16,19 +17,6 @@ namespace strux::cuda {
 namespace {
 int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
 
-int make_plan(int64_t n, int64_t batch, cufftType type, int64_t* work) {
-  cufftHandle h;
-  STRUX_CUFFT(cufftCreate(&h));
-  STRUX_CUFFT(cufftSetAutoAllocation(h, 0));
-  long long nn[1] = {n};
-  const long long nf = n / 2 + 1;
-  const bool r2c = type == CUFFT_R2C;
-  long long inem[1] = {r2c ? n : nf}, onem[1] = {r2c ? nf : n};
-  size_t ws = 0;
-  STRUX_CUFFT(cufftMakePlanMany64(h, 1, nn, inem, 1, inem[0], onem, 1, onem[0], type, batch, &ws));
-  *work = std::max<int64_t>(*work, int64_t(ws));
-  return h;
-}
 }  // namespace
 
 CirculantScanPlan::CirculantScanPlan(int64_t B, int64_t T, int64_t n)
@@ -36,10 +24,10 @@ CirculantScanPlan::CirculantScanPlan(int64_t B, int64_t T, int64_t n)
   check_positive(B, "B");
   check_positive(T, "T");
   check_positive(n, "n");
-  r2c_ = make_plan(n, B * T, CUFFT_R2C, &fft_work_);
-  c2r_ = make_plan(n, B * T, CUFFT_C2R, &fft_work_);
-  r2c0_ = make_plan(n, B, CUFFT_R2C, &fft_work_);
-  c2r0_ = make_plan(n, B, CUFFT_C2R, &fft_work_);
+  r2c_ = make_rows_plan(n, B * T, CUFFT_R2C, &fft_work_);
+  c2r_ = make_rows_plan(n, B * T, CUFFT_C2R, &fft_work_);
+  r2c0_ = make_rows_plan(n, B, CUFFT_R2C, &fft_work_);
+  c2r0_ = make_rows_plan(n, B, CUFFT_C2R, &fft_work_);
 }
 
 CirculantScanPlan::~CirculantScanPlan() {
