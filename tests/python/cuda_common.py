@@ -59,3 +59,40 @@ def ref_toeplitz(blocks, x, adjoint=False):
             else:
                 out[i] += blocks[i - j] @ x[j]
     return out
+
+
+# ---- fftconv test helpers shared by the cuFFT-path and fused-path tests ------------------------
+FFTCONV_GATES = [(), ("pre",), ("post",), ("skip",), ("pre", "post", "skip")]
+
+
+def make_fftconv_inputs(B, H, L, Lk, dtype, gates):
+    """u, k (scaled by 1/sqrt(Lk)), and the gates named in `gates` (else None), in `dtype`."""
+    u = rand((B, H, L), dtype)
+    k = rand((H, Lk), dtype) / max(Lk, 1) ** 0.5
+    pre = rand((B, H, L), dtype) if "pre" in gates else None
+    post = rand((B, H, L), dtype) if "post" in gates else None
+    skip = rand((H,), dtype) if "skip" in gates else None
+    return u, k, pre, post, skip
+
+
+def cpu64(*xs):
+    return [x.double().cpu() if x is not None else None for x in xs]
+
+
+def check_fftconv_vjp(B, H, L, Lk, mode, dtype):
+    """strux's GPU vjp against autograd of the float64 direct-sum reference, for every gate set."""
+    for gates in FFTCONV_GATES:
+        u, k, pre, post, skip = make_fftconv_inputs(B, H, L, Lk, dtype, gates)
+        dy = rand((B, H, L), dtype)
+        got = _cuda.fftconv_vjp(dy, u, k, mode, pre, post, skip)
+        args = [x.requires_grad_(True) if x is not None else None for x in cpu64(u, k, pre, post, skip)]
+        ref = ref_fftconv(args[0], args[1], mode, *args[2:])
+        live = [a for a in args if a is not None]
+        want = iter(torch.autograd.grad(ref, live, dy.double().cpu()))
+        for name, g, a in zip(["du", "dk", "dpregate", "dpostgate", "dskip"], got, args):
+            if a is None:
+                assert g is None, name
+                continue
+            w = next(want)
+            assert g.dtype == u.dtype and tuple(g.shape) == tuple(a.shape), name
+            assert rel(g, w) < 2 * TOL[dtype], (name, gates, rel(g, w))

@@ -1,29 +1,17 @@
 """fftconv on the GPU (strux._cuda) against float64 direct-sum references."""
-import itertools
 
 import pytest
 
-from cuda_common import DTYPES, TOL, _cuda, needs_gpu, rand, ref_fftconv, rel, tdtype, torch
+from cuda_common import (DTYPES, FFTCONV_GATES as GATES, TOL, _cuda, check_fftconv_vjp, cpu64,
+                         make_fftconv_inputs as make, needs_gpu, rand, ref_fftconv, rel, torch)
 
 pytestmark = needs_gpu
 
 SIZES = [(1, 1, 1, 1), (2, 3, 7, 5), (2, 3, 13, 20), (1, 2, 31, 31), (3, 2, 64, 17), (2, 1, 97, 3)]
 
 
-def make(B, H, L, Lk, dtype, gates):
-    u = rand((B, H, L), dtype)
-    k = rand((H, Lk), dtype) / max(Lk, 1) ** 0.5
-    pre = rand((B, H, L), dtype) if "pre" in gates else None
-    post = rand((B, H, L), dtype) if "post" in gates else None
-    skip = rand((H,), dtype) if "skip" in gates else None
-    return u, k, pre, post, skip
 
 
-def cpu64(*xs):
-    return [x.double().cpu() if x is not None else None for x in xs]
-
-
-GATES = [(), ("pre",), ("post",), ("skip",), ("pre", "post", "skip")]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -49,21 +37,7 @@ def test_backward(dtype, mode, size):
     B, H, L, Lk = size
     if mode == "circular" and Lk > L:
         Lk = L
-    for gates in GATES:
-        u, k, pre, post, skip = make(B, H, L, Lk, dtype, gates)
-        dy = rand((B, H, L), dtype)
-        got = _cuda.fftconv_vjp(dy, u, k, mode, pre, post, skip)
-        args = [x.requires_grad_(True) if x is not None else None for x in cpu64(u, k, pre, post, skip)]
-        ref = ref_fftconv(args[0], args[1], mode, *args[2:])
-        live = [a for a in args if a is not None]
-        want = iter(torch.autograd.grad(ref, live, dy.double().cpu()))
-        for name, g, a in zip(["du", "dk", "dpregate", "dpostgate", "dskip"], got, args):
-            if a is None:
-                assert g is None, name
-                continue
-            w = next(want)
-            assert g.dtype == u.dtype and tuple(g.shape) == tuple(a.shape), name
-            assert rel(g, w) < 2 * TOL[dtype], (name, gates, rel(g, w))
+    check_fftconv_vjp(B, H, L, Lk, mode, dtype)
 
 
 def test_lk_longer_than_l_ignores_late_taps():

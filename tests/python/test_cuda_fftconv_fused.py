@@ -2,12 +2,12 @@
 and against the cuFFT path, at sizes the plan maps to the fused kernels."""
 import pytest
 
-from cuda_common import TOL, _cuda, needs_gpu, rand, ref_fftconv, rel, torch
+from cuda_common import (FFTCONV_GATES as GATES, TOL, _cuda, check_fftconv_vjp, cpu64,
+                         make_fftconv_inputs as make, needs_gpu, rand, ref_fftconv, rel, torch)
 
 pytestmark = needs_gpu
 
 HALF_DTYPES = ["float32", "float16", "bfloat16"]
-GATES = [(), ("pre",), ("post",), ("skip",), ("pre", "post", "skip")]
 # (B, H, L, Lk, mode) -> fused nfft
 FUSED = [
     ((2, 3, 300, 50, "causal"), 1024),      # padded up to the smallest fused size
@@ -24,17 +24,6 @@ def plan_of(B, H, L, Lk, mode, dtype, backward=False, algo=0):
     return _cuda._ext.cuda.FFTConvPlan(B, H, L, Lk, mode, dtype, backward, algo)
 
 
-def make(B, H, L, Lk, dtype, gates):
-    u = rand((B, H, L), dtype)
-    k = rand((H, Lk), dtype) / Lk ** 0.5
-    pre = rand((B, H, L), dtype) if "pre" in gates else None
-    post = rand((B, H, L), dtype) if "post" in gates else None
-    skip = rand((H,), dtype) if "skip" in gates else None
-    return u, k, pre, post, skip
-
-
-def cpu64(*xs):
-    return [x.double().cpu() if x is not None else None for x in xs]
 
 
 @pytest.fixture
@@ -80,21 +69,7 @@ def test_forward(dtype, size):
 @pytest.mark.parametrize("size", [s for s, _ in FUSED[:4]] + [FUSED[5][0]], ids=str)
 def test_backward(dtype, size):
     B, H, L, Lk, mode = size
-    for gates in GATES:
-        u, k, pre, post, skip = make(B, H, L, Lk, dtype, gates)
-        dy = rand((B, H, L), dtype)
-        got = _cuda.fftconv_vjp(dy, u, k, mode, pre, post, skip)
-        args = [x.requires_grad_(True) if x is not None else None for x in cpu64(u, k, pre, post, skip)]
-        ref = ref_fftconv(args[0], args[1], mode, *args[2:])
-        live = [a for a in args if a is not None]
-        want = iter(torch.autograd.grad(ref, live, dy.double().cpu()))
-        for name, g, a in zip(["du", "dk", "dpregate", "dpostgate", "dskip"], got, args):
-            if a is None:
-                assert g is None, name
-                continue
-            w = next(want)
-            assert g.dtype == u.dtype and tuple(g.shape) == tuple(a.shape), name
-            assert rel(g, w) < 2 * TOL[dtype], (name, gates, rel(g, w))
+    check_fftconv_vjp(B, H, L, Lk, mode, dtype)
 
 
 def fft_ref(u, k, mode="causal", pre=None, post=None, skip=None):
