@@ -345,3 +345,103 @@ def test_float32_blas_nan_and_stream(layout, monkeypatch):
     y2 = K.ks_matmul(x2, w, p, layout=layout)
     ref = x2.double() @ dense(w, p).T if layout == "bsf" else dense(w, p) @ x2.double()
     assert rel(y2, ref) < 1e-6
+
+
+# The batch-last streaming kernel (STRUX_KS_PATH=stream; W of a group held in shared memory):
+# b or c of 1, 2, odd, primes, not multiples of the 16 x 8 mma tile, b = c = 128, c large with
+# b small, more groups than resident blocks (a block's run of items crosses groups).
+STREAM_PATTERNS = [(1, 1, 1, 1), (2, 2, 2, 4), (3, 5, 7, 2), (2, 17, 19, 3), (1, 1, 13, 3),
+                   (1, 13, 1, 2), (2, 31, 97, 1), (1, 48, 48, 16), (6, 64, 64, 1), (1, 128, 128, 1),
+                   (2, 192, 48, 4), (1, 33, 200, 1), (3, 16, 8, 5), (64, 16, 16, 8), (1, 96, 96, 2)]
+
+
+def stream_check(p, batch, offset=0, tol=2e-6):
+    """Forward and dx of one pattern at one batch (offset 1: x, dy 4 bytes past an allocation,
+    so no 16-byte copies) vs float64; no output left unwritten."""
+    a, b, c, d = p
+    N, M = a * c * d, a * b * d
+    w = rnd(*p)
+    Kd = dense(w, p)
+    x = rnd(N * batch + offset)[offset:].view(N, batch)
+    poisoned_pool(4 * batch * M)
+    y = K.ks_matmul(x, w, p, layout="bsl")
+    ref = Kd @ x.double()
+    assert not torch.isnan(y).any() and rel(y, ref) < tol, (p, batch, offset, rel(y, ref))
+    dy = rnd(M * batch + offset)[offset:].view(M, batch)
+    poisoned_pool(4 * batch * N)
+    dx, _ = K.ks_matmul_vjp(dy, x, w, p, layout="bsl")
+    refdx = Kd.T @ dy.double()
+    assert not torch.isnan(dx).any() and rel(dx, refdx) < tol, (p, batch, offset, rel(dx, refdx))
+    return y
+
+
+@pytest.mark.parametrize("p", STREAM_PATTERNS)
+def test_float32_stream_path(p, monkeypatch):
+    """Forced streaming path: taken for batch-last float32 (forward and dx), never batch-first or
+    half types; float32 accuracy vs float64 at batch tails of every tile width, aligned or not."""
+    monkeypatch.setenv("STRUX_KS_PATH", "stream")
+    assert ks_path(p, 7, "bsl") == ("stream", "stream")
+    assert ks_path(p, 7, "bsf") == ("kernels", "kernels")
+    assert ks_path(p, 7, "bsl", "bfloat16") == ("kernels", "kernels")
+    for batch in (1, 7, 32, 301, 300):
+        for offset in (0, 1):
+            y = stream_check(p, batch, offset)
+    # the kernels give the same values to float32 accuracy
+    monkeypatch.setenv("STRUX_KS_PATH", "tc")
+    x = rnd(p[0] * p[2] * p[3], 300)
+    w = rnd(*p)
+    y = K.ks_matmul(x, w, p, layout="bsl")
+    monkeypatch.setenv("STRUX_KS_PATH", "stream")
+    assert rel(K.ks_matmul(x, w, p, layout="bsl"), y.double()) < 2e-6
+
+
+@pytest.mark.parametrize("tn", ["32", "64", "128"])
+@pytest.mark.parametrize("p", [(2, 17, 19, 3), (6, 64, 64, 1), (64, 16, 16, 8)])
+def test_float32_stream_tiles(p, tn, monkeypatch):
+    """Every batch tile width (STRUX_KS_STREAM_TN), at batches that divide none of them."""
+    monkeypatch.setenv("STRUX_KS_PATH", "stream")
+    monkeypatch.setenv("STRUX_KS_STREAM_TN", tn)
+    for batch in (33, 97, 300, 1029):
+        stream_check(p, batch)
+
+
+@pytest.mark.parametrize("batch", [25088, 25091])
+def test_float32_stream_large_batch(batch, monkeypatch):
+    """The bench shapes at full batch (16-byte copies) and one past it (4-byte copies)."""
+    monkeypatch.setenv("STRUX_KS_PATH", "stream")
+    for p in [(6, 64, 64, 1), (2, 192, 48, 4)]:
+        stream_check(p, batch, tol=1e-6)
+
+
+def test_float32_stream_nan_inf_and_stream(monkeypatch):
+    """A NaN reaches exactly the outputs of its group and batch column; an infinite input with
+    positive weights gives infinities, never NaN; work goes on the caller's stream."""
+    monkeypatch.setenv("STRUX_KS_PATH", "stream")
+    p = (2, 64, 40, 2)
+    a, b, c, d = p
+    w = rnd(*p)
+    x = rnd(a * c * d, 300)
+    f = 1 * c * d + 3 * d + 1  # group (i=1, j=1)
+    x[f, 7] = float("nan")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y = K.ks_matmul(x, w, p, layout="bsl")
+    s.synchronize()
+    bad = torch.isnan(y)
+    rows = torch.tensor([1 * b * d + k * d + 1 for k in range(b)], device=DEV)
+    assert bad[rows, 7].all() and bad.sum() == b
+    for w in (torch.rand(*p, device=DEV) + 0.1,  # and weights exact in tf32 (lo part 0)
+              torch.randint(1, 8, p, device=DEV).float() / 4):
+        x = torch.rand(a * c * d, 301, device=DEV)
+        x[0, 2] = float("inf")
+        y = K.ks_matmul(x, w, p, layout="bsl")
+        want = dense(w, p).cpu() @ x.double().cpu()
+        assert torch.equal(torch.isinf(y).cpu(), torch.isinf(want)) and not torch.isnan(y).any()
+
+
+def test_stream_is_the_default_for_small_batch_last_groups():
+    """The plan's rule (ks_plan.cu, pick_path) at the bench shapes."""
+    for p in [(6, 64, 64, 1), (16, 64, 64, 1)]:
+        assert ks_path(p, 25088, "bsl") == ("stream", "stream")
+        assert ks_path(p, 25088, "bsf") == ("kernels", "kernels")

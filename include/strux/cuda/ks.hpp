@@ -19,10 +19,22 @@ struct KsPattern {
   int64_t a, b, c, d;
 };
 
+// How a float32 product (forward or backward_x) runs: the ks tile kernels (tensor-core 3xTF32 /
+// FFMA), cuBLAS SGEMM on strided views of x and y, or the batch-last streaming kernel (W held in
+// shared memory). Other dtypes always take the kernels.
+enum class KsPath { kernels, blas, stream };
+const char* ks_path_name(KsPath p);  // "kernels", "blas", "stream"
+
 // A plan for one factor and one batch size / layout. Checks the arguments (ValueError naming
 // them) and picks the kernel shape once; execute methods launch only.
 class KsPlan {
  public:
+  // A product path; tn, stages: the streaming kernel's batch tile and ring depth.
+  struct Choice {
+    KsPath path = KsPath::kernels;
+    int tn = 0, stages = 0;
+  };
+
   KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype);
 
   // y = x K^T (batch-first: x (batch, a*c*d) -> y (batch, a*b*d)) or y = K x (batch-last).
@@ -34,18 +46,20 @@ class KsPlan {
   void backward_w(const void* x, const void* dy, float* dw32, void* stream) const;
 
   KsPattern pattern() const { return p_; }
-  // Whether forward / backward_x run cuBLAS on strided views (float32 only; else the ks kernels).
-  bool forward_uses_blas() const { return blas_fwd_; }
-  bool backward_x_uses_blas() const { return blas_bx_; }
+  KsPath forward_path() const { return fwd_.path; }
+  KsPath backward_x_path() const { return bx_.path; }
+  // Whether forward / backward_x run cuBLAS on strided views (float32 only).
+  bool forward_uses_blas() const { return fwd_.path == KsPath::blas; }
+  bool backward_x_uses_blas() const { return bx_.path == KsPath::blas; }
 
  private:
   KsPattern p_;
   int64_t batch_;
   bool batch_last_;
   DType dtype_;
-  // float32 product path for forward / backward_x: false = the ks kernels, true = cuBLAS on
-  // strided views (src/cuda/ks/ks_plan.cu, use_blas: the rule and its measurements).
-  bool blas_fwd_ = false, blas_bx_ = false;
+  // The product path of forward / backward_x (src/cuda/ks/ks_plan.cu, pick_path: the rule and
+  // its measurements).
+  Choice fwd_, bx_;
 };
 
 }  // namespace strux::cuda

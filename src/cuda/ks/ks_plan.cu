@@ -8,6 +8,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/ks/ks_blas.hpp"
+#include "cuda/ks/ks_stream.hpp"
 #include "strux/core.hpp"
 #include "strux/cuda/ks.hpp"
 
@@ -22,9 +23,11 @@ void launch_gradw(const T*, const T*, float*, int64_t, int64_t, int64_t, int64_t
 }  // namespace ks
 
 namespace {
-// The float32 product path, in ONE place: cuBLAS SGEMM on strided views of x and y (ks_blas.cu)
-// or the tensor-core / FFMA ks kernels (ks_launch.cuh), by (pattern, layout).
-// STRUX_KS_PATH=tc|blas (read at each plan construction) forces one where it applies: a knob for
+// The float32 product path, in ONE place: the ks tile kernels (ks_launch.cuh), cuBLAS SGEMM on
+// strided views of x and y (ks_blas.cu) or the batch-last streaming kernel (ks_stream.cuh), by
+// (pattern, layout). backward_x asks with pattern (a, c, b, d).
+// STRUX_KS_PATH=tc|blas|stream (read at each plan construction) forces one where it applies
+// (else the kernels); STRUX_KS_STREAM_TN=32|64|128 forces the streaming batch tile. Knobs for
 // the tests and the bench only.
 // Rule, measured (H200, 2026-11-21, fp32, batch 25088, both paths forced in one run, ms
 // kernels / cuBLAS, bmm-with-permutations in brackets):
@@ -37,14 +40,31 @@ namespace {
 //                (16,64,64,1) 0.157/0.163 (a tie at best; d > 1 has no BLAS layout).
 // So: batch-last -> cuBLAS, except one big group (a*d == 1, b*c >= 2^19), where the 3xTF32
 // tensor cores beat float32 FFMA SGEMM; batch-first -> the kernels.
-bool use_blas(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
-  if (!ks::blas_applies(a, b, c, d, batch, bl)) return false;
+// Streaming (STREAM RULE: measured numbers below, bench/NOTES-gpu-ks-scan.md "ks v5"):
+//   batch-last groups with b*c <= 128*128 whose W and ring fit in shared memory -> stream.
+KsPlan::Choice pick_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
   const char* e = std::getenv("STRUX_KS_PATH");
-  if (e && std::strcmp(e, "blas") == 0) return true;
-  if (e && std::strcmp(e, "tc") == 0) return false;
-  return bl && !(a * d == 1 && b * c >= (int64_t(1) << 19));
+  const char* t = std::getenv("STRUX_KS_STREAM_TN");
+  const ks::StreamCfg sc = bl ? ks::stream_pick(b, c, t ? std::atoi(t) : 0) : ks::StreamCfg{};
+  const KsPlan::Choice stream{KsPath::stream, sc.tn, sc.stages}, blas{KsPath::blas, 0, 0},
+      kernels{};
+  const bool blas_ok = ks::blas_applies(a, b, c, d, batch, bl);
+  if (e && std::strcmp(e, "stream") == 0) return sc.ok() ? stream : kernels;
+  if (e && std::strcmp(e, "blas") == 0) return blas_ok ? blas : kernels;
+  if (e && std::strcmp(e, "tc") == 0) return kernels;
+  if (sc.ok() && b * c <= 128 * 128) return stream;
+  if (blas_ok && bl && !(a * d == 1 && b * c >= (int64_t(1) << 19))) return blas;
+  return kernels;
 }
 }  // namespace
+
+const char* ks_path_name(KsPath p) {
+  switch (p) {
+    case KsPath::blas: return "blas";
+    case KsPath::stream: return "stream";
+    default: return "kernels";
+  }
+}
 
 KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
     : p_(p), batch_(batch), batch_last_(batch_last), dtype_(dtype) {
@@ -58,9 +78,9 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
   // Tile counts go to gridDim.x (< 2^31): generous for any batch that fits in memory.
   check_arg(batch / 128 + 1 < (int64_t(1) << 31), "batch", "too large: ", batch);
   if (dtype == DType::f32) {
-    blas_fwd_ = use_blas(p.a, p.b, p.c, p.d, batch, batch_last);
-    blas_bx_ = use_blas(p.a, p.c, p.b, p.d, batch, batch_last);
-    if (blas_fwd_ || blas_bx_) ks::blas_reserve(p.a, p.b, p.c, p.d);
+    fwd_ = pick_path(p.a, p.b, p.c, p.d, batch, batch_last);
+    bx_ = pick_path(p.a, p.c, p.b, p.d, batch, batch_last);
+    if (fwd_.path == KsPath::blas || bx_.path == KsPath::blas) ks::blas_reserve(p.a, p.b, p.c, p.d);
   }
 }
 
@@ -78,7 +98,11 @@ void by_type(DType dt, F&& f) {
 
 void KsPlan::forward(const void* x, const void* w, void* y, void* stream) const {
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d;
-  if (blas_fwd_)
+  if (fwd_.path == KsPath::stream)
+    return ks::stream_prod(static_cast<const float*>(x), static_cast<const float*>(w),
+                           static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
+                           ks::StreamCfg{fwd_.tn, fwd_.stages}, static_cast<cudaStream_t>(stream));
+  if (fwd_.path == KsPath::blas)
     return ks::blas_prod(static_cast<const float*>(x), static_cast<const float*>(w),
                          static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
                          batch_last_, static_cast<cudaStream_t>(stream));
@@ -94,7 +118,11 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d;
   // Pattern (a, c, b, d) whose weight (i, k', l', j) is w[i, l', k', j]: the same kernel with
   // the middle strides of w swapped.
-  if (blas_bx_)
+  if (bx_.path == KsPath::stream)
+    return ks::stream_prod(static_cast<const float*>(dy), static_cast<const float*>(w),
+                           static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,
+                           ks::StreamCfg{bx_.tn, bx_.stages}, static_cast<cudaStream_t>(stream));
+  if (bx_.path == KsPath::blas)
     return ks::blas_prod(static_cast<const float*>(dy), static_cast<const float*>(w),
                          static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,
                          batch_last_, static_cast<cudaStream_t>(stream));
