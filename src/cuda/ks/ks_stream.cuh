@@ -15,10 +15,11 @@
 //
 // mma m16n8k8 (tf32): M = k (out rows), N = n (batch), K = l. A = W_g from shared memory in
 // fragment order (each lane's 4 hi then 4 lo values are one 16-byte load each, conflict free).
-// B: the n index of an mma is a free relabelling, so n8 tile nt of a 32-column chunk takes the
-// columns 4*g + nt (g = lane / 4): one 16-byte shared load gives a lane its B values for 4 n8
-// tiles, and the accumulators of those 4 tiles hold 8 consecutive columns of one output row,
-// stored as two float4 (a warp writes 8 rows x 128 contiguous bytes).
+// B: the n index of an mma is a free relabelling: mma column 2u + e of n8 tile nt of a
+// 32-column chunk is batch column 16e + 4u + nt. So a lane (g = lane / 4, t = lane % 4) reads
+// its B values of all 4 n8 tiles with one 16-byte shared load (columns 16(g%2) + 4(g/2) + 0..3),
+// and its accumulators hold, per output row, columns 4t + 0..3 and 16 + 4t + 0..3: two float4
+// stores, each warp store covering 8 rows x 64 contiguous bytes (whole 32-byte sectors).
 // Accuracy: the split, the fresh fragment per k8 step and the rounding FADDs of ks_tc.cuh (see
 // there): ~4e-7 relative for any c, NaN stays in its column, an infinite x gives infinities
 // (also against weights exact in tf32: split3).
@@ -48,10 +49,10 @@ struct Args {
 };
 
 // Shared memory of one block: W (2 floats per element, padded) and STAGES x tiles of
-// 8*ksteps rows by TN + 8 floats (the + 8: a row is 8 banks past the previous one, so the
-// four rows a warp's 16-byte B loads touch fall on different banks).
+// 8*ksteps rows by TN + 4 floats (the + 4: a row is 4 banks past the previous one, so the 8
+// lanes of a 16-byte load phase, 4 rows x 2 column quads 16 floats apart, hit 32 banks).
 inline int64_t smem_bytes(int tn, int stages, int mtiles, int ksteps) {
-  return (int64_t(mtiles) * ksteps * 256 + int64_t(stages) * ksteps * 8 * (tn + 8)) * 4;
+  return (int64_t(mtiles) * ksteps * 256 + int64_t(stages) * ksteps * 8 * (tn + 4)) * 4;
 }
 
 // tc::split, plus hc = hi with an infinity replaced by 0, the B operand of the lo(W) * hi(x)
@@ -65,10 +66,19 @@ __device__ __forceinline__ void split3(float v, uint32_t& hi, uint32_t& lo, uint
   hc = inf ? 0u : h;
 }
 
+// One 16-byte global store (default caching). A plain float4 assignment was compiled into four
+// 4-byte stores (nvcc 13.0, sm_90a): 8 partial-sector writes per 32-byte sector, which made the
+// kernel L2-bound at 4x the bytes (ncu, bench/NOTES-gpu-ks-scan.md "ks v5").
+__device__ __forceinline__ void st4(float* p, float4 v) {
+  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z),
+               "f"(v.w)
+               : "memory");
+}
+
 template <int TN, int STAGES, bool VEC>
 __global__ void __launch_bounds__(NTHR, 2) stream_kernel(Args ar) {
   static_assert(TN % 32 == 0 && STAGES >= 2, "tile shape");
-  constexpr int RS = TN + 8, NCH = TN / 32;
+  constexpr int RS = TN + 4, NCH = TN / 32;
   extern __shared__ float4 smem4[];
   float* const Ws = reinterpret_cast<float*>(smem4);
   float* const Xs0 = Ws + ar.mtiles * ar.ksteps * 256;
@@ -140,7 +150,7 @@ __global__ void __launch_bounds__(NTHR, 2) stream_kernel(Args ar) {
         for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
           for (int r = 0; r < 4; ++r) acc[mt][nt][r] = 0.f;
-      const float* xp = Xs + t * RS + ch * 32 + 4 * g;
+      const float* xp = Xs + t * RS + ch * 32 + 16 * (g & 1) + 4 * (g >> 1);
       const float* wp = Ws + mg * MT * ar.ksteps * 256 + lane * 4;
 #pragma unroll 2
       for (int s = 0; s < ar.ksteps; ++s) {
@@ -177,8 +187,9 @@ __global__ void __launch_bounds__(NTHR, 2) stream_kernel(Args ar) {
         }
       }
       // Accumulator r of n8 tile nt: row g + 8*(r >> 1), mma column 2t + (r & 1), i.e. batch
-      // column 4*(2t + (r & 1)) + nt of the chunk: row g + 8h holds columns 8t .. 8t + 7.
-      const int64_t nb = n0 + ch * 32 + 8 * t;
+      // column 16*(r & 1) + 4t + nt of the chunk: row g + 8h holds columns 4t + 0..3 (r = 2h)
+      // and 16 + 4t + 0..3 (r = 2h + 1).
+      const int64_t nb = n0 + ch * 32 + 4 * t;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         if (mt > 0 && !two) break;
@@ -191,14 +202,14 @@ __global__ void __launch_bounds__(NTHR, 2) stream_kernel(Args ar) {
                                         acc[mt][3][2 * h]);
           const float4 v1 = make_float4(acc[mt][0][2 * h + 1], acc[mt][1][2 * h + 1],
                                         acc[mt][2][2 * h + 1], acc[mt][3][2 * h + 1]);
-          if constexpr (VEC) {  // nb % 8 == 0 and batch % 4 == 0: each float4 all in or out
-            if (nb < ar.batch) *reinterpret_cast<float4*>(yr) = v0;
-            if (nb + 4 < ar.batch) *reinterpret_cast<float4*>(yr + 4) = v1;
+          if constexpr (VEC) {  // nb % 4 == 0 and batch % 4 == 0: each float4 all in or out
+            if (nb < ar.batch) st4(yr, v0);
+            if (nb + 16 < ar.batch) st4(yr + 16, v1);
           } else {
             const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
 #pragma unroll
             for (int e = 0; e < 8; ++e)
-              if (nb + e < ar.batch) yr[e] = v[e];
+              if (nb + (e & 3) + 16 * (e >> 2) < ar.batch) yr[(e & 3) + 16 * (e >> 2)] = v[e];
           }
         }
       }
