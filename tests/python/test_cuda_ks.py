@@ -395,12 +395,15 @@ def test_float32_stream_path(p, monkeypatch):
     assert rel(K.ks_matmul(x, w, p, layout="bsl"), y.double()) < 2e-6
 
 
+@pytest.mark.parametrize("mt", ["1", "2"])
 @pytest.mark.parametrize("tn", ["32", "64", "128"])
-@pytest.mark.parametrize("p", [(2, 17, 19, 3), (6, 64, 64, 1), (64, 16, 16, 8)])
-def test_float32_stream_tiles(p, tn, monkeypatch):
-    """Every batch tile width (STRUX_KS_STREAM_TN), at batches that divide none of them."""
+@pytest.mark.parametrize("p", [(2, 17, 19, 3), (6, 64, 64, 1), (64, 16, 16, 8), (1, 48, 33, 2)])
+def test_float32_stream_tiles(p, tn, mt, monkeypatch):
+    """Every batch tile width and warp item height (STRUX_KS_STREAM_TN, _MT), at batches that
+    divide none of the tiles."""
     monkeypatch.setenv("STRUX_KS_PATH", "stream")
     monkeypatch.setenv("STRUX_KS_STREAM_TN", tn)
+    monkeypatch.setenv("STRUX_KS_STREAM_MT", mt)
     for batch in (33, 97, 300, 1029):
         stream_check(p, batch)
 

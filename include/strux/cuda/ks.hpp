@@ -29,10 +29,11 @@ const char* ks_path_name(KsPath p);  // "kernels", "blas", "stream"
 // them) and picks the kernel shape once; execute methods launch only.
 class KsPlan {
  public:
-  // A product path; tn, stages: the streaming kernel's batch tile and ring depth.
+  // A product path; tn, stages, mt: the streaming kernel's batch tile, ring depth and m16 tiles
+  // per warp item.
   struct Choice {
     KsPath path = KsPath::kernels;
-    int tn = 0, stages = 0;
+    int tn = 0, stages = 0, mt = 0;
   };
 
   KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype);

@@ -114,14 +114,16 @@ def b2b_times(batch=25088):
 
 def quick(batch=25088):
     """Batch-last float32 only: per pattern, back-to-back ms of forward and dx for the default
-    path, each forced path (kernels, cuBLAS, stream) and each streaming batch tile, bmm's
-    forward, and the float64 error of the streaming forward and dx. Returns (lines, data)."""
+    path, each forced path (kernels, cuBLAS, stream) and each streaming shape (m16 tiles per warp
+    item, batch tile), bmm's forward, and the float64 error of the streaming forward and dx.
+    Returns (lines, data)."""
     import torch
     from strux import _cuda_ks_scan as K
     torch.manual_seed(0)
     cols = [("auto", {}), ("tc", {"STRUX_KS_PATH": "tc"}), ("blas", {"STRUX_KS_PATH": "blas"}),
             ("stream", {"STRUX_KS_PATH": "stream"})] + \
-        [(f"s{tn}", {"STRUX_KS_PATH": "stream", "STRUX_KS_STREAM_TN": tn}) for tn in ("32", "64", "128")]
+        [(f"m{mt}t{tn}", {"STRUX_KS_PATH": "stream", "STRUX_KS_STREAM_TN": tn, "STRUX_KS_STREAM_MT": mt})
+         for mt in ("1", "2") for tn in ("128", "64", "32")]
     lines = ["bsl fp32 back to back ms, fwd (dx): " + " | ".join(n for n, _ in cols) +
              " | bmm fwd | x bmm (auto fwd) | x blas (stream fwd) | err64 stream fwd / dx | paths"]
     data = {}
@@ -135,7 +137,7 @@ def quick(batch=25088):
         bx = lambda: K._ks_bwd(dy, x, w, p, "bsl", need_dx=True, need_dw=False)  # noqa: E731
         row = {}
         for name, env in cols:
-            env = {"STRUX_KS_PATH": None, "STRUX_KS_STREAM_TN": None, **env}
+            env = {"STRUX_KS_PATH": None, "STRUX_KS_STREAM_TN": None, "STRUX_KS_STREAM_MT": None, **env}
             path = with_env(env, lambda: tuple(K._ext.cuda_ks_path(list(p), batch, True, 0)))
             want = env["STRUX_KS_PATH"]
             if want == "tc":
@@ -145,7 +147,7 @@ def quick(batch=25088):
                 continue
             row[name] = (with_env(env, lambda: back_to_back(fwd)), with_env(env, lambda: back_to_back(bx)))
         row["bmm"] = back_to_back(lambda: bmm_f32(x, wl, None, p, "bsl"))
-        env = {"STRUX_KS_PATH": "stream", "STRUX_KS_STREAM_TN": None}
+        env = {"STRUX_KS_PATH": "stream", "STRUX_KS_STREAM_TN": None, "STRUX_KS_STREAM_MT": None}
         e_f = e_b = float("nan")
         if with_env(env, lambda: K._ext.cuda_ks_path(list(p), batch, True, 0)[0]) == "stream":
             y = with_env(env, fwd)

@@ -27,8 +27,8 @@ namespace {
 // strided views of x and y (ks_blas.cu) or the batch-last streaming kernel (ks_stream.cuh), by
 // (pattern, layout). backward_x asks with pattern (a, c, b, d).
 // STRUX_KS_PATH=tc|blas|stream (read at each plan construction) forces one where it applies
-// (else the kernels); STRUX_KS_STREAM_TN=32|64|128 forces the streaming batch tile. Knobs for
-// the tests and the bench only.
+// (else the kernels); STRUX_KS_STREAM_TN=32|64|128 and STRUX_KS_STREAM_MT=1|2 force the
+// streaming batch tile and m16 tiles per warp item. Knobs for the tests and the bench only.
 // Rule, measured (H200, 2026-11-21, fp32, batch 25088, both paths forced in one run, ms
 // kernels / cuBLAS, bmm-with-permutations in brackets):
 //   batch-last:  (1,48,48,16) 0.136/0.125 [0.163]  (2,96,384,4) 0.543/0.520 [0.751]
@@ -44,10 +44,12 @@ namespace {
 //   batch-last groups with b*c <= 128*128 whose W and ring fit in shared memory -> stream.
 KsPlan::Choice pick_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
   const char* e = std::getenv("STRUX_KS_PATH");
-  const char* t = std::getenv("STRUX_KS_STREAM_TN");
-  const ks::StreamCfg sc = bl ? ks::stream_pick(b, c, t ? std::atoi(t) : 0) : ks::StreamCfg{};
-  const KsPlan::Choice stream{KsPath::stream, sc.tn, sc.stages}, blas{KsPath::blas, 0, 0},
-      kernels{};
+  const char* tn = std::getenv("STRUX_KS_STREAM_TN");
+  const char* mt = std::getenv("STRUX_KS_STREAM_MT");
+  const ks::StreamCfg sc =
+      bl ? ks::stream_pick(b, c, tn ? std::atoi(tn) : 0, mt ? std::atoi(mt) : 0) : ks::StreamCfg{};
+  const KsPlan::Choice stream{KsPath::stream, sc.tn, sc.stages, sc.mt},
+      blas{KsPath::blas, 0, 0, 0}, kernels{};
   const bool blas_ok = ks::blas_applies(a, b, c, d, batch, bl);
   if (e && std::strcmp(e, "stream") == 0) return sc.ok() ? stream : kernels;
   if (e && std::strcmp(e, "blas") == 0) return blas_ok ? blas : kernels;
@@ -101,7 +103,7 @@ void KsPlan::forward(const void* x, const void* w, void* y, void* stream) const 
   if (fwd_.path == KsPath::stream)
     return ks::stream_prod(static_cast<const float*>(x), static_cast<const float*>(w),
                            static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
-                           ks::StreamCfg{fwd_.tn, fwd_.stages}, static_cast<cudaStream_t>(stream));
+                           ks::StreamCfg{fwd_.tn, fwd_.stages, fwd_.mt}, static_cast<cudaStream_t>(stream));
   if (fwd_.path == KsPath::blas)
     return ks::blas_prod(static_cast<const float*>(x), static_cast<const float*>(w),
                          static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
@@ -121,7 +123,7 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
   if (bx_.path == KsPath::stream)
     return ks::stream_prod(static_cast<const float*>(dy), static_cast<const float*>(w),
                            static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,
-                           ks::StreamCfg{bx_.tn, bx_.stages}, static_cast<cudaStream_t>(stream));
+                           ks::StreamCfg{bx_.tn, bx_.stages, bx_.mt}, static_cast<cudaStream_t>(stream));
   if (bx_.path == KsPath::blas)
     return ks::blas_prod(static_cast<const float*>(dy), static_cast<const float*>(w),
                          static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,

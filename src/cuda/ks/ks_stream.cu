@@ -1,5 +1,5 @@
 // Tile choice and launch of the streaming ks kernel (ks_stream.cuh); the kernels themselves are
-// compiled in ks_stream_k0.cu (4-byte copies) and ks_stream_k1.cu (16-byte copies).
+// compiled in ks_stream_v<16-byte copies>_m<m16 tiles per warp item>.cu.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,7 +12,7 @@
 
 namespace strux::cuda::ks {
 
-template <int TN, int STAGES, bool VEC>
+template <int TN, int STAGES, bool VEC, int MT>
 void launch_stream(const stream::Args&, cudaStream_t);
 
 namespace {
@@ -26,21 +26,23 @@ int device() {
 
 // Per-device attributes, read once per (thread, device).
 struct DevInfo {
-  int dev, sms, smem_optin;
+  int dev, sms, smem_optin, smem_sm, smem_reserved;
 };
 const DevInfo& dev_info() {
   thread_local std::vector<DevInfo> cache;
   const int dev = device();
   for (const DevInfo& d : cache)
     if (d.dev == dev) return d;
-  DevInfo d{dev, 0, 0};
+  DevInfo d{dev, 0, 0, 0, 0};
   STRUX_CUDA(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev));
   STRUX_CUDA(cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  STRUX_CUDA(cudaDeviceGetAttribute(&d.smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+  STRUX_CUDA(cudaDeviceGetAttribute(&d.smem_reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev));
   cache.push_back(d);
   return cache.back();
 }
 
-int mtiles_of(int64_t b) { return int(cdiv64(cdiv64(b, 16), stream::MT) * stream::MT); }
+int mtiles_of(int64_t b, int mt) { return int(cdiv64(cdiv64(b, 16), mt) * mt); }
 }  // namespace
 
 namespace stream {
@@ -64,30 +66,39 @@ int64_t resident_blocks(const void* fn, int smem) {
 }
 }  // namespace stream
 
-StreamCfg stream_pick(int64_t b, int64_t c, int tn_force) {
+// Measured on the H200 (bench/NOTES-gpu-ks-scan.md, ks v5): the kernel is latency-bound at 8
+// busy warps per SM, so the pick first wants 2 resident blocks per SM with 8 warp items each:
+// MT = 1 (one m16 tile per item) while b <= 64, else MT = 2 (each x value split half as often);
+// then the first (tn, stages) of the order below whose W and ring fit twice per SM, else once.
+StreamCfg stream_pick(int64_t b, int64_t c, int tn_force, int mt_force) {
   // (also bounds b, c far below the kernel's int indexing)
   if (b > (int64_t(1) << 14) || c > (int64_t(1) << 14)) return {};
-  const int mt = mtiles_of(b), ks = int(cdiv64(c, 8));
-  const int64_t limit = dev_info().smem_optin;
-  const StreamCfg order[] = {{128, 3}, {64, 4}, {128, 2}, {64, 3}, {64, 2}, {32, 4}, {32, 3}, {32, 2}};
-  for (const StreamCfg& o : order)
-    if ((tn_force == 0 || o.tn == tn_force) && stream::smem_bytes(o.tn, o.stages, mt, ks) <= limit)
-      return o;
+  const int mt = mt_force ? mt_force : (cdiv64(b, 16) <= 4 ? 1 : 2);
+  const int mtiles = mtiles_of(b, mt), ks = int(cdiv64(c, 8));
+  const DevInfo& di = dev_info();
+  const int64_t two = di.smem_sm / 2 - di.smem_reserved, one = di.smem_optin;
+  const StreamCfg order[] = {{64, 4, mt}, {128, 2, mt}, {128, 3, mt}, {64, 3, mt}, {64, 2, mt},
+                             {32, 4, mt}, {32, 3, mt}, {32, 2, mt}};
+  for (int64_t limit : {two, one})
+    for (const StreamCfg& o : order)
+      if ((tn_force == 0 || o.tn == tn_force) &&
+          stream::smem_bytes(o.tn, o.stages, mtiles, ks) <= limit)
+        return o;
   return {};
 }
 
 namespace {
-template <bool VEC>
+template <bool VEC, int MT>
 void launch_vec(const stream::Args& ar, StreamCfg cfg, cudaStream_t s) {
   switch (cfg.tn * 10 + cfg.stages) {
-    case 1283: return launch_stream<128, 3, VEC>(ar, s);
-    case 1282: return launch_stream<128, 2, VEC>(ar, s);
-    case 644: return launch_stream<64, 4, VEC>(ar, s);
-    case 643: return launch_stream<64, 3, VEC>(ar, s);
-    case 642: return launch_stream<64, 2, VEC>(ar, s);
-    case 324: return launch_stream<32, 4, VEC>(ar, s);
-    case 323: return launch_stream<32, 3, VEC>(ar, s);
-    case 322: return launch_stream<32, 2, VEC>(ar, s);
+    case 1283: return launch_stream<128, 3, VEC, MT>(ar, s);
+    case 1282: return launch_stream<128, 2, VEC, MT>(ar, s);
+    case 644: return launch_stream<64, 4, VEC, MT>(ar, s);
+    case 643: return launch_stream<64, 3, VEC, MT>(ar, s);
+    case 642: return launch_stream<64, 2, VEC, MT>(ar, s);
+    case 324: return launch_stream<32, 4, VEC, MT>(ar, s);
+    case 323: return launch_stream<32, 3, VEC, MT>(ar, s);
+    case 322: return launch_stream<32, 2, VEC, MT>(ar, s);
     default: check_arg(false, "plan", "ks stream tile ", cfg.tn, " x ", cfg.stages, " not built");
   }
 }
@@ -96,14 +107,15 @@ void launch_vec(const stream::Args& ar, StreamCfg cfg, cudaStream_t s) {
 void stream_prod(const float* x, const float* w, float* y, int64_t a, int64_t b, int64_t c,
                  int64_t d, int64_t batch, int64_t si, int64_t sk, int64_t sl, int64_t sj,
                  StreamCfg cfg, cudaStream_t s) {
-  stream::Args ar{x, w, y, b, c, d, batch, si, sk, sl, sj, mtiles_of(b), int(cdiv64(c, 8)), 0, 0, 0};
+  stream::Args ar{x, w, y, b, c, d, batch, si, sk, sl, sj, mtiles_of(b, cfg.mt),
+                  int(cdiv64(c, 8)), 0, 0, 0};
   ar.tiles = cdiv64(batch, cfg.tn);
   ar.items = a * d * ar.tiles;
   auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (batch % 4 == 0 && al(x) && al(y))
-    launch_vec<true>(ar, cfg, s);
-  else
-    launch_vec<false>(ar, cfg, s);
+  const bool vec = batch % 4 == 0 && al(x) && al(y);
+  if (cfg.mt == 1)
+    return vec ? launch_vec<true, 1>(ar, cfg, s) : launch_vec<false, 1>(ar, cfg, s);
+  return vec ? launch_vec<true, 2>(ar, cfg, s) : launch_vec<false, 2>(ar, cfg, s);
 }
 
 }  // namespace strux::cuda::ks

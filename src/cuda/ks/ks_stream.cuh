@@ -35,7 +35,6 @@ namespace strux::cuda::ks {
 namespace stream {
 
 constexpr int NTHR = 256, NWARP = NTHR / 32;
-constexpr int MT = 2;  // m16 tiles (16 output rows each) per warp work item
 
 struct Args {
   const float* x;
@@ -75,9 +74,11 @@ __device__ __forceinline__ void st4(float* p, float4 v) {
                : "memory");
 }
 
-template <int TN, int STAGES, bool VEC>
+// MT: m16 tiles (16 output rows each) per warp work item. 1: more items per stage (more warps
+// busy: the kernel is latency-bound at 8 warps per SM); 2: each x value split half as often.
+template <int TN, int STAGES, bool VEC, int MT>
 __global__ void __launch_bounds__(NTHR, 2) stream_kernel(Args ar) {
-  static_assert(TN % 32 == 0 && STAGES >= 2, "tile shape");
+  static_assert(TN % 32 == 0 && STAGES >= 2 && (MT == 1 || MT == 2), "tile shape");
   constexpr int RS = TN + 4, NCH = TN / 32;
   extern __shared__ float4 smem4[];
   float* const Ws = reinterpret_cast<float*>(smem4);
@@ -142,7 +143,7 @@ __global__ void __launch_bounds__(NTHR, 2) stream_kernel(Args ar) {
     const int nitems = (ar.mtiles / MT) * NCH;
     for (int itw = warp; itw < nitems; itw += NWARP) {
       const int mg = itw / NCH, ch = itw - mg * NCH;
-      const bool two = mg * MT + 1 < mvalid;  // the item's second m16 tile has rows < b
+      const bool two = MT > 1 && mg * MT + 1 < mvalid;  // a second m16 tile with rows < b
       float acc[MT][4][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -152,38 +153,54 @@ __global__ void __launch_bounds__(NTHR, 2) stream_kernel(Args ar) {
           for (int r = 0; r < 4; ++r) acc[mt][nt][r] = 0.f;
       const float* xp = Xs + t * RS + ch * 32 + 16 * (g & 1) + 4 * (g >> 1);
       const float* wp = Ws + mg * MT * ar.ksteps * 256 + lane * 4;
-#pragma unroll 2
-      for (int s = 0; s < ar.ksteps; ++s) {
-        const float4 x0 = *reinterpret_cast<const float4*>(xp + s * 8 * RS);
-        const float4 x1 = *reinterpret_cast<const float4*>(xp + (s * 8 + 4) * RS);
-        uint32_t bh[4][2], bl[4][2], bc[4][2];
-        split3(x0.x, bh[0][0], bl[0][0], bc[0][0]);
-        split3(x1.x, bh[0][1], bl[0][1], bc[0][1]);
-        split3(x0.y, bh[1][0], bl[1][0], bc[1][0]);
-        split3(x1.y, bh[1][1], bl[1][1], bc[1][1]);
-        split3(x0.z, bh[2][0], bl[2][0], bc[2][0]);
-        split3(x1.z, bh[2][1], bl[2][1], bc[2][1]);
-        split3(x0.w, bh[3][0], bl[3][0], bc[3][0]);
-        split3(x1.w, bh[3][1], bl[3][1], bc[3][1]);
+      // Two k8 steps per fresh fragment (6 truncating mma adds, 4 independent chains per m16
+      // tile side by side), then one rounding add into acc: the truncation bias grows with the
+      // adds per chain, ~7e-9 per k (ks_tc.cuh), so ~1e-7 here, and half the FADDs of one step.
+      for (int s0 = 0; s0 < ar.ksteps; s0 += 2) {
+        const bool pair = s0 + 1 < ar.ksteps;
+        float tmp[MT][4][4];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          if (u == 1 && !pair) break;
+          const int s = s0 + u;
+          const float4 x0 = *reinterpret_cast<const float4*>(xp + s * 8 * RS);
+          const float4 x1 = *reinterpret_cast<const float4*>(xp + (s * 8 + 4) * RS);
+          uint32_t bh[4][2], bl[4][2], bc[4][2];
+          split3(x0.x, bh[0][0], bl[0][0], bc[0][0]);
+          split3(x1.x, bh[0][1], bl[0][1], bc[0][1]);
+          split3(x0.y, bh[1][0], bl[1][0], bc[1][0]);
+          split3(x1.y, bh[1][1], bl[1][1], bc[1][1]);
+          split3(x0.z, bh[2][0], bl[2][0], bc[2][0]);
+          split3(x1.z, bh[2][1], bl[2][1], bc[2][1]);
+          split3(x0.w, bh[3][0], bl[3][0], bc[3][0]);
+          split3(x1.w, bh[3][1], bl[3][1], bc[3][1]);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            if (mt > 0 && !two) break;
+            const float* wf = wp + (mt * ar.ksteps + s) * 256;
+            const uint4 h = *reinterpret_cast<const uint4*>(wf);
+            const uint4 lo = *reinterpret_cast<const uint4*>(wf + 128);
+            const uint32_t ah[4] = {h.x, h.y, h.z, h.w}, al[4] = {lo.x, lo.y, lo.z, lo.w};
+            if (u == 0) {
+#pragma unroll
+              for (int nt = 0; nt < 4; ++nt) tc::mma0(tmp[mt][nt], al, bc[nt]);
+            } else {
+#pragma unroll
+              for (int nt = 0; nt < 4; ++nt) tc::mma(tmp[mt][nt], al, bc[nt]);
+            }
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) tc::mma(tmp[mt][nt], ah, bl[nt]);
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) tc::mma(tmp[mt][nt], ah, bh[nt]);
+          }
+        }
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           if (mt > 0 && !two) break;
-          const float* wf = wp + (mt * ar.ksteps + s) * 256;
-          const uint4 h = *reinterpret_cast<const uint4*>(wf);
-          const uint4 lo = *reinterpret_cast<const uint4*>(wf + 128);
-          const uint32_t ah[4] = {h.x, h.y, h.z, h.w}, al[4] = {lo.x, lo.y, lo.z, lo.w};
-          // Fresh fragment per k8 step (4 independent chains side by side), then rounding adds.
-          float tmp[4][4];
-#pragma unroll
-          for (int nt = 0; nt < 4; ++nt) tc::mma0(tmp[nt], al, bc[nt]);
-#pragma unroll
-          for (int nt = 0; nt < 4; ++nt) tc::mma(tmp[nt], ah, bl[nt]);
-#pragma unroll
-          for (int nt = 0; nt < 4; ++nt) tc::mma(tmp[nt], ah, bh[nt]);
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-            for (int r = 0; r < 4; ++r) acc[mt][nt][r] += tmp[nt][r];
+            for (int r = 0; r < 4; ++r) acc[mt][nt][r] += tmp[mt][nt][r];
         }
       }
       // Accumulator r of n8 tile nt: row g + 8*(r >> 1), mma column 2t + (r & 1), i.e. batch
@@ -263,9 +280,9 @@ int64_t resident_blocks(const void* fn, int smem);
 
 }  // namespace stream
 
-template <int TN, int STAGES, bool VEC>
+template <int TN, int STAGES, bool VEC, int MT>
 void launch_stream(const stream::Args& ar0, cudaStream_t s) {
-  auto kern = stream::stream_kernel<TN, STAGES, VEC>;
+  auto kern = stream::stream_kernel<TN, STAGES, VEC, MT>;
   const int smem = int(stream::smem_bytes(TN, STAGES, ar0.mtiles, ar0.ksteps));
   const int64_t resident = stream::resident_blocks(reinterpret_cast<const void*>(kern), smem);
   stream::Args ar = ar0;
