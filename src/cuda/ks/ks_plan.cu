@@ -38,10 +38,15 @@ namespace {
 //                (4,96,96,2) 0.196/0.163 [0.257]   (16,64,64,1) 0.161/0.143 [0.123]
 //   batch-first (d = 1 only): (1,768,768,1) 0.626/0.690, (6,64,64,1) 0.085/0.082,
 //                (16,64,64,1) 0.157/0.163 (a tie at best; d > 1 has no BLAS layout).
-// So: batch-last -> cuBLAS, except one big group (a*d == 1, b*c >= 2^19), where the 3xTF32
-// tensor cores beat float32 FFMA SGEMM; batch-first -> the kernels.
-// Streaming (STREAM RULE: measured numbers below, bench/NOTES-gpu-ks-scan.md "ks v5"):
-//   batch-last groups with b*c <= 128*128 whose W and ring fit in shared memory -> stream.
+// Streaming kernel (ks v5, same machine, back to back = GPU time, ms stream / cuBLAS, forward;
+// (dx) where it differs): (6,64,64,1) 0.041 / 0.048, (16,64,64,1) 0.088 / 0.109, (1,48,48,16)
+// 0.068 / 0.094, (4,64,64,4) 0.091 / 0.127, (4,96,96,2) 0.114 / 0.131, (2,192,48,4) 0.116 /
+// 0.149 (dx 0.119 / 0.141): it wins every measured batch-last group with 48 <= b, c <= 192 and
+// b*c <= 9216 (larger W up to the shared-memory limit and smaller b, c run when forced:
+// correct, unmeasured).
+// So: batch-last with b, c >= 32 and b*c <= 96*96 -> stream; other batch-last -> cuBLAS, except
+// one big group (a*d == 1, b*c >= 2^19), where the 3xTF32 tensor cores beat float32 FFMA SGEMM;
+// batch-first -> the kernels.
 KsPlan::Choice pick_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
   const char* e = std::getenv("STRUX_KS_PATH");
   const char* tn = std::getenv("STRUX_KS_STREAM_TN");
@@ -54,7 +59,7 @@ KsPlan::Choice pick_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t bat
   if (e && std::strcmp(e, "stream") == 0) return sc.ok() ? stream : kernels;
   if (e && std::strcmp(e, "blas") == 0) return blas_ok ? blas : kernels;
   if (e && std::strcmp(e, "tc") == 0) return kernels;
-  if (sc.ok() && b * c <= 128 * 128) return stream;
+  if (sc.ok() && b >= 32 && c >= 32 && b * c <= 96 * 96) return stream;
   if (blas_ok && bl && !(a * d == 1 && b * c >= (int64_t(1) << 19))) return blas;
   return kernels;
 }
@@ -82,7 +87,8 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
   if (dtype == DType::f32) {
     fwd_ = pick_path(p.a, p.b, p.c, p.d, batch, batch_last);
     bx_ = pick_path(p.a, p.c, p.b, p.d, batch, batch_last);
-    if (fwd_.path == KsPath::blas || bx_.path == KsPath::blas) ks::blas_reserve(p.a, p.b, p.c, p.d);
+    if (fwd_.path == KsPath::blas || bx_.path == KsPath::blas)
+      ks::blas_reserve(p.a, p.b, p.c, p.d);
   }
 }
 
@@ -103,7 +109,8 @@ void KsPlan::forward(const void* x, const void* w, void* y, void* stream) const 
   if (fwd_.path == KsPath::stream)
     return ks::stream_prod(static_cast<const float*>(x), static_cast<const float*>(w),
                            static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
-                           ks::StreamCfg{fwd_.tn, fwd_.stages, fwd_.mt}, static_cast<cudaStream_t>(stream));
+                           ks::StreamCfg{fwd_.tn, fwd_.stages, fwd_.mt},
+                           static_cast<cudaStream_t>(stream));
   if (fwd_.path == KsPath::blas)
     return ks::blas_prod(static_cast<const float*>(x), static_cast<const float*>(w),
                          static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
@@ -123,7 +130,8 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
   if (bx_.path == KsPath::stream)
     return ks::stream_prod(static_cast<const float*>(dy), static_cast<const float*>(w),
                            static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,
-                           ks::StreamCfg{bx_.tn, bx_.stages, bx_.mt}, static_cast<cudaStream_t>(stream));
+                           ks::StreamCfg{bx_.tn, bx_.stages, bx_.mt},
+                           static_cast<cudaStream_t>(stream));
   if (bx_.path == KsPath::blas)
     return ks::blas_prod(static_cast<const float*>(dy), static_cast<const float*>(w),
                          static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,

@@ -26,18 +26,16 @@ int device() {
 
 // Per-device attributes, read once per (thread, device).
 struct DevInfo {
-  int dev, sms, smem_optin, smem_sm, smem_reserved;
+  int dev, sms, smem_optin;
 };
 const DevInfo& dev_info() {
   thread_local std::vector<DevInfo> cache;
   const int dev = device();
   for (const DevInfo& d : cache)
     if (d.dev == dev) return d;
-  DevInfo d{dev, 0, 0, 0, 0};
+  DevInfo d{dev, 0, 0};
   STRUX_CUDA(cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev));
   STRUX_CUDA(cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  STRUX_CUDA(cudaDeviceGetAttribute(&d.smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
-  STRUX_CUDA(cudaDeviceGetAttribute(&d.smem_reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev));
   cache.push_back(d);
   return cache.back();
 }
@@ -66,24 +64,29 @@ int64_t resident_blocks(const void* fn, int smem) {
 }
 }  // namespace stream
 
-// Measured on the H200 (bench/NOTES-gpu-ks-scan.md, ks v5): the kernel is latency-bound at 8
-// busy warps per SM, so the pick first wants 2 resident blocks per SM with 8 warp items each:
-// MT = 1 (one m16 tile per item) while b <= 64, else MT = 2 (each x value split half as often);
-// then the first (tn, stages) of the order below whose W and ring fit twice per SM, else once.
+// Measured on the H200 (bench/NOTES-gpu-ks-scan.md, ks v5 run 4; back-to-back ms, forward,
+// MT = 1 / MT = 2 at tn = 128): b = 64: 0.0446 / 0.0412 (6,64,64,1), 0.0970 / 0.0879
+// (16,64,64,1); b = 48: 0.0690 / 0.0681; b = 192: 0.1215 / 0.1155; b = 96: 0.1142 / 0.1219. The
+// kernel is latency-bound (ncu: 8 warps per SM issue 37% of slots), so what counts is busy warps:
+// MT = 2 unless its warp items leave more of the 8 warps idle in the last round than MT = 1
+// (b = 96: 12 items vs 24). tn = 128 with 2 stages beat 64 and 32 in every measured case (at
+// b = c = 64 it fits twice per SM: 16 warps); the rest of the order serves larger W.
 StreamCfg stream_pick(int64_t b, int64_t c, int tn_force, int mt_force) {
   // (also bounds b, c far below the kernel's int indexing)
   if (b > (int64_t(1) << 14) || c > (int64_t(1) << 14)) return {};
-  const int mt = mt_force ? mt_force : (cdiv64(b, 16) <= 4 ? 1 : 2);
+  auto busy = [&](int mt) {  // share of warp slots used over the rounds of one 128-wide stage
+    const int64_t items = cdiv64(cdiv64(b, 16), mt) * 4;
+    return double(items) / double(cdiv64(items, stream::NWARP) * stream::NWARP);
+  };
+  const int mt = mt_force ? mt_force : (busy(2) >= busy(1) ? 2 : 1);
   const int mtiles = mtiles_of(b, mt), ks = int(cdiv64(c, 8));
-  const DevInfo& di = dev_info();
-  const int64_t two = di.smem_sm / 2 - di.smem_reserved, one = di.smem_optin;
-  const StreamCfg order[] = {{64, 4, mt}, {128, 2, mt}, {128, 3, mt}, {64, 3, mt}, {64, 2, mt},
+  const int64_t limit = dev_info().smem_optin;
+  const StreamCfg order[] = {{128, 2, mt}, {128, 3, mt}, {64, 4, mt}, {64, 3, mt}, {64, 2, mt},
                              {32, 4, mt}, {32, 3, mt}, {32, 2, mt}};
-  for (int64_t limit : {two, one})
-    for (const StreamCfg& o : order)
-      if ((tn_force == 0 || o.tn == tn_force) &&
-          stream::smem_bytes(o.tn, o.stages, mtiles, ks) <= limit)
-        return o;
+  for (const StreamCfg& o : order)
+    if ((tn_force == 0 || o.tn == tn_force) &&
+        stream::smem_bytes(o.tn, o.stages, mtiles, ks) <= limit)
+      return o;
   return {};
 }
 
