@@ -41,12 +41,13 @@ namespace {
 // Streaming kernel (ks v5, same machine, back to back = GPU time, ms stream / cuBLAS, forward;
 // (dx) where it differs): (6,64,64,1) 0.041 / 0.048, (16,64,64,1) 0.088 / 0.109, (1,48,48,16)
 // 0.068 / 0.094, (4,64,64,4) 0.091 / 0.127, (4,96,96,2) 0.114 / 0.131, (2,192,48,4) 0.116 /
-// 0.149 (dx 0.119 / 0.141): it wins every measured batch-last group with 48 <= b, c <= 192 and
-// b*c <= 9216 (larger W up to the shared-memory limit and smaller b, c run when forced:
-// correct, unmeasured).
-// So: batch-last with b, c >= 32 and b*c <= 96*96 -> stream; other batch-last -> cuBLAS, except
-// one big group (a*d == 1, b*c >= 2^19), where the 3xTF32 tensor cores beat float32 FFMA SGEMM;
-// batch-first -> the kernels.
+// 0.149: it wins every measured batch-last group with 48 <= b, c <= 192, b*c <= 9216 where its
+// 128-column tile fits; where only a narrower one does it loses (dx of (2,192,48,4), i.e.
+// (2,48,192,4): W 96 KB + 192-row tiles leave tn = 64: 0.189 / 0.142). Larger W and smaller b,
+// c run when forced: correct, unmeasured.
+// So: batch-last with b, c >= 32, b*c <= 96*96 and the 128-column tile -> stream; other
+// batch-last -> cuBLAS, except one big group (a*d == 1, b*c >= 2^19), where the 3xTF32 tensor
+// cores beat float32 FFMA SGEMM; batch-first -> the kernels.
 KsPlan::Choice pick_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
   const char* e = std::getenv("STRUX_KS_PATH");
   const char* tn = std::getenv("STRUX_KS_STREAM_TN");
@@ -59,7 +60,7 @@ KsPlan::Choice pick_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t bat
   if (e && std::strcmp(e, "stream") == 0) return sc.ok() ? stream : kernels;
   if (e && std::strcmp(e, "blas") == 0) return blas_ok ? blas : kernels;
   if (e && std::strcmp(e, "tc") == 0) return kernels;
-  if (sc.ok() && b >= 32 && c >= 32 && b * c <= 96 * 96) return stream;
+  if (sc.tn == 128 && b >= 32 && c >= 32 && b * c <= 96 * 96) return stream;
   if (blas_ok && bl && !(a * d == 1 && b * c >= (int64_t(1) << 19))) return blas;
   return kernels;
 }
