@@ -137,6 +137,13 @@ std::pair<std::string, std::string> ks_path(const std::vector<int64_t>& pat, int
   return {s(plan.forward_uses_blas()), s(plan.backward_x_uses_blas())};
 }
 
+// backward_w's path: ("blas", batch chunk of one GEMM accumulation) or ("kernels", 0).
+std::pair<std::string, int64_t> ks_dw_path(const std::vector<int64_t>& pat, int64_t batch,
+                                           bool batch_last, int dtype) {
+  strux::cuda::KsPlan plan(pattern_of(pat), batch, batch_last, DType(dtype));
+  return {plan.backward_w_uses_blas() ? "blas" : "kernels", plan.backward_w_chunk()};
+}
+
 std::tuple<int64_t, int64_t, int64_t> btn(const View& v) { return {v.shape[0], v.shape[1], v.shape[2]}; }
 
 int64_t diag_scan_workspace(int64_t B, int64_t T, int64_t n, int dtype) {
@@ -300,6 +307,8 @@ void bind_cuda_ks_scan(nb::module_& m) {
         nb::arg("dx").none(), nb::arg("dw32").none(), nb::arg("pattern"), nb::arg("batch_last"),
         nb::arg("stream"));
   m.def("cuda_ks_path", &ks_path, nb::arg("pattern"), nb::arg("batch"), nb::arg("batch_last"),
+        nb::arg("dtype"));
+  m.def("cuda_ks_dw_path", &ks_dw_path, nb::arg("pattern"), nb::arg("batch"), nb::arg("batch_last"),
         nb::arg("dtype"));
   m.def("cuda_diag_scan_workspace", &diag_scan_workspace);
   m.def("cuda_diag_scan_forward", &diag_scan_forward, nb::arg("a"), nb::arg("b"),

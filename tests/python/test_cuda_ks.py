@@ -288,7 +288,7 @@ def test_float32_blas_path(p, layout, monkeypatch):
     N, M = a * c * d, a * b * d
     applies = layout == "bsl" or d == 1
     assert ks_path(p, 7, layout) == (("blas",) * 2 if applies else ("kernels",) * 2)
-    assert ks_path(p, 7, layout, "float16") == ("kernels", "kernels")
+    assert ks_path(p, 7, layout, "float16") == (("blas",) * 2 if applies else ("kernels",) * 2)
     w = rnd(*p)
     Kd = dense(w, p)
     for batch in (1, 7, 301):
@@ -309,12 +309,17 @@ def test_float32_blas_path(p, layout, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_blas_knob_leaves_half_types(dtype, monkeypatch):
-    monkeypatch.setenv("STRUX_KS_PATH", "blas")
+def test_knob_forces_half_types(dtype, monkeypatch):
+    """STRUX_KS_PATH=tc puts half types back on the FFMA kernels (forward, dx and dw), =blas on
+    cuBLAS; both give the same product to half accuracy."""
     p = (2, 40, 33, 2)
     x, w = rnd(2 * 33 * 2, 9, dtype=dtype), rnd(*p, dtype=dtype)
-    y = K.ks_matmul(x, w, p, layout="bsl")
-    assert y.dtype == dtype and rel(y, dense(w, p) @ x.double()) < TOL[dtype]
+    name = str(dtype)[6:]
+    for path, want in (("tc", "kernels"), ("blas", "blas")):
+        monkeypatch.setenv("STRUX_KS_PATH", path)
+        assert ks_path(p, 9, "bsl", name) == (want, want) and dw_path(p, 9, "bsl", name)[0] == want
+        y = K.ks_matmul(x, w, p, layout="bsl")
+        assert y.dtype == dtype and rel(y, dense(w, p) @ x.double()) < TOL[dtype]
 
 
 @pytest.mark.parametrize("layout", ["bsf", "bsl"])
@@ -345,3 +350,147 @@ def test_float32_blas_nan_and_stream(layout, monkeypatch):
     y2 = K.ks_matmul(x2, w, p, layout=layout)
     ref = x2.double() @ dense(w, p).T if layout == "bsf" else dense(w, p) @ x2.double()
     assert rel(y2, ref) < 1e-6
+
+
+# ---- ks v5c: half types and dw on cuBLAS -----------------------------------------------------
+
+def dw_path(p, batch, layout, dtype="float32"):
+    """backward_w's path and batch chunk: ("blas", rows per GEMM accumulation) or ("kernels", 0)."""
+    return tuple(K._ext.cuda_ks_dw_path(list(p), batch, layout == "bsl", K._DTYPE_CODE[dtype]))
+
+
+def refs(x, w, dy, p, layout):
+    """float64 y, dx, dw of the DESIGN.md formula (dense K; dw by einsum over the batch)."""
+    a, b, c, d = p
+    Kd = dense(w, p)
+    xd, dyd = x.double(), dy.double()
+    if layout == "bsf":
+        y, dx, xb, dyb = xd @ Kd.T, dyd @ Kd, xd, dyd
+    else:
+        y, dx, xb, dyb = Kd @ xd, Kd.T @ dyd, xd.T, dyd.T
+    dw = torch.einsum("nikj,nilj->iklj", dyb.reshape(-1, a, b, d), xb.reshape(-1, a, c, d))
+    return y, dx, dw
+
+
+def acts(p, batch, layout, dtype):
+    a, b, c, d = p
+    N, M = a * c * d, a * b * d
+    if layout == "bsf":
+        return rnd(batch, N, dtype=dtype), rnd(batch, M, dtype=dtype)
+    return rnd(N, batch, dtype=dtype), rnd(M, batch, dtype=dtype)
+
+
+# b or c = 1, 2, odd, prime; d = 1, 2, 3, 16.
+V5C_PATTERNS = [(1, 1, 1, 1), (2, 1, 5, 3), (3, 7, 1, 2), (2, 2, 2, 16), (1, 13, 17, 1), (2, 40, 33, 2),
+                (3, 5, 7, 3), (1, 48, 48, 16), (4, 6, 130, 1), (1, 96, 64, 1), (5, 2, 3, 1)]
+
+
+@pytest.mark.parametrize("p", V5C_PATTERNS)
+@pytest.mark.parametrize("layout", ["bsf", "bsl"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("path", ["blas", "auto"])
+def test_half_types_on_blas(p, layout, dtype, path, monkeypatch):
+    """float16 / bfloat16 forward, dx and dw on cuBLAS GemmEx (tensor cores, float32
+    accumulation) wherever the strided views apply (batch-last any d, batch-first d == 1), by
+    default and forced, against float64: only the rounding of inputs and outputs to the half
+    type remains (TOL). Batches with tails of every tile, one chunk and several chunks of the dw
+    sum (2051: a 3-row last chunk; 4096: chunks that divide the batch); no output left unwritten."""
+    if path == "blas":
+        monkeypatch.setenv("STRUX_KS_PATH", "blas")
+    else:
+        monkeypatch.delenv("STRUX_KS_PATH", raising=False)
+    name = str(dtype)[6:]
+    applies = layout == "bsl" or p[3] == 1
+    want = "blas" if applies else "kernels"
+    assert ks_path(p, 7, layout, name) == (want, want) and dw_path(p, 7, layout, name)[0] == want
+    w = rnd(*p, dtype=dtype)
+    batches = (1, 7, 301, 2051, 4096) if p[0] * p[2] * p[3] <= 300 else (1, 7, 301, 2051)
+    for batch in batches:
+        x, dy = acts(p, batch, layout, dtype)
+        ry, rdx, rdw = refs(x, w, dy, p, layout)
+        poisoned_pool(2 * dy.numel())
+        y = K.ks_matmul(x, w, p, layout=layout)
+        poisoned_pool(2 * x.numel())
+        dx, dw = K.ks_matmul_vjp(dy, x, w, p, layout=layout)
+        assert y.dtype == dx.dtype == dw.dtype == dtype
+        for got, ref in ((y, ry), (dx, rdx), (dw, rdw)):
+            assert not torch.isnan(got).any() and rel(got, ref) < TOL[dtype], (batch, rel(got, ref))
+
+
+F32_DW_PATTERNS = [(1, 1, 1, 1), (2, 1, 5, 3), (3, 7, 1, 2), (2, 2, 2, 16), (1, 13, 17, 1), (3, 5, 7, 3),
+                   (1, 48, 48, 16), (2, 40, 33, 2), (4, 6, 130, 1), (6, 64, 64, 1)]
+
+
+def dw_tol(chunk):
+    """float32 dw vs float64: one accumulation of n products rounds to ~0.6 u sqrt(n) relative
+    (u = 2^-24, random-walk growth of the running sum), the chunk sums add ~u sqrt(#chunks)
+    more; 1.5 u sqrt(chunk) + 2e-7 leaves a factor ~2.5 (norm-wise over many elements, so the
+    measured value sits close to its expectation). 512-row chunks: 2.2e-6; one 25088-row sum
+    would be ~5e-6 expected and fail."""
+    return 1.5 * 2.0 ** -24 * chunk ** 0.5 + 2e-7
+
+
+@pytest.mark.parametrize("p", F32_DW_PATTERNS)
+@pytest.mark.parametrize("layout", ["bsf", "bsl"])
+def test_float32_dw_on_blas(p, layout, monkeypatch):
+    """float32 dw on cuBLAS (default rule: batch-last any d, batch-first d == 1) against
+    float64, for batches of one chunk (direct beta = 1 GEMM into dw when d == 1), several chunks
+    with a short last one (1029 = 2*512 + 5) and chunks that divide the batch (1536); the old
+    kernel (STRUX_KS_PATH=tc) agrees."""
+    a, b, c, d = p
+    applies = layout == "bsl" or d == 1
+    for batch in (1, 7, 301, 1029, 1536):
+        path, chunk = dw_path(p, batch, layout)
+        assert path == ("blas" if applies else "kernels")
+        if not applies:
+            return
+        assert chunk == (batch if batch <= 512 else 512)
+        x, dy = acts(p, batch, layout, torch.float32)
+        _, _, rdw = refs(x, x.new_zeros(p), dy, p, layout)
+        _, dw = K.ks_matmul_vjp(dy, x, rnd(*p), p, layout=layout)
+        assert not torch.isnan(dw).any() and rel(dw, rdw) < dw_tol(chunk), (batch, rel(dw, rdw))
+    monkeypatch.setenv("STRUX_KS_PATH", "tc")
+    assert dw_path(p, batch, layout) == ("kernels", 0)
+    _, dwk = K.ks_matmul_vjp(dy, x, rnd(*p), p, layout=layout)
+    assert rel(dwk, rdw) < 1e-5 and rel(dw, dwk.double()) < 1e-5
+
+
+@pytest.mark.parametrize("p,layout", [((1, 48, 48, 16), "bsl"), ((2, 40, 33, 2), "bsl"),
+                                      ((1, 96, 64, 1), "bsf"), ((4, 6, 130, 1), "bsl")])
+def test_float32_dw_long_batch(p, layout):
+    """The bench's batch (25088 rows summed): within ~1e-6 of float64 (512-row chunks)."""
+    path, chunk = dw_path(p, 25088, layout)
+    assert path == "blas" and chunk == 512
+    x, dy = acts(p, 25088, layout, torch.float32)
+    _, _, rdw = refs(x, x.new_zeros(p), dy, p, layout)
+    _, dw = K.ks_matmul_vjp(dy, x, rnd(*p), p, layout=layout)
+    assert rel(dw, rdw) < dw_tol(chunk), rel(dw, rdw)
+
+
+@pytest.mark.parametrize("layout", ["bsf", "bsl"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_blas_dw_nan_and_stream(layout, dtype):
+    """A NaN in x reaches exactly dw[i, :, l, j] of its column (every chunk slot is summed, so a
+    NaN in a middle chunk of the 1300 rows counts); on a side stream dx and dw equal those of
+    the default stream."""
+    p = (2, 64, 40, 1) if layout == "bsf" else (2, 64, 40, 3)
+    a, b, c, d = p
+    assert dw_path(p, 1300, layout, str(dtype)[6:])[0] == "blas"
+    w = rnd(*p, dtype=dtype)
+    x, dy = acts(p, 1300, layout, dtype)
+    i, l, j = 1, 3, d - 1
+    f = i * c * d + l * d + j
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        dx1, dw1 = K.ks_matmul_vjp(dy, x, w, p, layout=layout)
+    s.synchronize()
+    dx0, dw0 = K.ks_matmul_vjp(dy, x, w, p, layout=layout)
+    assert torch.equal(dw0, dw1) and torch.equal(dx0, dx1)
+    if layout == "bsf":
+        x[700, f] = float("nan")
+    else:
+        x[f, 700] = float("nan")
+    _, dw = K.ks_matmul_vjp(dy, x, w, p, layout=layout)
+    bad = torch.isnan(dw)
+    assert bad[i, :, l, j].all() and bad.sum() == b

@@ -34,18 +34,23 @@ class KsPlan {
   void backward_w(const void* x, const void* dy, float* dw32, void* stream) const;
 
   KsPattern pattern() const { return p_; }
-  // Whether forward / backward_x run cuBLAS on strided views (float32 only; else the ks kernels).
+  // Whether forward / backward_x / backward_w run cuBLAS on strided views (else the ks kernels).
   bool forward_uses_blas() const { return blas_fwd_; }
   bool backward_x_uses_blas() const { return blas_bx_; }
+  bool backward_w_uses_blas() const { return dw_chunk_ > 0; }
+  // backward_w on cuBLAS: the batch rows summed by one GEMM accumulation (0: the kernels).
+  int64_t backward_w_chunk() const { return dw_chunk_; }
 
  private:
   KsPattern p_;
   int64_t batch_;
   bool batch_last_;
   DType dtype_;
-  // float32 product path for forward / backward_x: false = the ks kernels, true = cuBLAS on
-  // strided views (src/cuda/ks/ks_plan.cu, use_blas: the rule and its measurements).
+  // Product path for forward / backward_x: false = the ks kernels, true = cuBLAS on strided
+  // views (src/cuda/ks/ks_plan.cu, use_blas / use_blas_half: the rules and their measurements).
   bool blas_fwd_ = false, blas_bx_ = false;
+  // backward_w: 0 = the ks kernel, else cuBLAS with batch chunks of this length (use_blas_dw).
+  int64_t dw_chunk_ = 0;
 };
 
 }  // namespace strux::cuda

@@ -1,4 +1,4 @@
-// KsPlan: argument checks and dtype dispatch for the ks kernels.
+// KsPlan: argument checks, the path rules (kernels or cuBLAS) and dtype dispatch for the ks family.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -44,6 +44,28 @@ bool use_blas(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl
   if (e && std::strcmp(e, "tc") == 0) return false;
   return bl && !(a * d == 1 && b * c >= (int64_t(1) << 19));
 }
+
+// STRUX_KS_PATH for the half-type and backward_w rules below: +1 blas, -1 tc (= the kernels),
+// 0 unset.
+int forced_path() {
+  const char* e = std::getenv("STRUX_KS_PATH");
+  if (e && std::strcmp(e, "blas") == 0) return 1;
+  if (e && std::strcmp(e, "tc") == 0) return -1;
+  return 0;
+}
+
+// float16 / bfloat16 product path: the ks kernels have no tensor cores for halves (FFMA in
+// float32), cuBLAS GemmEx does (float32 accumulation): cuBLAS wherever the strided views apply
+// (batch-last any d, batch-first d == 1); batch-first d > 1 keeps the FFMA kernel.
+bool use_blas_half(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
+  return ks::blas_applies(a, b, c, d, batch, bl) && forced_path() >= 0;
+}
+
+// backward_w (every dtype): dW_(i,j) = dY_(i,j) X_(i,j)^T is a GEMM over the batch on the same
+// views; the ks kernel (float atomics, no tensor cores) stays for batch-first d > 1.
+bool use_blas_dw(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
+  return ks::blas_applies(a, b, c, d, batch, bl) && forced_path() >= 0;
+}
 }  // namespace
 
 KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
@@ -60,8 +82,17 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
   if (dtype == DType::f32) {
     blas_fwd_ = use_blas(p.a, p.b, p.c, p.d, batch, batch_last);
     blas_bx_ = use_blas(p.a, p.c, p.b, p.d, batch, batch_last);
-    if (blas_fwd_ || blas_bx_) ks::blas_reserve(p.a, p.b, p.c, p.d);
+  } else {
+    blas_fwd_ = use_blas_half(p.a, p.b, p.c, p.d, batch, batch_last);
+    blas_bx_ = use_blas_half(p.a, p.c, p.b, p.d, batch, batch_last);
   }
+  if (use_blas_dw(p.a, p.b, p.c, p.d, batch, batch_last))
+    dw_chunk_ = ks::blas_dw_chunk(p.a, p.b, p.c, p.d, batch, dtype);
+  // Buffers for the cuBLAS paths, grown here so that no call allocates.
+  const int64_t abcd = p.a * p.b * p.c * p.d;
+  const int64_t w_bytes = blas_fwd_ || blas_bx_ ? abcd * int64_t(ks::elem_bytes(dtype)) : 0;
+  const int64_t dw_floats = dw_chunk_ ? ks::blas_dw_floats(p.a, p.b, p.c, p.d, batch, dw_chunk_) : 0;
+  if (w_bytes || dw_floats) ks::blas_reserve(w_bytes, dw_floats);
 }
 
 namespace {
@@ -79,9 +110,8 @@ void by_type(DType dt, F&& f) {
 void KsPlan::forward(const void* x, const void* w, void* y, void* stream) const {
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d;
   if (blas_fwd_)
-    return ks::blas_prod(static_cast<const float*>(x), static_cast<const float*>(w),
-                         static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
-                         batch_last_, static_cast<cudaStream_t>(stream));
+    return ks::blas_prod(x, w, y, dtype_, a, b, c, d, batch_, b * c * d, c * d, d, 1, batch_last_,
+                         static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_prod<T>(static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), a,
@@ -95,9 +125,8 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
   // Pattern (a, c, b, d) whose weight (i, k', l', j) is w[i, l', k', j]: the same kernel with
   // the middle strides of w swapped.
   if (blas_bx_)
-    return ks::blas_prod(static_cast<const float*>(dy), static_cast<const float*>(w),
-                         static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,
-                         batch_last_, static_cast<cudaStream_t>(stream));
+    return ks::blas_prod(dy, w, dx, dtype_, a, c, b, d, batch_, b * c * d, d, c * d, 1, batch_last_,
+                         static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_prod<T>(static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx), a,
@@ -108,6 +137,9 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
 
 void KsPlan::backward_w(const void* x, const void* dy, float* dw32, void* stream) const {
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d;
+  if (dw_chunk_)
+    return ks::blas_dw(x, dy, dw32, dtype_, a, b, c, d, batch_, dw_chunk_, batch_last_,
+                       static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_gradw<T>(static_cast<const T*>(x), static_cast<const T*>(dy), dw32, a, b, c, d,

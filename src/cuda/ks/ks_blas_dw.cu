@@ -1,0 +1,155 @@
+// backward_w through cuBLAS on strided views (private to src/cuda/ks): the weight gradient of
+// group (i, j) is a plain GEMM over the batch,
+//   dW_(i,j)[k, l] = sum_n dY_(i,j)[k, n] X_(i,j)[l, n],
+// on the same slabs as the product (ks_blas.cu): batch-last any d (b x batch and c x batch, row
+// stride d*batch, unit stride along the batch), batch-first d == 1 (columns i*b + k, i*c + l of
+// row-major (batch, a*b) / (batch, a*c)). In column-major terms each GEMM writes
+// C (c x b, ld c) = X^T dY, i.e. the row-major (b, c) block dW_(i,j).
+//
+// The batch is cut into chunks of `chunk` rows (the last one may be shorter): chunk q of group
+// (i, j) writes slot ((i*d + j)*S + q) of a float32 buffer of S = ceil(batch / chunk) slots of
+// b*c, and one kernel adds the S slots of each element into dw32 at its (a, b, c, d) index.
+// Why chunks: one float32 accumulation over n rows rounds to ~0.6 u sqrt(n) relative (u = 2^-24:
+// 5e-6 at n = 25088); a chunk of 512-1024 rows keeps it at ~1e-6, and the chunks are extra
+// independent GEMMs for a chip that a few b x c outputs would not fill. With one chunk and
+// d == 1 the GEMM adds into dw32 directly (beta = 1, no buffer). Halves take longer chunks: their
+// dw is rounded to the half type at the end, so the chunks only spread the work.
+//
+// Index sets (i, j, q) whose strides compose are fused into one batched index (e.g. (j, q) when
+// the chunk divides the batch: rows j*batch + q*chunk = (j*S + q)*chunk); the longest remaining
+// index is the GEMM's batch, the others are looped on the host.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "cuda/check.hpp"
+#include "cuda/ks/ks_blas.hpp"
+
+namespace strux::cuda::ks {
+namespace {
+
+int64_t cdiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
+
+// At most this many floats of partial sums (64 MiB).
+constexpr int64_t kMaxPartials = int64_t(1) << 24;
+
+// dw32[((i*b + k)*c + l)*d + j] += sum_q buf[((i*d + j)*S + q)*b*c + k*c + l]. Threads walk the
+// buffer's order (l fastest): coalesced reads; the writes are d floats apart.
+__global__ void add_partials(const float* __restrict__ buf, float* __restrict__ dw, int64_t a,
+                             int64_t b, int64_t c, int64_t d, int64_t S) {
+  const int64_t bc = b * c, n = a * d * bc;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t g = t / bc, r = t - g * bc;  // g = i*d + j, r = k*c + l
+    const int64_t i = g / d, j = g - i * d;
+    const float* p = buf + g * S * bc + r;
+    float s = 0.f;
+    for (int64_t q = 0; q < S; ++q) s += p[q * bc];
+    dw[(i * bc + r) * d + j] += s;  // ((i*b + k)*c + l)*d + j
+  }
+}
+
+// One index set of the GEMMs: count and the element strides of x, dy and the output.
+struct Axis {
+  int64_t n, sx, sy, so;
+};
+
+// Drops unit axes and fuses an outer axis with the next inner one where its strides are the
+// inner axis's span (so the pair is one uniformly strided index).
+std::vector<Axis> fuse(std::initializer_list<Axis> in) {
+  std::vector<Axis> v;
+  for (const Axis& ax : in) {
+    if (ax.n == 1) continue;
+    if (!v.empty()) {
+      Axis& o = v.back();
+      if (o.sx == ax.n * ax.sx && o.sy == ax.n * ax.sy && o.so == ax.n * ax.so) {
+        o = Axis{o.n * ax.n, ax.sx, ax.sy, ax.so};
+        continue;
+      }
+    }
+    v.push_back(ax);
+  }
+  return v;
+}
+
+}  // namespace
+
+int64_t blas_dw_chunk(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, DType dt) {
+  const int64_t g = a * b * c * d;
+  int64_t lo = dt == DType::f32 ? 512 : 2048;
+  lo = std::max(lo, cdiv(batch, std::max<int64_t>(1, kMaxPartials / g)));
+  lo = cdiv(lo, 8) * 8;  // chunk starts 16-byte aligned (tensor-core GEMMs for halves)
+  if (batch <= lo) return batch;
+  // Prefer a chunk that divides the batch: no short last chunk, and (j, q) fuse into one index.
+  for (int64_t L = lo; L <= 2 * lo && L <= batch; L += 8)
+    if (batch % L == 0) return L;
+  return lo;
+}
+
+int64_t blas_dw_floats(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, int64_t chunk) {
+  const int64_t S = cdiv(batch, chunk);
+  return S == 1 && d == 1 ? 0 : S * a * b * c * d;
+}
+
+void blas_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, int64_t b,
+             int64_t c, int64_t d, int64_t batch, int64_t chunk, bool bl, cudaStream_t s) {
+  BlasRes& r = blas_res(s);
+  const cudaDataType ty = blas_type(dt);
+  const int64_t es = int64_t(elem_bytes(dt));
+  const int64_t L = chunk, nq = batch / L, rem = batch - nq * L, S = nq + (rem > 0), bc = b * c;
+  const bool direct = S == 1 && d == 1;
+  float* out = dw32;
+  if (!direct) {
+    check_arg(r.dwcap >= S * a * bc * d, "plan", "ks cuBLAS dw buffer not reserved");
+    out = r.dwbuf;
+  }
+  // bsl: x slab (L x c, column-major, ld d*batch) at ((i*c)*d + j)*batch + q*L, likewise dy;
+  // C (c x b) = op(X) op(dY) with op(X) = X^T, op(dY) = dY.
+  // bsf (d == 1): X (c x L, ld a*c) at i*c + q*L*a*c, dY (b x L, ld a*b): C = X dY^T.
+  const Axis ai = bl ? Axis{a, c * d * batch, b * d * batch, d * S * bc} : Axis{a, c, b, S * bc};
+  const Axis aj = bl ? Axis{d, batch, batch, S * bc} : Axis{1, 0, 0, 0};
+  const Axis aq = bl ? Axis{nq, L, L, bc} : Axis{nq, L * a * c, L * a * b, bc};
+  const cublasOperation_t ta = bl ? CUBLAS_OP_T : CUBLAS_OP_N, tb = bl ? CUBLAS_OP_N : CUBLAS_OP_T;
+  const int lda = int(bl ? d * batch : a * c), ldb = int(bl ? d * batch : a * b);
+  const float one = 1.f, zero = 0.f;
+  const char* xb = static_cast<const char*>(x);
+  const char* yb = static_cast<const char*>(dy);
+  auto run = [&](std::vector<Axis> axes, int64_t k, int64_t ox, int64_t oy, int64_t oo) {
+    // the longest index is the GEMM batch; the rest are looped
+    Axis bat{1, 0, 0, 0};
+    if (!axes.empty()) {
+      auto it = std::max_element(axes.begin(), axes.end(),
+                                 [](const Axis& u, const Axis& v) { return u.n < v.n; });
+      bat = *it;
+      axes.erase(it);
+    }
+    std::vector<int64_t> idx(axes.size(), 0);
+    for (;;) {
+      int64_t px = ox, py = oy, po = oo;
+      for (size_t e = 0; e < axes.size(); ++e)
+        px += idx[e] * axes[e].sx, py += idx[e] * axes[e].sy, po += idx[e] * axes[e].so;
+      STRUX_CUBLAS(cublasGemmStridedBatchedEx(
+          r.h, ta, tb, int(c), int(b), int(k), &one, xb + px * es, ty, lda, bat.sx, yb + py * es,
+          ty, ldb, bat.sy, direct ? &one : &zero, out + po, CUDA_R_32F, int(c), bat.so,
+          int(bat.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      size_t e = 0;
+      for (; e < axes.size(); ++e) {
+        if (++idx[e] < axes[e].n) break;
+        idx[e] = 0;
+      }
+      if (e == axes.size()) break;
+    }
+  };
+  if (nq > 0) run(fuse({ai, aj, aq}), L, 0, 0, 0);
+  if (rem > 0) run(fuse({ai, aj}), rem, nq * aq.sx, nq * aq.sy, nq * aq.so);
+  if (!direct) {
+    const int64_t n = a * d * bc;
+    const int blocks = int(std::min<int64_t>(cdiv(n, 256), 4096));
+    add_partials<<<blocks, 256, 0, s>>>(out, dw32, a, b, c, d, S);
+    STRUX_LAUNCH("ks add_partials");
+  }
+}
+
+}  // namespace strux::cuda::ks
