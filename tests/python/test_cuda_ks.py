@@ -432,11 +432,15 @@ def dw_tol(chunk):
 
 @pytest.mark.parametrize("p", F32_DW_PATTERNS)
 @pytest.mark.parametrize("layout", ["bsf", "bsl"])
-def test_float32_dw_on_blas(p, layout, monkeypatch):
+@pytest.mark.parametrize("loop", [False, True])
+def test_float32_dw_on_blas(p, layout, loop, monkeypatch):
     """float32 dw on cuBLAS (default rule: batch-last any d, batch-first d == 1) against
     float64, for batches of one chunk (direct beta = 1 GEMM into dw when d == 1), several chunks
-    with a short last one (1029 = 2*512 + 5) and chunks that divide the batch (1536); the old
-    kernel (STRUX_KS_PATH=tc) agrees."""
+    with a short last one (1029 = 2*512 + 5) and chunks that divide the batch (1536), with the
+    GEMMs that one strided call cannot cover as one pointer-array call (default) or a host loop
+    (STRUX_KS_DW_PTRS=0); the old kernel (STRUX_KS_PATH=tc) agrees."""
+    if loop:
+        monkeypatch.setenv("STRUX_KS_DW_PTRS", "0")
     a, b, c, d = p
     applies = layout == "bsl" or d == 1
     for batch in (1, 7, 301, 1029, 1536):

@@ -51,6 +51,7 @@ class KsPlan {
   bool blas_fwd_ = false, blas_bx_ = false;
   // backward_w: 0 = the ks kernel, else cuBLAS with batch chunks of this length (use_blas_dw).
   int64_t dw_chunk_ = 0;
+  bool dw_ptrs_ = true;  // its looped GEMMs as one pointer-array call (ks_blas_dw.cu)
 };
 
 }  // namespace strux::cuda

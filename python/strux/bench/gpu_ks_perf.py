@@ -105,17 +105,17 @@ def forward_times(batch=25088):
     return out
 
 
-def _forced(path, fn):
-    """fn() with STRUX_KS_PATH=path (None: unset) for the plans it builds."""
-    old = os.environ.pop("STRUX_KS_PATH", None)
+def _forced(path, fn, var="STRUX_KS_PATH"):
+    """fn() with the knob var=path (None: unset) for the plans it builds."""
+    old = os.environ.pop(var, None)
     if path:
-        os.environ["STRUX_KS_PATH"] = path
+        os.environ[var] = path
     try:
         return fn()
     finally:
-        os.environ.pop("STRUX_KS_PATH", None)
+        os.environ.pop(var, None)
         if old is not None:
-            os.environ["STRUX_KS_PATH"] = old
+            os.environ[var] = old
 
 
 def _inputs(p, layout, dt, batch):
@@ -193,16 +193,18 @@ def backward_rows(batch=25088):
                 err = _rel(dw32(), ref)
                 err_k = _forced("tc", lambda: _rel(dw32(), ref))
                 err_t = _rel(torch_bwd()[1].float(), ref)
+                err_l = _forced("0", lambda: _rel(dw32(), ref), "STRUX_KS_DW_PTRS")
                 rows.append(dict(pattern=p, layout=layout, dtype=str(dt)[6:],
                                  dw_path=list(K._ext.cuda_ks_dw_path(list(p), batch, layout == "bsl", code)),
                                  vjp_ms=timeit(ours, reps=10), dw_ms=timeit(dw_only, reps=10),
                                  dw_kernel_ms=_forced("tc", lambda: timeit(dw_only, reps=10)),
+                                 dw_loop_ms=_forced("0", lambda: timeit(dw_only, reps=10), "STRUX_KS_DW_PTRS"),
                                  torch_ms=timeit(torch_bwd, reps=10), b2b_vjp_ms=back_to_back(ours, n=10),
                                  b2b_torch_ms=back_to_back(torch_bwd, n=10),
-                                 err_dw=err, err_dw_kernel=err_k, err_dw_torch=err_t))
+                                 err_dw=err, err_dw_kernel=err_k, err_dw_torch=err_t, err_dw_loop=err_l))
                 r = rows[-1]
                 print(f"bwd {p} {layout} {r['dtype']}: vjp {r['vjp_ms']:.3f}, dw {r['dw_ms']:.3f} {r['dw_path']} "
-                      f"(kernel {r['dw_kernel_ms']:.3f}), torch {r['torch_ms']:.3f}, b2b {r['b2b_vjp_ms']:.3f}/"
+                      f"(kernel {r['dw_kernel_ms']:.3f}, loop {r['dw_loop_ms']:.3f} err {err_l:.1e}), torch {r['torch_ms']:.3f}, b2b {r['b2b_vjp_ms']:.3f}/"
                       f"{r['b2b_torch_ms']:.3f}, dw err {err:.1e} (kernel {err_k:.1e}, torch {err_t:.1e})", flush=True)
     return rows
 
@@ -230,11 +232,11 @@ def v5c(out):
     for dt in ("bfloat16", "float16"):
         s = [r["bmm_ms"] / r["ms"] for r in hr if r["dtype"] == dt]
         lines.append(f"{dt} forward: faster than bmm in {sum(v > 1 for v in s)}/{len(s)}, median {statistics.median(s):.2f}x")
-    lines += ["", "| pattern | layout | dtype | vjp ms | dw ms (path, chunk) | dw kernel ms | torch bwd ms | x torch | "
-              "b2b vjp / torch | dw err: ours / kernel / torch |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| pattern | layout | dtype | vjp ms | dw ms (path, chunk) | dw loop ms | dw kernel ms | torch bwd ms | "
+              "x torch | b2b vjp / torch | dw err: ours / kernel / torch |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in br:
         lines.append(f"| {r['pattern']} | {r['layout']} | {r['dtype']} | {r['vjp_ms']:.3f} | {r['dw_ms']:.3f} "
-                     f"({r['dw_path'][0]}, {r['dw_path'][1]}) | {r['dw_kernel_ms']:.3f} | {r['torch_ms']:.3f} | "
+                     f"({r['dw_path'][0]}, {r['dw_path'][1]}) | {r['dw_loop_ms']:.3f} | {r['dw_kernel_ms']:.3f} | {r['torch_ms']:.3f} | "
                      f"{r['torch_ms'] / r['vjp_ms']:.2f} | {r['b2b_vjp_ms']:.3f} / {r['b2b_torch_ms']:.3f} | "
                      f"{r['err_dw']:.1e} / {r['err_dw_kernel']:.1e} / {r['err_dw_torch']:.1e} |")
     for dt in ("float32", "bfloat16"):

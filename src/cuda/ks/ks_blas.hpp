@@ -46,10 +46,14 @@ void blas_prod(const void* x, const void* w, void* y, DType dt, int64_t a, int64
 // The chunk length for a plan: bounds the float32 rounding error of one accumulation (~u sqrt
 // (chunk)) and the partial-sum buffer (chunks * a*b*c*d floats, 64 MiB at most).
 int64_t blas_dw_chunk(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, DType dt);
-// Floats of partial-sum buffer that blas_dw needs for this chunk (0: it writes dw32 directly).
+// Floats of buffer (partial sums and GEMM pointers) that blas_dw needs for this chunk (0: it
+// writes dw32 directly).
 int64_t blas_dw_floats(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, int64_t chunk);
-// dw32[i,k,l,j] += sum_n dy[., row(i,k,j)] x[., col(i,l,j)]; launches only.
+// dw32[i,k,l,j] += sum_n dy[., row(i,k,j)] x[., col(i,l,j)]; launches only. ptr_arrays: the
+// GEMMs that one strided-batched call cannot cover go as one pointer-array call (else a host
+// loop of strided-batched calls).
 void blas_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, int64_t b,
-             int64_t c, int64_t d, int64_t batch, int64_t chunk, bool batch_last, cudaStream_t s);
+             int64_t c, int64_t d, int64_t batch, int64_t chunk, bool batch_last, bool ptr_arrays,
+             cudaStream_t s);
 
 }  // namespace strux::cuda::ks

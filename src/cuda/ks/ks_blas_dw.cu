@@ -17,7 +17,10 @@
 //
 // Index sets (i, j, q) whose strides compose are fused into one batched index (e.g. (j, q) when
 // the chunk divides the batch: rows j*batch + q*chunk = (j*S + q)*chunk); the longest remaining
-// index is the GEMM's batch, the others are looped on the host.
+// index is the GEMM's batch. Where other indices remain (e.g. i and q with d == 1, a > 1), a
+// host loop of strided-batched calls would run a few small GEMMs per launch (an under-filled
+// chip, launch after launch), so by default one small kernel writes the pointers of every
+// (i, j, q) GEMM into the plan's buffer and one cublasGemmBatchedEx runs them all.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -74,6 +77,30 @@ std::vector<Axis> fuse(std::initializer_list<Axis> in) {
   return v;
 }
 
+// Up to three index sets, the last one fastest: GEMM t of a pointer-array call.
+struct PtrAxes {
+  int na;
+  Axis ax[3];
+};
+
+// pa[t], pb[t], pc[t] = x, dy, out + the offsets of GEMM t (x, dy: element size es).
+__global__ void make_ptrs(PtrAxes pl, const char* x, const char* dy, float* out, int64_t es,
+                          int64_t ox, int64_t oy, int64_t oo, int64_t count, const void** pa,
+                          const void** pb, void** pc) {
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < count;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    int64_t r = t, px = ox, py = oy, po = oo;
+    for (int e = pl.na - 1; e >= 0; --e) {
+      const int64_t i = r % pl.ax[e].n;
+      r /= pl.ax[e].n;
+      px += i * pl.ax[e].sx, py += i * pl.ax[e].sy, po += i * pl.ax[e].so;
+    }
+    pa[t] = x + px * es;
+    pb[t] = dy + py * es;
+    pc[t] = out + po;
+  }
+}
+
 }  // namespace
 
 int64_t blas_dw_chunk(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, DType dt) {
@@ -88,22 +115,31 @@ int64_t blas_dw_chunk(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch,
   return lo;
 }
 
+// The buffer: S*a*b*c*d partial sums, then (8-byte aligned) three arrays of a*d*S GEMM pointers.
+static int64_t ptr_offset(int64_t S, int64_t g) { return (S * g + 1) / 2 * 2; }
+
 int64_t blas_dw_floats(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, int64_t chunk) {
   const int64_t S = cdiv(batch, chunk);
-  return S == 1 && d == 1 ? 0 : S * a * b * c * d;
+  if (S == 1 && d == 1) return 0;  // one GEMM call straight into dw32
+  return ptr_offset(S, a * b * c * d) + 3 * a * d * S * int64_t(sizeof(void*) / sizeof(float));
 }
 
 void blas_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, int64_t b,
-             int64_t c, int64_t d, int64_t batch, int64_t chunk, bool bl, cudaStream_t s) {
+             int64_t c, int64_t d, int64_t batch, int64_t chunk, bool bl, bool ptr_arrays,
+             cudaStream_t s) {
   BlasRes& r = blas_res(s);
   const cudaDataType ty = blas_type(dt);
   const int64_t es = int64_t(elem_bytes(dt));
   const int64_t L = chunk, nq = batch / L, rem = batch - nq * L, S = nq + (rem > 0), bc = b * c;
   const bool direct = S == 1 && d == 1;
   float* out = dw32;
+  const int64_t P = a * d * S;  // GEMMs in all (pointer-array slots)
+  const void** pa = nullptr;
   if (!direct) {
-    check_arg(r.dwcap >= S * a * bc * d, "plan", "ks cuBLAS dw buffer not reserved");
+    check_arg(r.dwcap >= blas_dw_floats(a, b, c, d, batch, chunk), "plan",
+              "ks cuBLAS dw buffer not reserved");
     out = r.dwbuf;
+    pa = reinterpret_cast<const void**>(r.dwbuf + ptr_offset(S, a * bc * d));
   }
   // bsl: x slab (L x c, column-major, ld d*batch) at ((i*c)*d + j)*batch + q*L, likewise dy;
   // C (c x b) = op(X) op(dY) with op(X) = X^T, op(dY) = dY.
@@ -116,7 +152,25 @@ void blas_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, in
   const float one = 1.f, zero = 0.f;
   const char* xb = static_cast<const char*>(x);
   const char* yb = static_cast<const char*>(dy);
-  auto run = [&](std::vector<Axis> axes, int64_t k, int64_t ox, int64_t oy, int64_t oo) {
+  // base: the first pointer slot of this part (full chunks 0, the short last chunk a*d*nq)
+  auto run = [&](std::vector<Axis> axes, int64_t k, int64_t ox, int64_t oy, int64_t oo,
+                 int64_t base) {
+    int64_t count = 1;
+    for (const Axis& ax : axes) count *= ax.n;
+    if (ptr_arrays && pa && axes.size() > 1) {
+      PtrAxes pl{int(axes.size()), {}};
+      for (size_t e = 0; e < axes.size(); ++e) pl.ax[e] = axes[e];
+      const void** qa = pa + base;
+      const void** qb = pa + P + base;
+      void** qc = const_cast<void**>(pa + 2 * P + base);
+      const int blocks = int(std::min<int64_t>(cdiv(count, 256), 1024));
+      make_ptrs<<<blocks, 256, 0, s>>>(pl, xb, yb, out, es, ox, oy, oo, count, qa, qb, qc);
+      STRUX_LAUNCH("ks make_ptrs");
+      STRUX_CUBLAS(cublasGemmBatchedEx(r.h, ta, tb, int(c), int(b), int(k), &one, qa, ty, lda, qb,
+                                       ty, ldb, direct ? &one : &zero, qc, CUDA_R_32F, int(c),
+                                       int(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      return;
+    }
     // the longest index is the GEMM batch; the rest are looped
     Axis bat{1, 0, 0, 0};
     if (!axes.empty()) {
@@ -142,8 +196,8 @@ void blas_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, in
       if (e == axes.size()) break;
     }
   };
-  if (nq > 0) run(fuse({ai, aj, aq}), L, 0, 0, 0);
-  if (rem > 0) run(fuse({ai, aj}), rem, nq * aq.sx, nq * aq.sy, nq * aq.so);
+  if (nq > 0) run(fuse({ai, aj, aq}), L, 0, 0, 0, 0);
+  if (rem > 0) run(fuse({ai, aj}), rem, nq * aq.sx, nq * aq.sy, nq * aq.so, a * d * nq);
   if (!direct) {
     const int64_t n = a * d * bc;
     const int blocks = int(std::min<int64_t>(cdiv(n, 256), 4096));

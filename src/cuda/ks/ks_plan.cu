@@ -86,8 +86,13 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
     blas_fwd_ = use_blas_half(p.a, p.b, p.c, p.d, batch, batch_last);
     blas_bx_ = use_blas_half(p.a, p.c, p.b, p.d, batch, batch_last);
   }
-  if (use_blas_dw(p.a, p.b, p.c, p.d, batch, batch_last))
+  if (use_blas_dw(p.a, p.b, p.c, p.d, batch, batch_last)) {
     dw_chunk_ = ks::blas_dw_chunk(p.a, p.b, p.c, p.d, batch, dtype);
+    // STRUX_KS_DW_PTRS=0 (bench knob): a host loop of strided-batched GEMM calls instead of one
+    // pointer-array call where one strided call cannot cover every (i, j, chunk).
+    const char* e = std::getenv("STRUX_KS_DW_PTRS");
+    dw_ptrs_ = !(e && std::strcmp(e, "0") == 0);
+  }
   // Buffers for the cuBLAS paths, grown here so that no call allocates.
   const int64_t abcd = p.a * p.b * p.c * p.d;
   const int64_t w_bytes = blas_fwd_ || blas_bx_ ? abcd * int64_t(ks::elem_bytes(dtype)) : 0;
@@ -138,7 +143,7 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
 void KsPlan::backward_w(const void* x, const void* dy, float* dw32, void* stream) const {
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d;
   if (dw_chunk_)
-    return ks::blas_dw(x, dy, dw32, dtype_, a, b, c, d, batch_, dw_chunk_, batch_last_,
+    return ks::blas_dw(x, dy, dw32, dtype_, a, b, c, d, batch_, dw_chunk_, batch_last_, dw_ptrs_,
                        static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
