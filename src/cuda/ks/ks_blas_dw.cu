@@ -7,8 +7,8 @@
 // C (c x b, ld c) = X^T dY, i.e. the row-major (b, c) block dW_(i,j).
 //
 // The batch is cut into chunks of `chunk` rows (the last one may be shorter): chunk q of group
-// (i, j) writes slot ((i*d + j)*S + q) of a float32 buffer of S = ceil(batch / chunk) slots of
-// b*c, and one kernel adds the S slots of each element into dw32 at its (a, b, c, d) index.
+// (i, j) writes slot ((i*d + j)*S + q) of a float32 buffer of a*d*S slots (S = ceil(batch /
+// chunk); b*c floats each, rounded up to 4), and one kernel adds the S slots of each element into dw32 at its (a, b, c, d) index.
 // Why chunks: one float32 accumulation over n rows rounds to ~0.6 u sqrt(n) relative (u = 2^-24:
 // 5e-6 at n = 25088); a chunk of 512-1024 rows keeps it at ~1e-6, and the chunks are extra
 // independent GEMMs for a chip that a few b x c outputs would not fill. With one chunk and
@@ -20,7 +20,9 @@
 // index is the GEMM's batch. Where other indices remain (e.g. i and q with d == 1, a > 1), a
 // host loop of strided-batched calls would run a few small GEMMs per launch (an under-filled
 // chip, launch after launch), so by default one small kernel writes the pointers of every
-// (i, j, q) GEMM into the plan's buffer and one cublasGemmBatchedEx runs them all.
+// (i, j, q) GEMM into the plan's buffer and one cublasGemmBatchedEx runs them all (where every
+// pointer is 16-byte aligned; else the loop). H200, batch 25088, fp32 dw: (16,64,64,1)
+// 0.37 -> 0.13-0.14 ms, (6,64,64,1) 0.17 -> 0.09, (4,64,64,4) bsl 0.187 -> 0.144.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,18 +40,19 @@ int64_t cdiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
 // At most this many floats of partial sums (64 MiB).
 constexpr int64_t kMaxPartials = int64_t(1) << 24;
 
-// dw32[((i*b + k)*c + l)*d + j] += sum_q buf[((i*d + j)*S + q)*b*c + k*c + l]. Threads walk the
-// buffer's order (l fastest): coalesced reads; the writes are d floats apart.
+// dw32[((i*b + k)*c + l)*d + j] += sum_q buf[((i*d + j)*S + q)*slot + k*c + l] (slot: b*c
+// rounded up to 4 floats, so that every slot starts 16-byte aligned). Threads walk the buffer's
+// order (l fastest): coalesced reads; the writes are d floats apart.
 __global__ void add_partials(const float* __restrict__ buf, float* __restrict__ dw, int64_t a,
-                             int64_t b, int64_t c, int64_t d, int64_t S) {
+                             int64_t b, int64_t c, int64_t d, int64_t S, int64_t slot) {
   const int64_t bc = b * c, n = a * d * bc;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n;
        t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t g = t / bc, r = t - g * bc;  // g = i*d + j, r = k*c + l
     const int64_t i = g / d, j = g - i * d;
-    const float* p = buf + g * S * bc + r;
+    const float* p = buf + g * S * slot + r;
     float s = 0.f;
-    for (int64_t q = 0; q < S; ++q) s += p[q * bc];
+    for (int64_t q = 0; q < S; ++q) s += p[q * slot];
     dw[(i * bc + r) * d + j] += s;  // ((i*b + k)*c + l)*d + j
   }
 }
@@ -101,6 +104,8 @@ __global__ void make_ptrs(PtrAxes pl, const char* x, const char* dy, float* out,
   }
 }
 
+bool a16(const char* p, int64_t bytes) { return (reinterpret_cast<uintptr_t>(p) + bytes) % 16 == 0; }
+
 }  // namespace
 
 int64_t blas_dw_chunk(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, DType dt) {
@@ -115,13 +120,14 @@ int64_t blas_dw_chunk(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch,
   return lo;
 }
 
-// The buffer: S*a*b*c*d partial sums, then (8-byte aligned) three arrays of a*d*S GEMM pointers.
-static int64_t ptr_offset(int64_t S, int64_t g) { return (S * g + 1) / 2 * 2; }
+// The buffer: a*d*S slots of partial sums (slot_floats each), then three arrays of a*d*S GEMM
+// pointers (16-byte aligned: slots are multiples of 4 floats).
+static int64_t slot_floats(int64_t b, int64_t c) { return cdiv(b * c, 4) * 4; }
 
 int64_t blas_dw_floats(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, int64_t chunk) {
   const int64_t S = cdiv(batch, chunk);
   if (S == 1 && d == 1) return 0;  // one GEMM call straight into dw32
-  return ptr_offset(S, a * b * c * d) + 3 * a * d * S * int64_t(sizeof(void*) / sizeof(float));
+  return a * d * S * (slot_floats(b, c) + 3 * int64_t(sizeof(void*) / sizeof(float)));
 }
 
 void blas_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, int64_t b,
@@ -132,6 +138,7 @@ void blas_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, in
   const int64_t es = int64_t(elem_bytes(dt));
   const int64_t L = chunk, nq = batch / L, rem = batch - nq * L, S = nq + (rem > 0), bc = b * c;
   const bool direct = S == 1 && d == 1;
+  const int64_t slot = direct ? bc : slot_floats(b, c);  // direct: dw32's own (a, b, c) layout
   float* out = dw32;
   const int64_t P = a * d * S;  // GEMMs in all (pointer-array slots)
   const void** pa = nullptr;
@@ -139,14 +146,15 @@ void blas_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, in
     check_arg(r.dwcap >= blas_dw_floats(a, b, c, d, batch, chunk), "plan",
               "ks cuBLAS dw buffer not reserved");
     out = r.dwbuf;
-    pa = reinterpret_cast<const void**>(r.dwbuf + ptr_offset(S, a * bc * d));
+    pa = reinterpret_cast<const void**>(r.dwbuf + a * d * S * slot);
   }
   // bsl: x slab (L x c, column-major, ld d*batch) at ((i*c)*d + j)*batch + q*L, likewise dy;
   // C (c x b) = op(X) op(dY) with op(X) = X^T, op(dY) = dY.
   // bsf (d == 1): X (c x L, ld a*c) at i*c + q*L*a*c, dY (b x L, ld a*b): C = X dY^T.
-  const Axis ai = bl ? Axis{a, c * d * batch, b * d * batch, d * S * bc} : Axis{a, c, b, S * bc};
-  const Axis aj = bl ? Axis{d, batch, batch, S * bc} : Axis{1, 0, 0, 0};
-  const Axis aq = bl ? Axis{nq, L, L, bc} : Axis{nq, L * a * c, L * a * b, bc};
+  const Axis ai =
+      bl ? Axis{a, c * d * batch, b * d * batch, d * S * slot} : Axis{a, c, b, S * slot};
+  const Axis aj = bl ? Axis{d, batch, batch, S * slot} : Axis{1, 0, 0, 0};
+  const Axis aq = bl ? Axis{nq, L, L, slot} : Axis{nq, L * a * c, L * a * b, slot};
   const cublasOperation_t ta = bl ? CUBLAS_OP_T : CUBLAS_OP_N, tb = bl ? CUBLAS_OP_N : CUBLAS_OP_T;
   const int lda = int(bl ? d * batch : a * c), ldb = int(bl ? d * batch : a * b);
   const float one = 1.f, zero = 0.f;
@@ -157,7 +165,12 @@ void blas_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, in
                  int64_t base) {
     int64_t count = 1;
     for (const Axis& ax : axes) count *= ax.n;
-    if (ptr_arrays && pa && axes.size() > 1) {
+    // cuBLAS cannot see the pointers of a pointer-array call and assumes them aligned (a 2-byte
+    // aligned half pointer faults: misaligned address), so only 16-byte aligned sets go that way.
+    bool aligned = a16(xb, ox * es) && a16(yb, oy * es) && oo % 4 == 0;
+    for (const Axis& ax : axes)
+      aligned = aligned && ax.sx * es % 16 == 0 && ax.sy * es % 16 == 0 && ax.so % 4 == 0;
+    if (ptr_arrays && pa && axes.size() > 1 && aligned) {
       PtrAxes pl{int(axes.size()), {}};
       for (size_t e = 0; e < axes.size(); ++e) pl.ax[e] = axes[e];
       const void** qa = pa + base;
@@ -201,7 +214,7 @@ void blas_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, in
   if (!direct) {
     const int64_t n = a * d * bc;
     const int blocks = int(std::min<int64_t>(cdiv(n, 256), 4096));
-    add_partials<<<blocks, 256, 0, s>>>(out, dw32, a, b, c, d, S);
+    add_partials<<<blocks, 256, 0, s>>>(out, dw32, a, b, c, d, S, slot);
     STRUX_LAUNCH("ks add_partials");
   }
 }
