@@ -360,7 +360,9 @@ def dw_path(p, batch, layout, dtype="float32"):
 
 
 def refs(x, w, dy, p, layout):
-    """float64 y, dx, dw of the DESIGN.md formula (dense K; dw by einsum over the batch)."""
+    """float64 y, dx, dw of the DESIGN.md formula (dense K; dw by einsum over the batch), and the
+    scale of dw's rounding errors, T = sqrt(sum over the batch of (dy x)^2) per element: a sum's
+    float32 error is relative to T, not to the sum itself, which may cancel (see dw_err)."""
     a, b, c, d = p
     Kd = dense(w, p)
     xd, dyd = x.double(), dy.double()
@@ -369,7 +371,17 @@ def refs(x, w, dy, p, layout):
     else:
         y, dx, xb, dyb = Kd @ xd, Kd.T @ dyd, xd.T, dyd.T
     dw = torch.einsum("nikj,nilj->iklj", dyb.reshape(-1, a, b, d), xb.reshape(-1, a, c, d))
-    return y, dx, dw
+    T = torch.einsum("nikj,nilj->iklj", dyb.reshape(-1, a, b, d) ** 2, xb.reshape(-1, a, c, d) ** 2).sqrt()
+    return y, dx, (dw, T)
+
+
+def dw_err(dw, ref):
+    """||dw - dw64|| / ||T||: the norm-wise error in units of the sums' rounding scale T (refs);
+    equals the relative error for sums without cancellation, stays meaningful for one element
+    whose sum cancels (a 7-row single-element dw measured 1.3e-6 'relative' on the H200 with a
+    correct float32 sum)."""
+    r, T = ref
+    return ((dw.double() - r).norm() / T.norm().clamp_min(1e-300)).item()
 
 
 def acts(p, batch, layout, dtype):
@@ -413,8 +425,9 @@ def test_half_types_on_blas(p, layout, dtype, path, monkeypatch):
         poisoned_pool(2 * x.numel())
         dx, dw = K.ks_matmul_vjp(dy, x, w, p, layout=layout)
         assert y.dtype == dx.dtype == dw.dtype == dtype
-        for got, ref in ((y, ry), (dx, rdx), (dw, rdw)):
+        for got, ref in ((y, ry), (dx, rdx)):
             assert not torch.isnan(got).any() and rel(got, ref) < TOL[dtype], (batch, rel(got, ref))
+        assert not torch.isnan(dw).any() and dw_err(dw, rdw) < TOL[dtype], (batch, dw_err(dw, rdw))
 
 
 F32_DW_PATTERNS = [(1, 1, 1, 1), (2, 1, 5, 3), (3, 7, 1, 2), (2, 2, 2, 16), (1, 13, 17, 1), (3, 5, 7, 3),
@@ -422,11 +435,12 @@ F32_DW_PATTERNS = [(1, 1, 1, 1), (2, 1, 5, 3), (3, 7, 1, 2), (2, 2, 2, 16), (1, 
 
 
 def dw_tol(chunk):
-    """float32 dw vs float64: one accumulation of n products rounds to ~0.6 u sqrt(n) relative
-    (u = 2^-24, random-walk growth of the running sum), the chunk sums add ~u sqrt(#chunks)
-    more; 1.5 u sqrt(chunk) + 2e-7 leaves a factor ~2.5 (norm-wise over many elements, so the
-    measured value sits close to its expectation). 512-row chunks: 2.2e-6; one 25088-row sum
-    would be ~5e-6 expected and fail."""
+    """float32 dw vs float64 (dw_err): one sequential float32 accumulation of n products errs by
+    ~0.3-0.4 u sqrt(n) T (u = 2^-24; the running sum grows like a random walk), the chunk sums
+    add ~u T more; 1.5 u sqrt(chunk) + 2e-7 leaves a factor ~4 over the mean (a float32 simulation
+    of these patterns and batches, 20 seeds: at most 0.53 of it, for single elements; many
+    elements average out: 0.19). 512-row chunks: 2.2e-6 (measured 4.3e-7 on the H200); one
+    25088-row sum would measure ~3e-6 and fail."""
     return 1.5 * 2.0 ** -24 * chunk ** 0.5 + 2e-7
 
 
@@ -452,11 +466,11 @@ def test_float32_dw_on_blas(p, layout, loop, monkeypatch):
         x, dy = acts(p, batch, layout, torch.float32)
         _, _, rdw = refs(x, x.new_zeros(p), dy, p, layout)
         _, dw = K.ks_matmul_vjp(dy, x, rnd(*p), p, layout=layout)
-        assert not torch.isnan(dw).any() and rel(dw, rdw) < dw_tol(chunk), (batch, rel(dw, rdw))
+        assert not torch.isnan(dw).any() and dw_err(dw, rdw) < dw_tol(chunk), (batch, dw_err(dw, rdw))
     monkeypatch.setenv("STRUX_KS_PATH", "tc")
     assert dw_path(p, batch, layout) == ("kernels", 0)
     _, dwk = K.ks_matmul_vjp(dy, x, rnd(*p), p, layout=layout)
-    assert rel(dwk, rdw) < 1e-5 and rel(dw, dwk.double()) < 1e-5
+    assert dw_err(dwk, rdw) < 1e-5 and dw_err(dw, (dwk.double(), rdw[1])) < 1e-5
 
 
 @pytest.mark.parametrize("p,layout", [((1, 48, 48, 16), "bsl"), ((2, 40, 33, 2), "bsl"),
@@ -468,7 +482,7 @@ def test_float32_dw_long_batch(p, layout):
     x, dy = acts(p, 25088, layout, torch.float32)
     _, _, rdw = refs(x, x.new_zeros(p), dy, p, layout)
     _, dw = K.ks_matmul_vjp(dy, x, rnd(*p), p, layout=layout)
-    assert rel(dw, rdw) < dw_tol(chunk), rel(dw, rdw)
+    assert dw_err(dw, rdw) < dw_tol(chunk), dw_err(dw, rdw)
 
 
 @pytest.mark.parametrize("layout", ["bsf", "bsl"])
