@@ -17,6 +17,7 @@ x (batch, N) -> x K^T) and "bsl" (batch-size-last, x (N, batch) -> K x).
 """
 from __future__ import annotations
 
+from . import _cuda_ks_lean as _L
 from . import _ext
 from ._arrays import choice as _choice
 from .ks import _pattern, _patterns  # one validation of patterns for both backends
@@ -27,10 +28,17 @@ _SCAN_DTYPES = ("float32", "float16", "bfloat16", "complex64")
 _DTYPE_CODE = {"float32": 0, "float16": 2, "bfloat16": 3, "complex64": 4}  # strux::cuda::DType
 
 
+_available = None
+
+
 def available() -> bool:
-    """True when this build has the CUDA kernels and a GPU is visible."""
-    return bool(getattr(_ext, "has_cuda", False)) and hasattr(_ext, "cuda_ks_forward") \
-        and _ext.cuda_device_count() > 0
+    """True when this build has the CUDA kernels and a GPU is visible (asked once: the device
+    count of a process does not change)."""
+    global _available
+    if _available is None:
+        _available = bool(getattr(_ext, "has_cuda", False)) and hasattr(_ext, "cuda_ks_forward") \
+            and _ext.cuda_device_count() > 0
+    return _available
 
 
 # ---- array kinds ------------------------------------------------------------------------------
@@ -144,6 +152,13 @@ def _need():
         raise RuntimeError("strux was built without its CUDA backend (ks/scan kernels)")
 
 
+def _seen(x):
+    """After a checked ks call on a CUDA torch tensor: turns on the lean path for the next calls
+    (strux._cuda_ks_lean) and the fast GPU dispatch of strux.ks."""
+    if not _L.TT and _is_torch(x):
+        _L.init()
+
+
 # ---- ks ---------------------------------------------------------------------------------------
 
 def _rows(p) -> int:
@@ -188,12 +203,24 @@ def ks_matmul(x, w, pattern, *, layout: str = "bsf"):
     ``w`` has shape ``pattern = (a, b, c, d)``, K[i*b*d + k*d + j, i*c*d + l*d + j] = w[i, k, l, j].
     Returns (batch, M) or (M, batch), M = a*b*d, in the dtype of x, on x's device and stream.
     """
+    if type(x) in _L.TT:  # torch tensors: the lean path when every check passes (see _cuda_ks_lean)
+        p, bl = _L.pattern(pattern), _L.layout(layout)
+        r = None if p is None or bl is None else _L.ks_ok(x, w, p, bl)
+        if r is not None:
+            return _L.ks_forward(x, w, p, bl, *r)
+    return _ks_matmul_checked(x, w, pattern, layout)
+
+
+def _ks_matmul_checked(x, w, pattern, layout):
+    """ks_matmul with every check, copies of non-contiguous inputs and the DLPack entry: the
+    path of CuPy arrays and of any torch call the lean path declines."""
     _need()
     layout = _choice(layout, "layout", _LAYOUTS)
     p = _pattern(pattern)
     x = _act(x, "x", _cols(p), layout)
     w = _weights(w, "w", p)
     _same(x, "x", w=w)
+    _seen(x)
     return _ks_fwd(_contig(x), _contig(w), p, layout)
 
 
@@ -212,6 +239,11 @@ def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf"):
     ``dw[i, k, l, j] = Σ_batch dy[., i*b*d + k*d + j] x[., i*c*d + l*d + j]``, shaped like w, both in
     x's dtype (dw is summed in float32).
     """
+    if type(x) in _L.TT:
+        p, bl = _L.pattern(pattern), _L.layout(layout)
+        r = None if p is None or bl is None else _L.vjp_ok(dy, x, w, p, bl)
+        if r is not None:
+            return _L.ks_backward(dy, x, w, p, bl, *r)
     _need()
     layout = _choice(layout, "layout", _LAYOUTS)
     p = _pattern(pattern)
@@ -221,6 +253,7 @@ def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf"):
     _same(x, "x", w=w, dy=dy)
     if _batch(dy, layout) != _batch(x, layout):
         raise ValueError(f"argument 'dy': expected batch {_batch(x, layout)} (that of 'x'), got shape {tuple(dy.shape)}")
+    _seen(x)
     return _ks_bwd(_contig(dy), _contig(x), _contig(w), p, layout)
 
 
@@ -241,8 +274,14 @@ def ks_chain(x, ws, patterns, *, layout: str = "bsf"):
 
     One fused launch per factor (K_P first); intermediates are fresh arrays of x's kind.
     """
+    if type(x) in _L.TT:
+        pf, bl = _L.patterns(patterns), _L.layout(layout)
+        r = None if pf is None or bl is None else _L.chain_ok(x, ws, pf[0], bl)
+        if r is not None:
+            return _L.chain_forward(x, ws, pf[0], pf[1], bl, *r)
     _need()
     x, ws, ps, layout = _chain_args(x, ws, patterns, layout)
+    _seen(x)
     y = x
     for w, p in zip(reversed(ws), reversed(ps)):
         y = _ks_fwd(y, w, p, layout)
@@ -254,8 +293,14 @@ def ks_chain_vjp(dy, x, ws, patterns, *, layout: str = "bsf"):
 
     The forward intermediates are recomputed.
     """
+    if type(x) in _L.TT:
+        pf, bl = _L.patterns(patterns), _L.layout(layout)
+        r = None if pf is None or bl is None else _L.chain_vjp_ok(dy, x, ws, pf[0], bl)
+        if r is not None:
+            return _L.chain_backward(dy, x, ws, pf[0], pf[1], bl, *r)
     _need()
     x, ws, ps, layout = _chain_args(x, ws, patterns, layout)
+    _seen(x)
     dy = _contig(_act(dy, "dy", _rows(ps[0]), layout))
     _same(x, "x", dy=dy)
     if _batch(dy, layout) != _batch(x, layout):

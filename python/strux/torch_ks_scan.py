@@ -16,10 +16,30 @@ from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
+from . import _cuda_ks_lean as _L
 from . import _cuda_ks_scan as _K
 
 _FAST = (torch.float32, torch.float16, torch.bfloat16)
+_L.init()  # the lean ks path (a no-op in a build without the CUDA entries)
+
+# Eager calls of ks_matmul / ks_chain skip the custom-op dispatch (tens of microseconds of
+# Python per call) when a direct kernel call is indistinguishable from the op: not under
+# torch.compile (checked first, so Dynamo folds it and traces the op), no torch function or
+# dispatch mode (tracers, fake tensors, functionalization, device contexts), no functorch
+# transform, no TorchScript trace. Gradients then come from _KsMatmulFn / _KsChainFn: the same
+# kernels and formulas as the registered backward ops. Anything else takes the registered ops.
+_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+_tf_len = getattr(torch._C, "_len_torch_function_stack", None)
+_td_len = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_ft_on = getattr(torch._C, "_are_functorch_transforms_active", None)
+_tracing = getattr(torch._C, "_get_tracing_state", None)
+_LEAN = None not in (_compiling, _tf_len, _td_len, _ft_on, _tracing)
+
+
+def _plain_eager() -> bool:
+    return _tf_len() == 0 and _td_len() == 0 and not _ft_on() and _tracing() is None
 
 
 def _gpu(*ts, complex_ok=False) -> bool:
@@ -96,8 +116,41 @@ def _ks_backward(ctx, dy):
 torch.library.register_autograd("strux::ks_matmul", _ks_backward, setup_context=_ks_setup)
 
 
+class _KsMatmulFn(torch.autograd.Function):
+    """Eager autograd of ks_matmul on the lean path (strux::ks_matmul's formulas, no op dispatch);
+    the backward computes only the gradients asked for."""
+
+    @staticmethod
+    def forward(ctx, x, w, p, bl, r):
+        ctx.save_for_backward(x, w)
+        ctx.p, ctx.bl = p, bl
+        return _L.ks_forward(x, w, p, bl, *r)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        nx, nw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        dy = dy.contiguous()
+        r = _L.vjp_ok(dy, x, w, ctx.p, ctx.bl)
+        if r is None:  # not expected (autograd hands dy in y's dtype and device): the checked op
+            dx, dw = _ks_matmul_bwd(dy, x, w, list(ctx.p), ctx.bl)
+        else:
+            dx, dw = _L.ks_backward(dy, x, w, ctx.p, ctx.bl, *r, nx, nw)
+        return (dx if nx else None), (dw if nw else None), None, None, None
+
+
 def ks_matmul(x: Tensor, w: Tensor, pattern, *, layout: str = "bsf") -> Tensor:
     """Differentiable KS factor product: ``x @ K.T`` ("bsf") or ``K @ x`` ("bsl")."""
+    p, bl = _L.pattern(pattern), _L.layout(layout)  # plain type checks (Dynamo traces them too)
+    if p is not None and bl is not None:
+        if _LEAN and not _compiling() and type(x) in _L.TT and _plain_eager():
+            r = _L.ks_ok(x, w, p, bl)
+            if r is not None:
+                if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad):
+                    return _KsMatmulFn.apply(x, w, p, bl, r)
+                return _L.ks_forward(x, w, p, bl, *r)
+        return _ks_matmul(x, w, list(p), bl)
     p = list(_K._pattern(pattern))
     layout = _K._choice(layout, "layout", _K._LAYOUTS)
     return _ks_matmul(x, w, p, layout == "bsl")
@@ -120,6 +173,8 @@ def _unflat(flat):
 
 @torch.library.custom_op("strux::ks_chain", mutates_args=())
 def _ks_chain(x: Tensor, ws: List[Tensor], patterns: List[int], batch_last: bool) -> Tensor:
+    if _gpu(x, *ws):
+        return _K.ks_chain(x, ws, _unflat(patterns), layout=_lay(batch_last))
     return _chain_fwd_list(x, ws, _unflat(patterns), batch_last)[-1]
 
 
@@ -133,6 +188,9 @@ def _(x, ws, patterns, batch_last):
 def _ks_chain_bwd(dy: Tensor, x: Tensor, ws: List[Tensor], patterns: List[int],
                   batch_last: bool) -> List[Tensor]:
     ps = _unflat(patterns)
+    if _gpu(dy, x, *ws):
+        dx, dws = _K.ks_chain_vjp(dy, x, ws, ps, layout=_lay(batch_last))
+        return [dx] + dws
     acts = _chain_fwd_list(x, ws[1:], ps[1:], batch_last) if len(ps) > 1 else [x]
     g, dws = dy, []
     for q in range(len(ps)):
@@ -165,8 +223,51 @@ def _chain_backward(ctx, dy):
 torch.library.register_autograd("strux::ks_chain", _chain_backward, setup_context=_chain_setup)
 
 
+class _KsChainFn(torch.autograd.Function):
+    """Eager autograd of ks_chain on the lean path (strux::ks_chain's formulas: the backward
+    recomputes the intermediates), gradients only where asked for. ws come last (*ws) so that
+    autograd tracks each."""
+
+    @staticmethod
+    def forward(ctx, x, ps, flat, bl, r, *ws):
+        ctx.save_for_backward(x, *ws)
+        ctx.ps, ctx.flat, ctx.bl = ps, flat, bl
+        return _L.chain_forward(x, ws, ps, flat, bl, *r)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        x, *ws = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        dy = dy.contiguous()
+        r = _L.chain_vjp_ok(dy, x, ws, ctx.ps, ctx.bl)
+        if r is None:  # not expected: the checked op
+            out = _ks_chain_bwd(dy, x, ws, ctx.flat, ctx.bl)
+            dx, dws = out[0], out[1:]
+        else:
+            dx, dws = _L.chain_backward(dy, x, ws, ctx.ps, ctx.flat, ctx.bl, *r, need[0], need[5:])
+        return (dx if need[0] else None, None, None, None, None,
+                *(g if n else None for g, n in zip(dws, need[5:])))
+
+
+def _chain_lean(x, ws, ps, flat, bl):
+    """The chain on the lean path, or None when it does not apply (see _plain_eager)."""
+    if not _LEAN or _compiling() or type(x) not in _L.TT or not _plain_eager():
+        return None
+    r = _L.chain_ok(x, ws, ps, bl)
+    if r is None:
+        return None
+    if torch.is_grad_enabled() and (x.requires_grad or any(w.requires_grad for w in ws)):
+        return _KsChainFn.apply(x, ps, flat, bl, r, *ws)
+    return _L.chain_forward(x, ws, ps, flat, bl, *r)
+
+
 def ks_chain(x: Tensor, ws, patterns, *, layout: str = "bsf") -> Tensor:
     """Differentiable chain ``x @ (K_1 ⋯ K_P).T`` ("bsf") or ``K_1 ⋯ K_P @ x`` ("bsl")."""
+    pf, bl = _L.patterns(patterns), _L.layout(layout)
+    if pf is not None and bl is not None:
+        y = _chain_lean(x, ws, pf[0], pf[1], bl)
+        return _ks_chain(x, list(ws), pf[1], bl) if y is None else y
     ps = _K._patterns(patterns)
     layout = _K._choice(layout, "layout", _K._LAYOUTS)
     return _ks_chain(x, list(ws), [v for p in ps for v in p], layout == "bsl")
@@ -191,14 +292,25 @@ class KSLinear(nn.Module):
         self.weights = nn.ParameterList(
             [nn.Parameter(torch.empty(p, **kw).uniform_(-1, 1) / math.sqrt(p[2])) for p in self.patterns])
         self.bias = nn.Parameter(torch.zeros(self.out_features, **kw)) if bias else None
+        # The validated patterns in the lean path's form, made once (the patterns are fixed at
+        # construction: the weights' shapes come from them, and every call checks those).
+        self._lean = _L.patterns(self.patterns)
+
+    def _chain(self, x: Tensor) -> Tensor:
+        ws = list(self.weights)
+        bl = self.layout == "bsl"
+        y = None if self._lean is None else _chain_lean(x, ws, self._lean[0], self._lean[1], bl)
+        return ks_chain(x, ws, self.patterns, layout=self.layout) if y is None else y
 
     def forward(self, x: Tensor) -> Tensor:
         if self.layout == "bsl":
-            y = ks_chain(x, list(self.weights), self.patterns, layout="bsl")
+            y = self._chain(x)
             return y if self.bias is None else y + self.bias[:, None]
-        lead = x.shape[:-1]
-        y = ks_chain(x.reshape(-1, self.in_features), list(self.weights), self.patterns)
-        y = y.reshape(*lead, self.out_features)
+        if x.dim() == 2:  # (batch, in_features): no reshapes
+            y = self._chain(x)
+        else:
+            lead = x.shape[:-1]
+            y = self._chain(x.reshape(-1, self.in_features)).reshape(*lead, self.out_features)
         return y if self.bias is None else y + self.bias
 
     def extra_repr(self) -> str:
