@@ -84,16 +84,20 @@ def layout(lay):
     return None
 
 
-def _act_batch(x, dt, dev, width, bl):
-    """x's batch when x is a contiguous 2-D CUDA tensor of dtype code dt on dev with `width`
-    features; else 0."""
-    if type(x) not in TT or _TDT.get(x.dtype) != dt or x.get_device() != dev or not x.is_contiguous():
-        return 0
+def _batch(x, width, bl):
+    """x's batch when x is contiguous, 2-D with `width` features and batch >= 1; else 0."""
     s = x.shape
-    if len(s) != 2:
+    if len(s) != 2 or not x.is_contiguous():
         return 0
     n, batch = (s[0], s[1]) if bl else (s[1], s[0])
     return batch if n == width and batch > 0 else 0
+
+
+def _act_batch(x, dt, dev, width, bl):
+    """As _batch, for a tensor that must also be of dtype code dt on device dev."""
+    if type(x) not in TT or _TDT.get(x.dtype) != dt or x.get_device() != dev:
+        return 0
+    return _batch(x, width, bl)
 
 
 def _w_ok(w, x, dev, p):
@@ -110,7 +114,7 @@ def ks_ok(x, w, p, bl):
     dev = x.get_device()
     if dt is None or dev < 0 or not _w_ok(w, x, dev, p):
         return None
-    batch = _act_batch(x, dt, dev, p[0] * p[2] * p[3], bl)
+    batch = _batch(x, p[0] * p[2] * p[3], bl)
     return (batch, dt, dev) if batch else None
 
 
@@ -155,7 +159,7 @@ def chain_ok(x, ws, ps, bl):
         if not _w_ok(w, x, dev, p):
             return None
     a, _, c, d = ps[-1]
-    batch = _act_batch(x, dt, dev, a * c * d, bl)
+    batch = _batch(x, a * c * d, bl)
     return (batch, dt, dev) if batch else None
 
 

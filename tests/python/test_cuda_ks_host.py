@@ -42,10 +42,11 @@ def no_dlpack(monkeypatch):
     succeeds took the lean path and a call that raises 'boom' took the checked one."""
     L.init()
     assert L.TT, "the lean path is off in this build"
+    orig = {n: getattr(K._ext, n) for n in ("cuda_ks_forward", "cuda_ks_backward")}
 
-    def off():
-        monkeypatch.setattr(K._ext, "cuda_ks_forward", boom)
-        monkeypatch.setattr(K._ext, "cuda_ks_backward", boom)
+    def off(on=False):
+        for n, f in orig.items():
+            monkeypatch.setattr(K._ext, n, f if on else boom)
     return off
 
 
@@ -58,6 +59,7 @@ def test_lean_matches_checked(p, layout, dtype, no_dlpack):
     w = rnd(*p, dtype=dtype)
     for batch in (1, 301):
         x = rnd(batch, N, dtype=dtype) if layout == "bsf" else rnd(N, batch, dtype=dtype)
+        no_dlpack(on=True)
         want = K._ks_fwd(x, w, p, layout)          # checked entry (DLPack)
         dy = rnd(*want.shape, dtype=dtype)
         wdx, wdw = K._ks_bwd(dy, x, w, p, layout)
@@ -104,6 +106,7 @@ def test_lean_chain_matches_checked(ps, layout, dtype, no_dlpack):
     a, _, c, d = ps[-1]
     for batch in (1, 33):
         x = rnd(batch, a * c * d, dtype=dtype) if layout == "bsf" else rnd(a * c * d, batch, dtype=dtype)
+        no_dlpack(on=True)
         acts = checked_chain(x, ws, ps, layout)
         dy = rnd(*acts[-1].shape, dtype=dtype)
         g, wdws = dy, []

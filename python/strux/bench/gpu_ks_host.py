@@ -53,6 +53,7 @@ def measure(fn):
 
 def forward_cases():
     import strux
+    from strux import _cuda_ks_lean as L
     from strux import _cuda_ks_scan as K
     from strux import _ext
     from strux import torch_ks_scan as T
@@ -78,6 +79,8 @@ def forward_cases():
                 "raw entry only": lambda: _ext.cuda_ks_forward_raw(
                     xp, wp, yp, a, b, c, d, BATCH, bl, 0, 0, torch._C._cuda_getCurrentRawStream(0)),
                 "bmm_f32": lambda: bmm_f32(x, wl, wf, p, layout),
+                "part: lean checks (ks_ok)": lambda: L.ks_ok(x, w, p, bl),
+                "part: output new_empty": lambda: x.new_empty(y.shape),
             }
             out[f"{p} {layout}"] = {"err_vs_bmm": err, **{k: measure(f) for k, f in fns.items()}}
     return out
