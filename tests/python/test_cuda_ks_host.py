@@ -13,6 +13,9 @@ pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and K.available()
                                 reason="needs a CUDA GPU and strux built with CUDA")
 DEV = "cuda"
 TOL = {torch.float32: 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}
+# Two calls may differ in dw: it is summed in float32 with atomics (order varies), ~1e-7
+# relative; rounding those sums to float16/bfloat16 can then flip single elements by one ulp.
+DW_SAME = {torch.float32: 1e-6, torch.float16: 3e-3, torch.bfloat16: 2e-2}
 
 
 def rnd(*shape, dtype=torch.float32):
@@ -70,9 +73,9 @@ def test_lean_matches_checked(p, layout, dtype, no_dlpack):
         assert rel(y, ref_ks(x, w, p, layout)) < TOL[dtype]
         dx, dw = K.ks_matmul_vjp(dy, x, w, p, layout=layout)
         assert dx.shape == x.shape and dw.shape == w.shape and dw.dtype == dtype
-        assert rel(dx, wdx) < 1e-6 and rel(dw, wdw) < 1e-6
+        assert rel(dx, wdx) < 1e-6 and rel(dw, wdw) < DW_SAME[dtype]
         dx2, dw2 = strux.ks_matmul_vjp(dy, x, w, p, layout=layout)
-        assert rel(dx2, wdx) < 1e-6 and rel(dw2, wdw) < 1e-6
+        assert rel(dx2, wdx) < 1e-6 and rel(dw2, wdw) < DW_SAME[dtype]
         # a NaN reaches exactly the outputs the formula says (those of its group and batch entry)
         xn = x.clone()
         xn.view(-1)[x.numel() // 2] = float("nan")
@@ -119,7 +122,7 @@ def test_lean_chain_matches_checked(ps, layout, dtype, no_dlpack):
         dx, dws = K.ks_chain_vjp(dy, x, ws, ps, layout=layout)
         assert dx.shape == x.shape and rel(dx, g) < 1e-6
         for q in range(len(ps)):
-            assert dws[q].shape == ps[q] and dws[q].dtype == dtype and rel(dws[q], wdws[q]) < 1e-6
+            assert dws[q].shape == ps[q] and dws[q].dtype == dtype and rel(dws[q], wdws[q]) < DW_SAME[dtype]
         torch.cuda.synchronize()
 
 

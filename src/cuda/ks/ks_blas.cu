@@ -32,8 +32,6 @@ struct BlasRes {
   size_t ws_bytes = 0;
   float* wbuf = nullptr;
   int64_t wcap = 0;
-  cudaStream_t stream = nullptr;  // the stream the handle is on (valid when stream_set)
-  bool stream_set = false;
 };
 
 constexpr size_t kWorkspace = size_t(32) << 20;  // cuBLAS's recommendation for Hopper
@@ -107,15 +105,8 @@ void blas_prod(const float* x, const float* w, float* y, int64_t a, int64_t b, i
                int64_t d, int64_t batch, int64_t si, int64_t sk, int64_t sl, int64_t sj, bool bl,
                cudaStream_t s) {
   BlasRes& r = res();
-  // cublasSetStream resets the handle's workspace to cuBLAS's own pool, so the two go together,
-  // and only when the stream changes: host time on every call otherwise (small products are
-  // host-bound; bench/NOTES-gpu-ks-scan.md "ks host path").
-  if (!r.stream_set || r.stream != s) {
-    STRUX_CUBLAS(cublasSetStream(r.h, s));
-    STRUX_CUBLAS(cublasSetWorkspace(r.h, r.ws, r.ws_bytes));
-    r.stream = s;
-    r.stream_set = true;
-  }
+  STRUX_CUBLAS(cublasSetStream(r.h, s));
+  STRUX_CUBLAS(cublasSetWorkspace(r.h, r.ws, r.ws_bytes));
   // The weight operand: strides (wi, wj, wk, wl) with wk == 1 or wl == 1.
   const float* wp = w;
   int64_t wi = si, wj = sj, wk = sk, wl = sl;
