@@ -5,6 +5,7 @@
 // from ever misreading memory.
 #ifdef STRUX_HAVE_CUDA
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -255,13 +256,16 @@ void circulant_scan_backward(const Arr& a, bool fourier, const Arr& u, std::opti
                  dh0 ? static_cast<float*>(dh0->data()) : nullptr, scratch(ws), stream_ptr(stream));
 }
 
+// One BlockCirculantScanPlan per (device, B, T, p, k, STRUX_BC_SCAN): the plan picks its kernels
+// when built, reading that variable, so a forced choice must not reuse another choice's plan.
 std::shared_ptr<strux::cuda::BlockCirculantScanPlan> block_plan(int device, int64_t B, int64_t T, int64_t p,
                                                                 int64_t k) {
   static std::mutex mu;
-  static std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t>,
+  static std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, std::string>,
                   std::shared_ptr<strux::cuda::BlockCirculantScanPlan>> cache;
+  const char* env = std::getenv("STRUX_BC_SCAN");
   std::lock_guard<std::mutex> lock(mu);
-  auto key = std::make_tuple(device, B, T, p, k);
+  auto key = std::make_tuple(device, B, T, p, k, std::string(env ? env : ""));
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   auto pl = std::make_shared<strux::cuda::BlockCirculantScanPlan>(B, T, p, k);
@@ -291,6 +295,42 @@ void block_circulant_scan_forward(const Arr& a, const Arr& u, std::optional<Arr>
                 stream_ptr(stream));
 }
 
+
+int64_t block_circulant_scan_backward_workspace(int device, int64_t B, int64_t T, int64_t p, int64_t k) {
+  return block_plan(device, B, T, p, k)->backward_workspace_bytes();
+}
+
+// (register kernels?, chunk length) of the plan for this shape: tests and benchmarks.
+std::pair<bool, int64_t> block_circulant_scan_path(int device, int64_t B, int64_t T, int64_t p, int64_t k) {
+  auto pl = block_plan(device, B, T, p, k);
+  return {pl->register_kernels(), pl->chunk_length()};
+}
+
+void block_circulant_scan_backward(const Arr& a, const Arr& u, std::optional<Arr> h0, const Arr& dh,
+                                   std::optional<Arr> dh_last, const Arr& da, const Arr& du, std::optional<Arr> dh0,
+                                   const Arr& ws, uintptr_t stream) {
+  View av = view(a, "a", 5), uv = view(u, "u", 3), dhv = view(dh, "dh", 3), dav = view(da, "da", 5),
+       duv = view(du, "du", 3);
+  check_arg(av.dt == DType::f32, "a", "expected float32");
+  for (auto* v : {&uv, &dhv, &duv}) same(av, *v, "u");
+  same(av, dav, "da");
+  auto [B, T, n] = btn(uv);
+  const int64_t p = av.shape[2], k = av.shape[4];
+  check_arg(av.shape == std::vector<int64_t>{B, T, p, p, k} && p * k == n, "a", "expected (B, T, p, p, k), n = p k");
+  check_arg(dav.shape == av.shape, "da", "expected the shape of a");
+  check_arg(dhv.shape == uv.shape, "dh", "expected the shape of u");
+  check_arg(duv.shape == uv.shape, "du", "expected the shape of u");
+  check_h0(h0, uv, "h0");
+  check_h0(dh_last, uv, "dh_last");
+  check_h0(dh0, uv, "dh0");
+  auto plan = block_plan(u.device_id(), B, T, p, k);
+  check_arg(int64_t(ws.nbytes()) >= plan->backward_workspace_bytes(), "workspace", "too small");
+  auto f = [](const std::optional<Arr>& x) { return x ? static_cast<float*>(x->data()) : nullptr; };
+  plan->backward(static_cast<const float*>(av.p), static_cast<const float*>(uv.p), f(h0),
+                 static_cast<const float*>(dhv.p), f(dh_last), static_cast<float*>(dav.p),
+                 static_cast<float*>(duv.p), f(dh0), scratch(ws), stream_ptr(stream));
+}
+
 }  // namespace
 
 void bind_cuda_ks_scan(nb::module_& m) {
@@ -318,6 +358,11 @@ void bind_cuda_ks_scan(nb::module_& m) {
   m.def("cuda_block_circulant_scan_workspace", &block_circulant_scan_workspace);
   m.def("cuda_block_circulant_scan_forward", &block_circulant_scan_forward, nb::arg("a"), nb::arg("u"),
         nb::arg("h0").none(), nb::arg("h"), nb::arg("workspace"), nb::arg("stream"));
+  m.def("cuda_block_circulant_scan_backward_workspace", &block_circulant_scan_backward_workspace);
+  m.def("cuda_block_circulant_scan_path", &block_circulant_scan_path);
+  m.def("cuda_block_circulant_scan_backward", &block_circulant_scan_backward, nb::arg("a"), nb::arg("u"),
+        nb::arg("h0").none(), nb::arg("dh"), nb::arg("dh_last").none(), nb::arg("da"), nb::arg("du"),
+        nb::arg("dh0").none(), nb::arg("workspace"), nb::arg("stream"));
 }
 
 #endif  // STRUX_HAVE_CUDA
