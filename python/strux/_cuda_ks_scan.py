@@ -7,9 +7,8 @@ stream of that library (``torch.cuda.current_stream()``, ``cupy.cuda.get_current
 so the calls compose with CUDA graphs and other work on that stream.
 
 dtypes: float32, float16 and bfloat16 (half types are computed with float32 accumulation and
-returned in their own dtype); the scans also take complex64. float64 is not computed by these
-kernels (TypeError): the CPU backend, or ``strux.torch_ks_scan`` (which falls back to a PyTorch
-path for float64), covers it.
+returned in their own dtype); diag_scan also takes complex64, and float64 / complex128 (computed
+in float64); circulant_scan takes float64 too (cuFFT D2Z/Z2D and the complex128 scan).
 
 Functions mirror the CPU API (``strux.ks``, ``strux.scan``): ks_matmul, ks_matmul_vjp, ks_chain,
 ks_chain_vjp, diag_scan, diag_scan_vjp, circulant_scan, circulant_scan_vjp, block_circulant_scan,
@@ -24,8 +23,9 @@ from .ks import _pattern, _patterns  # one validation of patterns for both backe
 
 _LAYOUTS = ("bsf", "bsl")
 _KS_DTYPES = ("float32", "float16", "bfloat16")
-_SCAN_DTYPES = ("float32", "float16", "bfloat16", "complex64")
-_DTYPE_CODE = {"float32": 0, "float16": 2, "bfloat16": 3, "complex64": 4}  # strux::cuda::DType
+_SCAN_DTYPES = ("float32", "float16", "bfloat16", "complex64", "float64", "complex128")
+_DTYPE_CODE = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "complex64": 4,
+               "complex128": 5}  # strux::cuda::DType
 
 
 def available() -> bool:
@@ -356,18 +356,21 @@ def diag_scan_vjp(dh, a, b, *, h0=None, dh_last=None, h=None):
     return _diag_bwd(dh, a, h, h0)
 
 
+_CIRC_REALS = ("float32", "float16", "bfloat16", "float64")
+
+
 def _circ_args(a, u, h0, fourier):
-    """Checks circulant_scan's arrays; returns float32 contiguous u, h0, a in float32
-    (spatial) or complex64 (fourier), and u's dtype."""
+    """Checks circulant_scan's arrays; returns contiguous u, h0 and a in the compute precision
+    (float64 for float64 u, else float32; a complex for fourier=True), and u's dtype."""
     fourier = _flag(fourier, "fourier")
-    reals = ("float32", "float16", "bfloat16")
-    u = _dev_array(u, "u", 3, reals)
+    u = _dev_array(u, "u", 3, _CIRC_REALS)
     B, T, n = u.shape
+    real = "float64" if _dtname(u) == "float64" else "float32"
     if fourier:
-        a = _dev_array(a, "a", 3, ("complex64",))
+        a = _dev_array(a, "a", 3, ("complex128",) if real == "float64" else ("complex64",))
         want = (B, T, n // 2 + 1)
     else:
-        a = _dev_array(a, "a", 3, reals)
+        a = _dev_array(a, "a", 3, _CIRC_REALS)
         want = (B, T, n)
         _same(u, "u", a=a)
     if tuple(a.shape) != want:
@@ -375,13 +378,13 @@ def _circ_args(a, u, h0, fourier):
     if _device_id(a) != _device_id(u):
         raise ValueError(f"argument 'a': expected device {_device_id(u)} (that of 'u'), got {_device_id(a)}")
     if h0 is not None:
-        h0 = _dev_array(h0, "h0", 2, reals)
+        h0 = _dev_array(h0, "h0", 2, _CIRC_REALS)
         if tuple(h0.shape) != (B, n):
             raise ValueError(f"argument 'h0': expected shape {(B, n)} (B, n), got {tuple(h0.shape)}")
         _same(u, "u", h0=h0)
-    f32 = lambda x: None if x is None else _contig(_cast(x, "float32"))
-    a = _contig(a) if fourier else f32(a)
-    return a, f32(u), f32(h0), fourier, _dtname(u)
+    cr = lambda x: None if x is None else _contig(_cast(x, real))
+    a = _contig(a) if fourier else cr(a)
+    return a, cr(u), cr(h0), fourier, _dtname(u)
 
 
 def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False):
@@ -401,7 +404,7 @@ def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False):
         h = _cast(_diag_fwd(a1, u32, h032), dt)
         return (h, h[:, -1]) if return_final else h
     h = _empty(u32, (B, T, n))
-    ws = _bytes(u32, _ext.cuda_circulant_scan_workspace(_device_id(u32), B, T, n))
+    ws = _bytes(u32, _ext.cuda_circulant_scan_workspace(_device_id(u32), B, T, n, _DTYPE_CODE[_dtname(u32)]))
     if fourier:
         _ext.cuda_circulant_scan_forward_fourier(a, u32, h032, h, ws, _stream(u32))
     else:
@@ -423,29 +426,30 @@ def circulant_scan_vjp(dh, a, u, *, h0=None, fourier=False, dh_last=None):
     _need()
     a, u32, h032, fourier, dt = _circ_args(a, u, h0, fourier)
     B, T, n = u32.shape
-    dh = _dev_array(dh, "dh", 3, ("float32", "float16", "bfloat16"))
+    real = _dtname(u32)
+    dh = _dev_array(dh, "dh", 3, _CIRC_REALS)
     if tuple(dh.shape) != (B, T, n):
         raise ValueError(f"argument 'dh': expected shape {(B, T, n)}, got {tuple(dh.shape)}")
     _same(u, "u", dh=dh)
-    dh = _contig(_cast(dh, "float32"))
+    dh = _contig(_cast(dh, real))
     if dh_last is not None:
-        dh_last = _dev_array(dh_last, "dh_last", 2, ("float32", "float16", "bfloat16"))
+        dh_last = _dev_array(dh_last, "dh_last", 2, _CIRC_REALS)
         if tuple(dh_last.shape) != (B, n):
             raise ValueError(f"argument 'dh_last': expected shape {(B, n)}, got {tuple(dh_last.shape)}")
         _same(u, "u", dh_last=dh_last)
         dh = dh.clone() if _is_torch(dh) else dh.copy()
-        dh[:, -1] += _cast(dh_last, "float32")
+        dh[:, -1] += _cast(dh_last, real)
     back = lambda x: None if x is None else _cast(x, dt)
     if n == 1:  # scalar recurrence
         a1 = _contig(a.real) if fourier else a
         da, du, dh0 = _diag_bwd(dh, a1, _diag_fwd(a1, u32, h032), h032)
         if fourier:
-            da = _cast(da, "complex64")
+            da = _cast(da, "complex128" if real == "float64" else "complex64")
         return (da if fourier else back(da)), back(du), back(dh0)
     da = _empty(a, tuple(a.shape))
     du = _empty(u32, (B, T, n))
     dh0 = _empty(u32, (B, n)) if h032 is not None else None
-    ws = _bytes(u32, _ext.cuda_circulant_scan_workspace(_device_id(u32), B, T, n))
+    ws = _bytes(u32, _ext.cuda_circulant_scan_workspace(_device_id(u32), B, T, n, _DTYPE_CODE[_dtname(u32)]))
     _ext.cuda_circulant_scan_backward(a, fourier, u32, h032, dh, da, du, dh0, ws, _stream(u32))
     return (da if fourier else back(da)), back(du), back(dh0)
 
