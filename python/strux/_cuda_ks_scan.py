@@ -7,7 +7,8 @@ stream of that library (``torch.cuda.current_stream()``, ``cupy.cuda.get_current
 so the calls compose with CUDA graphs and other work on that stream.
 
 dtypes: float32, float16 and bfloat16 (half types are computed with float32 accumulation and
-returned in their own dtype); diag_scan also takes complex64, and float64 / complex128 (computed
+returned in their own dtype); ks also takes float64, computed in float64 by cuBLAS DGEMM through
+the array library's einsum (permuted copies: the strux ks kernels are float32 machines); diag_scan also takes complex64, and float64 / complex128 (computed
 in float64); circulant_scan takes float64 too (cuFFT D2Z/Z2D and the complex128 scan).
 
 Functions mirror the CPU API (``strux.ks``, ``strux.scan``): ks_matmul, ks_matmul_vjp, ks_chain,
@@ -23,7 +24,7 @@ from ._arrays import choice as _choice
 from .ks import _pattern, _patterns  # one validation of patterns for both backends
 
 _LAYOUTS = ("bsf", "bsl")
-_KS_DTYPES = ("float32", "float16", "bfloat16")
+_KS_DTYPES = ("float32", "float16", "bfloat16", "float64")
 _SCAN_DTYPES = ("float32", "float16", "bfloat16", "complex64", "float64", "complex128")
 _DTYPE_CODE = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "complex64": 4,
                "complex128": 5}  # strux::cuda::DType
@@ -190,7 +191,41 @@ def _batch(x, layout):
     return x.shape[0] if layout == "bsf" else x.shape[1]
 
 
+def _xp(x):
+    """The array library of x (torch or cupy)."""
+    if _is_torch(x):
+        import torch
+        return torch
+    import cupy
+    return cupy
+
+
+def _ks_fwd_f64(x, w, p, layout):
+    """float64: the DESIGN.md formula as one einsum of the array library (cuBLAS DGEMM on the
+    library's current stream)."""
+    a, b, c, d = p
+    ein = _xp(x).einsum
+    if layout == "bsl":
+        return _contig(ein("iljn,iklj->ikjn", x.reshape(a, c, d, -1), w).reshape(a * b * d, -1))
+    return _contig(ein("nilj,iklj->nikj", x.reshape(-1, a, c, d), w).reshape(-1, a * b * d))
+
+
+def _ks_bwd_f64(dy, x, w, p, layout, need_dx, need_dw):
+    """float64 gradients: dx = dy K and dw (summed over the batch in float64), as einsums."""
+    a, b, c, d = p
+    ein = _xp(x).einsum
+    if layout == "bsl":
+        dyr, xr, sub = dy.reshape(a, b, d, -1), x.reshape(a, c, d, -1), ("ikjn", "iljn")
+    else:
+        dyr, xr, sub = dy.reshape(-1, a, b, d), x.reshape(-1, a, c, d), ("nikj", "nilj")
+    dx = _contig(ein(f"{sub[0]},iklj->{sub[1]}", dyr, w).reshape(x.shape)) if need_dx else None
+    dw = _contig(ein(f"{sub[0]},{sub[1]}->iklj", dyr, xr)) if need_dw else None
+    return dx, dw
+
+
 def _ks_fwd(x, w, p, layout):
+    if _dtname(x) == "float64":
+        return _ks_fwd_f64(x, w, p, layout)
     M = _rows(p)
     b = _batch(x, layout)
     y = _empty(x, (b, M) if layout == "bsf" else (M, b))
@@ -226,6 +261,8 @@ def _ks_matmul_checked(x, w, pattern, layout):
 
 
 def _ks_bwd(dy, x, w, p, layout, need_dx=True, need_dw=True):
+    if _dtname(x) == "float64":
+        return _ks_bwd_f64(dy, x, w, p, layout, need_dx, need_dw)
     dx = _empty(x, tuple(x.shape)) if need_dx else None
     dw32 = _zeros(x, tuple(p), "float32") if need_dw else None
     _ext.cuda_ks_backward(dy, x, w, dx, dw32, list(p), layout == "bsl", _stream(x))
