@@ -536,7 +536,7 @@ def circulant_scan_vjp(dh, a, u, *, h0=None, fourier=False, dh_last=None):
     return (da if fourier else back(da)), back(du), back(dh0)
 
 
-_REALS = ("float32", "float16", "bfloat16")
+_REALS = ("float32", "float16", "bfloat16", "float64")
 
 
 def _block_args(a, u, h0):
@@ -555,8 +555,62 @@ def _block_args(a, u, h0):
         if tuple(h0.shape) != (B, n):
             raise ValueError(f"argument 'h0': expected shape {(B, n)} (B, n), got {tuple(h0.shape)}")
         _same(u, "u", h0=h0)
-    f32 = lambda x: None if x is None else _contig(_cast(x, "float32"))
-    return f32(a), f32(u), f32(h0), (p, k), _dtname(u)
+    real = "float64" if _dtname(u) == "float64" else "float32"
+    cr = lambda x: None if x is None else _contig(_cast(x, real))
+    return cr(a), cr(u), cr(h0), (p, k), _dtname(u)
+
+
+# float64: the same Fourier-domain algorithm in the array library (its cuFFT Z2D/D2Z and batched
+# complex128 products, one step of the p x p recurrence per time step): float64 accuracy where
+# the strux kernels compute in float32. Slower (T small launches per call); for checking and
+# for users who need float64.
+
+def _block_states_f64(A, U, H0):
+    """H_t = A_t H_{t-1} + U_t per frequency; A (B, T, p, p, f), U (B, T, p, f), H0 (B, p, f) or
+    None (then H_0 = U_0: the zero initial state contributes nothing, even where A_0 is NaN)."""
+    ein = _xp(U).einsum
+    Hs = _empty(U, tuple(U.shape), "complex128")
+    H = U[:, 0] if H0 is None else ein("bijf,bjf->bif", A[:, 0], H0) + U[:, 0]
+    Hs[:, 0] = H
+    for t in range(1, U.shape[1]):
+        H = ein("bijf,bjf->bif", A[:, t], H) + U[:, t]
+        Hs[:, t] = H
+    return Hs
+
+
+def _block_fwd_f64(a, u, h0, p, k):
+    fft = _xp(u).fft
+    B, T, n = u.shape
+    H0 = None if h0 is None else fft.rfft(h0.reshape(B, p, k))
+    Hs = _block_states_f64(fft.rfft(a), fft.rfft(u.reshape(B, T, p, k)), H0)
+    return _contig(fft.irfft(Hs, k).reshape(B, T, n))
+
+
+def _block_bwd_f64(dh, a, u, h0, p, k):
+    """g_t = dh_t + A_{t+1}^T g_{t+1}: in the Fourier domain G_t = D_t + A_{t+1}^H G_{t+1}
+    (circ(x)^T has the spectrum conj(X)); du = g, dh0 = A_0^T g_0 and da_t[i, j] = the cyclic
+    cross-correlation of g_t[i] and h_{t-1}[j], whose spectrum is G_t[i] conj(H_{t-1}[j])."""
+    xp = _xp(u)
+    fft, ein = xp.fft, xp.einsum
+    B, T, n = u.shape
+    A = fft.rfft(a)
+    H0 = None if h0 is None else fft.rfft(h0.reshape(B, p, k))
+    Hs = _block_states_f64(A, fft.rfft(u.reshape(B, T, p, k)), H0)
+    D = fft.rfft(dh.reshape(B, T, p, k))
+    Gs = _empty(D, tuple(D.shape), "complex128")
+    G = D[:, T - 1]
+    Gs[:, T - 1] = G
+    for t in range(T - 2, -1, -1):
+        G = D[:, t] + ein("bjif,bjf->bif", A[:, t + 1].conj(), G)
+        Gs[:, t] = G
+    Hprev = _zeros(D, tuple(D.shape), "complex128")
+    Hprev[:, 1:] = Hs[:, :-1]
+    if H0 is not None:
+        Hprev[:, 0] = H0
+    da = _contig(fft.irfft(ein("btif,btjf->btijf", Gs, Hprev.conj()), k))
+    du = _contig(fft.irfft(Gs, k).reshape(B, T, n))
+    dh0 = None if h0 is None else _contig(fft.irfft(ein("bjif,bjf->bif", A[:, 0].conj(), Gs[:, 0]), k).reshape(B, n))
+    return da, du, dh0
 
 
 def block_circulant_scan(a, u, *, h0=None, return_final=False):
@@ -565,12 +619,16 @@ def block_circulant_scan(a, u, *, h0=None, return_final=False):
     A_t is the p x p grid of k x k circulant blocks, block (i, j) = circ(a_t[i, j]); state index
     i*k + r. cuFFT rfft over k, one p x p complex recurrence per frequency (in chunks of time when
     B*(k//2+1) is too small to fill the GPU), irfft; float32 inside (float16/bfloat16 cast and
-    the result cast back). Returns h, or (h, h[:, -1]).
+    the result cast back); float64 runs the same algorithm in the array library, in float64.
+    Returns h, or (h, h[:, -1]).
     """
     _need()
     return_final = _flag(return_final, "return_final")
     a32, u32, h032, (p, k), dt = _block_args(a, u, h0)
     B, T, n = u32.shape
+    if dt == "float64":
+        h = _block_fwd_f64(a32, u32, h032, p, k)
+        return (h, h[:, -1]) if return_final else h
     h = _empty(u32, (B, T, n))
     ws = _bytes(u32, _ext.cuda_block_circulant_scan_workspace(_device_id(u32), B, T, p, k))
     _ext.cuda_block_circulant_scan_forward(a32, u32, h032, h, ws, _stream(u32))
@@ -595,13 +653,19 @@ def block_circulant_scan_vjp(dh, a, u, *, h0=None, dh_last=None):
     if tuple(dh.shape) != (B, T, n):
         raise ValueError(f"argument 'dh': expected shape {(B, T, n)}, got {tuple(dh.shape)}")
     _same(u, "u", dh=dh)
-    dh = _contig(_cast(dh, "float32"))
+    real = _dtname(u32)
+    dh = _contig(_cast(dh, real))
     if dh_last is not None:
         dh_last = _dev_array(dh_last, "dh_last", 2, _REALS)
         if tuple(dh_last.shape) != (B, n):
             raise ValueError(f"argument 'dh_last': expected shape {(B, n)}, got {tuple(dh_last.shape)}")
         _same(u, "u", dh_last=dh_last)
-        dh_last = _contig(_cast(dh_last, "float32"))
+        dh_last = _contig(_cast(dh_last, real))
+    if real == "float64":
+        if dh_last is not None:
+            dh = dh.clone() if _is_torch(dh) else dh.copy()
+            dh[:, -1] += dh_last
+        return _block_bwd_f64(dh, a32, u32, h032, p, k)
     da = _empty(a32, tuple(a32.shape))
     du = _empty(u32, (B, T, n))
     dh0 = _empty(u32, (B, n)) if h032 is not None else None

@@ -207,3 +207,14 @@ def test_torch_autograd_native(with_h0, dtype, tol, monkeypatch):
         fu = torch.empty(B, T, p * k, device=DEV)
         assert TS._block_scan(fa, fu, None).shape == (B, T, p * k)
         assert [t.shape for t in TS._block_scan_bwd(fu, fa, fu, None)][:2] == [fa.shape, fu.shape]
+
+
+@pytest.mark.parametrize("p,k,T", [(1, 1, 1), (2, 5, 9), (3, 4, 2), (4, 33, 5)])
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_float64_on_gpu(p, k, T, with_h0, use_path):
+    """float64 CUDA arrays: the Fourier-domain algorithm in float64 (array library), to float64
+    rounding against the CPU backend, forward and vjp with dh_last."""
+    a, u, h0, dh, dl = make(2, T, p, k, with_h0, seed=7 + p + k + T, dtype=torch.float64)
+    check_vjp(a, u, h0, dh, dl, 1e-12, [""], use_path)
+    with pytest.raises(TypeError, match="'a'"):
+        strux.block_circulant_scan(a.float(), u, h0=h0)
