@@ -19,9 +19,9 @@ struct KsPattern {
   int64_t a, b, c, d;
 };
 
-// How a float32 product (forward or backward_x) runs: the ks tile kernels (tensor-core 3xTF32 /
-// FFMA), cuBLAS SGEMM on strided views of x and y, or the batch-last streaming kernel (W held in
-// shared memory). Other dtypes always take the kernels.
+// How a product (forward or backward_x) runs: the ks tile kernels (tensor-core 3xTF32 / FFMA),
+// cuBLAS on strided views of x and y, or the batch-last float32 streaming kernel (W held in
+// shared memory; float32 only).
 enum class KsPath { kernels, blas, stream };
 const char* ks_path_name(KsPath p);  // "kernels", "blas", "stream"
 
@@ -49,18 +49,24 @@ class KsPlan {
   KsPattern pattern() const { return p_; }
   KsPath forward_path() const { return fwd_.path; }
   KsPath backward_x_path() const { return bx_.path; }
-  // Whether forward / backward_x run cuBLAS on strided views (float32 only).
+  // Whether forward / backward_x / backward_w run cuBLAS on strided views.
   bool forward_uses_blas() const { return fwd_.path == KsPath::blas; }
   bool backward_x_uses_blas() const { return bx_.path == KsPath::blas; }
+  bool backward_w_uses_blas() const { return dw_chunk_ > 0; }
+  // backward_w on cuBLAS: the batch rows summed by one GEMM accumulation (0: the kernels).
+  int64_t backward_w_chunk() const { return dw_chunk_; }
 
  private:
   KsPattern p_;
   int64_t batch_;
   bool batch_last_;
   DType dtype_;
-  // The product path of forward / backward_x (src/cuda/ks/ks_plan.cu, pick_path: the rule and
-  // its measurements).
+  // The product path of forward / backward_x (src/cuda/ks/ks_plan.cu, pick_path / use_blas_half:
+  // the rules and their measurements).
   Choice fwd_, bx_;
+  // backward_w: 0 = the ks kernel, else cuBLAS with batch chunks of this length (use_blas_dw).
+  int64_t dw_chunk_ = 0;
+  bool dw_ptrs_ = true;  // its looped GEMMs as one pointer-array call (ks_blas_dw.cu)
 };
 
 }  // namespace strux::cuda
