@@ -37,6 +37,9 @@ class KsPlan {
   // Whether forward / backward_x run cuBLAS on strided views (float32 only; else the ks kernels).
   bool forward_uses_blas() const { return blas_fwd_; }
   bool backward_x_uses_blas() const { return blas_bx_; }
+  // Whether forward / backward_x run the batch-first d > 1 transposition + cuBLAS path (ks v5b).
+  bool forward_uses_tr() const { return tr_fwd_; }
+  bool backward_x_uses_tr() const { return tr_bx_; }
 
  private:
   KsPattern p_;
@@ -46,6 +49,10 @@ class KsPlan {
   // float32 product path for forward / backward_x: false = the ks kernels, true = cuBLAS on
   // strided views (src/cuda/ks/ks_plan.cu, use_blas: the rule and its measurements).
   bool blas_fwd_ = false, blas_bx_ = false;
+  // ks v5b: batch-first d > 1 through in-row transpositions + cuBLAS (src/cuda/ks/ks_tr.cu),
+  // pipelined over tr_chunks_ batch chunks; rule in ks_plan.cu, use_tr.
+  bool tr_fwd_ = false, tr_bx_ = false;
+  int tr_chunks_ = 1;
 };
 
 }  // namespace strux::cuda

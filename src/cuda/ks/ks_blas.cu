@@ -148,4 +148,22 @@ void blas_prod(const float* x, const float* w, float* y, int64_t a, int64_t b, i
   }
 }
 
+cublasHandle_t blas_handle(cudaStream_t s) {
+  BlasRes& r = res();
+  STRUX_CUBLAS(cublasSetStream(r.h, s));
+  STRUX_CUBLAS(cublasSetWorkspace(r.h, r.ws, r.ws_bytes));
+  return r.h;
+}
+
+const float* blas_group_weights(const float* w, int64_t a, int64_t b, int64_t c, int64_t d,
+                                int64_t si, int64_t sk, int64_t sl, int64_t sj, cudaStream_t s) {
+  BlasRes& r = res();
+  const int64_t n = a * b * c * d;
+  check_arg(r.wcap >= n, "plan", "ks cuBLAS weight buffer not reserved");
+  const int blocks = int(std::min<int64_t>((n + 255) / 256, 4096));
+  relayout_w<<<blocks, 256, 0, s>>>(w, r.wbuf, a, b, c, d, si, sk, sl, sj);
+  STRUX_LAUNCH("ks relayout_w");
+  return r.wbuf;
+}
+
 }  // namespace strux::cuda::ks

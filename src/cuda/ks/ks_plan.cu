@@ -3,11 +3,13 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "cuda/check.hpp"
 #include "cuda/ks/ks_blas.hpp"
+#include "cuda/ks/ks_tr.hpp"
 #include "strux/core.hpp"
 #include "strux/cuda/ks.hpp"
 
@@ -44,6 +46,18 @@ bool use_blas(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl
   if (e && std::strcmp(e, "tc") == 0) return false;
   return bl && !(a * d == 1 && b * c >= (int64_t(1) << 19));
 }
+
+// ks v5b: batch-first d > 1 (float32, where use_blas is false): in-row transposition of x,
+// cuBLAS SGEMM, in-place in-row transposition of y, pipelined over batch chunks (ks_tr.cu).
+// STRUX_KS_PATH=tr forces it where it applies; =tc or =blas keep the kernels.
+// TODO(measure): the batch threshold below is a placeholder until the H200 run.
+bool use_tr(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
+  if (!ks::tr_applies(a, b, c, d, batch, bl)) return false;
+  const char* e = std::getenv("STRUX_KS_PATH");
+  if (e && std::strcmp(e, "tr") == 0) return true;
+  if (e && (std::strcmp(e, "tc") == 0 || std::strcmp(e, "blas") == 0)) return false;
+  return batch >= 1024;
+}
 }  // namespace
 
 KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
@@ -60,7 +74,12 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
   if (dtype == DType::f32) {
     blas_fwd_ = use_blas(p.a, p.b, p.c, p.d, batch, batch_last);
     blas_bx_ = use_blas(p.a, p.c, p.b, p.d, batch, batch_last);
-    if (blas_fwd_ || blas_bx_) ks::blas_reserve(p.a, p.b, p.c, p.d);
+    // ks v5b (batch-first d > 1): see use_tr.
+    tr_fwd_ = !blas_fwd_ && use_tr(p.a, p.b, p.c, p.d, batch, batch_last);
+    tr_bx_ = !blas_bx_ && use_tr(p.a, p.c, p.b, p.d, batch, batch_last);
+    if (tr_fwd_ || tr_bx_)
+      tr_chunks_ = ks::tr_reserve(p.a, std::max(tr_fwd_ ? p.c : 0, tr_bx_ ? p.b : 0), p.d, batch);
+    if (blas_fwd_ || blas_bx_ || tr_fwd_ || tr_bx_) ks::blas_reserve(p.a, p.b, p.c, p.d);
   }
 }
 
@@ -82,6 +101,10 @@ void KsPlan::forward(const void* x, const void* w, void* y, void* stream) const 
     return ks::blas_prod(static_cast<const float*>(x), static_cast<const float*>(w),
                          static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
                          batch_last_, static_cast<cudaStream_t>(stream));
+  if (tr_fwd_)
+    return ks::tr_prod(static_cast<const float*>(x), static_cast<const float*>(w),
+                       static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
+                       tr_chunks_, static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_prod<T>(static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), a,
@@ -98,6 +121,10 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
     return ks::blas_prod(static_cast<const float*>(dy), static_cast<const float*>(w),
                          static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,
                          batch_last_, static_cast<cudaStream_t>(stream));
+  if (tr_bx_)
+    return ks::tr_prod(static_cast<const float*>(dy), static_cast<const float*>(w),
+                       static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,
+                       tr_chunks_, static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_prod<T>(static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx), a,

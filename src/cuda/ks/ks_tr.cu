@@ -1,0 +1,248 @@
+// float32 batch-first ks product with d > 1 (private to src/cuda/ks): transposition + cuBLAS.
+//
+// Why: batch-first group (i, j) reads x columns (i*c + l)*d + j and writes y columns
+// (i*b + k)*d + j, stride d on both sides, so no BLAS layout expresses it and the fused kernel
+// reads/writes partial sectors. Here each row's (i) segment is transposed instead:
+//   1. x'[n][i][j][l] = x[n][i][l][j]   (segment (n, i): c x d -> d x c; a workspace buffer)
+//   2. one strided-batched SGEMM over the a*d groups g = i*d + j: Y'_g (batch x b, ld a*b*d,
+//      group stride b) = X'_g (ld a*c*d, group stride c) W'_g^T, written INTO y's memory as
+//      y'[n][i][j][k] (each row's segment has the same length a*b*d)
+//   3. y[n][i][k][j] = y'[n][i][j][k] in place (segment: d x b -> b x d; a block reads its whole
+//      segments into shared memory before writing them back).
+// Steps 1 and 3 are row-local, contiguous on both sides (full sectors) and in-row, which is
+// what makes them cheaper than bmm's permutations, which move whole (batch, a, c, d) ->
+// (a, d, batch, c) tensors. The batch is cut into `chunks` pieces and pipelined over the
+// caller's stream (the SGEMMs) and a side stream (transposition of chunk t+1 and the fix-up of
+// chunk t-1 while the SGEMM of chunk t runs): the memory-bound passes hide under the
+// compute-bound SGEMM, and a chunk's y' is re-read soon after it was written (L2).
+// Ordering: the side stream waits for an event on the caller's stream at entry and the caller's
+// stream waits for the side stream's last event at exit, so the call is ordered on the caller's
+// stream like a single kernel and nothing syncs the host.
+//
+// Resources (side stream, events, x' buffer) are per (host thread, device), created on first use
+// and kept for the process (like ks_blas.cu's handle): calls of one thread on different
+// streams at once would share the buffers (as they share the cuBLAS weight buffer).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <unordered_map>
+
+#include "cuda/check.hpp"
+#include "cuda/ks/ks_blas.hpp"
+#include "cuda/ks/ks_tr.hpp"
+
+namespace strux::cuda::ks {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxSegFloats = 12288;  // one segment (padded) per block at most: 48 KB of smem
+constexpr int kBlockFloats = 4096;    // several small segments per block up to this
+constexpr int kMaxChunks = 8;
+
+int64_t cdiv_tr(int64_t x, int64_t y) { return (x + y - 1) / y; }
+bool fits_int_tr(int64_t v) { return v >= 0 && v < (int64_t(1) << 31); }
+
+// n / d for 0 <= n < 2^31 as (umulhi(n, m) + n) >> s (round-up multiplier, Granlund-Montgomery):
+// the transposition kernels divide every element index by runtime P and Q.
+struct FastDiv {
+  uint32_t m, s;
+};
+FastDiv make_fastdiv(uint32_t d) {
+  uint32_t s = 0;
+  while ((uint64_t(1) << s) < d) ++s;
+  const uint64_t m = ((uint64_t(1) << 32) * ((uint64_t(1) << s) - d)) / d + 1;
+  return {uint32_t(m), s};
+}
+__device__ __forceinline__ int fdiv(int n, FastDiv f) {
+  return int((__umulhi(uint32_t(n), f.m) + uint32_t(n)) >> f.s);
+}
+
+// The padded row length QS >= Q of a P x Q segment in shared memory. The write phase reads
+// (p, q) at p*QS + q with p fastest across a warp (about 32/P values of q per p when P < 32):
+// QS = 32/P (mod 32) puts each p's run of q in its own banks; for P >= 32 an odd QS does.
+int pick_qs(int P, int Q) {
+  if (P >= 32) return Q | 1;
+  const int want = (32 + P - 1) / P;
+  int qs = Q;
+  while (qs % 32 != want % 32) ++qs;
+  return qs;
+}
+
+// out[s][q][p] = in[s][p][q] for nseg segments of P x Q floats, spb segments per block; in may
+// equal out (each block reads all of its segments before writing any).
+__global__ void __launch_bounds__(kThreads) seg_transpose(const float* in, float* out,
+                                                          int64_t nseg, int spb, int P, int Q,
+                                                          int QS, FastDiv fq, FastDiv fp) {
+  extern __shared__ float sm[];
+  const int64_t s0 = int64_t(blockIdx.x) * spb;
+  const int ns = int(min(int64_t(spb), nseg - s0));
+  const int PQ = P * Q, n = ns * PQ;
+  const float* src = in + s0 * PQ;
+  float* dst = out + s0 * PQ;
+  // Read: element e = r*Q + q of row r = s*P + p lands at sm[r*QS + q]. Four loads in flight
+  // per thread before their shared stores.
+  for (int e0 = threadIdx.x; e0 < n; e0 += 4 * kThreads) {
+    float v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int e = e0 + u * kThreads;
+      if (e < n) v[u] = src[e];
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int e = e0 + u * kThreads;
+      if (e < n) {
+        const int r = fdiv(e, fq);
+        sm[r * QS + (e - r * Q)] = v[u];
+      }
+    }
+  }
+  __syncthreads();
+  // Write: element e = R*P + p of output row R = s*Q + q is (s, p, q) of the input.
+#pragma unroll 4
+  for (int e = threadIdx.x; e < n; e += kThreads) {
+    const int R = fdiv(e, fp), p = e - R * P;
+    const int s = fdiv(R, fq), q = R - s * Q;
+    dst[e] = sm[(s * P + p) * QS + q];
+  }
+}
+
+void launch_seg_transpose(const float* in, float* out, int64_t nseg, int64_t P, int64_t Q,
+                          cudaStream_t s) {
+  const int qs = pick_qs(int(P), int(Q));
+  const int seg = int(P) * qs;
+  const int spb = std::max(1, kBlockFloats / seg);
+  const size_t smem = size_t(spb) * seg * sizeof(float);
+  seg_transpose<<<unsigned(cdiv_tr(nseg, spb)), kThreads, smem, s>>>(
+      in, out, nseg, spb, int(P), int(Q), qs, make_fastdiv(uint32_t(Q)), make_fastdiv(uint32_t(P)));
+  STRUX_LAUNCH("ks seg_transpose");
+}
+
+struct TrRes {
+  cudaStream_t side = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr, gemm_done[kMaxChunks] = {},
+              xt_done[kMaxChunks] = {};
+  float* buf = nullptr;
+  int64_t cap = 0;
+};
+
+TrRes& tr_res() {
+  thread_local std::unordered_map<int, TrRes*> per_dev;
+  int dev = 0;
+  STRUX_CUDA(cudaGetDevice(&dev));
+  TrRes*& r = per_dev[dev];
+  if (!r) {
+    auto* n = new TrRes;
+    // Non-blocking: no implicit ordering with the legacy default stream; our events order it.
+    STRUX_CUDA(cudaStreamCreateWithFlags(&n->side, cudaStreamNonBlocking));
+    auto ev = [](cudaEvent_t* e) {
+      STRUX_CUDA(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+    };
+    ev(&n->fork);
+    ev(&n->join);
+    for (int t = 0; t < kMaxChunks; ++t) ev(&n->gemm_done[t]), ev(&n->xt_done[t]);
+    r = n;
+  }
+  return *r;
+}
+
+// Chunks per call: STRUX_KS_TR_CHUNKS=1..8 (the bench's knob) or the rule below.
+// TODO(measure): placeholder until the H200 run (bench/NOTES-gpu-ks-scan.md, ks v5b).
+int pick_chunks(int64_t batch) {
+  const char* e = std::getenv("STRUX_KS_TR_CHUNKS");
+  int c = 0;
+  if (e && e[0] >= '1' && e[0] <= '8' && e[1] == 0) c = e[0] - '0';
+  if (c == 0) c = batch >= 16384 ? 4 : batch >= 8192 ? 2 : 1;
+  return int(std::max<int64_t>(1, std::min<int64_t>(c, batch)));
+}
+
+}  // namespace
+
+bool tr_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
+  if (bl || d < 2) return false;
+  if (!(fits_int_tr(b) && fits_int_tr(c) && fits_int_tr(d) && fits_int_tr(batch))) return false;
+  if (!fits_int_tr(a * b * d) || !fits_int_tr(a * c * d) || !fits_int_tr(a * d)) return false;
+  // x segments c x d (padded rows d -> QS) and y segments d x b in one block's shared memory.
+  const auto fits = [](int64_t P, int64_t Q) {
+    return P * Q <= kMaxSegFloats && P * pick_qs(int(P), int(Q)) <= kMaxSegFloats;
+  };
+  return fits(c, d) && fits(d, b);
+}
+
+int tr_reserve(int64_t a, int64_t cin, int64_t d, int64_t batch) {
+  TrRes& r = tr_res();
+  const int chunks = pick_chunks(batch);
+  const int64_t rows = chunks == 1 ? batch : 2 * cdiv_tr(batch, chunks);
+  const int64_t need = rows * a * cin * d;
+  if (need > r.cap) {
+    if (r.buf) STRUX_CUDA(cudaFree(r.buf));  // (synchronises: no call still reads it)
+    r.buf = nullptr;
+    r.cap = 0;
+    STRUX_CUDA(cudaMalloc(&r.buf, size_t(need) * sizeof(float)));
+    r.cap = need;
+  }
+  return chunks;
+}
+
+void tr_prod(const float* x, const float* w, float* y, int64_t a, int64_t b, int64_t c, int64_t d,
+             int64_t batch, int64_t si, int64_t sk, int64_t sl, int64_t sj, int chunks,
+             cudaStream_t s) {
+  TrRes& r = tr_res();
+  const int64_t N = a * c * d, M = a * b * d;
+  const int64_t R = cdiv_tr(batch, std::max(1, std::min(chunks, kMaxChunks)));
+  const int64_t nck = cdiv_tr(batch, R);  // chunks actually used (<= kMaxChunks)
+  check_arg(r.cap >= (nck == 1 ? batch : 2 * R) * N, "plan", "ks transposition buffer not reserved");
+  cublasHandle_t h = blas_handle(s);
+  const float* wp = blas_group_weights(w, a, b, c, d, si, sk, sl, sj, s);  // [i*d + j][k][l]
+  const auto rows = [&](int64_t t) { return std::min(R, batch - t * R); };
+  const auto xbuf = [&](int64_t t) { return r.buf + (t % 2) * R * N; };
+  const auto xt = [&](int64_t t, cudaStream_t st) {  // x[n][i][l][j] -> x'[n][i][j][l]
+    launch_seg_transpose(x + t * R * N, xbuf(t), rows(t) * a, c, d, st);
+  };
+  const auto fix = [&](int64_t t, cudaStream_t st) {  // y'[n][i][j][k] -> y[n][i][k][j]
+    float* yt = y + t * R * M;
+    launch_seg_transpose(yt, yt, rows(t) * a, d, b, st);
+  };
+  const float one = 1.f, zero = 0.f;
+  // Column-major: C = Y'_g^T (b x rows, ld a*b*d), op(A) = W'_g (b x c, stored l-fastest: ld c,
+  // transposed), B = X'_g^T (c x rows, ld a*c*d); g = i*d + j at strides b*c, c, b.
+  const auto gemm = [&](int64_t t) {
+    STRUX_CUBLAS(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, int(b), int(rows(t)),
+                                           int(c), &one, wp, int(c), b * c, xbuf(t), int(N), c,
+                                           &zero, y + t * R * M, int(M), b, int(a * d)));
+  };
+  if (nck == 1) {
+    xt(0, s);
+    gemm(0);
+    fix(0, s);
+    return;
+  }
+  // Side stream order: xt(1), then per chunk t: [wait gemm t] xt(t+2) (reuses t's buffer),
+  // fix(t). The SGEMM of t+1 waits only for xt(t+1), not for the fix-up of t.
+  STRUX_CUDA(cudaEventRecord(r.fork, s));
+  STRUX_CUDA(cudaStreamWaitEvent(r.side, r.fork, 0));
+  xt(0, s);
+  xt(1, r.side);
+  STRUX_CUDA(cudaEventRecord(r.xt_done[1], r.side));
+  for (int64_t t = 0; t < nck; ++t) {
+    if (t > 0) STRUX_CUDA(cudaStreamWaitEvent(s, r.xt_done[t], 0));
+    gemm(t);
+    if (t + 1 == nck) {
+      fix(t, s);
+      break;
+    }
+    STRUX_CUDA(cudaEventRecord(r.gemm_done[t], s));
+    STRUX_CUDA(cudaStreamWaitEvent(r.side, r.gemm_done[t], 0));
+    if (t + 2 < nck) {
+      xt(t + 2, r.side);
+      STRUX_CUDA(cudaEventRecord(r.xt_done[t + 2], r.side));
+    }
+    fix(t, r.side);
+  }
+  STRUX_CUDA(cudaEventRecord(r.join, r.side));
+  STRUX_CUDA(cudaStreamWaitEvent(s, r.join, 0));
+}
+
+}  // namespace strux::cuda::ks
