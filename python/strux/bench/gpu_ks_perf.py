@@ -102,10 +102,17 @@ def _forced(fn, **env):
                 os.environ[k] = v
 
 
-def bsf_tr_table(batches=(25088, 4096, 1024)):
-    """ks v5b: batch-first d > 1, per pattern and batch: ms of the kernels (tc), of tr at 1/2/4/8
-    chunks, of the default rule and of bmm (per call), the same back to back for the default and
-    bmm, the float64 errors of tr (forward and dx), and the default's path."""
+TR_VARIANTS = {"tr1": dict(STRUX_KS_TR_CHUNKS="1"), "tr1s": dict(STRUX_KS_TR_CHUNKS="1", STRUX_KS_TR_VEC="0"),
+               "tr2": dict(STRUX_KS_TR_CHUNKS="2"), "tr4": dict(STRUX_KS_TR_CHUNKS="4"),
+               "tr2p": dict(STRUX_KS_TR_CHUNKS="2", STRUX_KS_TR_PRIO="1"),
+               "tr4p": dict(STRUX_KS_TR_CHUNKS="4", STRUX_KS_TR_PRIO="1")}
+
+
+def bsf_tr_table(batches=(25088,)):
+    """ks v5b: batch-first d > 1, per pattern and batch: ms of the kernels (tc), of tr variants
+    (chunks 1/2/4, 16-byte passes off (s), side stream at top priority (p)), of the default rule
+    and of bmm (per call), the same back to back for the default and bmm, the float64 errors of
+    tr (forward and dx), and the default's path."""
     import torch
     from strux import _cuda_ks_scan as K
     from strux.bench.gpu_ks_scan import timeit
@@ -118,8 +125,8 @@ def bsf_tr_table(batches=(25088, 4096, 1024)):
             x = torch.randn(batch, a * c * d, device="cuda")
             ours = lambda: K.ks_matmul(x, w, p, layout="bsf")  # noqa: E731
             r = {"tc": _forced(lambda: timeit(ours), STRUX_KS_PATH="tc")}
-            for ch in ("1", "2", "4", "8"):
-                r[f"tr{ch}"] = _forced(lambda: timeit(ours), STRUX_KS_PATH="tr", STRUX_KS_TR_CHUNKS=ch)
+            for name, env in TR_VARIANTS.items():
+                r[name] = _forced(lambda: timeit(ours), STRUX_KS_PATH="tr", **env)
             r["auto"] = timeit(ours)
             r["bmm"] = timeit(lambda: bmm_f32(x, None, wf, p, "bsf"))
             r["auto_b2b"] = back_to_back(ours)
@@ -136,15 +143,52 @@ def bsf_tr_table(batches=(25088, 4096, 1024)):
                 r["err_tr_dx"] = ((dx.double() - refdx).norm() / refdx.norm()).item()
                 del dx, refdx, dy
             out[f"{p} {batch}"] = r
-            best = min(r[f"tr{ch}"] for ch in "1248")
-            print(f"bsf {p} batch {batch}: tc {r['tc']:.3f} | tr1 {r['tr1']:.3f} tr2 {r['tr2']:.3f} "
-                  f"tr4 {r['tr4']:.3f} tr8 {r['tr8']:.3f} | auto {r['auto']:.3f} ({r['path']}) | "
-                  f"bmm {r['bmm']:.3f} | x bmm: best tr {r['bmm'] / best:.2f}, auto {r['bmm'] / r['auto']:.2f} "
-                  f"| b2b auto {r['auto_b2b']:.3f} / bmm {r['bmm_b2b']:.3f} ({r['bmm_b2b'] / r['auto_b2b']:.2f})"
+            best = min(r[k] for k in TR_VARIANTS)
+            print(f"bsf {p} batch {batch}: tc {r['tc']:.3f} | " +
+                  " ".join(f"{k} {r[k]:.3f}" for k in TR_VARIANTS) +
+                  f" | auto {r['auto']:.3f} ({r['path']}) | bmm {r['bmm']:.3f} | x bmm: best tr "
+                  f"{r['bmm'] / best:.2f}, auto {r['bmm'] / r['auto']:.2f} | b2b auto {r['auto_b2b']:.3f} / "
+                  f"bmm {r['bmm_b2b']:.3f} ({r['bmm_b2b'] / r['auto_b2b']:.2f})"
                   + (f" | err tr {r['err_tr']:.1e} dx {r['err_tr_dx']:.1e}" if "err_tr" in r else ""),
                   flush=True)
             del x
     return out
+
+
+def profile_bsf(pats=((1, 768, 192, 2), (2, 192, 48, 4), (1, 256, 256, 4)), batch=25088, calls=5):
+    """Per-kernel GPU microseconds (torch.profiler, CUDA activity) of the tr path (16-byte passes
+    on and off) and of bmm: which piece costs what."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from strux import _cuda_ks_scan as K
+    res = {}
+    for p in pats:
+        a, b, c, d = p
+        w = torch.randn(*p, device="cuda") / c ** 0.5
+        wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
+        x = torch.randn(batch, a * c * d, device="cuda")
+        runs = {"tr": lambda: _forced(lambda: K.ks_matmul(x, w, p), STRUX_KS_PATH="tr", STRUX_KS_TR_CHUNKS="1"),
+                "tr_novec": lambda: _forced(lambda: K.ks_matmul(x, w, p), STRUX_KS_PATH="tr",
+                                            STRUX_KS_TR_CHUNKS="1", STRUX_KS_TR_VEC="0"),
+                "bmm": lambda: bmm_f32(x, None, wf, p, "bsf")}
+        for name, fn in runs.items():
+            fn()
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(calls):
+                    fn()
+                torch.cuda.synchronize()
+            rows = []
+            for ev in prof.key_averages():
+                t = getattr(ev, "device_time_total", None)
+                if t is None:
+                    t = getattr(ev, "cuda_time_total", 0.0)
+                if t > 0:
+                    rows.append((ev.key[:60], ev.count / calls, t / calls))
+            rows.sort(key=lambda r: -r[2])
+            res[f"{p} {name}"] = rows
+            print(f"profile {p} {name}: " + "; ".join(f"{k} x{n:g} {t:.1f} us" for k, n, t in rows[:6]), flush=True)
+    return res
 
 
 def forward_times(batch=25088):
@@ -180,10 +224,11 @@ def main():
         import torch
         torch.manual_seed(0)
         print(f"device {torch.cuda.get_device_name()}", flush=True)
+        prof = profile_bsf()
         tab = bsf_tr_table()
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "gpu_ks_bsf.json"), "w") as fh:
-            json.dump(tab, fh, indent=1)
+            json.dump(dict(table=tab, profile=prof), fh, indent=1)
         return
     from strux.bench.gpu_ks_scan import ceilings, ks_cases
     import torch

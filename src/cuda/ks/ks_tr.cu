@@ -71,7 +71,10 @@ int pick_qs(int P, int Q) {
 }
 
 // out[s][q][p] = in[s][p][q] for nseg segments of P x Q floats, spb segments per block; in may
-// equal out (each block reads all of its segments before writing any).
+// equal out (each block reads all of its segments before writing any). V4: 16-byte global loads
+// and stores (P*Q % 4 == 0, both pointers 16-byte aligned), four of them in flight per thread.
+// ROLE only names the pass in profiles (0: x -> x', 1: y' -> y).
+template <bool V4, int ROLE>
 __global__ void __launch_bounds__(kThreads) seg_transpose(const float* in, float* out,
                                                           int64_t nseg, int spb, int P, int Q,
                                                           int QS, FastDiv fq, FastDiv fp) {
@@ -81,47 +84,86 @@ __global__ void __launch_bounds__(kThreads) seg_transpose(const float* in, float
   const int PQ = P * Q, n = ns * PQ;
   const float* src = in + s0 * PQ;
   float* dst = out + s0 * PQ;
-  // Read: element e = r*Q + q of row r = s*P + p lands at sm[r*QS + q]. Four loads in flight
-  // per thread before their shared stores.
-  for (int e0 = threadIdx.x; e0 < n; e0 += 4 * kThreads) {
-    float v[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int e = e0 + u * kThreads;
-      if (e < n) v[u] = src[e];
-    }
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int e = e0 + u * kThreads;
-      if (e < n) {
-        const int r = fdiv(e, fq);
-        sm[r * QS + (e - r * Q)] = v[u];
-      }
-    }
-  }
-  __syncthreads();
+  // Read: element e = r*Q + q of row r = s*P + p lands at sm[r*QS + q].
+  const auto put = [&](int e, float v) {
+    const int r = fdiv(e, fq);
+    sm[r * QS + (e - r * Q)] = v;
+  };
   // Write: element e = R*P + p of output row R = s*Q + q is (s, p, q) of the input.
-#pragma unroll 4
-  for (int e = threadIdx.x; e < n; e += kThreads) {
+  const auto get = [&](int e) {
     const int R = fdiv(e, fp), p = e - R * P;
     const int s = fdiv(R, fq), q = R - s * Q;
-    dst[e] = sm[(s * P + p) * QS + q];
+    return sm[(s * P + p) * QS + q];
+  };
+  if constexpr (V4) {
+    const int n4 = n >> 2;
+    const float4* src4 = reinterpret_cast<const float4*>(src);
+    for (int v0 = threadIdx.x; v0 < n4; v0 += 4 * kThreads) {
+      float4 v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int vi = v0 + u * kThreads;
+        if (vi < n4) v[u] = src4[vi];
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int vi = v0 + u * kThreads;
+        if (vi < n4) {
+          put(4 * vi, v[u].x);
+          put(4 * vi + 1, v[u].y);
+          put(4 * vi + 2, v[u].z);
+          put(4 * vi + 3, v[u].w);
+        }
+      }
+    }
+    __syncthreads();
+    float4* dst4 = reinterpret_cast<float4*>(dst);
+    for (int vi = threadIdx.x; vi < n4; vi += kThreads)
+      dst4[vi] = make_float4(get(4 * vi), get(4 * vi + 1), get(4 * vi + 2), get(4 * vi + 3));
+  } else {
+    for (int e0 = threadIdx.x; e0 < n; e0 += 4 * kThreads) {
+      float v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int e = e0 + u * kThreads;
+        if (e < n) v[u] = src[e];
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int e = e0 + u * kThreads;
+        if (e < n) put(e, v[u]);
+      }
+    }
+    __syncthreads();
+#pragma unroll 4
+    for (int e = threadIdx.x; e < n; e += kThreads) dst[e] = get(e);
   }
 }
 
+// STRUX_KS_TR_VEC=0 turns the 16-byte variant off (bench knob, read per call).
+template <int ROLE>
 void launch_seg_transpose(const float* in, float* out, int64_t nseg, int64_t P, int64_t Q,
                           cudaStream_t s) {
   const int qs = pick_qs(int(P), int(Q));
   const int seg = int(P) * qs;
   const int spb = std::max(1, kBlockFloats / seg);
   const size_t smem = size_t(spb) * seg * sizeof(float);
-  seg_transpose<<<unsigned(cdiv_tr(nseg, spb)), kThreads, smem, s>>>(
-      in, out, nseg, spb, int(P), int(Q), qs, make_fastdiv(uint32_t(Q)), make_fastdiv(uint32_t(P)));
+  const auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const char* e = std::getenv("STRUX_KS_TR_VEC");
+  const bool v4 = (P * Q) % 4 == 0 && al(in) && al(out) && !(e && e[0] == '0');
+  const unsigned blocks = unsigned(cdiv_tr(nseg, spb));
+  const FastDiv fq = make_fastdiv(uint32_t(Q)), fp = make_fastdiv(uint32_t(P));
+  if (v4)
+    seg_transpose<true, ROLE><<<blocks, kThreads, smem, s>>>(in, out, nseg, spb, int(P), int(Q),
+                                                             qs, fq, fp);
+  else
+    seg_transpose<false, ROLE><<<blocks, kThreads, smem, s>>>(in, out, nseg, spb, int(P), int(Q),
+                                                              qs, fq, fp);
   STRUX_LAUNCH("ks seg_transpose");
 }
 
 struct TrRes {
-  cudaStream_t side = nullptr;
+  cudaStream_t side = nullptr, side_hi = nullptr;  // default / greatest priority
   cudaEvent_t fork = nullptr, join = nullptr, gemm_done[kMaxChunks] = {},
               xt_done[kMaxChunks] = {};
   float* buf = nullptr;
@@ -137,6 +179,9 @@ TrRes& tr_res() {
     auto* n = new TrRes;
     // Non-blocking: no implicit ordering with the legacy default stream; our events order it.
     STRUX_CUDA(cudaStreamCreateWithFlags(&n->side, cudaStreamNonBlocking));
+    int lo = 0, hi = 0;
+    STRUX_CUDA(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+    STRUX_CUDA(cudaStreamCreateWithPriority(&n->side_hi, cudaStreamNonBlocking, hi));
     auto ev = [](cudaEvent_t* e) {
       STRUX_CUDA(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
     };
@@ -154,7 +199,7 @@ int pick_chunks(int64_t batch) {
   const char* e = std::getenv("STRUX_KS_TR_CHUNKS");
   int c = 0;
   if (e && e[0] >= '1' && e[0] <= '8' && e[1] == 0) c = e[0] - '0';
-  if (c == 0) c = batch >= 16384 ? 4 : batch >= 8192 ? 2 : 1;
+  if (c == 0) c = 1;
   return int(std::max<int64_t>(1, std::min<int64_t>(c, batch)));
 }
 
@@ -194,16 +239,19 @@ void tr_prod(const float* x, const float* w, float* y, int64_t a, int64_t b, int
   const int64_t R = cdiv_tr(batch, std::max(1, std::min(chunks, kMaxChunks)));
   const int64_t nck = cdiv_tr(batch, R);  // chunks actually used (<= kMaxChunks)
   check_arg(r.cap >= (nck == 1 ? batch : 2 * R) * N, "plan", "ks transposition buffer not reserved");
+  // STRUX_KS_TR_PRIO=1: the side stream at the greatest priority (bench knob, read per call).
+  const char* pe = std::getenv("STRUX_KS_TR_PRIO");
+  cudaStream_t side = pe && pe[0] == '1' ? r.side_hi : r.side;
   cublasHandle_t h = blas_handle(s);
   const float* wp = blas_group_weights(w, a, b, c, d, si, sk, sl, sj, s);  // [i*d + j][k][l]
   const auto rows = [&](int64_t t) { return std::min(R, batch - t * R); };
   const auto xbuf = [&](int64_t t) { return r.buf + (t % 2) * R * N; };
   const auto xt = [&](int64_t t, cudaStream_t st) {  // x[n][i][l][j] -> x'[n][i][j][l]
-    launch_seg_transpose(x + t * R * N, xbuf(t), rows(t) * a, c, d, st);
+    launch_seg_transpose<0>(x + t * R * N, xbuf(t), rows(t) * a, c, d, st);
   };
   const auto fix = [&](int64_t t, cudaStream_t st) {  // y'[n][i][j][k] -> y[n][i][k][j]
     float* yt = y + t * R * M;
-    launch_seg_transpose(yt, yt, rows(t) * a, d, b, st);
+    launch_seg_transpose<1>(yt, yt, rows(t) * a, d, b, st);
   };
   const float one = 1.f, zero = 0.f;
   // Column-major: C = Y'_g^T (b x rows, ld a*b*d), op(A) = W'_g (b x c, stored l-fastest: ld c,
@@ -222,10 +270,10 @@ void tr_prod(const float* x, const float* w, float* y, int64_t a, int64_t b, int
   // Side stream order: xt(1), then per chunk t: [wait gemm t] xt(t+2) (reuses t's buffer),
   // fix(t). The SGEMM of t+1 waits only for xt(t+1), not for the fix-up of t.
   STRUX_CUDA(cudaEventRecord(r.fork, s));
-  STRUX_CUDA(cudaStreamWaitEvent(r.side, r.fork, 0));
+  STRUX_CUDA(cudaStreamWaitEvent(side, r.fork, 0));
   xt(0, s);
-  xt(1, r.side);
-  STRUX_CUDA(cudaEventRecord(r.xt_done[1], r.side));
+  xt(1, side);
+  STRUX_CUDA(cudaEventRecord(r.xt_done[1], side));
   for (int64_t t = 0; t < nck; ++t) {
     if (t > 0) STRUX_CUDA(cudaStreamWaitEvent(s, r.xt_done[t], 0));
     gemm(t);
@@ -234,14 +282,14 @@ void tr_prod(const float* x, const float* w, float* y, int64_t a, int64_t b, int
       break;
     }
     STRUX_CUDA(cudaEventRecord(r.gemm_done[t], s));
-    STRUX_CUDA(cudaStreamWaitEvent(r.side, r.gemm_done[t], 0));
+    STRUX_CUDA(cudaStreamWaitEvent(side, r.gemm_done[t], 0));
     if (t + 2 < nck) {
-      xt(t + 2, r.side);
-      STRUX_CUDA(cudaEventRecord(r.xt_done[t + 2], r.side));
+      xt(t + 2, side);
+      STRUX_CUDA(cudaEventRecord(r.xt_done[t + 2], side));
     }
-    fix(t, r.side);
+    fix(t, side);
   }
-  STRUX_CUDA(cudaEventRecord(r.join, r.side));
+  STRUX_CUDA(cudaEventRecord(r.join, side));
   STRUX_CUDA(cudaStreamWaitEvent(s, r.join, 0));
 }
 
