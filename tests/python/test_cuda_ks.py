@@ -347,20 +347,18 @@ def test_float32_blas_nan_and_stream(layout, monkeypatch):
     assert rel(y2, ref) < 1e-6
 
 
-# ks v5b: batch-first d > 1 through in-row transpositions + cuBLAS (STRUX_KS_PATH=tr), pipelined
-# over STRUX_KS_TR_CHUNKS batch chunks. b or c = 1, 2, odd, primes, d = 2, 3, 5, 16.
+# ks v5b: batch-first d > 1 through in-row transpositions + cuBLAS (STRUX_KS_PATH=tr).
+# b or c = 1, 2, odd, primes, d = 2, 3, 5, 16; segment sizes with and without 16-byte passes.
 TR_PATTERNS = [(1, 1, 1, 2), (2, 2, 2, 2), (3, 5, 7, 3), (2, 17, 19, 5), (1, 48, 48, 16), (1, 1, 7, 3),
                (2, 7, 1, 2), (1, 13, 11, 16), (3, 2, 50, 2), (1, 192, 96, 2), (2, 31, 37, 4),
                (1, 96, 385, 2), (4, 3, 2, 5)]
 
 
 @pytest.mark.parametrize("p", TR_PATTERNS)
-@pytest.mark.parametrize("chunks", ["1", "3", "8"])
-def test_float32_tr_path(p, chunks, monkeypatch):
-    """Forced tr path: forward and dx within 1e-6 of float64 at batches 1 / 7 / 301 (chunk tails),
-    every output written (NaN-poisoned pool), same values as the kernels to float32 accuracy."""
+def test_float32_tr_path(p, monkeypatch):
+    """Forced tr path: forward and dx within 1e-6 of float64 at batches 1 / 7 / 301, every output
+    written (NaN-poisoned pool), same values as the kernels to float32 accuracy."""
     monkeypatch.setenv("STRUX_KS_PATH", "tr")
-    monkeypatch.setenv("STRUX_KS_TR_CHUNKS", chunks)
     a, b, c, d = p
     N, M = a * c * d, a * b * d
     assert ks_path(p, 7, "bsf") == ("tr", "tr")
@@ -400,14 +398,30 @@ def test_tr_rule_and_limits(monkeypatch):
     assert rel(K.ks_matmul(x, w, big), x.double() @ dense(w, big).T) < 2e-6
 
 
-@pytest.mark.parametrize("chunks", ["1", "4"])
-def test_float32_tr_nan_inf_and_stream(chunks, monkeypatch):
+def test_float32_tr_workspace_passes(monkeypatch):
+    """Rows of 8192 input floats: the 256 MB x' workspace takes 8192 rows, so batch 8300 runs in
+    two equal passes (4150 rows); forward and dx (one pass) within 1e-6 of float64."""
+    monkeypatch.setenv("STRUX_KS_PATH", "tr")
+    p = (1, 16, 4096, 2)
+    a, b, c, d = p
+    assert ks_path(p, 8300, "bsf") == ("tr", "tr")
+    w = rnd(*p)
+    Kd = dense(w, p)
+    x = rnd(8300, a * c * d)
+    poisoned_pool(4 * 8300 * a * b * d)
+    y = K.ks_matmul(x, w, p)
+    assert not torch.isnan(y).any() and rel(y, x.double() @ Kd.T) < 1e-6
+    dy = rnd(8300, a * b * d)
+    dx, _ = K.ks_matmul_vjp(dy, x, w, p)
+    assert not torch.isnan(dx).any() and rel(dx, dy.double() @ Kd) < 1e-6
+
+
+def test_float32_tr_nan_inf_and_stream(monkeypatch):
     """tr path: a NaN reaches exactly the outputs of its group and row; an infinite input with
     positive weights gives inf, never NaN; the call is ordered on the caller's (side) stream:
     an input written just before on that stream behind a long sleep is the one used, and a copy
     of y enqueued right after sees the finished result."""
     monkeypatch.setenv("STRUX_KS_PATH", "tr")
-    monkeypatch.setenv("STRUX_KS_TR_CHUNKS", chunks)
     p = (2, 64, 40, 2)
     a, b, c, d = p
     w = rnd(*p)

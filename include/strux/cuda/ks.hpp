@@ -50,9 +50,9 @@ class KsPlan {
   // strided views (src/cuda/ks/ks_plan.cu, use_blas: the rule and its measurements).
   bool blas_fwd_ = false, blas_bx_ = false;
   // ks v5b: batch-first d > 1 through in-row transpositions + cuBLAS (src/cuda/ks/ks_tr.cu),
-  // pipelined over tr_chunks_ batch chunks; rule in ks_plan.cu, use_tr.
+  // tr_rows_ batch rows per pass (the workspace cap); rule in ks_plan.cu, use_tr.
   bool tr_fwd_ = false, tr_bx_ = false;
-  int tr_chunks_ = 1;
+  int64_t tr_rows_ = 1;
 };
 
 }  // namespace strux::cuda

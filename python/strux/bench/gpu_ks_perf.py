@@ -102,17 +102,13 @@ def _forced(fn, **env):
                 os.environ[k] = v
 
 
-TR_VARIANTS = {"tr1": dict(STRUX_KS_TR_CHUNKS="1"), "tr1s": dict(STRUX_KS_TR_CHUNKS="1", STRUX_KS_TR_VEC="0"),
-               "tr2": dict(STRUX_KS_TR_CHUNKS="2"), "tr4": dict(STRUX_KS_TR_CHUNKS="4"),
-               "tr2p": dict(STRUX_KS_TR_CHUNKS="2", STRUX_KS_TR_PRIO="1"),
-               "tr4p": dict(STRUX_KS_TR_CHUNKS="4", STRUX_KS_TR_PRIO="1")}
+TR_VARIANTS = {"tr": dict(STRUX_KS_PATH="tr")}  # (run 1-2 also timed chunked / pipelined variants)
 
 
 def bsf_tr_table(batches=(25088,)):
-    """ks v5b: batch-first d > 1, per pattern and batch: ms of the kernels (tc), of tr variants
-    (chunks 1/2/4, 16-byte passes off (s), side stream at top priority (p)), of the default rule
-    and of bmm (per call), the same back to back for the default and bmm, the float64 errors of
-    tr (forward and dx), and the default's path."""
+    """ks v5b: batch-first d > 1, per pattern and batch: ms of the kernels (tc), of tr (both
+    forced), of the default rule and of bmm (per call), the same back to back for the default
+    and bmm, the float64 errors of tr (forward and dx), and the default's path."""
     import torch
     from strux import _cuda_ks_scan as K
     from strux.bench.gpu_ks_scan import timeit
@@ -126,7 +122,7 @@ def bsf_tr_table(batches=(25088,)):
             ours = lambda: K.ks_matmul(x, w, p, layout="bsf")  # noqa: E731
             r = {"tc": _forced(lambda: timeit(ours), STRUX_KS_PATH="tc")}
             for name, env in TR_VARIANTS.items():
-                r[name] = _forced(lambda: timeit(ours), STRUX_KS_PATH="tr", **env)
+                r[name] = _forced(lambda: timeit(ours), **env)
             r["auto"] = timeit(ours)
             r["bmm"] = timeit(lambda: bmm_f32(x, None, wf, p, "bsf"))
             r["auto_b2b"] = back_to_back(ours)
@@ -156,8 +152,8 @@ def bsf_tr_table(batches=(25088,)):
 
 
 def profile_bsf(pats=((1, 768, 192, 2), (2, 192, 48, 4), (1, 256, 256, 4)), batch=25088, calls=5):
-    """Per-kernel GPU microseconds (torch.profiler, CUDA activity) of the tr path (16-byte passes
-    on and off) and of bmm: which piece costs what."""
+    """Per-kernel GPU microseconds (torch.profiler, CUDA activity) of the tr path and of bmm:
+    which piece costs what."""
     import torch
     from torch.profiler import ProfilerActivity, profile
     from strux import _cuda_ks_scan as K
@@ -167,9 +163,7 @@ def profile_bsf(pats=((1, 768, 192, 2), (2, 192, 48, 4), (1, 256, 256, 4)), batc
         w = torch.randn(*p, device="cuda") / c ** 0.5
         wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
         x = torch.randn(batch, a * c * d, device="cuda")
-        runs = {"tr": lambda: _forced(lambda: K.ks_matmul(x, w, p), STRUX_KS_PATH="tr", STRUX_KS_TR_CHUNKS="1"),
-                "tr_novec": lambda: _forced(lambda: K.ks_matmul(x, w, p), STRUX_KS_PATH="tr",
-                                            STRUX_KS_TR_CHUNKS="1", STRUX_KS_TR_VEC="0"),
+        runs = {"tr": lambda: _forced(lambda: K.ks_matmul(x, w, p), STRUX_KS_PATH="tr"),
                 "bmm": lambda: bmm_f32(x, None, wf, p, "bsf")}
         for name, fn in runs.items():
             fn()

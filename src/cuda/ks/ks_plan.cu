@@ -48,9 +48,13 @@ bool use_blas(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl
 }
 
 // ks v5b: batch-first d > 1 (float32, where use_blas is false): in-row transposition of x,
-// cuBLAS SGEMM, in-place in-row transposition of y, pipelined over batch chunks (ks_tr.cu).
-// STRUX_KS_PATH=tr forces it where it applies; =tc or =blas keep the kernels.
-// TODO(measure): the batch threshold below is a placeholder until the H200 run.
+// cuBLAS SGEMM, in-place in-row transposition of y (ks_tr.cu). STRUX_KS_PATH=tr forces it where
+// it applies; =tc or =blas keep the kernels. Measured (H200, 2026-11-21, fp32, ms tr / kernels
+// [bmm]): batch 25088: (1,48,48,16) 0.221/0.403 [0.475], (2,96,384,4) 0.651/0.775 [0.843],
+// (2,192,48,4) 0.279/0.372 [0.321], (1,768,192,2) 0.485/0.667 [0.514], (4,64,64,4) 0.266/0.273
+// [0.304], (1,256,256,4) 0.436/0.626 [0.510], (4,96,96,2) 0.242/0.241 [0.264]; batch 4096 and
+// 1024: tr ahead of the kernels on all four patterns timed. Below 1024 (not timed) the kernels'
+// single launch is kept.
 bool use_tr(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
   if (!ks::tr_applies(a, b, c, d, batch, bl)) return false;
   const char* e = std::getenv("STRUX_KS_PATH");
@@ -78,7 +82,7 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
     tr_fwd_ = !blas_fwd_ && use_tr(p.a, p.b, p.c, p.d, batch, batch_last);
     tr_bx_ = !blas_bx_ && use_tr(p.a, p.c, p.b, p.d, batch, batch_last);
     if (tr_fwd_ || tr_bx_)
-      tr_chunks_ = ks::tr_reserve(p.a, std::max(tr_fwd_ ? p.c : 0, tr_bx_ ? p.b : 0), p.d, batch);
+      tr_rows_ = ks::tr_reserve(p.a, std::max(tr_fwd_ ? p.c : 0, tr_bx_ ? p.b : 0), p.d, batch);
     if (blas_fwd_ || blas_bx_ || tr_fwd_ || tr_bx_) ks::blas_reserve(p.a, p.b, p.c, p.d);
   }
 }
@@ -104,7 +108,7 @@ void KsPlan::forward(const void* x, const void* w, void* y, void* stream) const 
   if (tr_fwd_)
     return ks::tr_prod(static_cast<const float*>(x), static_cast<const float*>(w),
                        static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
-                       tr_chunks_, static_cast<cudaStream_t>(stream));
+                       tr_rows_, static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_prod<T>(static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), a,
@@ -124,7 +128,7 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
   if (tr_bx_)
     return ks::tr_prod(static_cast<const float*>(dy), static_cast<const float*>(w),
                        static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,
-                       tr_chunks_, static_cast<cudaStream_t>(stream));
+                       tr_rows_, static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_prod<T>(static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx), a,

@@ -9,24 +9,20 @@
 //      y'[n][i][j][k] (each row's segment has the same length a*b*d)
 //   3. y[n][i][k][j] = y'[n][i][j][k] in place (segment: d x b -> b x d; a block reads its whole
 //      segments into shared memory before writing them back).
-// Steps 1 and 3 are row-local, contiguous on both sides (full sectors) and in-row, which is
-// what makes them cheaper than bmm's permutations, which move whole (batch, a, c, d) ->
-// (a, d, batch, c) tensors. The batch is cut into `chunks` pieces and pipelined over the
-// caller's stream (the SGEMMs) and a side stream (transposition of chunk t+1 and the fix-up of
-// chunk t-1 while the SGEMM of chunk t runs): the memory-bound passes hide under the
-// compute-bound SGEMM, and a chunk's y' is re-read soon after it was written (L2).
-// Ordering: the side stream waits for an event on the caller's stream at entry and the caller's
-// stream waits for the side stream's last event at exit, so the call is ordered on the caller's
-// stream like a single kernel and nothing syncs the host.
+// Steps 1 and 3 are row-local, contiguous on both sides (16-byte accesses, full sectors): they
+// run at copy bandwidth (H200: ~4 TB/s), so they move the same extra bytes as bmm's permutations
+// in ~0.6x the time (96 vs 151 us at (1,768,192,2); bench/NOTES-gpu-ks-scan.md, ks v5b).
+// Measured and dropped: pipelining batch chunks over a side stream (the passes did not overlap
+// the SGEMM, whose blocks fill the SMs; each chunk only added an SGEMM tail). The batch is cut
+// into chunks only to cap the x' workspace (kWsFloats).
 //
-// Resources (side stream, events, x' buffer) are per (host thread, device), created on first use
-// and kept for the process (like ks_blas.cu's handle): calls of one thread on different
-// streams at once would share the buffers (as they share the cuBLAS weight buffer).
+// The x' buffer is per (host thread, device), created on first use and kept for the process
+// (like ks_blas.cu's handle and weight buffer): calls of one thread on different streams at once
+// would share it (as they share the cuBLAS weight buffer).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <unordered_map>
 
 #include "cuda/check.hpp"
@@ -39,7 +35,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxSegFloats = 12288;  // one segment (padded) per block at most: 48 KB of smem
 constexpr int kBlockFloats = 4096;    // several small segments per block up to this
-constexpr int kMaxChunks = 8;
+constexpr int64_t kWsFloats = int64_t(1) << 26;  // x' workspace cap: 256 MB (then batch chunks)
 
 int64_t cdiv_tr(int64_t x, int64_t y) { return (x + y - 1) / y; }
 bool fits_int_tr(int64_t v) { return v >= 0 && v < (int64_t(1) << 31); }
@@ -140,7 +136,6 @@ __global__ void __launch_bounds__(kThreads) seg_transpose(const float* in, float
   }
 }
 
-// STRUX_KS_TR_VEC=0 turns the 16-byte variant off (bench knob, read per call).
 template <int ROLE>
 void launch_seg_transpose(const float* in, float* out, int64_t nseg, int64_t P, int64_t Q,
                           cudaStream_t s) {
@@ -149,8 +144,7 @@ void launch_seg_transpose(const float* in, float* out, int64_t nseg, int64_t P, 
   const int spb = std::max(1, kBlockFloats / seg);
   const size_t smem = size_t(spb) * seg * sizeof(float);
   const auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const char* e = std::getenv("STRUX_KS_TR_VEC");
-  const bool v4 = (P * Q) % 4 == 0 && al(in) && al(out) && !(e && e[0] == '0');
+  const bool v4 = (P * Q) % 4 == 0 && al(in) && al(out);
   const unsigned blocks = unsigned(cdiv_tr(nseg, spb));
   const FastDiv fq = make_fastdiv(uint32_t(Q)), fp = make_fastdiv(uint32_t(P));
   if (v4)
@@ -163,44 +157,15 @@ void launch_seg_transpose(const float* in, float* out, int64_t nseg, int64_t P, 
 }
 
 struct TrRes {
-  cudaStream_t side = nullptr, side_hi = nullptr;  // default / greatest priority
-  cudaEvent_t fork = nullptr, join = nullptr, gemm_done[kMaxChunks] = {},
-              xt_done[kMaxChunks] = {};
   float* buf = nullptr;
   int64_t cap = 0;
 };
 
 TrRes& tr_res() {
-  thread_local std::unordered_map<int, TrRes*> per_dev;
+  thread_local std::unordered_map<int, TrRes> per_dev;
   int dev = 0;
   STRUX_CUDA(cudaGetDevice(&dev));
-  TrRes*& r = per_dev[dev];
-  if (!r) {
-    auto* n = new TrRes;
-    // Non-blocking: no implicit ordering with the legacy default stream; our events order it.
-    STRUX_CUDA(cudaStreamCreateWithFlags(&n->side, cudaStreamNonBlocking));
-    int lo = 0, hi = 0;
-    STRUX_CUDA(cudaDeviceGetStreamPriorityRange(&lo, &hi));
-    STRUX_CUDA(cudaStreamCreateWithPriority(&n->side_hi, cudaStreamNonBlocking, hi));
-    auto ev = [](cudaEvent_t* e) {
-      STRUX_CUDA(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
-    };
-    ev(&n->fork);
-    ev(&n->join);
-    for (int t = 0; t < kMaxChunks; ++t) ev(&n->gemm_done[t]), ev(&n->xt_done[t]);
-    r = n;
-  }
-  return *r;
-}
-
-// Chunks per call: STRUX_KS_TR_CHUNKS=1..8 (the bench's knob) or the rule below.
-// TODO(measure): placeholder until the H200 run (bench/NOTES-gpu-ks-scan.md, ks v5b).
-int pick_chunks(int64_t batch) {
-  const char* e = std::getenv("STRUX_KS_TR_CHUNKS");
-  int c = 0;
-  if (e && e[0] >= '1' && e[0] <= '8' && e[1] == 0) c = e[0] - '0';
-  if (c == 0) c = 1;
-  return int(std::max<int64_t>(1, std::min<int64_t>(c, batch)));
+  return per_dev[dev];
 }
 
 }  // namespace
@@ -216,11 +181,13 @@ bool tr_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool 
   return fits(c, d) && fits(d, b);
 }
 
-int tr_reserve(int64_t a, int64_t cin, int64_t d, int64_t batch) {
+int64_t tr_reserve(int64_t a, int64_t cin, int64_t d, int64_t batch) {
   TrRes& r = tr_res();
-  const int chunks = pick_chunks(batch);
-  const int64_t rows = chunks == 1 ? batch : 2 * cdiv_tr(batch, chunks);
-  const int64_t need = rows * a * cin * d;
+  const int64_t row = a * cin * d;
+  // Passes of equal size (no short last SGEMM).
+  const int64_t cap_rows = std::max<int64_t>(1, kWsFloats / row);
+  const int64_t rows = cdiv_tr(batch, cdiv_tr(batch, cap_rows));
+  const int64_t need = rows * row;
   if (need > r.cap) {
     if (r.buf) STRUX_CUDA(cudaFree(r.buf));  // (synchronises: no call still reads it)
     r.buf = nullptr;
@@ -228,69 +195,32 @@ int tr_reserve(int64_t a, int64_t cin, int64_t d, int64_t batch) {
     STRUX_CUDA(cudaMalloc(&r.buf, size_t(need) * sizeof(float)));
     r.cap = need;
   }
-  return chunks;
+  return rows;
 }
 
 void tr_prod(const float* x, const float* w, float* y, int64_t a, int64_t b, int64_t c, int64_t d,
-             int64_t batch, int64_t si, int64_t sk, int64_t sl, int64_t sj, int chunks,
+             int64_t batch, int64_t si, int64_t sk, int64_t sl, int64_t sj, int64_t rows,
              cudaStream_t s) {
   TrRes& r = tr_res();
   const int64_t N = a * c * d, M = a * b * d;
-  const int64_t R = cdiv_tr(batch, std::max(1, std::min(chunks, kMaxChunks)));
-  const int64_t nck = cdiv_tr(batch, R);  // chunks actually used (<= kMaxChunks)
-  check_arg(r.cap >= (nck == 1 ? batch : 2 * R) * N, "plan", "ks transposition buffer not reserved");
-  // STRUX_KS_TR_PRIO=1: the side stream at the greatest priority (bench knob, read per call).
-  const char* pe = std::getenv("STRUX_KS_TR_PRIO");
-  cudaStream_t side = pe && pe[0] == '1' ? r.side_hi : r.side;
+  check_arg(rows >= 1 && r.cap >= std::min(rows, batch) * N, "plan",
+            "ks transposition buffer not reserved");
   cublasHandle_t h = blas_handle(s);
   const float* wp = blas_group_weights(w, a, b, c, d, si, sk, sl, sj, s);  // [i*d + j][k][l]
-  const auto rows = [&](int64_t t) { return std::min(R, batch - t * R); };
-  const auto xbuf = [&](int64_t t) { return r.buf + (t % 2) * R * N; };
-  const auto xt = [&](int64_t t, cudaStream_t st) {  // x[n][i][l][j] -> x'[n][i][j][l]
-    launch_seg_transpose<0>(x + t * R * N, xbuf(t), rows(t) * a, c, d, st);
-  };
-  const auto fix = [&](int64_t t, cudaStream_t st) {  // y'[n][i][j][k] -> y[n][i][k][j]
-    float* yt = y + t * R * M;
-    launch_seg_transpose<1>(yt, yt, rows(t) * a, d, b, st);
-  };
   const float one = 1.f, zero = 0.f;
-  // Column-major: C = Y'_g^T (b x rows, ld a*b*d), op(A) = W'_g (b x c, stored l-fastest: ld c,
-  // transposed), B = X'_g^T (c x rows, ld a*c*d); g = i*d + j at strides b*c, c, b.
-  const auto gemm = [&](int64_t t) {
-    STRUX_CUBLAS(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, int(b), int(rows(t)),
-                                           int(c), &one, wp, int(c), b * c, xbuf(t), int(N), c,
-                                           &zero, y + t * R * M, int(M), b, int(a * d)));
-  };
-  if (nck == 1) {
-    xt(0, s);
-    gemm(0);
-    fix(0, s);
-    return;
+  for (int64_t n0 = 0; n0 < batch; n0 += rows) {
+    const int64_t nr = std::min(rows, batch - n0);
+    float* yt = y + n0 * M;
+    // 1. x[n][i][l][j] -> x'[n][i][j][l]
+    launch_seg_transpose<0>(x + n0 * N, r.buf, nr * a, c, d, s);
+    // 2. Column-major: C = Y'_g^T (b x nr, ld a*b*d), op(A) = W'_g (b x c, stored l-fastest:
+    // ld c, transposed), B = X'_g^T (c x nr, ld a*c*d); g = i*d + j at strides b*c, c, b.
+    STRUX_CUBLAS(cublasSgemmStridedBatched(h, CUBLAS_OP_T, CUBLAS_OP_N, int(b), int(nr), int(c),
+                                           &one, wp, int(c), b * c, r.buf, int(N), c, &zero, yt,
+                                           int(M), b, int(a * d)));
+    // 3. y'[n][i][j][k] -> y[n][i][k][j], in place
+    launch_seg_transpose<1>(yt, yt, nr * a, d, b, s);
   }
-  // Side stream order: xt(1), then per chunk t: [wait gemm t] xt(t+2) (reuses t's buffer),
-  // fix(t). The SGEMM of t+1 waits only for xt(t+1), not for the fix-up of t.
-  STRUX_CUDA(cudaEventRecord(r.fork, s));
-  STRUX_CUDA(cudaStreamWaitEvent(side, r.fork, 0));
-  xt(0, s);
-  xt(1, side);
-  STRUX_CUDA(cudaEventRecord(r.xt_done[1], side));
-  for (int64_t t = 0; t < nck; ++t) {
-    if (t > 0) STRUX_CUDA(cudaStreamWaitEvent(s, r.xt_done[t], 0));
-    gemm(t);
-    if (t + 1 == nck) {
-      fix(t, s);
-      break;
-    }
-    STRUX_CUDA(cudaEventRecord(r.gemm_done[t], s));
-    STRUX_CUDA(cudaStreamWaitEvent(side, r.gemm_done[t], 0));
-    if (t + 2 < nck) {
-      xt(t + 2, side);
-      STRUX_CUDA(cudaEventRecord(r.xt_done[t + 2], side));
-    }
-    fix(t, side);
-  }
-  STRUX_CUDA(cudaEventRecord(r.join, side));
-  STRUX_CUDA(cudaStreamWaitEvent(s, r.join, 0));
 }
 
 }  // namespace strux::cuda::ks
