@@ -4,8 +4,10 @@
 // One fused output-stationary kernel per factor (Algorithm 2 of Gonon et al.): a thread block
 // owns an output tile of one (i, j) group, reads that group's strided input columns straight
 // from device memory into shared memory and writes its strided output columns in place; no
-// permutation passes. All pointers are device pointers to C-contiguous memory; work goes on
-// `stream` (a cudaStream_t, 0 = legacy default).
+// permutation passes. float32 may instead run cuBLAS: on strided views (batch-last, or d == 1),
+// or, batch-first with d > 1, after an in-row transposition of x and before one of y (ks v5b);
+// the choice is made once per plan (src/cuda/ks/ks_plan.cu). All pointers are device pointers to
+// C-contiguous memory; work goes on `stream` (a cudaStream_t, 0 = legacy default).
 #pragma once
 
 #include <cstdint>
