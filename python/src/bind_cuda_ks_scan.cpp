@@ -5,6 +5,7 @@
 // from ever misreading memory.
 #ifdef STRUX_HAVE_CUDA
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,10 +40,12 @@ DType dtype_of(const Arr& a, const char* name) {
     if (t.code == uint8_t(C::Float) && t.bits == 16) return DType::f16;
     if (t.code == uint8_t(C::Bfloat) && t.bits == 16) return DType::bf16;
     if (t.code == uint8_t(C::Complex) && t.bits == 64) return DType::c64;
+    if (t.code == uint8_t(C::Float) && t.bits == 64) return DType::f64;
+    if (t.code == uint8_t(C::Complex) && t.bits == 128) return DType::c128;
   }
   throw strux::TypeError(strux::msg("argument '", name,
-                                    "': expected float32, float16, bfloat16 or complex64, got DLPack "
-                                    "dtype code ", int(t.code), " bits ", int(t.bits)));
+                                    "': expected float32, float16, bfloat16, float64, complex64 or "
+                                    "complex128, got DLPack dtype code ", int(t.code), " bits ", int(t.bits)));
 }
 
 View view(const Arr& a, const char* name, size_t ndim) {
@@ -139,6 +142,13 @@ std::pair<std::string, std::string> ks_path(const std::vector<int64_t>& pat, int
           s(plan.backward_x_uses_blas(), plan.backward_x_uses_tr())};
 }
 
+// backward_w's path: ("blas", batch chunk of one GEMM accumulation) or ("kernels", 0).
+std::pair<std::string, int64_t> ks_dw_path(const std::vector<int64_t>& pat, int64_t batch,
+                                           bool batch_last, int dtype) {
+  strux::cuda::KsPlan plan(pattern_of(pat), batch, batch_last, DType(dtype));
+  return {plan.backward_w_uses_blas() ? "blas" : "kernels", plan.backward_w_chunk()};
+}
+
 std::tuple<int64_t, int64_t, int64_t> btn(const View& v) { return {v.shape[0], v.shape[1], v.shape[2]}; }
 
 int64_t diag_scan_workspace(int64_t B, int64_t T, int64_t n, int dtype) {
@@ -183,63 +193,71 @@ void diag_scan_backward(const Arr& a, const Arr& h, std::optional<Arr> h0, const
                 dh0 ? dh0->data() : nullptr, scratch(ws), stream_ptr(stream));
 }
 
-// cuFFT plans are costly to make: one CirculantScanPlan per (device, B, T, n), kept.
-std::shared_ptr<strux::cuda::CirculantScanPlan> circ_plan(int device, int64_t B, int64_t T, int64_t n) {
+// cuFFT plans are costly to make: one CirculantScanPlan per (device, B, T, n, dtype), kept.
+std::shared_ptr<strux::cuda::CirculantScanPlan> circ_plan(int device, int64_t B, int64_t T, int64_t n,
+                                                          DType dt) {
   static std::mutex mu;
-  static std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::shared_ptr<strux::cuda::CirculantScanPlan>> cache;
+  static std::map<std::tuple<int, int64_t, int64_t, int64_t, int>, std::shared_ptr<strux::cuda::CirculantScanPlan>>
+      cache;
   std::lock_guard<std::mutex> lock(mu);
-  auto key = std::make_tuple(device, B, T, n);
+  auto key = std::make_tuple(device, B, T, n, int(dt));
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  auto p = std::make_shared<strux::cuda::CirculantScanPlan>(B, T, n);
+  auto p = std::make_shared<strux::cuda::CirculantScanPlan>(B, T, n, dt);
   cache[key] = p;
   return p;
 }
 
-int64_t circulant_scan_workspace(int device, int64_t B, int64_t T, int64_t n) {
-  return circ_plan(device, B, T, n)->workspace_bytes();
+int64_t circulant_scan_workspace(int device, int64_t B, int64_t T, int64_t n, int dtype) {
+  return circ_plan(device, B, T, n, DType(dtype))->workspace_bytes();
 }
+
+// The real dtype of the circulant scans (float32 or float64) and its complex partner.
+DType circ_real(const View& v, const char* name) {
+  check_arg(v.dt == DType::f32 || v.dt == DType::f64, name, "expected float32 or float64, got ",
+            strux::cuda::dtype_name(v.dt));
+  return v.dt;
+}
+DType complex_of(DType real) { return real == DType::f64 ? DType::c128 : DType::c64; }
 
 void circulant_scan_forward(const Arr& a, const Arr& u, std::optional<Arr> h0, const Arr& h,
                             const Arr& ws, uintptr_t stream) {
   View av = view(a, "a", 3), uv = view(u, "u", 3), hv = view(h, "h", 3);
-  check_arg(av.dt == DType::f32, "a", "expected float32");
+  const DType dt = circ_real(av, "a");
   same(av, uv, "u");
   same(av, hv, "h");
   check_arg(uv.shape == av.shape && hv.shape == av.shape, "u", "expected the shape of a");
   check_h0(h0, av, "h0");
   auto [B, T, n] = btn(av);
-  auto plan = circ_plan(a.device_id(), B, T, n);
+  auto plan = circ_plan(a.device_id(), B, T, n, dt);
   check_arg(int64_t(ws.nbytes()) >= plan->workspace_bytes(), "workspace", "too small");
-  plan->forward(static_cast<const float*>(av.p), static_cast<const float*>(uv.p),
-                h0 ? static_cast<const float*>(h0->data()) : nullptr, static_cast<float*>(hv.p),
-                scratch(ws), stream_ptr(stream));
+  plan->forward(av.p, uv.p, h0 ? h0->data() : nullptr, hv.p, scratch(ws), stream_ptr(stream));
 }
 
 // a_hat (B, T, n/2+1) complex64 for fourier=True, else a (B, T, n) float32.
 void circulant_scan_forward_fourier(const Arr& a_hat, const Arr& u, std::optional<Arr> h0, const Arr& h,
                                     const Arr& ws, uintptr_t stream) {
   View av = view(a_hat, "a", 3), uv = view(u, "u", 3), hv = view(h, "h", 3);
-  check_arg(av.dt == DType::c64, "a", "expected complex64");
-  check_arg(uv.dt == DType::f32, "u", "expected float32");
+  const DType dt = circ_real(uv, "u");
+  check_arg(av.dt == complex_of(dt), "a", "expected ", strux::cuda::dtype_name(complex_of(dt)),
+            " (the complex type of u)");
   same(uv, hv, "h");
   auto [B, T, n] = btn(uv);
   check_arg(av.shape == std::vector<int64_t>{B, T, n / 2 + 1}, "a", "expected (B, T, n//2 + 1)");
   check_arg(hv.shape == uv.shape, "h", "expected the shape of u");
   check_h0(h0, uv, "h0");
-  auto plan = circ_plan(u.device_id(), B, T, n);
+  auto plan = circ_plan(u.device_id(), B, T, n, dt);
   check_arg(int64_t(ws.nbytes()) >= plan->workspace_bytes(), "workspace", "too small");
-  plan->forward_fourier(av.p, static_cast<const float*>(uv.p), h0 ? static_cast<const float*>(h0->data()) : nullptr,
-                        static_cast<float*>(hv.p), scratch(ws), stream_ptr(stream));
+  plan->forward_fourier(av.p, uv.p, h0 ? h0->data() : nullptr, hv.p, scratch(ws), stream_ptr(stream));
 }
 
 void circulant_scan_backward(const Arr& a, bool fourier, const Arr& u, std::optional<Arr> h0, const Arr& dh,
                              const Arr& da, const Arr& du, std::optional<Arr> dh0, const Arr& ws, uintptr_t stream) {
   View av = view(a, "a", 3), uv = view(u, "u", 3), dhv = view(dh, "dh", 3), dav = view(da, "da", 3),
        duv = view(du, "du", 3);
-  check_arg(uv.dt == DType::f32, "u", "expected float32");
+  const DType dt = circ_real(uv, "u");
   auto [B, T, n] = btn(uv);
-  const DType adt = fourier ? DType::c64 : DType::f32;
+  const DType adt = fourier ? complex_of(dt) : dt;
   const auto ashape = std::vector<int64_t>{B, T, fourier ? n / 2 + 1 : n};
   check_arg(av.dt == adt && av.shape == ashape, "a", "expected the dtype and shape of a");
   check_arg(dav.dt == adt && dav.shape == ashape, "da", "expected the dtype and shape of a");
@@ -249,21 +267,22 @@ void circulant_scan_backward(const Arr& a, bool fourier, const Arr& u, std::opti
   }
   check_h0(h0, uv, "h0");
   check_h0(dh0, uv, "dh0");
-  auto plan = circ_plan(u.device_id(), B, T, n);
+  auto plan = circ_plan(u.device_id(), B, T, n, dt);
   check_arg(int64_t(ws.nbytes()) >= plan->workspace_bytes(), "workspace", "too small");
-  plan->backward(fourier ? nullptr : static_cast<const float*>(av.p), fourier ? av.p : nullptr,
-                 static_cast<const float*>(uv.p), h0 ? static_cast<const float*>(h0->data()) : nullptr,
-                 static_cast<const float*>(dhv.p), dav.p, static_cast<float*>(duv.p),
-                 dh0 ? static_cast<float*>(dh0->data()) : nullptr, scratch(ws), stream_ptr(stream));
+  plan->backward(fourier ? nullptr : av.p, fourier ? av.p : nullptr, uv.p, h0 ? h0->data() : nullptr, dhv.p,
+                 dav.p, duv.p, dh0 ? dh0->data() : nullptr, scratch(ws), stream_ptr(stream));
 }
 
+// One BlockCirculantScanPlan per (device, B, T, p, k, STRUX_BC_SCAN): the plan picks its kernels
+// when built, reading that variable, so a forced choice must not reuse another choice's plan.
 std::shared_ptr<strux::cuda::BlockCirculantScanPlan> block_plan(int device, int64_t B, int64_t T, int64_t p,
                                                                 int64_t k) {
   static std::mutex mu;
-  static std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t>,
+  static std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, std::string>,
                   std::shared_ptr<strux::cuda::BlockCirculantScanPlan>> cache;
+  const char* env = std::getenv("STRUX_BC_SCAN");
   std::lock_guard<std::mutex> lock(mu);
-  auto key = std::make_tuple(device, B, T, p, k);
+  auto key = std::make_tuple(device, B, T, p, k, std::string(env ? env : ""));
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   auto pl = std::make_shared<strux::cuda::BlockCirculantScanPlan>(B, T, p, k);
@@ -293,6 +312,42 @@ void block_circulant_scan_forward(const Arr& a, const Arr& u, std::optional<Arr>
                 stream_ptr(stream));
 }
 
+
+int64_t block_circulant_scan_backward_workspace(int device, int64_t B, int64_t T, int64_t p, int64_t k) {
+  return block_plan(device, B, T, p, k)->backward_workspace_bytes();
+}
+
+// (register kernels?, chunk length) of the plan for this shape: tests and benchmarks.
+std::pair<bool, int64_t> block_circulant_scan_path(int device, int64_t B, int64_t T, int64_t p, int64_t k) {
+  auto pl = block_plan(device, B, T, p, k);
+  return {pl->register_kernels(), pl->chunk_length()};
+}
+
+void block_circulant_scan_backward(const Arr& a, const Arr& u, std::optional<Arr> h0, const Arr& dh,
+                                   std::optional<Arr> dh_last, const Arr& da, const Arr& du, std::optional<Arr> dh0,
+                                   const Arr& ws, uintptr_t stream) {
+  View av = view(a, "a", 5), uv = view(u, "u", 3), dhv = view(dh, "dh", 3), dav = view(da, "da", 5),
+       duv = view(du, "du", 3);
+  check_arg(av.dt == DType::f32, "a", "expected float32");
+  for (auto* v : {&uv, &dhv, &duv}) same(av, *v, "u");
+  same(av, dav, "da");
+  auto [B, T, n] = btn(uv);
+  const int64_t p = av.shape[2], k = av.shape[4];
+  check_arg(av.shape == std::vector<int64_t>{B, T, p, p, k} && p * k == n, "a", "expected (B, T, p, p, k), n = p k");
+  check_arg(dav.shape == av.shape, "da", "expected the shape of a");
+  check_arg(dhv.shape == uv.shape, "dh", "expected the shape of u");
+  check_arg(duv.shape == uv.shape, "du", "expected the shape of u");
+  check_h0(h0, uv, "h0");
+  check_h0(dh_last, uv, "dh_last");
+  check_h0(dh0, uv, "dh0");
+  auto plan = block_plan(u.device_id(), B, T, p, k);
+  check_arg(int64_t(ws.nbytes()) >= plan->backward_workspace_bytes(), "workspace", "too small");
+  auto f = [](const std::optional<Arr>& x) { return x ? static_cast<float*>(x->data()) : nullptr; };
+  plan->backward(static_cast<const float*>(av.p), static_cast<const float*>(uv.p), f(h0),
+                 static_cast<const float*>(dhv.p), f(dh_last), static_cast<float*>(dav.p),
+                 static_cast<float*>(duv.p), f(dh0), scratch(ws), stream_ptr(stream));
+}
+
 }  // namespace
 
 void bind_cuda_ks_scan(nb::module_& m) {
@@ -302,6 +357,8 @@ void bind_cuda_ks_scan(nb::module_& m) {
         nb::arg("dx").none(), nb::arg("dw32").none(), nb::arg("pattern"), nb::arg("batch_last"),
         nb::arg("stream"));
   m.def("cuda_ks_path", &ks_path, nb::arg("pattern"), nb::arg("batch"), nb::arg("batch_last"),
+        nb::arg("dtype"));
+  m.def("cuda_ks_dw_path", &ks_dw_path, nb::arg("pattern"), nb::arg("batch"), nb::arg("batch_last"),
         nb::arg("dtype"));
   m.def("cuda_diag_scan_workspace", &diag_scan_workspace);
   m.def("cuda_diag_scan_forward", &diag_scan_forward, nb::arg("a"), nb::arg("b"),
@@ -320,6 +377,12 @@ void bind_cuda_ks_scan(nb::module_& m) {
   m.def("cuda_block_circulant_scan_workspace", &block_circulant_scan_workspace);
   m.def("cuda_block_circulant_scan_forward", &block_circulant_scan_forward, nb::arg("a"), nb::arg("u"),
         nb::arg("h0").none(), nb::arg("h"), nb::arg("workspace"), nb::arg("stream"));
+  m.def("cuda_block_circulant_scan_backward_workspace", &block_circulant_scan_backward_workspace);
+  m.def("cuda_block_circulant_scan_path", &block_circulant_scan_path);
+  m.def("cuda_block_scan_stale_errors", &strux::cuda::block_scan_stale_errors);
+  m.def("cuda_block_circulant_scan_backward", &block_circulant_scan_backward, nb::arg("a"), nb::arg("u"),
+        nb::arg("h0").none(), nb::arg("dh"), nb::arg("dh_last").none(), nb::arg("da"), nb::arg("du"),
+        nb::arg("dh0").none(), nb::arg("workspace"), nb::arg("stream"));
 }
 
 #endif  // STRUX_HAVE_CUDA

@@ -14,6 +14,7 @@ void bind_scan(nb::module_& m);
 #ifdef STRUX_HAVE_CUDA
 void bind_cuda(nb::module_& m);
 void bind_cuda_ks_scan(nb::module_& m);
+void bind_cuda_ks_raw(nb::module_& m);
 #endif
 
 NB_MODULE(_ext, m) {
@@ -51,5 +52,6 @@ NB_MODULE(_ext, m) {
 #ifdef STRUX_HAVE_CUDA
   bind_cuda(m);
   bind_cuda_ks_scan(m);
+  bind_cuda_ks_raw(m);
 #endif
 }

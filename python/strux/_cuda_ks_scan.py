@@ -7,30 +7,40 @@ stream of that library (``torch.cuda.current_stream()``, ``cupy.cuda.get_current
 so the calls compose with CUDA graphs and other work on that stream.
 
 dtypes: float32, float16 and bfloat16 (half types are computed with float32 accumulation and
-returned in their own dtype); the scans also take complex64. float64 is not computed by these
-kernels (TypeError): the CPU backend, or ``strux.torch_ks_scan`` (which falls back to a PyTorch
-path for float64), covers it.
+returned in their own dtype); ks also takes float64, computed in float64 by cuBLAS DGEMM through
+the array library's einsum (permuted copies: the strux ks kernels are float32 machines); diag_scan also takes complex64, and float64 / complex128 (computed
+in float64); circulant_scan takes float64 too (cuFFT D2Z/Z2D and the complex128 scan).
 
 Functions mirror the CPU API (``strux.ks``, ``strux.scan``): ks_matmul, ks_matmul_vjp, ks_chain,
-ks_chain_vjp, diag_scan, diag_scan_vjp, circulant_scan, circulant_scan_vjp, block_circulant_scan. Layouts: "bsf" (batch-size-first,
+ks_chain_vjp, diag_scan, diag_scan_vjp, circulant_scan, circulant_scan_vjp, block_circulant_scan,
+block_circulant_scan_vjp. Layouts: "bsf" (batch-size-first,
 x (batch, N) -> x K^T) and "bsl" (batch-size-last, x (N, batch) -> K x).
 """
 from __future__ import annotations
 
+from . import _cuda_ks_lean as _L
 from . import _ext
 from ._arrays import choice as _choice
 from .ks import _pattern, _patterns  # one validation of patterns for both backends
 
 _LAYOUTS = ("bsf", "bsl")
-_KS_DTYPES = ("float32", "float16", "bfloat16")
-_SCAN_DTYPES = ("float32", "float16", "bfloat16", "complex64")
-_DTYPE_CODE = {"float32": 0, "float16": 2, "bfloat16": 3, "complex64": 4}  # strux::cuda::DType
+_KS_DTYPES = ("float32", "float16", "bfloat16", "float64")
+_SCAN_DTYPES = ("float32", "float16", "bfloat16", "complex64", "float64", "complex128")
+_DTYPE_CODE = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "complex64": 4,
+               "complex128": 5}  # strux::cuda::DType
+
+
+_available = None
 
 
 def available() -> bool:
-    """True when this build has the CUDA kernels and a GPU is visible."""
-    return bool(getattr(_ext, "has_cuda", False)) and hasattr(_ext, "cuda_ks_forward") \
-        and _ext.cuda_device_count() > 0
+    """True when this build has the CUDA kernels and a GPU is visible (asked once: the device
+    count of a process does not change)."""
+    global _available
+    if _available is None:
+        _available = bool(getattr(_ext, "has_cuda", False)) and hasattr(_ext, "cuda_ks_forward") \
+            and _ext.cuda_device_count() > 0
+    return _available
 
 
 # ---- array kinds ------------------------------------------------------------------------------
@@ -144,6 +154,13 @@ def _need():
         raise RuntimeError("strux was built without its CUDA backend (ks/scan kernels)")
 
 
+def _seen(x):
+    """After a checked ks call on a CUDA torch tensor: turns on the lean path for the next calls
+    (strux._cuda_ks_lean) and the fast GPU dispatch of strux.ks."""
+    if not _L.TT and _is_torch(x):
+        _L.init()
+
+
 # ---- ks ---------------------------------------------------------------------------------------
 
 def _rows(p) -> int:
@@ -174,7 +191,41 @@ def _batch(x, layout):
     return x.shape[0] if layout == "bsf" else x.shape[1]
 
 
+def _xp(x):
+    """The array library of x (torch or cupy)."""
+    if _is_torch(x):
+        import torch
+        return torch
+    import cupy
+    return cupy
+
+
+def _ks_fwd_f64(x, w, p, layout):
+    """float64: the DESIGN.md formula as one einsum of the array library (cuBLAS DGEMM on the
+    library's current stream)."""
+    a, b, c, d = p
+    ein = _xp(x).einsum
+    if layout == "bsl":
+        return _contig(ein("iljn,iklj->ikjn", x.reshape(a, c, d, -1), w).reshape(a * b * d, -1))
+    return _contig(ein("nilj,iklj->nikj", x.reshape(-1, a, c, d), w).reshape(-1, a * b * d))
+
+
+def _ks_bwd_f64(dy, x, w, p, layout, need_dx, need_dw):
+    """float64 gradients: dx = dy K and dw (summed over the batch in float64), as einsums."""
+    a, b, c, d = p
+    ein = _xp(x).einsum
+    if layout == "bsl":
+        dyr, xr, sub = dy.reshape(a, b, d, -1), x.reshape(a, c, d, -1), ("ikjn", "iljn")
+    else:
+        dyr, xr, sub = dy.reshape(-1, a, b, d), x.reshape(-1, a, c, d), ("nikj", "nilj")
+    dx = _contig(ein(f"{sub[0]},iklj->{sub[1]}", dyr, w).reshape(x.shape)) if need_dx else None
+    dw = _contig(ein(f"{sub[0]},{sub[1]}->iklj", dyr, xr)) if need_dw else None
+    return dx, dw
+
+
 def _ks_fwd(x, w, p, layout):
+    if _dtname(x) == "float64":
+        return _ks_fwd_f64(x, w, p, layout)
     M = _rows(p)
     b = _batch(x, layout)
     y = _empty(x, (b, M) if layout == "bsf" else (M, b))
@@ -188,16 +239,30 @@ def ks_matmul(x, w, pattern, *, layout: str = "bsf"):
     ``w`` has shape ``pattern = (a, b, c, d)``, K[i*b*d + k*d + j, i*c*d + l*d + j] = w[i, k, l, j].
     Returns (batch, M) or (M, batch), M = a*b*d, in the dtype of x, on x's device and stream.
     """
+    if type(x) in _L.TT:  # torch tensors: the lean path when every check passes (see _cuda_ks_lean)
+        p, bl = _L.pattern(pattern), _L.layout(layout)
+        r = None if p is None or bl is None else _L.ks_ok(x, w, p, bl)
+        if r is not None:
+            return _L.ks_forward(x, w, p, bl, *r)
+    return _ks_matmul_checked(x, w, pattern, layout)
+
+
+def _ks_matmul_checked(x, w, pattern, layout):
+    """ks_matmul with every check, copies of non-contiguous inputs and the DLPack entry: the
+    path of CuPy arrays and of any torch call the lean path declines."""
     _need()
     layout = _choice(layout, "layout", _LAYOUTS)
     p = _pattern(pattern)
     x = _act(x, "x", _cols(p), layout)
     w = _weights(w, "w", p)
     _same(x, "x", w=w)
+    _seen(x)
     return _ks_fwd(_contig(x), _contig(w), p, layout)
 
 
 def _ks_bwd(dy, x, w, p, layout, need_dx=True, need_dw=True):
+    if _dtname(x) == "float64":
+        return _ks_bwd_f64(dy, x, w, p, layout, need_dx, need_dw)
     dx = _empty(x, tuple(x.shape)) if need_dx else None
     dw32 = _zeros(x, tuple(p), "float32") if need_dw else None
     _ext.cuda_ks_backward(dy, x, w, dx, dw32, list(p), layout == "bsl", _stream(x))
@@ -212,6 +277,11 @@ def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf"):
     ``dw[i, k, l, j] = Σ_batch dy[., i*b*d + k*d + j] x[., i*c*d + l*d + j]``, shaped like w, both in
     x's dtype (dw is summed in float32).
     """
+    if type(x) in _L.TT:
+        p, bl = _L.pattern(pattern), _L.layout(layout)
+        r = None if p is None or bl is None else _L.vjp_ok(dy, x, w, p, bl)
+        if r is not None:
+            return _L.ks_backward(dy, x, w, p, bl, *r)
     _need()
     layout = _choice(layout, "layout", _LAYOUTS)
     p = _pattern(pattern)
@@ -221,6 +291,7 @@ def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf"):
     _same(x, "x", w=w, dy=dy)
     if _batch(dy, layout) != _batch(x, layout):
         raise ValueError(f"argument 'dy': expected batch {_batch(x, layout)} (that of 'x'), got shape {tuple(dy.shape)}")
+    _seen(x)
     return _ks_bwd(_contig(dy), _contig(x), _contig(w), p, layout)
 
 
@@ -241,8 +312,14 @@ def ks_chain(x, ws, patterns, *, layout: str = "bsf"):
 
     One fused launch per factor (K_P first); intermediates are fresh arrays of x's kind.
     """
+    if type(x) in _L.TT:
+        pf, bl = _L.patterns(patterns), _L.layout(layout)
+        r = None if pf is None or bl is None else _L.chain_ok(x, ws, pf[0], bl)
+        if r is not None:
+            return _L.chain_forward(x, ws, pf[0], pf[1], bl, *r)
     _need()
     x, ws, ps, layout = _chain_args(x, ws, patterns, layout)
+    _seen(x)
     y = x
     for w, p in zip(reversed(ws), reversed(ps)):
         y = _ks_fwd(y, w, p, layout)
@@ -254,8 +331,14 @@ def ks_chain_vjp(dy, x, ws, patterns, *, layout: str = "bsf"):
 
     The forward intermediates are recomputed.
     """
+    if type(x) in _L.TT:
+        pf, bl = _L.patterns(patterns), _L.layout(layout)
+        r = None if pf is None or bl is None else _L.chain_vjp_ok(dy, x, ws, pf[0], bl)
+        if r is not None:
+            return _L.chain_backward(dy, x, ws, pf[0], pf[1], bl, *r)
     _need()
     x, ws, ps, layout = _chain_args(x, ws, patterns, layout)
+    _seen(x)
     dy = _contig(_act(dy, "dy", _rows(ps[0]), layout))
     _same(x, "x", dy=dy)
     if _batch(dy, layout) != _batch(x, layout):
@@ -355,18 +438,21 @@ def diag_scan_vjp(dh, a, b, *, h0=None, dh_last=None, h=None):
     return _diag_bwd(dh, a, h, h0)
 
 
+_CIRC_REALS = ("float32", "float16", "bfloat16", "float64")
+
+
 def _circ_args(a, u, h0, fourier):
-    """Checks circulant_scan's arrays; returns float32 contiguous u, h0, a in float32
-    (spatial) or complex64 (fourier), and u's dtype."""
+    """Checks circulant_scan's arrays; returns contiguous u, h0 and a in the compute precision
+    (float64 for float64 u, else float32; a complex for fourier=True), and u's dtype."""
     fourier = _flag(fourier, "fourier")
-    reals = ("float32", "float16", "bfloat16")
-    u = _dev_array(u, "u", 3, reals)
+    u = _dev_array(u, "u", 3, _CIRC_REALS)
     B, T, n = u.shape
+    real = "float64" if _dtname(u) == "float64" else "float32"
     if fourier:
-        a = _dev_array(a, "a", 3, ("complex64",))
+        a = _dev_array(a, "a", 3, ("complex128",) if real == "float64" else ("complex64",))
         want = (B, T, n // 2 + 1)
     else:
-        a = _dev_array(a, "a", 3, reals)
+        a = _dev_array(a, "a", 3, _CIRC_REALS)
         want = (B, T, n)
         _same(u, "u", a=a)
     if tuple(a.shape) != want:
@@ -374,13 +460,13 @@ def _circ_args(a, u, h0, fourier):
     if _device_id(a) != _device_id(u):
         raise ValueError(f"argument 'a': expected device {_device_id(u)} (that of 'u'), got {_device_id(a)}")
     if h0 is not None:
-        h0 = _dev_array(h0, "h0", 2, reals)
+        h0 = _dev_array(h0, "h0", 2, _CIRC_REALS)
         if tuple(h0.shape) != (B, n):
             raise ValueError(f"argument 'h0': expected shape {(B, n)} (B, n), got {tuple(h0.shape)}")
         _same(u, "u", h0=h0)
-    f32 = lambda x: None if x is None else _contig(_cast(x, "float32"))
-    a = _contig(a) if fourier else f32(a)
-    return a, f32(u), f32(h0), fourier, _dtname(u)
+    cr = lambda x: None if x is None else _contig(_cast(x, real))
+    a = _contig(a) if fourier else cr(a)
+    return a, cr(u), cr(h0), fourier, _dtname(u)
 
 
 def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False):
@@ -400,7 +486,7 @@ def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False):
         h = _cast(_diag_fwd(a1, u32, h032), dt)
         return (h, h[:, -1]) if return_final else h
     h = _empty(u32, (B, T, n))
-    ws = _bytes(u32, _ext.cuda_circulant_scan_workspace(_device_id(u32), B, T, n))
+    ws = _bytes(u32, _ext.cuda_circulant_scan_workspace(_device_id(u32), B, T, n, _DTYPE_CODE[_dtname(u32)]))
     if fourier:
         _ext.cuda_circulant_scan_forward_fourier(a, u32, h032, h, ws, _stream(u32))
     else:
@@ -422,45 +508,41 @@ def circulant_scan_vjp(dh, a, u, *, h0=None, fourier=False, dh_last=None):
     _need()
     a, u32, h032, fourier, dt = _circ_args(a, u, h0, fourier)
     B, T, n = u32.shape
-    dh = _dev_array(dh, "dh", 3, ("float32", "float16", "bfloat16"))
+    real = _dtname(u32)
+    dh = _dev_array(dh, "dh", 3, _CIRC_REALS)
     if tuple(dh.shape) != (B, T, n):
         raise ValueError(f"argument 'dh': expected shape {(B, T, n)}, got {tuple(dh.shape)}")
     _same(u, "u", dh=dh)
-    dh = _contig(_cast(dh, "float32"))
+    dh = _contig(_cast(dh, real))
     if dh_last is not None:
-        dh_last = _dev_array(dh_last, "dh_last", 2, ("float32", "float16", "bfloat16"))
+        dh_last = _dev_array(dh_last, "dh_last", 2, _CIRC_REALS)
         if tuple(dh_last.shape) != (B, n):
             raise ValueError(f"argument 'dh_last': expected shape {(B, n)}, got {tuple(dh_last.shape)}")
         _same(u, "u", dh_last=dh_last)
         dh = dh.clone() if _is_torch(dh) else dh.copy()
-        dh[:, -1] += _cast(dh_last, "float32")
+        dh[:, -1] += _cast(dh_last, real)
     back = lambda x: None if x is None else _cast(x, dt)
     if n == 1:  # scalar recurrence
         a1 = _contig(a.real) if fourier else a
         da, du, dh0 = _diag_bwd(dh, a1, _diag_fwd(a1, u32, h032), h032)
         if fourier:
-            da = _cast(da, "complex64")
+            da = _cast(da, "complex128" if real == "float64" else "complex64")
         return (da if fourier else back(da)), back(du), back(dh0)
     da = _empty(a, tuple(a.shape))
     du = _empty(u32, (B, T, n))
     dh0 = _empty(u32, (B, n)) if h032 is not None else None
-    ws = _bytes(u32, _ext.cuda_circulant_scan_workspace(_device_id(u32), B, T, n))
+    ws = _bytes(u32, _ext.cuda_circulant_scan_workspace(_device_id(u32), B, T, n, _DTYPE_CODE[_dtname(u32)]))
     _ext.cuda_circulant_scan_backward(a, fourier, u32, h032, dh, da, du, dh0, ws, _stream(u32))
     return (da if fourier else back(da)), back(du), back(dh0)
 
 
-def block_circulant_scan(a, u, *, h0=None, return_final=False):
-    """Block-circulant h_t = A_t h_{t-1} + u_t on the GPU; a (B, T, p, p, k) real, u (B, T, n = p k).
+_REALS = ("float32", "float16", "bfloat16")
 
-    A_t is the p x p grid of k x k circulant blocks, block (i, j) = circ(a_t[i, j]); state index
-    i*k + r. cuFFT rfft over k, one p x p complex recurrence per frequency, irfft; float32 inside
-    (float16/bfloat16 cast and the result cast back). Returns h, or (h, h[:, -1]).
-    """
-    _need()
-    return_final = _flag(return_final, "return_final")
-    reals = ("float32", "float16", "bfloat16")
-    a = _dev_array(a, "a", 5, reals)
-    u = _dev_array(u, "u", 3, reals)
+
+def _block_args(a, u, h0):
+    """Checks block_circulant_scan's arrays; returns float32 contiguous a, u, h0, (p, k) and u's dtype."""
+    a = _dev_array(a, "a", 5, _REALS)
+    u = _dev_array(u, "u", 3, _REALS)
     B, T, n = u.shape
     if a.shape[2] != a.shape[3] or tuple(a.shape[:2]) != (B, T):
         raise ValueError(f"argument 'a': expected shape ({B}, {T}, p, p, k), got {tuple(a.shape)}")
@@ -469,15 +551,67 @@ def block_circulant_scan(a, u, *, h0=None, return_final=False):
         raise ValueError(f"argument 'u': expected n = p*k = {p * k} channels, got shape {tuple(u.shape)}")
     _same(u, "u", a=a)
     if h0 is not None:
-        h0 = _dev_array(h0, "h0", 2, reals)
+        h0 = _dev_array(h0, "h0", 2, _REALS)
         if tuple(h0.shape) != (B, n):
             raise ValueError(f"argument 'h0': expected shape {(B, n)} (B, n), got {tuple(h0.shape)}")
         _same(u, "u", h0=h0)
-    dt = _dtname(u)
     f32 = lambda x: None if x is None else _contig(_cast(x, "float32"))
-    a32, u32, h032 = f32(a), f32(u), f32(h0)
+    return f32(a), f32(u), f32(h0), (p, k), _dtname(u)
+
+
+def block_circulant_scan(a, u, *, h0=None, return_final=False):
+    """Block-circulant h_t = A_t h_{t-1} + u_t on the GPU; a (B, T, p, p, k) real, u (B, T, n = p k).
+
+    A_t is the p x p grid of k x k circulant blocks, block (i, j) = circ(a_t[i, j]); state index
+    i*k + r. cuFFT rfft over k, one p x p complex recurrence per frequency (in chunks of time when
+    B*(k//2+1) is too small to fill the GPU), irfft; float32 inside (float16/bfloat16 cast and
+    the result cast back). Returns h, or (h, h[:, -1]).
+    """
+    _need()
+    return_final = _flag(return_final, "return_final")
+    a32, u32, h032, (p, k), dt = _block_args(a, u, h0)
+    B, T, n = u32.shape
     h = _empty(u32, (B, T, n))
     ws = _bytes(u32, _ext.cuda_block_circulant_scan_workspace(_device_id(u32), B, T, p, k))
     _ext.cuda_block_circulant_scan_forward(a32, u32, h032, h, ws, _stream(u32))
     h = _cast(h, dt)
     return (h, h[:, -1]) if return_final else h
+
+
+def block_circulant_scan_vjp(dh, a, u, *, h0=None, dh_last=None):
+    """Gradients of ``block_circulant_scan`` on the GPU: returns (da, du, dh0); dh0 is None when h0 is None.
+
+    dh (B, T, n) real = dL/dh; dh_last (B, n) or None, the cotangent of h[:, -1] (added to
+    dh[:, -1]). With g_t = dh_t + A_{t+1}^T g_{t+1}: du = g, dh0 = A_0^T g_0,
+    da_t[i, j, m] = sum_r g_t[i*k + r] h_{t-1}[j*k + (r - m) mod k]. One native pass in the
+    Fourier domain over k (rfft of a, u, h0, dh, dh_last; the forward recurrence recomputes the
+    state spectra; the adjoint recurrence G_t = D_t + A_{t+1}^H G_{t+1} per frequency with
+    da_hat_t = G_t conj(H_{t-1}); irfft). float32 inside, gradients returned in u's dtype.
+    """
+    _need()
+    a32, u32, h032, (p, k), dt = _block_args(a, u, h0)
+    B, T, n = u32.shape
+    dh = _dev_array(dh, "dh", 3, _REALS)
+    if tuple(dh.shape) != (B, T, n):
+        raise ValueError(f"argument 'dh': expected shape {(B, T, n)}, got {tuple(dh.shape)}")
+    _same(u, "u", dh=dh)
+    dh = _contig(_cast(dh, "float32"))
+    if dh_last is not None:
+        dh_last = _dev_array(dh_last, "dh_last", 2, _REALS)
+        if tuple(dh_last.shape) != (B, n):
+            raise ValueError(f"argument 'dh_last': expected shape {(B, n)}, got {tuple(dh_last.shape)}")
+        _same(u, "u", dh_last=dh_last)
+        dh_last = _contig(_cast(dh_last, "float32"))
+    da = _empty(a32, tuple(a32.shape))
+    du = _empty(u32, (B, T, n))
+    dh0 = _empty(u32, (B, n)) if h032 is not None else None
+    ws = _bytes(u32, _ext.cuda_block_circulant_scan_backward_workspace(_device_id(u32), B, T, p, k))
+    _ext.cuda_block_circulant_scan_backward(a32, u32, h032, dh, dh_last, da, du, dh0, ws, _stream(u32))
+    back = lambda x: None if x is None else _cast(x, dt)
+    return back(da), back(du), back(dh0)
+
+
+def block_circulant_scan_path(B, T, p, k, device=0):
+    """(register kernels?, time steps per chunk) the GPU plan picks for this shape (tests, bench)."""
+    _need()
+    return tuple(_ext.cuda_block_circulant_scan_path(int(device), int(B), int(T), int(p), int(k)))

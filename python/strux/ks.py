@@ -26,6 +26,12 @@ from ._arrays import (check_shape, cuda_backend, on_gpu, choice, compute_dtype, 
 _LAYOUTS = ("bsf", "bsl")
 
 
+# Tensor types whose CUDA instances go straight to the GPU path (set by strux._cuda_ks_scan once
+# it has handled one: torch.Tensor, nn.Parameter), skipping the DLPack device probe of on_gpu.
+_gpu_types: tuple = ()
+_cuda_ks_scan = None  # that module, set with _gpu_types
+
+
 def _gpu():
     """The CUDA path for ks and scans (torch / CuPy arrays), or a clear error when absent."""
     cuda_backend()  # raises when this build or machine has no CUDA
@@ -105,6 +111,8 @@ def ks_matmul(x, w, pattern, *, layout: str = "bsf"):
     ``w`` has shape ``pattern = (a, b, c, d)``; ``K`` is defined in the module docstring.
     Returns an array of shape (batch, M) or (M, batch) in the dtype of x.
     """
+    if type(x) in _gpu_types and x.is_cuda:
+        return _cuda_ks_scan.ks_matmul(x, w, pattern, layout=layout)
     if on_gpu(x):
         return _gpu().ks_matmul(x, w, pattern, layout=layout)
     layout = choice(layout, "layout", _LAYOUTS)
@@ -124,6 +132,8 @@ def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf"):
     ``dw[i, k, l, j] = Σ_t dy[t, i*b*d + k*d + j] * x[t, i*c*d + l*d + j]`` ("bsf"; for "bsl" the
     batch runs along axis 1), shaped like w. Both in the dtype of x.
     """
+    if type(x) in _gpu_types and x.is_cuda:
+        return _cuda_ks_scan.ks_matmul_vjp(dy, x, w, pattern, layout=layout)
     if on_gpu(x):
         return _gpu().ks_matmul_vjp(dy, x, w, pattern, layout=layout)
     layout = choice(layout, "layout", _LAYOUTS)
@@ -148,6 +158,8 @@ def ks_chain(x, ws, patterns, *, layout: str = "bsf"):
     ``ws[p]`` has shape ``patterns[p]``. x has N = a_P*c_P*d_P features, the result
     M = a_1*b_1*d_1. K_P is applied first.
     """
+    if type(x) in _gpu_types and x.is_cuda:
+        return _cuda_ks_scan.ks_chain(x, ws, patterns, layout=layout)
     if on_gpu(x):
         return _gpu().ks_chain(x, ws, patterns, layout=layout)
     layout = choice(layout, "layout", _LAYOUTS)
@@ -168,6 +180,8 @@ def ks_chain_vjp(dy, x, ws, patterns, *, layout: str = "bsf"):
     "bsl", K = K_1 ⋯ K_P) and one gradient per weight array, shaped like it. The forward
     intermediates are recomputed (not taken from an earlier ks_chain call).
     """
+    if type(x) in _gpu_types and x.is_cuda:
+        return _cuda_ks_scan.ks_chain_vjp(dy, x, ws, patterns, layout=layout)
     if on_gpu(x):
         return _gpu().ks_chain_vjp(dy, x, ws, patterns, layout=layout)
     layout = choice(layout, "layout", _LAYOUTS)

@@ -253,7 +253,10 @@ def block_circulant_scan_vjp(dh, a, u, *, h0=None, dh_last=None):
     dh: (B, T, n) real, dL/dh; dh_last: (B, n) or None, added to dh[:, -1]. With
     g_t = dh_t + A_{t+1}^T g_{t+1}: du_t = g_t, dh0 = A_0^T g_0,
     da_t[i, j, m] = sum_r g_t[i*k + r] h_{t-1}[j*k + (r - m) mod k].
+    CUDA arrays (torch / CuPy) run the native GPU backward (float32 inside).
     """
+    if on_gpu(u):
+        return _gpu().block_circulant_scan_vjp(dh, a, u, h0=h0, dh_last=dh_last)
     a, u, h0, dt, rdt = _block_args(a, u, h0)
     dh = real_array(dh, "dh", 3)
     check_shape(dh, "dh", u.shape)

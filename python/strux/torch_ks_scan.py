@@ -1,25 +1,46 @@
 """PyTorch custom ops (torch.library) with autograd for the GPU ks and scan kernels, and KSLinear.
 
-Ops: ``strux::ks_matmul``, ``strux::ks_chain``, ``strux::diag_scan`` (each with a backward op),
+Ops: ``strux::ks_matmul``, ``strux::ks_chain``, ``strux::diag_scan``, ``strux::block_circulant_scan``
+(each with a backward op),
 usable under ``torch.compile`` (fake kernels registered). CUDA float32/float16/bfloat16 (and
 complex64 for diag_scan) run the strux kernels on the current stream; float64/complex128 and CPU
 tensors run a plain PyTorch path of the same formulas (einsum / time loop), so gradcheck in
 float64 checks the same op and the same backward formulas.
 
-``circulant_scan`` and ``block_circulant_scan`` are compositions: rfft over the circulant axis,
-the Fourier-domain recurrence (the diag_scan op for circulant; a p×p complex matrix recurrence
-per frequency, as a PyTorch time loop, for block-circulant), irfft; their gradients come from
-autograd through these pieces.
+``strux::block_circulant_scan`` (with its backward op) runs the native GPU forward and backward
+on CUDA float32/float16/bfloat16, and a PyTorch time loop of the same Fourier-domain formulas
+otherwise. ``circulant_scan`` is a composition: rfft over n, the diag_scan op, irfft; its
+gradient comes from autograd through these pieces.
 """
 import math
 from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
+from . import _cuda_ks_lean as _L
 from . import _cuda_ks_scan as _K
 
 _FAST = (torch.float32, torch.float16, torch.bfloat16)
+_L.init()  # the lean ks path (a no-op in a build without the CUDA entries)
+
+# Eager calls of ks_matmul / ks_chain skip the custom-op dispatch (tens of microseconds of
+# Python per call) when a direct kernel call is indistinguishable from the op: not under
+# torch.compile (checked first, so Dynamo folds it and traces the op), no torch function or
+# dispatch mode (tracers, fake tensors, functionalization, device contexts), no functorch
+# transform, no TorchScript trace. Gradients then come from _KsMatmulFn / _KsChainFn: the same
+# kernels and formulas as the registered backward ops. Anything else takes the registered ops.
+_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+_tf_len = getattr(torch._C, "_len_torch_function_stack", None)
+_td_len = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_ft_on = getattr(torch._C, "_are_functorch_transforms_active", None)
+_tracing = getattr(torch._C, "_get_tracing_state", None)
+_LEAN = None not in (_compiling, _tf_len, _td_len, _ft_on, _tracing)
+
+
+def _plain_eager() -> bool:
+    return _tf_len() == 0 and _td_len() == 0 and not _ft_on() and _tracing() is None
 
 
 def _gpu(*ts, complex_ok=False) -> bool:
@@ -96,8 +117,41 @@ def _ks_backward(ctx, dy):
 torch.library.register_autograd("strux::ks_matmul", _ks_backward, setup_context=_ks_setup)
 
 
+class _KsMatmulFn(torch.autograd.Function):
+    """Eager autograd of ks_matmul on the lean path (strux::ks_matmul's formulas, no op dispatch);
+    the backward computes only the gradients asked for."""
+
+    @staticmethod
+    def forward(ctx, x, w, p, bl, r):
+        ctx.save_for_backward(x, w)
+        ctx.p, ctx.bl = p, bl
+        return _L.ks_forward(x, w, p, bl, *r)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        nx, nw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        dy = dy.contiguous()
+        r = _L.vjp_ok(dy, x, w, ctx.p, ctx.bl)
+        if r is None:  # not expected (autograd hands dy in y's dtype and device): the checked op
+            dx, dw = _ks_matmul_bwd(dy, x, w, list(ctx.p), ctx.bl)
+        else:
+            dx, dw = _L.ks_backward(dy, x, w, ctx.p, ctx.bl, *r, nx, nw)
+        return (dx if nx else None), (dw if nw else None), None, None, None
+
+
 def ks_matmul(x: Tensor, w: Tensor, pattern, *, layout: str = "bsf") -> Tensor:
     """Differentiable KS factor product: ``x @ K.T`` ("bsf") or ``K @ x`` ("bsl")."""
+    p, bl = _L.pattern(pattern), _L.layout(layout)  # plain type checks (Dynamo traces them too)
+    if p is not None and bl is not None:
+        if _LEAN and not _compiling() and type(x) in _L.TT and _plain_eager():
+            r = _L.ks_ok(x, w, p, bl)
+            if r is not None:
+                if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad):
+                    return _KsMatmulFn.apply(x, w, p, bl, r)
+                return _L.ks_forward(x, w, p, bl, *r)
+        return _ks_matmul(x, w, list(p), bl)
     p = list(_K._pattern(pattern))
     layout = _K._choice(layout, "layout", _K._LAYOUTS)
     return _ks_matmul(x, w, p, layout == "bsl")
@@ -120,6 +174,8 @@ def _unflat(flat):
 
 @torch.library.custom_op("strux::ks_chain", mutates_args=())
 def _ks_chain(x: Tensor, ws: List[Tensor], patterns: List[int], batch_last: bool) -> Tensor:
+    if _gpu(x, *ws):
+        return _K.ks_chain(x, ws, _unflat(patterns), layout=_lay(batch_last))
     return _chain_fwd_list(x, ws, _unflat(patterns), batch_last)[-1]
 
 
@@ -133,6 +189,9 @@ def _(x, ws, patterns, batch_last):
 def _ks_chain_bwd(dy: Tensor, x: Tensor, ws: List[Tensor], patterns: List[int],
                   batch_last: bool) -> List[Tensor]:
     ps = _unflat(patterns)
+    if _gpu(dy, x, *ws):
+        dx, dws = _K.ks_chain_vjp(dy, x, ws, ps, layout=_lay(batch_last))
+        return [dx] + dws
     acts = _chain_fwd_list(x, ws[1:], ps[1:], batch_last) if len(ps) > 1 else [x]
     g, dws = dy, []
     for q in range(len(ps)):
@@ -165,8 +224,51 @@ def _chain_backward(ctx, dy):
 torch.library.register_autograd("strux::ks_chain", _chain_backward, setup_context=_chain_setup)
 
 
+class _KsChainFn(torch.autograd.Function):
+    """Eager autograd of ks_chain on the lean path (strux::ks_chain's formulas: the backward
+    recomputes the intermediates), gradients only where asked for. ws come last (*ws) so that
+    autograd tracks each."""
+
+    @staticmethod
+    def forward(ctx, x, ps, flat, bl, r, *ws):
+        ctx.save_for_backward(x, *ws)
+        ctx.ps, ctx.flat, ctx.bl = ps, flat, bl
+        return _L.chain_forward(x, ws, ps, flat, bl, *r)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        x, *ws = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        dy = dy.contiguous()
+        r = _L.chain_vjp_ok(dy, x, ws, ctx.ps, ctx.bl)
+        if r is None:  # not expected: the checked op
+            out = _ks_chain_bwd(dy, x, ws, ctx.flat, ctx.bl)
+            dx, dws = out[0], out[1:]
+        else:
+            dx, dws = _L.chain_backward(dy, x, ws, ctx.ps, ctx.flat, ctx.bl, *r, need[0], need[5:])
+        return (dx if need[0] else None, None, None, None, None,
+                *(g if n else None for g, n in zip(dws, need[5:])))
+
+
+def _chain_lean(x, ws, ps, flat, bl):
+    """The chain on the lean path, or None when it does not apply (see _plain_eager)."""
+    if not _LEAN or _compiling() or type(x) not in _L.TT or not _plain_eager():
+        return None
+    r = _L.chain_ok(x, ws, ps, bl)
+    if r is None:
+        return None
+    if torch.is_grad_enabled() and (x.requires_grad or any(w.requires_grad for w in ws)):
+        return _KsChainFn.apply(x, ps, flat, bl, r, *ws)
+    return _L.chain_forward(x, ws, ps, flat, bl, *r)
+
+
 def ks_chain(x: Tensor, ws, patterns, *, layout: str = "bsf") -> Tensor:
     """Differentiable chain ``x @ (K_1 ⋯ K_P).T`` ("bsf") or ``K_1 ⋯ K_P @ x`` ("bsl")."""
+    pf, bl = _L.patterns(patterns), _L.layout(layout)
+    if pf is not None and bl is not None:
+        y = _chain_lean(x, ws, pf[0], pf[1], bl)
+        return _ks_chain(x, list(ws), pf[1], bl) if y is None else y
     ps = _K._patterns(patterns)
     layout = _K._choice(layout, "layout", _K._LAYOUTS)
     return _ks_chain(x, list(ws), [v for p in ps for v in p], layout == "bsl")
@@ -191,14 +293,25 @@ class KSLinear(nn.Module):
         self.weights = nn.ParameterList(
             [nn.Parameter(torch.empty(p, **kw).uniform_(-1, 1) / math.sqrt(p[2])) for p in self.patterns])
         self.bias = nn.Parameter(torch.zeros(self.out_features, **kw)) if bias else None
+        # The validated patterns in the lean path's form, made once (the patterns are fixed at
+        # construction: the weights' shapes come from them, and every call checks those).
+        self._lean = _L.patterns(self.patterns)
+
+    def _chain(self, x: Tensor) -> Tensor:
+        ws = list(self.weights)
+        bl = self.layout == "bsl"
+        y = None if self._lean is None else _chain_lean(x, ws, self._lean[0], self._lean[1], bl)
+        return ks_chain(x, ws, self.patterns, layout=self.layout) if y is None else y
 
     def forward(self, x: Tensor) -> Tensor:
         if self.layout == "bsl":
-            y = ks_chain(x, list(self.weights), self.patterns, layout="bsl")
+            y = self._chain(x)
             return y if self.bias is None else y + self.bias[:, None]
-        lead = x.shape[:-1]
-        y = ks_chain(x.reshape(-1, self.in_features), list(self.weights), self.patterns)
-        y = y.reshape(*lead, self.out_features)
+        if x.dim() == 2:  # (batch, in_features): no reshapes
+            y = self._chain(x)
+        else:
+            lead = x.shape[:-1]
+            y = self._chain(x.reshape(-1, self.in_features)).reshape(*lead, self.out_features)
         return y if self.bias is None else y + self.bias
 
     def extra_repr(self) -> str:
@@ -291,22 +404,111 @@ def circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, return_
     return (h, h[:, -1]) if return_final else h
 
 
-def block_circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, return_final: bool = False):
-    """Differentiable block-circulant recurrence; a (B, T, p, p, k), u (B, T, n = p k).
+# ---- block_circulant_scan ---------------------------------------------------------------------
 
-    Per frequency f of the k-point rfft: ĥ_t[:, f] = Â_t[:, :, f] ĥ_{t-1}[:, f] + û_t[:, f]. The
-    recurrence runs as a PyTorch time loop (a reference-speed path; no fused kernel yet).
-    """
+def _ref_block_spectra(a, u, h0):
+    """rfft over k: A (B, T, kf, p, p), U (B, T, kf, p), H0 (B, kf, p) or None; complex128 for
+    float64 inputs, else complex64."""
     B, T, p, _, k = a.shape
     cd = torch.float64 if a.dtype == torch.float64 else torch.float32
-    A = torch.fft.rfft(a.to(cd), dim=-1).permute(0, 1, 4, 2, 3)          # (B, T, kf, p, p)
-    U = torch.fft.rfft(u.to(cd).reshape(B, T, p, k), dim=-1).transpose(-1, -2)  # (B, T, kf, p)
-    H = (torch.zeros_like(U[:, 0]) if h0 is None else
-         torch.fft.rfft(h0.to(cd).reshape(B, p, k), dim=-1).transpose(-1, -2))
+    A = torch.fft.rfft(a.to(cd), dim=-1).permute(0, 1, 4, 2, 3)
+    U = torch.fft.rfft(u.to(cd).reshape(B, T, p, k), dim=-1).transpose(-1, -2)
+    H0 = None if h0 is None else torch.fft.rfft(h0.to(cd).reshape(B, p, k), dim=-1).transpose(-1, -2)
+    return A, U, H0
+
+
+def _ref_block_states(A, U, H0):
+    """Per frequency H_t = A_t H_{t-1} + U_t as a time loop; (B, T, kf, p)."""
+    H = torch.zeros_like(U[:, 0]) if H0 is None else H0
     hs = []
-    for t in range(T):
+    for t in range(A.shape[1]):
         H = (A[:, t] @ H.unsqueeze(-1)).squeeze(-1) + U[:, t]
         hs.append(H)
-    Hh = torch.stack(hs, 1).transpose(-1, -2)                              # (B, T, p, kf)
-    h = torch.fft.irfft(Hh, n=k, dim=-1).reshape(B, T, p * k).to(a.dtype)
+    return torch.stack(hs, 1)
+
+
+def _ref_block_scan(a, u, h0):
+    B, T, p, _, k = a.shape
+    A, U, H0 = _ref_block_spectra(a, u, h0)
+    H = _ref_block_states(A, U, H0).transpose(-1, -2)
+    return torch.fft.irfft(H, n=k, dim=-1).reshape(B, T, p * k).to(u.dtype)
+
+
+def _ref_block_scan_bwd(dh, a, u, h0):
+    """The GPU backward's formulas as a PyTorch time loop: G_t = D_t + A_{t+1}^H G_{t+1},
+    da_hat_t = G_t conj(H_{t-1}), dh0_hat = A_0^H G_0, each gradient the irfft of its (exact)
+    half spectrum."""
+    B, T, p, _, k = a.shape
+    A, U, H0 = _ref_block_spectra(a, u, h0)
+    H = _ref_block_states(A, U, H0)
+    D = torch.fft.rfft(dh.to(A.real.dtype).reshape(B, T, p, k), dim=-1).transpose(-1, -2)
+    AH = A.conj().transpose(-1, -2)
+    g, gs = torch.zeros_like(D[:, 0]), [None] * T
+    for t in range(T - 1, -1, -1):
+        g = D[:, t] + ((AH[:, t + 1] @ g.unsqueeze(-1)).squeeze(-1) if t + 1 < T else 0)
+        gs[t] = g
+    G = torch.stack(gs, 1)
+    Hp = torch.cat([torch.zeros_like(H[:, :1]) if H0 is None else H0[:, None], H[:, :-1]], 1)
+    X = G.unsqueeze(-1) * Hp.conj().unsqueeze(-2)                          # (B, T, kf, p, p)
+    if H0 is None:  # h_{-1} = 0: da_0 is 0 exactly (as on the GPU and the CPU backend)
+        X = torch.cat([torch.zeros_like(X[:, :1]), X[:, 1:]], 1)
+    da = torch.fft.irfft(X.permute(0, 1, 3, 4, 2), n=k, dim=-1).to(a.dtype)
+    du = torch.fft.irfft(G.transpose(-1, -2), n=k, dim=-1).reshape(B, T, p * k).to(u.dtype)
+    if h0 is None:
+        return da, du, None
+    G0 = (AH[:, 0] @ G[:, 0].unsqueeze(-1)).squeeze(-1).transpose(-1, -2)  # (B, p, kf)
+    return da, du, torch.fft.irfft(G0, n=k, dim=-1).reshape(B, p * k).to(h0.dtype)
+
+
+@torch.library.custom_op("strux::block_circulant_scan", mutates_args=())
+def _block_scan(a: Tensor, u: Tensor, h0: Optional[Tensor]) -> Tensor:
+    if _gpu(a, u, h0):
+        return _K.block_circulant_scan(a, u, h0=h0)
+    return _ref_block_scan(a, u, h0)
+
+
+@_block_scan.register_fake
+def _(a, u, h0):
+    return torch.empty_like(u)
+
+
+@torch.library.custom_op("strux::block_circulant_scan_backward", mutates_args=())
+def _block_scan_bwd(dh: Tensor, a: Tensor, u: Tensor,
+                    h0: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+    # dh0 comes back empty (0 elements) when there is no h0: custom ops return tensors.
+    if _gpu(dh, a, u, h0):
+        da, du, dh0 = _K.block_circulant_scan_vjp(dh, a, u, h0=h0)
+    else:
+        da, du, dh0 = _ref_block_scan_bwd(dh, a, u, h0)
+    return da, du, (a.new_empty(0) if dh0 is None else dh0)
+
+
+@_block_scan_bwd.register_fake
+def _(dh, a, u, h0):
+    return torch.empty_like(a), torch.empty_like(u), (a.new_empty(0) if h0 is None else torch.empty_like(h0))
+
+
+def _block_setup(ctx, inputs, output):
+    a, u, h0 = inputs
+    ctx.has_h0 = h0 is not None
+    ctx.save_for_backward(a, u, h0 if h0 is not None else a.new_empty(0))
+
+
+def _block_backward(ctx, dh):
+    a, u, h0 = ctx.saved_tensors
+    da, du, dh0 = _block_scan_bwd(dh.contiguous(), a, u, h0 if ctx.has_h0 else None)
+    return da, du, (dh0 if ctx.has_h0 else None)
+
+
+torch.library.register_autograd("strux::block_circulant_scan", _block_backward, setup_context=_block_setup)
+
+
+def block_circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, return_final: bool = False):
+    """Differentiable block-circulant recurrence; a (B, T, p, p, k), u (B, T, n = p k), h0 (B, n).
+
+    Per frequency f of the k-point rfft: ĥ_t[:, f] = Â_t[:, :, f] ĥ_{t-1}[:, f] + û_t[:, f]. CUDA
+    float32/float16/bfloat16 run strux's native kernels forward and backward (the backward
+    recomputes h); other dtypes and CPU tensors run the same formulas as a PyTorch time loop.
+    """
+    h = _block_scan(a, u, h0)
     return (h, h[:, -1]) if return_final else h

@@ -176,8 +176,8 @@ def test_bad_inputs():
         K.ks_matmul(x, w, p, layout="rows")
     with pytest.raises(TypeError, match="'x'"):
         K.ks_matmul(x.to(torch.int32), w, p)
-    with pytest.raises(TypeError, match="'x'"):
-        K.ks_matmul(x.double(), w.double(), p)
+    with pytest.raises(TypeError, match="'w'"):
+        K.ks_matmul(x.double(), w, p)
     with pytest.raises(TypeError, match="'w'"):
         K.ks_matmul(x, w.half(), p)
     with pytest.raises(ValueError, match="'x'"):
@@ -288,7 +288,7 @@ def test_float32_blas_path(p, layout, monkeypatch):
     N, M = a * c * d, a * b * d
     applies = layout == "bsl" or d == 1
     assert ks_path(p, 7, layout) == (("blas",) * 2 if applies else ("kernels",) * 2)
-    assert ks_path(p, 7, layout, "float16") == ("kernels", "kernels")
+    assert ks_path(p, 7, layout, "float16") == (("blas",) * 2 if applies else ("kernels",) * 2)
     w = rnd(*p)
     Kd = dense(w, p)
     for batch in (1, 7, 301):
@@ -309,12 +309,17 @@ def test_float32_blas_path(p, layout, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_blas_knob_leaves_half_types(dtype, monkeypatch):
-    monkeypatch.setenv("STRUX_KS_PATH", "blas")
+def test_knob_forces_half_types(dtype, monkeypatch):
+    """STRUX_KS_PATH=tc puts half types back on the FFMA kernels (forward, dx and dw), =blas on
+    cuBLAS; both give the same product to half accuracy."""
     p = (2, 40, 33, 2)
     x, w = rnd(2 * 33 * 2, 9, dtype=dtype), rnd(*p, dtype=dtype)
-    y = K.ks_matmul(x, w, p, layout="bsl")
-    assert y.dtype == dtype and rel(y, dense(w, p) @ x.double()) < TOL[dtype]
+    name = str(dtype)[6:]
+    for path, want in (("tc", "kernels"), ("blas", "blas")):
+        monkeypatch.setenv("STRUX_KS_PATH", path)
+        assert ks_path(p, 9, "bsl", name) == (want, want) and dw_path(p, 9, "bsl", name)[0] == want
+        y = K.ks_matmul(x, w, p, layout="bsl")
+        assert y.dtype == dtype and rel(y, dense(w, p) @ x.double()) < TOL[dtype]
 
 
 @pytest.mark.parametrize("layout", ["bsf", "bsl"])
@@ -345,6 +350,199 @@ def test_float32_blas_nan_and_stream(layout, monkeypatch):
     y2 = K.ks_matmul(x2, w, p, layout=layout)
     ref = x2.double() @ dense(w, p).T if layout == "bsf" else dense(w, p) @ x2.double()
     assert rel(y2, ref) < 1e-6
+
+
+# ---- ks v5c: half types and dw on cuBLAS -----------------------------------------------------
+
+def dw_path(p, batch, layout, dtype="float32"):
+    """backward_w's path and batch chunk: ("blas", rows per GEMM accumulation) or ("kernels", 0)."""
+    return tuple(K._ext.cuda_ks_dw_path(list(p), batch, layout == "bsl", K._DTYPE_CODE[dtype]))
+
+
+def refs(x, w, dy, p, layout):
+    """float64 y, dx, dw of the DESIGN.md formula (dense K; dw by einsum over the batch), and the
+    scale of dw's rounding errors, T = sqrt(sum over the batch of (dy x)^2) per element: a sum's
+    float32 error is relative to T, not to the sum itself, which may cancel (see dw_err)."""
+    a, b, c, d = p
+    Kd = dense(w, p)
+    xd, dyd = x.double(), dy.double()
+    if layout == "bsf":
+        y, dx, xb, dyb = xd @ Kd.T, dyd @ Kd, xd, dyd
+    else:
+        y, dx, xb, dyb = Kd @ xd, Kd.T @ dyd, xd.T, dyd.T
+    dw = torch.einsum("nikj,nilj->iklj", dyb.reshape(-1, a, b, d), xb.reshape(-1, a, c, d))
+    T = torch.einsum("nikj,nilj->iklj", dyb.reshape(-1, a, b, d) ** 2, xb.reshape(-1, a, c, d) ** 2).sqrt()
+    return y, dx, (dw, T)
+
+
+def dw_err(dw, ref):
+    """||dw - dw64|| / ||T||: the norm-wise error in units of the sums' rounding scale T (refs);
+    equals the relative error for sums without cancellation, stays meaningful for one element
+    whose sum cancels (a 7-row single-element dw measured 1.3e-6 'relative' on the H200 with a
+    correct float32 sum)."""
+    r, T = ref
+    return ((dw.double() - r).norm() / T.norm().clamp_min(1e-300)).item()
+
+
+def acts(p, batch, layout, dtype):
+    a, b, c, d = p
+    N, M = a * c * d, a * b * d
+    if layout == "bsf":
+        return rnd(batch, N, dtype=dtype), rnd(batch, M, dtype=dtype)
+    return rnd(N, batch, dtype=dtype), rnd(M, batch, dtype=dtype)
+
+
+# b or c = 1, 2, odd, prime; d = 1, 2, 3, 16.
+V5C_PATTERNS = [(1, 1, 1, 1), (2, 1, 5, 3), (3, 7, 1, 2), (2, 2, 2, 16), (1, 13, 17, 1), (2, 40, 33, 2),
+                (3, 5, 7, 3), (1, 48, 48, 16), (4, 6, 130, 1), (1, 96, 64, 1), (5, 2, 3, 1)]
+
+
+@pytest.mark.parametrize("p", V5C_PATTERNS)
+@pytest.mark.parametrize("layout", ["bsf", "bsl"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("path", ["blas", "auto"])
+def test_half_types_on_blas(p, layout, dtype, path, monkeypatch):
+    """float16 / bfloat16 forward, dx and dw on cuBLAS GemmEx (tensor cores, float32
+    accumulation) wherever the strided views apply (batch-last any d, batch-first d == 1), by
+    default and forced, against float64: only the rounding of inputs and outputs to the half
+    type remains (TOL). Batches with tails of every tile, one chunk and several chunks of the dw
+    sum (2051: a 3-row last chunk; 4096: chunks that divide the batch); no output left unwritten."""
+    if path == "blas":
+        monkeypatch.setenv("STRUX_KS_PATH", "blas")
+    else:
+        monkeypatch.delenv("STRUX_KS_PATH", raising=False)
+    name = str(dtype)[6:]
+    applies = layout == "bsl" or p[3] == 1
+    want = "blas" if applies else "kernels"
+    assert ks_path(p, 7, layout, name) == (want, want) and dw_path(p, 7, layout, name)[0] == want
+    w = rnd(*p, dtype=dtype)
+    batches = (1, 7, 301, 2051, 4096) if p[0] * p[2] * p[3] <= 300 else (1, 7, 301, 2051)
+    for batch in batches:
+        x, dy = acts(p, batch, layout, dtype)
+        ry, rdx, rdw = refs(x, w, dy, p, layout)
+        poisoned_pool(2 * dy.numel())
+        y = K.ks_matmul(x, w, p, layout=layout)
+        poisoned_pool(2 * x.numel())
+        dx, dw = K.ks_matmul_vjp(dy, x, w, p, layout=layout)
+        assert y.dtype == dx.dtype == dw.dtype == dtype
+        for got, ref in ((y, ry), (dx, rdx)):
+            assert not torch.isnan(got).any() and rel(got, ref) < TOL[dtype], (batch, rel(got, ref))
+        assert not torch.isnan(dw).any() and dw_err(dw, rdw) < TOL[dtype], (batch, dw_err(dw, rdw))
+
+
+F32_DW_PATTERNS = [(1, 1, 1, 1), (2, 1, 5, 3), (3, 7, 1, 2), (2, 2, 2, 16), (1, 13, 17, 1), (3, 5, 7, 3),
+                   (1, 48, 48, 16), (2, 40, 33, 2), (4, 6, 130, 1), (6, 64, 64, 1)]
+
+
+def dw_tol(chunk):
+    """float32 dw vs float64 (dw_err): one sequential float32 accumulation of n products errs by
+    ~0.3-0.4 u sqrt(n) T (u = 2^-24; the running sum grows like a random walk), the chunk sums
+    add ~u T more; 1.5 u sqrt(chunk) + 2e-7 leaves a factor ~4 over the mean (a float32 simulation
+    of these patterns and batches, 20 seeds: at most 0.53 of it, for single elements; many
+    elements average out: 0.19). 512-row chunks: 2.2e-6 (measured 4.3e-7 on the H200); one
+    25088-row sum would measure ~3e-6 and fail."""
+    return 1.5 * 2.0 ** -24 * chunk ** 0.5 + 2e-7
+
+
+@pytest.mark.parametrize("p", F32_DW_PATTERNS)
+@pytest.mark.parametrize("layout", ["bsf", "bsl"])
+@pytest.mark.parametrize("loop", [False, True])
+def test_float32_dw_on_blas(p, layout, loop, monkeypatch):
+    """float32 dw on cuBLAS (default rule: batch-last any d, batch-first d == 1) against
+    float64, for batches of one chunk (direct beta = 1 GEMM into dw when d == 1), several chunks
+    with a short last one (1029 = 2*512 + 5) and chunks that divide the batch (1536), with the
+    GEMMs that one strided call cannot cover as one pointer-array call (default) or a host loop
+    (STRUX_KS_DW_PTRS=0); the old kernel (STRUX_KS_PATH=tc) agrees."""
+    if loop:
+        monkeypatch.setenv("STRUX_KS_DW_PTRS", "0")
+    a, b, c, d = p
+    applies = layout == "bsl" or d == 1
+    for batch in (1, 7, 301, 1029, 1536):
+        path, chunk = dw_path(p, batch, layout)
+        assert path == ("blas" if applies else "kernels")
+        if not applies:
+            return
+        assert chunk == (batch if batch <= 512 else 512)
+        x, dy = acts(p, batch, layout, torch.float32)
+        _, _, rdw = refs(x, x.new_zeros(p), dy, p, layout)
+        _, dw = K.ks_matmul_vjp(dy, x, rnd(*p), p, layout=layout)
+        assert not torch.isnan(dw).any() and dw_err(dw, rdw) < dw_tol(chunk), (batch, dw_err(dw, rdw))
+    monkeypatch.setenv("STRUX_KS_PATH", "tc")
+    assert dw_path(p, batch, layout) == ("kernels", 0)
+    _, dwk = K.ks_matmul_vjp(dy, x, rnd(*p), p, layout=layout)
+    assert dw_err(dwk, rdw) < 1e-5 and dw_err(dw, (dwk.double(), rdw[1])) < 1e-5
+
+
+@pytest.mark.parametrize("p,layout", [((1, 48, 48, 16), "bsl"), ((2, 40, 33, 2), "bsl"),
+                                      ((1, 96, 64, 1), "bsf"), ((4, 6, 130, 1), "bsl")])
+def test_float32_dw_long_batch(p, layout):
+    """The bench's batch (25088 rows summed): within ~1e-6 of float64 (512-row chunks)."""
+    path, chunk = dw_path(p, 25088, layout)
+    assert path == "blas" and chunk == 512
+    x, dy = acts(p, 25088, layout, torch.float32)
+    _, _, rdw = refs(x, x.new_zeros(p), dy, p, layout)
+    _, dw = K.ks_matmul_vjp(dy, x, rnd(*p), p, layout=layout)
+    assert dw_err(dw, rdw) < dw_tol(chunk), dw_err(dw, rdw)
+
+
+@pytest.mark.parametrize("layout", ["bsf", "bsl"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_blas_dw_nan_and_stream(layout, dtype):
+    """A NaN in x reaches exactly dw[i, :, l, j] of its column (every chunk slot is summed, so a
+    NaN in a middle chunk of the 1300 rows counts); on a side stream dx and dw equal those of
+    the default stream."""
+    p = (2, 64, 40, 1) if layout == "bsf" else (2, 64, 40, 3)
+    a, b, c, d = p
+    assert dw_path(p, 1300, layout, str(dtype)[6:])[0] == "blas"
+    w = rnd(*p, dtype=dtype)
+    x, dy = acts(p, 1300, layout, dtype)
+    i, l, j = 1, 3, d - 1
+    f = i * c * d + l * d + j
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        dx1, dw1 = K.ks_matmul_vjp(dy, x, w, p, layout=layout)
+    s.synchronize()
+    dx0, dw0 = K.ks_matmul_vjp(dy, x, w, p, layout=layout)
+    assert torch.equal(dw0, dw1) and torch.equal(dx0, dx1)
+    if layout == "bsf":
+        x[700, f] = float("nan")
+    else:
+        x[f, 700] = float("nan")
+    _, dw = K.ks_matmul_vjp(dy, x, w, p, layout=layout)
+    bad = torch.isnan(dw)
+    assert bad[i, :, l, j].all() and bad.sum() == b
+
+
+@pytest.mark.parametrize("layout", ["bsf", "bsl"])
+def test_float64_on_gpu(layout):
+    """float64 (cuBLAS DGEMM through einsum): forward, vjp and chains to float64 rounding,
+    against the dense matrix built entry by entry, non-contiguous input included."""
+    import strux
+    for p in [(1, 1, 1, 1), (3, 5, 7, 2), (2, 17, 19, 3), (1, 9, 3, 5)]:
+        a, b, c, d = p
+        N, M = a * c * d, a * b * d
+        for batch in (1, 13):
+            x = rnd(batch, 2 * N, dtype=torch.float64)[:, ::2] if layout == "bsf" else rnd(N, batch, dtype=torch.float64)
+            w = rnd(*p, dtype=torch.float64)
+            Kd = dense_loop(w, p)
+            y = strux.ks_matmul(x, w, p, layout=layout)
+            ref = x @ Kd.T if layout == "bsf" else Kd @ x
+            assert y.dtype == torch.float64 and y.is_cuda and rel(y, ref) < 1e-13
+            dy = torch.randn_like(y)
+            dx, dw = strux.ks_matmul_vjp(dy, x, w, p, layout=layout)
+            xr = x.detach().clone().requires_grad_()
+            wr = w.detach().clone().requires_grad_()
+            yr = xr @ dense(wr, p).T if layout == "bsf" else dense(wr, p) @ xr
+            gx, gw = torch.autograd.grad(yr, [xr, wr], dy)
+            assert dx.dtype == dw.dtype == torch.float64
+            assert rel(dx, gx) < 1e-13 and rel(dw, gw) < 1e-13
+    chain = [(1, 4, 6, 2), (2, 3, 2, 2)]          # a*c*d of the first == a*b*d of the second
+    ws = [rnd(*q, dtype=torch.float64) for q in chain]
+    Kc = dense_loop(ws[0], chain[0]) @ dense_loop(ws[1], chain[1])
+    x = rnd(5, Kc.shape[1], dtype=torch.float64) if layout == "bsf" else rnd(Kc.shape[1], 5, dtype=torch.float64)
+    y = strux.ks_chain(x, ws, chain, layout=layout)
+    assert rel(y, x @ Kc.T if layout == "bsf" else Kc @ x) < 1e-13
 
 
 # ks v5b: batch-first d > 1 through in-row transpositions + cuBLAS (STRUX_KS_PATH=tr).

@@ -8,7 +8,8 @@ from strux import _cuda_ks_scan as K  # noqa: E402
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and K.available()),
                                 reason="needs a CUDA GPU and strux built with CUDA")
 DEV = "cuda"
-TOL = {torch.float32: 2e-6 * 50, torch.complex64: 1e-4, torch.float16: 5e-3, torch.bfloat16: 3e-2}
+TOL = {torch.float32: 2e-6 * 50, torch.complex64: 1e-4, torch.float16: 5e-3, torch.bfloat16: 3e-2,
+       torch.float64: 1e-12, torch.complex128: 1e-12}
 
 
 def rel(x, ref):
@@ -19,7 +20,7 @@ def rel(x, ref):
 def coeffs(B, T, n, dtype):
     """Stable random a (|a| < 1) and b, rounded to dtype; float64/complex128 copies for references."""
     mag = 0.5 + 0.49 * torch.rand(B, T, n, device=DEV, dtype=torch.float64)
-    if dtype == torch.complex64:
+    if dtype.is_complex:
         a = torch.polar(mag, 6.3 * torch.rand_like(mag))
         b = torch.randn(B, T, n, device=DEV, dtype=torch.complex128)
     else:
@@ -54,7 +55,8 @@ def algo(request, monkeypatch):
 
 @pytest.mark.parametrize("algo", ALGOS, indirect=True)
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.complex64, torch.float16, torch.bfloat16,
+                                   torch.float64, torch.complex128])
 @pytest.mark.parametrize("with_h0", [False, True])
 def test_diag_scan_forward_backward(shape, dtype, with_h0, algo):
     B, T, n = shape
@@ -213,8 +215,8 @@ def test_bad_inputs():
         K.diag_scan(a[0], b[0])
     with pytest.raises(TypeError, match="'b'"):
         K.diag_scan(a, b.half())
-    with pytest.raises(TypeError, match="'a'"):
-        K.diag_scan(a.double(), b.double())
+    with pytest.raises(TypeError, match="'b'"):
+        K.diag_scan(a.double(), b)
     with pytest.raises(TypeError, match="'a'"):
         K.diag_scan(a.to(torch.int64), b)
     with pytest.raises(ValueError, match="'h0'"):
@@ -271,6 +273,29 @@ def test_circulant_gpu_vs_cpu_float64(n, fourier, with_h0):
         assert _rel_np(dh0, rdh0) < 1e-4
     else:
         assert dh0 is None and rdh0 is None
+
+
+@pytest.mark.parametrize("n", [1, 2, 9, 16])
+@pytest.mark.parametrize("fourier", [False, True])
+def test_circulant_gpu_float64(n, fourier):
+    """float64 runs cuFFT D2Z/Z2D and the complex128 scan: float64 accuracy against the CPU."""
+    import strux
+    B, T = 2, 77
+    a = torch.randn(B, T, n, device=DEV, dtype=torch.float64) * (0.9 / n)
+    u = torch.randn(B, T, n, device=DEV, dtype=torch.float64)
+    h0 = torch.randn(B, n, device=DEV, dtype=torch.float64)
+    dh = torch.randn(B, T, n, device=DEV, dtype=torch.float64)
+    if fourier:
+        a = torch.fft.rfft(a, dim=-1)
+    ref = strux.circulant_scan(_np(a), _np(u), h0=_np(h0), fourier=fourier)
+    h = strux.circulant_scan(a, u, h0=h0, fourier=fourier)
+    assert h.is_cuda and h.dtype == torch.float64 and _rel_np(h, ref) < 1e-12
+    rda, rdu, rdh0 = strux.circulant_scan_vjp(_np(dh), _np(a), _np(u), h0=_np(h0), fourier=fourier)
+    da, du, dh0 = strux.circulant_scan_vjp(dh, a, u, h0=h0, fourier=fourier)
+    assert da.dtype == (torch.complex128 if fourier else torch.float64)
+    assert _rel_np(da, rda) < 1e-12 and _rel_np(du, rdu) < 1e-12 and _rel_np(dh0, rdh0) < 1e-12
+    with pytest.raises(TypeError, match="'a'"):  # a float64 u takes a complex128 spectrum
+        K.circulant_scan(a.to(torch.complex64) if fourier else a.float(), u, fourier=fourier)
 
 
 def test_circulant_gpu_half_and_bad_inputs():

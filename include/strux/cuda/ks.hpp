@@ -4,9 +4,9 @@
 // One fused output-stationary kernel per factor (Algorithm 2 of Gonon et al.): a thread block
 // owns an output tile of one (i, j) group, reads that group's strided input columns straight
 // from device memory into shared memory and writes its strided output columns in place; no
-// permutation passes. float32 may instead run cuBLAS: on strided views (batch-last, or d == 1),
-// or, batch-first with d > 1, after an in-row transposition of x and before one of y (ks v5b);
-// the choice is made once per plan (src/cuda/ks/ks_plan.cu). All pointers are device pointers to
+// permutation passes. Some plans run cuBLAS instead: on strided views (batch-last, or d == 1),
+// or (float32, batch-first, d > 1) between in-row transpositions of x and y (ks v5b); the choice
+// is made once per plan (src/cuda/ks/ks_plan.cu). All pointers are device pointers to
 // C-contiguous memory; work goes on `stream` (a cudaStream_t, 0 = legacy default).
 #pragma once
 
@@ -36,9 +36,12 @@ class KsPlan {
   void backward_w(const void* x, const void* dy, float* dw32, void* stream) const;
 
   KsPattern pattern() const { return p_; }
-  // Whether forward / backward_x run cuBLAS on strided views (float32 only; else the ks kernels).
+  // Whether forward / backward_x / backward_w run cuBLAS on strided views (else the ks kernels).
   bool forward_uses_blas() const { return blas_fwd_; }
   bool backward_x_uses_blas() const { return blas_bx_; }
+  bool backward_w_uses_blas() const { return dw_chunk_ > 0; }
+  // backward_w on cuBLAS: the batch rows summed by one GEMM accumulation (0: the kernels).
+  int64_t backward_w_chunk() const { return dw_chunk_; }
   // Whether forward / backward_x run the batch-first d > 1 transposition + cuBLAS path (ks v5b).
   bool forward_uses_tr() const { return tr_fwd_; }
   bool backward_x_uses_tr() const { return tr_bx_; }
@@ -48,9 +51,12 @@ class KsPlan {
   int64_t batch_;
   bool batch_last_;
   DType dtype_;
-  // float32 product path for forward / backward_x: false = the ks kernels, true = cuBLAS on
-  // strided views (src/cuda/ks/ks_plan.cu, use_blas: the rule and its measurements).
+  // Product path for forward / backward_x: false = the ks kernels, true = cuBLAS on strided
+  // views (src/cuda/ks/ks_plan.cu, use_blas / use_blas_half: the rules and their measurements).
   bool blas_fwd_ = false, blas_bx_ = false;
+  // backward_w: 0 = the ks kernel, else cuBLAS with batch chunks of this length (use_blas_dw).
+  int64_t dw_chunk_ = 0;
+  bool dw_ptrs_ = true;  // its looped GEMMs as one pointer-array call (ks_blas_dw.cu)
   // ks v5b: batch-first d > 1 through in-row transpositions + cuBLAS (src/cuda/ks/ks_tr.cu),
   // tr_rows_ batch rows per pass (the workspace cap); rule in ks_plan.cu, use_tr.
   bool tr_fwd_ = false, tr_bx_ = false;

@@ -17,7 +17,8 @@ namespace strux::cuda {
 
 class DiagScanPlan {
  public:
-  // dtype: f32, f16, bf16 (computed in float32) or c64.
+  // dtype: f32, f16, bf16 (computed in float32), c64, or f64 / c128 (computed in float64; the
+  // look-back kernel only).
   DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype);
 
   // Device scratch (bytes) each call needs; the caller allocates it (stream-ordered).
@@ -38,54 +39,81 @@ class DiagScanPlan {
   DType dtype_;
 };
 
-// circulant_scan, float32: h_t = circ(a_t) h_{t-1} + u_t through cuFFT rfft over n, the complex
-// diagonal scan of the half spectra, and irfft. Plans are made once per plan object.
+// circulant_scan, float32 or float64: h_t = circ(a_t) h_{t-1} + u_t through cuFFT rfft over n,
+// the complex diagonal scan of the half spectra (complex64 / complex128), and irfft. Plans are
+// made once per plan object. Real arrays are of the plan's dtype, spectra of its complex type.
 class CirculantScanPlan {
  public:
-  CirculantScanPlan(int64_t B, int64_t T, int64_t n);
+  CirculantScanPlan(int64_t B, int64_t T, int64_t n, DType dtype = DType::f32);
   ~CirculantScanPlan();
   CirculantScanPlan(const CirculantScanPlan&) = delete;
   CirculantScanPlan& operator=(const CirculantScanPlan&) = delete;
   // Scratch for forward, forward_fourier and backward.
   int64_t workspace_bytes() const;
-  void forward(const float* a, const float* u, const float* h0, float* h, void* workspace,
-               void* stream) const;
-  // a_hat: the half spectra rfft(a_t) (B, T, n/2+1) complex64 (float2); the imaginary parts at
+  void forward(const void* a, const void* u, const void* h0, void* h, void* workspace, void* stream) const;
+  // a_hat: the half spectra rfft(a_t) (B, T, n/2+1) complex; the imaginary parts at
   // frequency 0 and (even n) n/2 are ignored, as irfft does.
-  void forward_fourier(const void* a_hat, const float* u, const float* h0, float* h, void* workspace,
+  void forward_fourier(const void* a_hat, const void* u, const void* h0, void* h, void* workspace,
                        void* stream) const;
   // Gradients given dh = dL/dh (B, T, n) (h is recomputed in the Fourier domain). With
   // g_t = dh_t + circ(a_{t+1})^T g_{t+1}: du = g, dh0 = circ(a_0)^T g_0 (when dh0 is not null),
-  // da_t[m] = sum_i g_t[i] h_{t-1}[(i - m) mod n] written to da (B, T, n) float32, or, when
-  // a_hat is given instead of a (a null), the gradient for a_hat written to da as (B, T, n/2+1)
-  // complex64: dL/dRe + i dL/dIm (PyTorch's packing).
-  void backward(const float* a, const void* a_hat, const float* u, const float* h0, const float* dh,
-                void* da, float* du, float* dh0, void* workspace, void* stream) const;
+  // da_t[m] = sum_i g_t[i] h_{t-1}[(i - m) mod n] written to da (B, T, n), or, when a_hat is
+  // given instead of a (a null), the gradient for a_hat written to da as (B, T, n/2+1)
+  // complex: dL/dRe + i dL/dIm (PyTorch's packing).
+  void backward(const void* a, const void* a_hat, const void* u, const void* h0, const void* dh,
+                void* da, void* du, void* dh0, void* workspace, void* stream) const;
+  DType dtype() const { return dtype_; }
 
  private:
-  void spectra_of_a(const float* a, const void* a_hat, void* ah, void* stream) const;
+  void spectra_of_a(const void* a, const void* a_hat, void* ah, void* stream) const;
+  void forward_any(const void* a, const void* a_hat, const void* u, const void* h0, void* h,
+                   void* workspace, void* stream) const;
+  int64_t csize() const { return dtype_ == DType::f64 ? 16 : 8; }
   int64_t B_, T_, n_, nf_;
+  DType dtype_;
   int r2c_ = 0, c2r_ = 0, r2c0_ = 0, c2r0_ = 0;  // cufftHandle
   int64_t fft_work_ = 0;
   DiagScanPlan scan_;
 };
 
-// block_circulant_scan forward, float32: a (B, T, p, p, k), u (B, T, n = p k). cuFFT rfft over k
-// turns each k x k circulant block into a diagonal, so each of the k/2+1 frequencies carries its
-// own p x p complex recurrence H_t = A_t H_{t-1} + U_t (one thread per (batch, frequency), its
-// state in shared memory); irfft over k gives h. The 1/k of the inverse is folded into U, H0.
+// block_circulant_scan, float32: a (B, T, p, p, k), u (B, T, n = p k). cuFFT rfft over k turns
+// each k x k circulant block into a diagonal, so each of the k/2+1 frequencies carries its own
+// p x p complex recurrence H_t = A_t H_{t-1} + U_t; irfft over k gives h. The 1/k of the inverse
+// is folded into U, H0 (and into dh, dh_last backward). The recurrence runs one thread per
+// (batch, frequency) through the whole sequence, or, for p <= 4 when B*kf is too small to fill
+// the GPU, in chunks of time with a carry pass (src/cuda/scan/block_scan_kernels.cuh); the
+// choice is made here, at plan time (STRUX_BC_SCAN forces one: generic, seq, or a chunk length).
+// How many stale CUDA errors (left in the calling host thread by earlier work) the block scan
+// calls found and cleared before their cuFFT launches (diagnostics).
+int64_t block_scan_stale_errors();
+
 class BlockCirculantScanPlan {
  public:
   BlockCirculantScanPlan(int64_t B, int64_t T, int64_t p, int64_t k);
   ~BlockCirculantScanPlan();
   BlockCirculantScanPlan(const BlockCirculantScanPlan&) = delete;
   BlockCirculantScanPlan& operator=(const BlockCirculantScanPlan&) = delete;
-  int64_t workspace_bytes() const;
+  int64_t workspace_bytes() const;           // forward
+  int64_t backward_workspace_bytes() const;  // backward (a superset of the forward's)
   void forward(const float* a, const float* u, const float* h0, float* h, void* workspace, void* stream) const;
+  // Gradients given dh = dL/dh (B, T, n) and dh_last (B, n) or null, the cotangent of h[:, -1]
+  // (added to dh's last step); h is recomputed. With g_t = dh_t + A_{t+1}^T g_{t+1}: du = g,
+  // da_t[i, j, m] = sum_r g_t[i k + r] h_{t-1}[j k + (r - m) mod k] (h_{-1} = h0 or 0),
+  // dh0 = A_0^T g_0 (written when dh0 is not null).
+  void backward(const float* a, const float* u, const float* h0, const float* dh, const float* dh_last, float* da,
+                float* du, float* dh0, void* workspace, void* stream) const;
+  // Time steps per chunk of the recurrence (T: not chunked) and whether the register kernels run.
+  int64_t chunk_length() const { return L_; }
+  bool register_kernels() const { return regs_; }
 
  private:
+  void r2c(int plan, const float* x, void* y, int64_t rows, void* stream) const;
+  void c2r(int plan, void* x, float* y, int64_t rows, void* stream) const;
+  void scan_forward(void* ah, void* uh, const void* h0h, void* S, void* M, void* Car, float s, void* stream) const;
   int64_t B_, T_, p_, k_, kf_;
-  int r2c_a_ = 0, r2c_u_ = 0, r2c_h0_ = 0, c2r_ = 0;  // cufftHandle (k > 1)
+  int64_t L_ = 0, C_ = 1;  // chunk length and count
+  bool regs_ = false;
+  int r2c_a_ = 0, r2c_u_ = 0, r2c_h0_ = 0, c2r_ = 0, c2r_a_ = 0, c2r_h0_ = 0;  // cufftHandle (k > 1)
   int64_t fft_work_ = 0;
 };
 

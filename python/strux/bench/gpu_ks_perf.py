@@ -3,11 +3,14 @@
 summary of wins against bmm, and the forward times and float64 errors of each float32 product
 path forced (STRUX_KS_PATH=tc: the ks kernels, =blas: cuBLAS on strided views, =tr: batch-first
 d > 1 through in-row transpositions + cuBLAS; the plan reads the knob at construction, so one
-process times all), plus the batch-first d > 1 table (ks v5b: kernels vs tr at each chunk count
-vs bmm, per call and back to back).
+process times all), plus the batch-first d > 1 table (ks v5b: kernels vs tr vs bmm, per call and
+back to back, and a per-kernel profile of tr and bmm).
+--v5c: only the half-type forward rows (ours default / kernels forced vs bmm in the same dtype)
+and the backward rows (ours vjp, dw alone on cuBLAS and on the old kernel, vs torch autograd of
+the bmm recipe), both layouts, the 10 patterns.
+--bsf: only the batch-first d > 1 table and profile (ks v5b).
 
-Run: python -m strux.bench.gpu_ks_perf --out DIR          (everything)
-     python -m strux.bench.gpu_ks_perf --bsf --out DIR    (the batch-first d > 1 table only)
+Run: python -m strux.bench.gpu_ks_perf --out DIR [--v5c | --bsf]
 """
 from __future__ import annotations
 
@@ -205,12 +208,160 @@ def forward_times(batch=25088):
     return out
 
 
+def _forced(path, fn, var="STRUX_KS_PATH"):
+    """fn() with the knob var=path (None: unset) for the plans it builds."""
+    old = os.environ.pop(var, None)
+    if path:
+        os.environ[var] = path
+    try:
+        return fn()
+    finally:
+        os.environ.pop(var, None)
+        if old is not None:
+            os.environ[var] = old
+
+
+def _inputs(p, layout, dt, batch):
+    import torch
+    a, b, c, d = p
+    w = (torch.randn(*p, device="cuda") / c ** 0.5).to(dt)
+    shp_x = (batch, a * c * d) if layout == "bsf" else (a * c * d, batch)
+    shp_y = (batch, a * b * d) if layout == "bsf" else (a * b * d, batch)
+    return torch.randn(*shp_x, device="cuda").to(dt), w, torch.randn(*shp_y, device="cuda").to(dt)
+
+
+def _rel(y, ref):
+    return ((y.double() - ref).norm() / ref.norm()).item()
+
+
+def half_rows(batch=25088):
+    """Forward in bf16 / fp16: ours (default rule), the FFMA kernels forced, bmm in the same dtype."""
+    import torch
+    from strux import _cuda_ks_scan as K
+    from strux.bench.gpu_ks_scan import timeit
+    rows = []
+    for p in PATS:
+        a, b, c, d = p
+        for dt in (torch.bfloat16, torch.float16):
+            for layout in ("bsf", "bsl"):
+                x, w, _ = _inputs(p, layout, dt, batch)
+                wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
+                wl = w.permute(0, 3, 1, 2).reshape(a * d, b, c).contiguous()
+                ours = lambda: K.ks_matmul(x, w, p, layout=layout)  # noqa: E731
+                ref = ref64(x, w, p, layout)
+                err = _rel(ours(), ref)
+                err_bmm = _rel(bmm_f32(x, wl, wf, p, layout), ref)
+                del ref
+                path = K._ext.cuda_ks_path(list(p), batch, layout == "bsl", K._DTYPE_CODE[str(dt)[6:]])[0]
+                rows.append(dict(pattern=p, layout=layout, dtype=str(dt)[6:], path=path,
+                                 ms=timeit(ours), kernels_ms=_forced("tc", lambda: timeit(ours)),
+                                 bmm_ms=timeit(lambda: bmm_f32(x, wl, wf, p, layout)),
+                                 b2b_ms=back_to_back(ours),
+                                 b2b_bmm_ms=back_to_back(lambda: bmm_f32(x, wl, wf, p, layout)),
+                                 err=err, err_bmm=err_bmm))
+                r = rows[-1]
+                print(f"half {p} {layout} {r['dtype']}: ours {r['ms']:.3f} ({path}), kernels {r['kernels_ms']:.3f}, "
+                      f"bmm {r['bmm_ms']:.3f}, b2b {r['b2b_ms']:.3f}/{r['b2b_bmm_ms']:.3f}, err {err:.1e} (bmm {err_bmm:.1e})",
+                      flush=True)
+    return rows
+
+
+def backward_rows(batch=25088):
+    """Backward (dx + dw): ours vjp (default rule), dw alone on the default path and on the old
+    kernel, vs torch autograd of the bmm recipe (the permutations included), float32 and bf16;
+    dw errors vs float64."""
+    import torch
+    from strux import _cuda_ks_scan as K
+    from strux.bench.gpu_ks_scan import timeit
+    rows = []
+    for p in PATS:
+        a, b, c, d = p
+        for dt in (torch.float32, torch.bfloat16):
+            for layout in ("bsf", "bsl"):
+                x, w, dy = _inputs(p, layout, dt, batch)
+                xg, wg = x.detach().requires_grad_(), w.detach().requires_grad_()
+                wf = wg.permute(0, 3, 2, 1).reshape(a * d, c, b)
+                wl = wg.permute(0, 3, 1, 2).reshape(a * d, b, c)
+                y = bmm_f32(xg, wl, wf, p, layout)
+                torch_bwd = lambda: torch.autograd.grad(y, (xg, wg), dy, retain_graph=True)  # noqa: E731
+                ours = lambda: K.ks_matmul_vjp(dy, x, w, p, layout=layout)  # noqa: E731
+                dw_only = lambda: K._ks_bwd(dy, x, w, p, layout, need_dx=False)[1]  # noqa: E731
+                xb = x.double() if layout == "bsf" else x.double().T
+                dyb = dy.double() if layout == "bsf" else dy.double().T
+                ref = torch.einsum("nikj,nilj->iklj", dyb.reshape(-1, a, b, d), xb.reshape(-1, a, c, d))
+                del xb, dyb
+                code = K._DTYPE_CODE[str(dt)[6:]]
+                # dw32 before the cast to the input dtype: the float32 sums themselves
+                dw32 = lambda: _dw32(K, dy, x, w, p, layout)  # noqa: E731
+                err = _rel(dw32(), ref)
+                err_k = _forced("tc", lambda: _rel(dw32(), ref))
+                err_t = _rel(torch_bwd()[1].float(), ref)
+                err_l = _forced("0", lambda: _rel(dw32(), ref), "STRUX_KS_DW_PTRS")
+                rows.append(dict(pattern=p, layout=layout, dtype=str(dt)[6:],
+                                 dw_path=list(K._ext.cuda_ks_dw_path(list(p), batch, layout == "bsl", code)),
+                                 vjp_ms=timeit(ours, reps=10), dw_ms=timeit(dw_only, reps=10),
+                                 dw_kernel_ms=_forced("tc", lambda: timeit(dw_only, reps=10)),
+                                 dw_loop_ms=_forced("0", lambda: timeit(dw_only, reps=10), "STRUX_KS_DW_PTRS"),
+                                 torch_ms=timeit(torch_bwd, reps=10), b2b_vjp_ms=back_to_back(ours, n=10),
+                                 b2b_torch_ms=back_to_back(torch_bwd, n=10),
+                                 err_dw=err, err_dw_kernel=err_k, err_dw_torch=err_t, err_dw_loop=err_l))
+                r = rows[-1]
+                print(f"bwd {p} {layout} {r['dtype']}: vjp {r['vjp_ms']:.3f}, dw {r['dw_ms']:.3f} {r['dw_path']} "
+                      f"(kernel {r['dw_kernel_ms']:.3f}, loop {r['dw_loop_ms']:.3f} err {err_l:.1e}), torch {r['torch_ms']:.3f}, b2b {r['b2b_vjp_ms']:.3f}/"
+                      f"{r['b2b_torch_ms']:.3f}, dw err {err:.1e} (kernel {err_k:.1e}, torch {err_t:.1e})", flush=True)
+    return rows
+
+
+def _dw32(K, dy, x, w, p, layout):
+    """The float32 dw sums (K._ks_bwd casts them to the input dtype)."""
+    import torch
+    dw32 = torch.zeros(*p, device="cuda", dtype=torch.float32)
+    K._ext.cuda_ks_backward(dy, x, w, None, dw32, list(p), layout == "bsl", K._stream(x))
+    return dw32
+
+
+def v5c(out):
+    import torch
+    torch.manual_seed(0)
+    print(f"device {torch.cuda.get_device_name()}", flush=True)
+    hr = half_rows()
+    br = backward_rows()
+    lines = ["| pattern | layout | dtype | ours ms (path) | kernels ms | bmm ms | x bmm | b2b ours / bmm | err / bmm err |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in hr:
+        lines.append(f"| {r['pattern']} | {r['layout']} | {r['dtype']} | {r['ms']:.3f} ({r['path']}) | "
+                     f"{r['kernels_ms']:.3f} | {r['bmm_ms']:.3f} | {r['bmm_ms'] / r['ms']:.2f} | "
+                     f"{r['b2b_ms']:.3f} / {r['b2b_bmm_ms']:.3f} | {r['err']:.1e} / {r['err_bmm']:.1e} |")
+    for dt in ("bfloat16", "float16"):
+        s = [r["bmm_ms"] / r["ms"] for r in hr if r["dtype"] == dt]
+        lines.append(f"{dt} forward: faster than bmm in {sum(v > 1 for v in s)}/{len(s)}, median {statistics.median(s):.2f}x")
+    lines += ["", "| pattern | layout | dtype | vjp ms | dw ms (path, chunk) | dw loop ms | dw kernel ms | torch bwd ms | "
+              "x torch | b2b vjp / torch | dw err: ours / kernel / torch |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in br:
+        lines.append(f"| {r['pattern']} | {r['layout']} | {r['dtype']} | {r['vjp_ms']:.3f} | {r['dw_ms']:.3f} "
+                     f"({r['dw_path'][0]}, {r['dw_path'][1]}) | {r['dw_loop_ms']:.3f} | {r['dw_kernel_ms']:.3f} | {r['torch_ms']:.3f} | "
+                     f"{r['torch_ms'] / r['vjp_ms']:.2f} | {r['b2b_vjp_ms']:.3f} / {r['b2b_torch_ms']:.3f} | "
+                     f"{r['err_dw']:.1e} / {r['err_dw_kernel']:.1e} / {r['err_dw_torch']:.1e} |")
+    for dt in ("float32", "bfloat16"):
+        s = [r["torch_ms"] / r["vjp_ms"] for r in br if r["dtype"] == dt]
+        lines.append(f"{dt} backward: faster than torch autograd in {sum(v > 1 for v in s)}/{len(s)}, "
+                     f"median {statistics.median(s):.2f}x")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "gpu_ks_v5c.json"), "w") as fh:
+        json.dump(dict(half=hr, backward=br), fh, indent=1, default=str)
+    print("\n".join(lines))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     ap.add_argument("--variant", action="store_true", help="print forward times as JSON only")
     ap.add_argument("--bsf", action="store_true", help="the batch-first d > 1 table (ks v5b) only")
+    ap.add_argument("--v5c", action="store_true", help="half-type forward and backward rows only")
     args = ap.parse_args()
+    if args.v5c:
+        v5c(args.out)
+        return
     if args.variant:
         print(json.dumps(forward_times()))
         return

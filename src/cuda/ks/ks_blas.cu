@@ -1,19 +1,23 @@
-// float32 ks product through cuBLAS on strided views of x and y (private to src/cuda/ks): no
+// ks product through cuBLAS on strided views of x and y (private to src/cuda/ks): no
 // permutation pass over x or y. Only the weight is re-laid out (when d > 1) into a per-thread
-// buffer sized at plan construction.
+// buffer sized at plan construction. float32 runs float32 FMA GEMMs (no TF32); float16 /
+// bfloat16 run GemmEx on tensor cores with float32 accumulation, output in the input type.
 //
 // Batch-last: group (i, j)'s input is the c x batch slab x[(i*c + l)*d + j, n] (row stride
 // d*batch, unit column stride) and its output the b x batch slab y[(i*b + k)*d + j, n]; in
 // cuBLAS's column-major terms Y^T (batch x b, ld d*batch) = X^T (batch x c, ld d*batch) W'^T.
-// The a*d groups go as one strided-batched SGEMM over the longer of i / j, looped over the
+// The a*d groups go as one strided-batched GEMM over the longer of i / j, looped over the
 // shorter. Batch-first needs d == 1: x_i is batch x c (ld a*c), y_i batch x b (ld a*b), so
-// Y_i^T (b x batch) = W_i X_i^T, one strided-batched SGEMM over i. (Batch-first with d > 1 reads
+// Y_i^T (b x batch) = W_i X_i^T, one strided-batched GEMM over i. (Batch-first with d > 1 reads
 // x with a column stride d: no BLAS layout, so the tensor-core kernel keeps those.)
 //
-// The handle is in CUBLAS_DEFAULT_MATH (float32 FMA, no TF32), on the caller's stream, with a
+// The handle is in CUBLAS_DEFAULT_MATH (float32 FMA, no TF32) with reduced-precision reductions
+// disallowed (a split-K sum of a half GEMM stays in float32), on the caller's stream, with a
 // workspace set by us, so a call allocates nothing. One handle + workspace + weight buffer per
 // (host thread, device), created on first use and kept for the life of the process (never
 // destroyed: destroying at exit can run after the CUDA runtime is gone).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -26,37 +30,12 @@
 namespace strux::cuda::ks {
 namespace {
 
-struct BlasRes {
-  cublasHandle_t h = nullptr;
-  void* ws = nullptr;
-  size_t ws_bytes = 0;
-  float* wbuf = nullptr;
-  int64_t wcap = 0;
-};
-
 constexpr size_t kWorkspace = size_t(32) << 20;  // cuBLAS's recommendation for Hopper
 
-BlasRes& res() {
-  thread_local std::unordered_map<int, BlasRes*> per_dev;
-  int dev = 0;
-  STRUX_CUDA(cudaGetDevice(&dev));
-  BlasRes*& r = per_dev[dev];
-  if (!r) {
-    auto* n = new BlasRes;
-    STRUX_CUBLAS(cublasCreate(&n->h));
-    STRUX_CUBLAS(cublasSetMathMode(n->h, CUBLAS_DEFAULT_MATH));
-    STRUX_CUBLAS(cublasSetPointerMode(n->h, CUBLAS_POINTER_MODE_HOST));
-    STRUX_CUDA(cudaMalloc(&n->ws, kWorkspace));
-    n->ws_bytes = kWorkspace;
-    r = n;
-  }
-  return *r;
-}
-
-// w'[((i*d + j)*b + k)*c + l] = w[i*si + k*sk + l*sl + j*sj].
-__global__ void relayout_w(const float* __restrict__ w, float* __restrict__ wp, int64_t a,
-                           int64_t b, int64_t c, int64_t d, int64_t si, int64_t sk, int64_t sl,
-                           int64_t sj) {
+// w'[((i*d + j)*b + k)*c + l] = w[i*si + k*sk + l*sl + j*sj] (T: a 4- or 2-byte bit copy).
+template <class T>
+__global__ void relayout_w(const T* __restrict__ w, T* __restrict__ wp, int64_t a, int64_t b,
+                           int64_t c, int64_t d, int64_t si, int64_t sk, int64_t sl, int64_t sj) {
   const int64_t n = a * b * c * d;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n;
        t += int64_t(gridDim.x) * blockDim.x) {
@@ -81,7 +60,42 @@ bool w_in_place(int64_t b, int64_t c, int64_t d, int64_t sk, int64_t sl) {
   return false;
 }
 
+const char* off(const void* p, int64_t elems, size_t es) {
+  return static_cast<const char*>(p) + elems * int64_t(es);
+}
+
 }  // namespace
+
+BlasRes& blas_res(cudaStream_t s) {
+  thread_local std::unordered_map<int, BlasRes*> per_dev;
+  int dev = 0;
+  STRUX_CUDA(cudaGetDevice(&dev));
+  BlasRes*& r = per_dev[dev];
+  if (!r) {
+    auto* n = new BlasRes;
+    STRUX_CUBLAS(cublasCreate(&n->h));
+    STRUX_CUBLAS(cublasSetMathMode(
+        n->h, cublasMath_t(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+    STRUX_CUBLAS(cublasSetPointerMode(n->h, CUBLAS_POINTER_MODE_HOST));
+    STRUX_CUDA(cudaMalloc(&n->ws, kWorkspace));
+    n->ws_bytes = kWorkspace;
+    r = n;
+  }
+  STRUX_CUBLAS(cublasSetStream(r->h, s));
+  STRUX_CUBLAS(cublasSetWorkspace(r->h, r->ws, r->ws_bytes));
+  return *r;
+}
+
+cudaDataType blas_type(DType dt) {
+  switch (dt) {
+    case DType::f32: return CUDA_R_32F;
+    case DType::f16: return CUDA_R_16F;
+    case DType::bf16: return CUDA_R_16BF;
+    default: throw TypeError(msg("ks cuBLAS: unsupported dtype ", dtype_name(dt)));
+  }
+}
+
+size_t elem_bytes(DType dt) { return dt == DType::f32 ? 4 : 2; }
 
 bool blas_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
   if (!bl && d != 1) return false;
@@ -89,32 +103,44 @@ bool blas_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, boo
   return fits_int(batch) && fits_int(b) && fits_int(c) && fits_int(ld) && fits_int(a * d);
 }
 
-void blas_reserve(int64_t a, int64_t b, int64_t c, int64_t d) {
-  BlasRes& r = res();
-  const int64_t need = a * b * c * d;
-  if (need > r.wcap) {
-    if (r.wbuf) STRUX_CUDA(cudaFree(r.wbuf));  // (synchronises: no call still reads it)
+void blas_reserve(int64_t w_bytes, int64_t dw_floats) {
+  BlasRes& r = blas_res(nullptr);
+  // (cudaFree synchronises the device: no queued call still reads the old buffer)
+  if (w_bytes > r.wcap) {
+    if (r.wbuf) STRUX_CUDA(cudaFree(r.wbuf));
     r.wbuf = nullptr;
     r.wcap = 0;
-    STRUX_CUDA(cudaMalloc(&r.wbuf, size_t(need) * sizeof(float)));
-    r.wcap = need;
+    STRUX_CUDA(cudaMalloc(&r.wbuf, size_t(w_bytes)));
+    r.wcap = w_bytes;
+  }
+  if (dw_floats > r.dwcap) {
+    if (r.dwbuf) STRUX_CUDA(cudaFree(r.dwbuf));
+    r.dwbuf = nullptr;
+    r.dwcap = 0;
+    STRUX_CUDA(cudaMalloc(&r.dwbuf, size_t(dw_floats) * sizeof(float)));
+    r.dwcap = dw_floats;
   }
 }
 
-void blas_prod(const float* x, const float* w, float* y, int64_t a, int64_t b, int64_t c,
+void blas_prod(const void* x, const void* w, void* y, DType dt, int64_t a, int64_t b, int64_t c,
                int64_t d, int64_t batch, int64_t si, int64_t sk, int64_t sl, int64_t sj, bool bl,
                cudaStream_t s) {
-  BlasRes& r = res();
-  STRUX_CUBLAS(cublasSetStream(r.h, s));
-  STRUX_CUBLAS(cublasSetWorkspace(r.h, r.ws, r.ws_bytes));
+  BlasRes& r = blas_res(s);
+  const cudaDataType ty = blas_type(dt);
+  const size_t es = elem_bytes(dt);
   // The weight operand: strides (wi, wj, wk, wl) with wk == 1 or wl == 1.
-  const float* wp = w;
+  const void* wp = w;
   int64_t wi = si, wj = sj, wk = sk, wl = sl;
   if (!w_in_place(b, c, d, sk, sl)) {
-    check_arg(r.wcap >= a * b * c * d, "plan", "ks cuBLAS weight buffer not reserved");
     const int64_t n = a * b * c * d;
+    check_arg(r.wcap >= n * int64_t(es), "plan", "ks cuBLAS weight buffer not reserved");
     const int blocks = int(std::min<int64_t>((n + 255) / 256, 4096));
-    relayout_w<<<blocks, 256, 0, s>>>(w, r.wbuf, a, b, c, d, si, sk, sl, sj);
+    if (es == 4)
+      relayout_w<<<blocks, 256, 0, s>>>(static_cast<const float*>(w), static_cast<float*>(r.wbuf),
+                                        a, b, c, d, si, sk, sl, sj);
+    else
+      relayout_w<<<blocks, 256, 0, s>>>(static_cast<const uint16_t*>(w),
+                                        static_cast<uint16_t*>(r.wbuf), a, b, c, d, si, sk, sl, sj);
     STRUX_LAUNCH("ks relayout_w");
     wp = r.wbuf;
     wi = d * b * c, wj = b * c, wk = c, wl = 1;
@@ -132,38 +158,33 @@ void blas_prod(const float* x, const float* w, float* y, int64_t a, int64_t b, i
                     sw = over_j ? wj : wi;
     for (int64_t o = 0; o < loops; ++o) {
       const int64_t i = over_j ? o : 0, j = over_j ? 0 : o;
-      STRUX_CUBLAS(cublasSgemmStridedBatched(
-          r.h, CUBLAS_OP_N, tb, int(batch), int(b), int(c), &one, x + (i * c * d + j) * batch, ld,
-          sx, wp + i * wi + j * wj, ldb, sw, &zero, y + (i * b * d + j) * batch, ld, sy,
-          int(count)));
+      STRUX_CUBLAS(cublasGemmStridedBatchedEx(
+          r.h, CUBLAS_OP_N, tb, int(batch), int(b), int(c), &one, off(x, (i * c * d + j) * batch, es),
+          ty, ld, sx, off(wp, i * wi + j * wj, es), ty, ldb, sw, &zero,
+          const_cast<char*>(off(y, (i * b * d + j) * batch, es)), ty, ld, sy, int(count),
+          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
   } else {
     // d == 1. Column-major: C = Y_i^T (b x batch, ld a*b), op(A) = W_i (b x c): element (k, l)
     // at k*wk + l*wl, B = X_i^T (c x batch, ld a*c).
     const cublasOperation_t ta = wl == 1 ? CUBLAS_OP_T : CUBLAS_OP_N;
     const int lda = int(wl == 1 ? wk : wl);
-    STRUX_CUBLAS(cublasSgemmStridedBatched(r.h, ta, CUBLAS_OP_N, int(b), int(batch), int(c), &one,
-                                           wp, lda, wi, x, int(a * c), c, &zero, y, int(a * b), b,
-                                           int(a)));
+    STRUX_CUBLAS(cublasGemmStridedBatchedEx(r.h, ta, CUBLAS_OP_N, int(b), int(batch), int(c), &one,
+                                            wp, ty, lda, wi, x, ty, int(a * c), c, &zero, y, ty,
+                                            int(a * b), b, int(a), CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT));
   }
-}
-
-cublasHandle_t blas_handle(cudaStream_t s) {
-  BlasRes& r = res();
-  STRUX_CUBLAS(cublasSetStream(r.h, s));
-  STRUX_CUBLAS(cublasSetWorkspace(r.h, r.ws, r.ws_bytes));
-  return r.h;
 }
 
 const float* blas_group_weights(const float* w, int64_t a, int64_t b, int64_t c, int64_t d,
                                 int64_t si, int64_t sk, int64_t sl, int64_t sj, cudaStream_t s) {
-  BlasRes& r = res();
+  BlasRes& r = blas_res(s);
   const int64_t n = a * b * c * d;
-  check_arg(r.wcap >= n, "plan", "ks cuBLAS weight buffer not reserved");
+  check_arg(r.wcap >= n * int64_t(sizeof(float)), "plan", "ks cuBLAS weight buffer not reserved");
   const int blocks = int(std::min<int64_t>((n + 255) / 256, 4096));
-  relayout_w<<<blocks, 256, 0, s>>>(w, r.wbuf, a, b, c, d, si, sk, sl, sj);
+  relayout_w<<<blocks, 256, 0, s>>>(w, static_cast<float*>(r.wbuf), a, b, c, d, si, sk, sl, sj);
   STRUX_LAUNCH("ks relayout_w");
-  return r.wbuf;
+  return static_cast<const float*>(r.wbuf);
 }
 
 }  // namespace strux::cuda::ks

@@ -1,4 +1,4 @@
-// KsPlan: argument checks and dtype dispatch for the ks kernels.
+// KsPlan: argument checks, the path rules (kernels or cuBLAS) and dtype dispatch for the ks family.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -62,6 +62,36 @@ bool use_tr(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) 
   if (e && (std::strcmp(e, "tc") == 0 || std::strcmp(e, "blas") == 0)) return false;
   return batch >= 1024;
 }
+
+// STRUX_KS_PATH for the half-type and backward_w rules below: +1 blas, -1 tc (= the kernels),
+// 0 unset.
+int forced_path() {
+  const char* e = std::getenv("STRUX_KS_PATH");
+  if (e && std::strcmp(e, "blas") == 0) return 1;
+  if (e && std::strcmp(e, "tc") == 0) return -1;
+  return 0;
+}
+
+// float16 / bfloat16 product path: the ks kernels have no tensor cores for halves (FFMA in
+// float32), cuBLAS GemmEx does (float32 accumulation): cuBLAS wherever the strided views apply
+// (batch-last any d, batch-first d == 1); batch-first d > 1 keeps the FFMA kernel.
+// Measured (H200, 2026-11-21, bf16, batch 25088, ms cuBLAS / FFMA kernel [bmm, same dtype]):
+// bsl (1,48,48,16) 0.059/0.309 [0.086], (2,96,384,4) 0.091/1.141 [0.321], (1,768,768,1)
+// 0.076/2.661 [0.059], (16,64,64,1) 0.061/0.331 [0.043]; bsf (1,768,768,1) 0.076/1.567 [0.059],
+// (16,64,64,1) 0.061/0.282 [0.108] (fp16 the same within 5%): cuBLAS everywhere it applies.
+bool use_blas_half(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
+  return ks::blas_applies(a, b, c, d, batch, bl) && forced_path() >= 0;
+}
+
+// backward_w (every dtype): dW_(i,j) = dY_(i,j) X_(i,j)^T is a GEMM over the batch on the same
+// views; the ks kernel (float atomics, no tensor cores) stays for batch-first d > 1.
+// Measured (H200, 2026-11-21, fp32, batch 25088, dw alone, ms cuBLAS / kernel): bsl
+// (1,48,48,16) 0.130/0.295, (2,96,384,4) 0.505/1.490, (1,768,768,1) 0.662/2.378,
+// (6,64,64,1) 0.093/0.164, (16,64,64,1) 0.139/0.365; bsf (1,768,768,1) 0.648/2.827,
+// (16,64,64,1) 0.131/0.400; bf16 0.05-0.10 vs 0.13-2.4. Never slower: cuBLAS where it applies.
+bool use_blas_dw(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
+  return ks::blas_applies(a, b, c, d, batch, bl) && forced_path() >= 0;
+}
 }  // namespace
 
 KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
@@ -83,8 +113,23 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
     tr_bx_ = !blas_bx_ && use_tr(p.a, p.c, p.b, p.d, batch, batch_last);
     if (tr_fwd_ || tr_bx_)
       tr_rows_ = ks::tr_reserve(p.a, std::max(tr_fwd_ ? p.c : 0, tr_bx_ ? p.b : 0), p.d, batch);
-    if (blas_fwd_ || blas_bx_ || tr_fwd_ || tr_bx_) ks::blas_reserve(p.a, p.b, p.c, p.d);
+  } else {
+    blas_fwd_ = use_blas_half(p.a, p.b, p.c, p.d, batch, batch_last);
+    blas_bx_ = use_blas_half(p.a, p.c, p.b, p.d, batch, batch_last);
   }
+  if (use_blas_dw(p.a, p.b, p.c, p.d, batch, batch_last)) {
+    dw_chunk_ = ks::blas_dw_chunk(p.a, p.b, p.c, p.d, batch, dtype);
+    // STRUX_KS_DW_PTRS=0 (bench knob): a host loop of strided-batched GEMM calls instead of one
+    // pointer-array call where one strided call cannot cover every (i, j, chunk).
+    const char* e = std::getenv("STRUX_KS_DW_PTRS");
+    dw_ptrs_ = !(e && std::strcmp(e, "0") == 0);
+  }
+  // Buffers for the cuBLAS paths, grown here so that no call allocates.
+  const int64_t abcd = p.a * p.b * p.c * p.d;
+  const int64_t w_bytes =
+      blas_fwd_ || blas_bx_ || tr_fwd_ || tr_bx_ ? abcd * int64_t(ks::elem_bytes(dtype)) : 0;
+  const int64_t dw_floats = dw_chunk_ ? ks::blas_dw_floats(p.a, p.b, p.c, p.d, batch, dw_chunk_) : 0;
+  if (w_bytes || dw_floats) ks::blas_reserve(w_bytes, dw_floats);
 }
 
 namespace {
@@ -102,9 +147,8 @@ void by_type(DType dt, F&& f) {
 void KsPlan::forward(const void* x, const void* w, void* y, void* stream) const {
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d;
   if (blas_fwd_)
-    return ks::blas_prod(static_cast<const float*>(x), static_cast<const float*>(w),
-                         static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
-                         batch_last_, static_cast<cudaStream_t>(stream));
+    return ks::blas_prod(x, w, y, dtype_, a, b, c, d, batch_, b * c * d, c * d, d, 1, batch_last_,
+                         static_cast<cudaStream_t>(stream));
   if (tr_fwd_)
     return ks::tr_prod(static_cast<const float*>(x), static_cast<const float*>(w),
                        static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
@@ -122,9 +166,8 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
   // Pattern (a, c, b, d) whose weight (i, k', l', j) is w[i, l', k', j]: the same kernel with
   // the middle strides of w swapped.
   if (blas_bx_)
-    return ks::blas_prod(static_cast<const float*>(dy), static_cast<const float*>(w),
-                         static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,
-                         batch_last_, static_cast<cudaStream_t>(stream));
+    return ks::blas_prod(dy, w, dx, dtype_, a, c, b, d, batch_, b * c * d, d, c * d, 1, batch_last_,
+                         static_cast<cudaStream_t>(stream));
   if (tr_bx_)
     return ks::tr_prod(static_cast<const float*>(dy), static_cast<const float*>(w),
                        static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,
@@ -139,6 +182,9 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
 
 void KsPlan::backward_w(const void* x, const void* dy, float* dw32, void* stream) const {
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d;
+  if (dw_chunk_)
+    return ks::blas_dw(x, dy, dw32, dtype_, a, b, c, d, batch_, dw_chunk_, batch_last_, dw_ptrs_,
+                       static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_gradw<T>(static_cast<const T*>(x), static_cast<const T*>(dy), dw32, a, b, c, d,

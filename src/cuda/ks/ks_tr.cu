@@ -205,7 +205,7 @@ void tr_prod(const float* x, const float* w, float* y, int64_t a, int64_t b, int
   const int64_t N = a * c * d, M = a * b * d;
   check_arg(rows >= 1 && r.cap >= std::min(rows, batch) * N, "plan",
             "ks transposition buffer not reserved");
-  cublasHandle_t h = blas_handle(s);
+  cublasHandle_t h = blas_res(s).h;  // bound to s, with its workspace
   const float* wp = blas_group_weights(w, a, b, c, d, si, sk, sl, sj, s);  // [i*d + j][k][l]
   const float one = 1.f, zero = 0.f;
   for (int64_t n0 = 0; n0 < batch; n0 += rows) {

@@ -1,11 +1,19 @@
-// BlockCirculantScanPlan: rfft over k -> per-frequency p x p complex recurrence -> irfft.
+// BlockCirculantScanPlan: rfft over k -> per-frequency p x p complex recurrence -> irfft, forward
+// and backward. Kernels in block_scan_kernels.cuh; this file owns the cuFFT plans, the workspace
+// layout and the choice of kernel family (made when the plan is built).
 #include <cuda_runtime.h>
 #include <cufft.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
+#include <string>
 
 #include "cuda/check.hpp"
+#include "cuda/scan/block_scan_kernels.cuh"
 #include "cuda/scan/fft_rows.hpp"
 #include "strux/core.hpp"
 #include "strux/cuda/scan.hpp"
@@ -15,58 +23,44 @@ namespace strux::cuda {
 namespace {
 int64_t align256(int64_t x) { return (x + 255) / 256 * 256; }
 
-
-constexpr int BC_THREADS = 32;  // frequencies per block (one batch row)
-
-__device__ __forceinline__ float2 cfma(float2 a, float2 x, float2 y) {
-  return make_float2(fmaf(a.x, x.x, fmaf(-a.y, x.y, y.x)), fmaf(a.x, x.y, fmaf(a.y, x.x, y.y)));
-}
-
-// Thread (b, f): H_t[:, f] = A_t[:, :, f] H_{t-1}[:, f] + U_t[:, f] in place over U (it reads
-// U_t[:, f] before writing H_t[:, f], and no other thread touches column f of batch b). Its two
-// state vectors live in shared memory (column per thread: conflict-free); reads of A and U run
-// along f: coalesced across the block.
-__global__ void block_recurrence(const float2* __restrict__ A, float2* UH, const float2* H0, int64_t T,
-                                 int64_t p, int64_t kf, float scale) {
-  extern __shared__ float2 st[];  // [2][p][BC_THREADS]
-  const int64_t b = blockIdx.y;
-  const int64_t f = int64_t(blockIdx.x) * BC_THREADS + threadIdx.x;
-  if (f >= kf) return;
-  float2* cur = st;
-  float2* nxt = st + p * BC_THREADS;
-  const int j0 = threadIdx.x;
-  for (int64_t i = 0; i < p; ++i) {
-    const float2 v = H0 ? H0[(b * p + i) * kf + f] : make_float2(0.f, 0.f);
-    cur[i * BC_THREADS + j0] = make_float2(v.x * scale, v.y * scale);
-  }
-  for (int64_t t = 0; t < T; ++t) {
-    const float2* At = A + ((b * T + t) * p * p) * kf + f;
-    float2* Ut = UH + ((b * T + t) * p) * kf + f;
-    for (int64_t i = 0; i < p; ++i) {
-      float2 acc = Ut[i * kf];
-      acc.x *= scale, acc.y *= scale;
-      for (int64_t j = 0; j < p; ++j) acc = cfma(__ldg(At + (i * p + j) * kf), cur[j * BC_THREADS + j0], acc);
-      nxt[i * BC_THREADS + j0] = acc;
-      Ut[i * kf] = acc;
-    }
-    float2* tmp = cur;
-    cur = nxt;
-    nxt = tmp;
-  }
-}
-
 // k == 1: the "spectrum" of a real x is x + 0i and the inverse takes the real part.
-__global__ void real_to_complex(const float* x, float2* y, int64_t count, float s) {
+__global__ void real_to_complex(const float* x, float2* y, int64_t count) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = make_float2(x[i] * s, 0.f);
+    y[i] = make_float2(x[i], 0.f);
 }
 __global__ void complex_to_real(const float2* x, float* y, int64_t count) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
     y[i] = x[i].x;
 }
 unsigned blocks_for(int64_t count) { return unsigned(std::min<int64_t>((count + 255) / 256, int64_t(1) << 20)); }
+
+int sm_count() {
+  int dev = 0, sms = 0;
+  STRUX_CUDA(cudaGetDevice(&dev));
+  STRUX_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
+constexpr int64_t MAX_CHUNK_P = 4;  // register kernels (chunk_*<P>) exist for p <= 4
+
+// cuFFT reports CUFFT_EXEC_FAILED when the host thread's last-error slot already holds an error
+// from earlier, unchecked work (cuFFT reads it after its launches). Such a stale non-sticky error
+// is not ours: clear it (a sticky one resurfaces at our own checked calls) and count it.
+std::atomic<int64_t> g_stale_errors{0};
+void clear_stale_error() {
+  if (cudaGetLastError() != cudaSuccess) g_stale_errors.fetch_add(1);
+}
 }  // namespace
 
+int64_t block_scan_stale_errors() { return g_stale_errors.load(); }
+
+// Kernel family. The seq kernels make one dependent round trip to memory per time step per
+// (batch, frequency) thread, so with few threads (B * kf small) the GPU idles on latency. Cutting
+// time into C chunks costs 2 chunk passes of L = T/C steps plus a carry pass of C steps (forward;
+// twice that backward), minimised near C = sqrt(2T); C is capped so that B*kf*C threads stay
+// within ~8 resident waves, and chunking is skipped when the sequence alone fills the GPU.
+// STRUX_BC_SCAN forces: "generic" (the any-p shared-memory kernels), "seq" (register kernels,
+// one chunk) or a chunk length L (register kernels, p <= 4).
 BlockCirculantScanPlan::BlockCirculantScanPlan(int64_t B, int64_t T, int64_t p, int64_t k)
     : B_(B), T_(T), p_(p), k_(k), kf_(k / 2 + 1) {
   check_positive(B, "B");
@@ -74,69 +68,237 @@ BlockCirculantScanPlan::BlockCirculantScanPlan(int64_t B, int64_t T, int64_t p, 
   check_positive(p, "p");
   check_positive(k, "k");
   check_arg(B < 65536, "u", "batch B = ", B, " too large for the GPU kernel (B < 65536)");
-  check_arg(2 * p * BC_THREADS * 8 <= 48 * 1024, "a", "block grid p = ", p, " too large for the GPU kernel (p <= 96)");
+  check_arg(2 * p * bscan::SEQ_THREADS * 8 <= 48 * 1024, "a", "block grid p = ", p,
+            " too large for the GPU kernel (p <= 96)");
+  const char* env = std::getenv("STRUX_BC_SCAN");
+  const std::string force = env ? env : "";
+  regs_ = p <= MAX_CHUNK_P && force != "generic";
+  L_ = T;
+  if (regs_ && !force.empty() && force != "seq") {
+    char* end = nullptr;
+    const long long L = std::strtoll(force.c_str(), &end, 10);
+    check_arg(end && *end == '\0' && L > 0, "STRUX_BC_SCAN", "expected generic, seq or a chunk length > 0, got '",
+              force, "'");
+    L_ = std::min<int64_t>(L, T);
+  } else if (regs_ && force.empty()) {
+    const int64_t threads = B * kf_, cap = int64_t(sm_count()) * 2048 * 8;
+    int64_t C = std::min<int64_t>(int64_t(std::ceil(std::sqrt(2.0 * double(T)))), cap / threads);
+    if (threads < int64_t(sm_count()) * 1024 && C >= 4) L_ = (T + C - 1) / C;
+  }
+  C_ = (T + L_ - 1) / L_;
   if (k > 1) {
     r2c_a_ = make_rows_plan(k, B * T * p * p, CUFFT_R2C, &fft_work_);
     r2c_u_ = make_rows_plan(k, B * T * p, CUFFT_R2C, &fft_work_);
     r2c_h0_ = make_rows_plan(k, B * p, CUFFT_R2C, &fft_work_);
     c2r_ = make_rows_plan(k, B * T * p, CUFFT_C2R, &fft_work_);
+    c2r_a_ = make_rows_plan(k, B * T * p * p, CUFFT_C2R, &fft_work_);
+    c2r_h0_ = make_rows_plan(k, B * p, CUFFT_C2R, &fft_work_);
   }
 }
 
 BlockCirculantScanPlan::~BlockCirculantScanPlan() {
+  if (k_ > 1)
+    for (int pl : {r2c_a_, r2c_u_, r2c_h0_, c2r_, c2r_a_, c2r_h0_}) cufftDestroy(pl);
+}
+
+// Workspace: the forward's buffers first, the backward's extra ones after them.
+//   [fft work | Ah (B,T,p,p,kf) | UH (B,T,p,kf) | H0h (B,p,kf) | S, Car (B,C,p,kf) | M (B,C,p,p,kf)]
+//   + backward: [DG (B,T,p,kf) | DLh, dH0h (B,p,kf)]
+// Backward reuses S for R and Car for E (the forward's S and carries are spent by then).
+namespace {
+struct BcWs {
+  void* fwork;
+  float2 *ah, *uh, *h0h, *s, *car, *m, *dg, *dlh, *dh0h;
+};
+}  // namespace
+
+static BcWs carve(void* w0, int64_t fft_work, int64_t B, int64_t T, int64_t p, int64_t kf, int64_t C,
+                  bool chunked, int64_t* fwd_bytes, int64_t* bwd_bytes) {
+  char* w = static_cast<char*>(w0);
+  char* const base = w;
+  BcWs r{};
+  auto take = [&](int64_t bytes) {
+    char* q = w;
+    w += align256(bytes);
+    return reinterpret_cast<float2*>(q);
+  };
+  r.fwork = take(fft_work);
+  r.ah = take(B * T * p * p * kf * 8);
+  r.uh = take(B * T * p * kf * 8);
+  r.h0h = take(B * p * kf * 8);
+  if (chunked) {
+    r.s = take(B * C * p * kf * 8);
+    r.car = take(B * C * p * kf * 8);
+    r.m = take(B * C * p * p * kf * 8);
+  }
+  if (fwd_bytes) *fwd_bytes = w - base;
+  r.dg = take(B * T * p * kf * 8);
+  r.dlh = take(B * p * kf * 8);
+  r.dh0h = take(B * p * kf * 8);
+  if (bwd_bytes) *bwd_bytes = w - base;
+  return r;
+}
+
+int64_t BlockCirculantScanPlan::workspace_bytes() const {
+  int64_t f = 0;
+  carve(nullptr, fft_work_, B_, T_, p_, kf_, C_, C_ > 1, &f, nullptr);
+  return f;
+}
+
+int64_t BlockCirculantScanPlan::backward_workspace_bytes() const {
+  int64_t b = 0;
+  carve(nullptr, fft_work_, B_, T_, p_, kf_, C_, C_ > 1, nullptr, &b);
+  return b;
+}
+
+void BlockCirculantScanPlan::r2c(int plan, const float* x, void* y, int64_t rows, void* stream) const {
   if (k_ > 1) {
-    cufftDestroy(r2c_a_);
-    cufftDestroy(r2c_u_);
-    cufftDestroy(r2c_h0_);
-    cufftDestroy(c2r_);
+    // cuFFT's R2C takes a non-const input pointer but does not write it (out of place).
+    STRUX_CUFFT(cufftExecR2C(plan, const_cast<float*>(x), static_cast<cufftComplex*>(y)));
+  } else {
+    real_to_complex<<<blocks_for(rows), 256, 0, static_cast<cudaStream_t>(stream)>>>(x, static_cast<float2*>(y),
+                                                                                     rows);
+    STRUX_LAUNCH("real_to_complex");
   }
 }
 
-// [fft work | Ah (B,T,p,p,kf) | Uh, then H (B,T,p,kf) | H0h (B,p,kf)]
-int64_t BlockCirculantScanPlan::workspace_bytes() const {
-  return align256(fft_work_) + align256(B_ * T_ * p_ * p_ * kf_ * 8) + align256(B_ * T_ * p_ * kf_ * 8) +
-         align256(B_ * p_ * kf_ * 8);
+// Unnormalized inverse (the 1/k is folded into the recurrence's inputs); cuFFT's C2R may
+// overwrite its input, which is spent by then.
+void BlockCirculantScanPlan::c2r(int plan, void* x, float* y, int64_t rows, void* stream) const {
+  if (k_ > 1) {
+    STRUX_CUFFT(cufftExecC2R(plan, static_cast<cufftComplex*>(x), y));
+  } else {
+    complex_to_real<<<blocks_for(rows), 256, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<float2*>(x), y,
+                                                                                     rows);
+    STRUX_LAUNCH("complex_to_real");
+  }
+}
+
+namespace {
+template <int P>
+void chunk_forward(float2* ah, float2* uh, const float2* h0h, float2* S, float2* M, float2* Car, int64_t B,
+                   int64_t T, int64_t L, int64_t C, int64_t kf, float s, cudaStream_t st) {
+  using namespace bscan;
+  const dim3 grid(unsigned((C * kf + CHUNK_THREADS - 1) / CHUNK_THREADS), unsigned(B));
+  if (C == 1) {
+    chunk_apply<P><<<grid, CHUNK_THREADS, 0, st>>>(ah, uh, h0h, T, L, 1, kf, s, s);
+    STRUX_LAUNCH("chunk_apply");
+    return;
+  }
+  chunk_summary<P><<<grid, CHUNK_THREADS, 0, st>>>(ah, uh, S, M, T, L, C, kf, s);
+  STRUX_LAUNCH("chunk_summary");
+  const dim3 grid1(unsigned((kf + CHUNK_THREADS - 1) / CHUNK_THREADS), unsigned(B));
+  chunk_carry<P><<<grid1, CHUNK_THREADS, 0, st>>>(S, M, h0h, Car, C, kf, s);
+  STRUX_LAUNCH("chunk_carry");
+  chunk_apply<P><<<grid, CHUNK_THREADS, 0, st>>>(ah, uh, Car, T, L, C, kf, s, 1.f);
+  STRUX_LAUNCH("chunk_apply");
+}
+
+// Needs M from chunk_forward (C > 1); R, E may alias S, Car.
+template <int P>
+void chunk_backward(float2* ax, const float2* H, float2* dg, const float2* h0h, const float2* dlh, float2* dh0h,
+                    float2* R, const float2* M, float2* E, int64_t B, int64_t T, int64_t L, int64_t C, int64_t kf,
+                    float s, cudaStream_t st) {
+  using namespace bscan;
+  const dim3 grid(unsigned((C * kf + CHUNK_THREADS - 1) / CHUNK_THREADS), unsigned(B));
+  if (C > 1) {
+    chunk_summary_bwd<P><<<grid, CHUNK_THREADS, 0, st>>>(ax, dg, dlh, R, T, L, C, kf, s);
+    STRUX_LAUNCH("chunk_summary_bwd");
+    const dim3 grid1(unsigned((kf + CHUNK_THREADS - 1) / CHUNK_THREADS), unsigned(B));
+    chunk_carry_bwd<P><<<grid1, CHUNK_THREADS, 0, st>>>(R, M, E, C, kf);
+    STRUX_LAUNCH("chunk_carry_bwd");
+  }
+  chunk_apply_bwd<P><<<grid, CHUNK_THREADS, 0, st>>>(ax, H, dg, h0h, dlh, C > 1 ? E : nullptr, dh0h, T, L, C, kf,
+                                                     s);
+  STRUX_LAUNCH("chunk_apply_bwd");
+}
+}  // namespace
+
+// H = the state spectra in place over UH (U on entry); U and H0 scaled by s as read.
+void BlockCirculantScanPlan::scan_forward(void* ah_, void* uh_, const void* h0h_, void* S_, void* M_, void* Car_,
+                                          float s, void* stream) const {
+  auto st = static_cast<cudaStream_t>(stream);
+  auto* ah = static_cast<float2*>(ah_);
+  auto* uh = static_cast<float2*>(uh_);
+  auto* h0h = static_cast<const float2*>(h0h_);
+  auto *S = static_cast<float2*>(S_), *M = static_cast<float2*>(M_), *Car = static_cast<float2*>(Car_);
+  if (!regs_) {
+    const dim3 grid(unsigned((kf_ + bscan::SEQ_THREADS - 1) / bscan::SEQ_THREADS), unsigned(B_));
+    bscan::seq_forward<<<grid, bscan::SEQ_THREADS, size_t(2 * p_ * bscan::SEQ_THREADS * 8), st>>>(ah, uh, h0h, T_,
+                                                                                                p_, kf_, s, s);
+    STRUX_LAUNCH("seq_forward");
+    return;
+  }
+  switch (p_) {
+    case 1: chunk_forward<1>(ah, uh, h0h, S, M, Car, B_, T_, L_, C_, kf_, s, st); break;
+    case 2: chunk_forward<2>(ah, uh, h0h, S, M, Car, B_, T_, L_, C_, kf_, s, st); break;
+    case 3: chunk_forward<3>(ah, uh, h0h, S, M, Car, B_, T_, L_, C_, kf_, s, st); break;
+    default: chunk_forward<4>(ah, uh, h0h, S, M, Car, B_, T_, L_, C_, kf_, s, st); break;
+  }
 }
 
 void BlockCirculantScanPlan::forward(const float* a, const float* u, const float* h0, float* h, void* workspace,
                                      void* stream) const {
   auto s = static_cast<cudaStream_t>(stream);
-  char* w = static_cast<char*>(workspace);
-  void* fwork = w;
-  w += align256(fft_work_);
-  auto* ah = reinterpret_cast<cufftComplex*>(w);
-  w += align256(B_ * T_ * p_ * p_ * kf_ * 8);
-  auto* uh = reinterpret_cast<cufftComplex*>(w);
-  w += align256(B_ * T_ * p_ * kf_ * 8);
-  auto* h0h = reinterpret_cast<cufftComplex*>(w);
-  const float inv_k = 1.f / float(k_);
-  if (k_ > 1) {
-    for (int pl : {r2c_a_, r2c_u_, r2c_h0_, c2r_}) {
-      STRUX_CUFFT(cufftSetStream(pl, s));
-      STRUX_CUFFT(cufftSetWorkArea(pl, fwork));
-    }
-    // cuFFT's R2C takes a non-const input pointer but does not write it (out of place).
-    STRUX_CUFFT(cufftExecR2C(r2c_a_, const_cast<float*>(a), ah));
-    STRUX_CUFFT(cufftExecR2C(r2c_u_, const_cast<float*>(u), uh));
-    if (h0) STRUX_CUFFT(cufftExecR2C(r2c_h0_, const_cast<float*>(h0), h0h));
-  } else {
-    real_to_complex<<<blocks_for(B_ * T_ * p_ * p_), 256, 0, s>>>(a, ah, B_ * T_ * p_ * p_, 1.f);
-    real_to_complex<<<blocks_for(B_ * T_ * p_), 256, 0, s>>>(u, uh, B_ * T_ * p_, 1.f);
-    if (h0) real_to_complex<<<blocks_for(B_ * p_), 256, 0, s>>>(h0, h0h, B_ * p_, 1.f);
-    STRUX_LAUNCH("real_to_complex");
-  }
-  // The 1/k of the inverse transform goes on U and H0 as the kernel reads them (the recurrence
-  // is linear in both), so C2R (unnormalized) of the state gives h.
-  dim3 grid(unsigned((kf_ + BC_THREADS - 1) / BC_THREADS), unsigned(B_));
-  block_recurrence<<<grid, BC_THREADS, size_t(2 * p_ * BC_THREADS * 8), s>>>(ah, uh, h0 ? h0h : nullptr, T_, p_,
-                                                                              kf_, inv_k);
-  STRUX_LAUNCH("block_recurrence");
+  const BcWs w = carve(workspace, fft_work_, B_, T_, p_, kf_, C_, C_ > 1, nullptr, nullptr);
+  clear_stale_error();
   if (k_ > 1)
-    STRUX_CUFFT(cufftExecC2R(c2r_, uh, h));
-  else {
-    complex_to_real<<<blocks_for(B_ * T_ * p_), 256, 0, s>>>(uh, h, B_ * T_ * p_);
-    STRUX_LAUNCH("complex_to_real");
+    for (int pl : {r2c_a_, r2c_u_, r2c_h0_, c2r_, c2r_a_, c2r_h0_}) {
+      STRUX_CUFFT(cufftSetStream(pl, s));
+      STRUX_CUFFT(cufftSetWorkArea(pl, w.fwork));
+    }
+  r2c(r2c_a_, a, w.ah, B_ * T_ * p_ * p_, stream);
+  r2c(r2c_u_, u, w.uh, B_ * T_ * p_, stream);
+  if (h0) r2c(r2c_h0_, h0, w.h0h, B_ * p_, stream);
+  // The 1/k of the inverse transform goes on U and H0 as the kernels read them (the recurrence
+  // is linear in both), so C2R (unnormalized) of the state gives h.
+  scan_forward(w.ah, w.uh, h0 ? w.h0h : nullptr, w.s, w.m, w.car, 1.f / float(k_), stream);
+  c2r(c2r_, w.uh, h, B_ * T_ * p_, stream);
+}
+
+// In the Fourier basis over k each circ block is diagonal and circ(v)^T has the spectrum conj(v),
+// so A_t^T is, per frequency, the conjugate transpose of the p x p matrix A_t[:, :, f]; the
+// cross-correlation da_t[i, j, m] = sum_r g_t[i k + r] h_{t-1}[j k + (r - m) mod k] has the
+// spectrum G_t[i] conj(H_{t-1}[j]). All three gradients are real signals whose half spectra are
+// computed exactly, so C2R (with the 1/k folded into D and DL) gives them with no half-spectrum
+// weights. H is recomputed at scale 1 (H = rfft(h)).
+void BlockCirculantScanPlan::backward(const float* a, const float* u, const float* h0, const float* dh,
+                                      const float* dh_last, float* da, float* du, float* dh0, void* workspace,
+                                      void* stream) const {
+  auto st = static_cast<cudaStream_t>(stream);
+  const BcWs w = carve(workspace, fft_work_, B_, T_, p_, kf_, C_, C_ > 1, nullptr, nullptr);
+  clear_stale_error();
+  if (k_ > 1)
+    for (int pl : {r2c_a_, r2c_u_, r2c_h0_, c2r_, c2r_a_, c2r_h0_}) {
+      STRUX_CUFFT(cufftSetStream(pl, st));
+      STRUX_CUFFT(cufftSetWorkArea(pl, w.fwork));
+    }
+  r2c(r2c_a_, a, w.ah, B_ * T_ * p_ * p_, stream);
+  r2c(r2c_u_, u, w.uh, B_ * T_ * p_, stream);
+  if (h0) r2c(r2c_h0_, h0, w.h0h, B_ * p_, stream);
+  const float2* h0h = h0 ? w.h0h : nullptr;
+  scan_forward(w.ah, w.uh, h0h, w.s, w.m, w.car, 1.f, stream);
+  r2c(r2c_u_, dh, w.dg, B_ * T_ * p_, stream);
+  if (dh_last) r2c(r2c_h0_, dh_last, w.dlh, B_ * p_, stream);
+  const float2* dlh = dh_last ? w.dlh : nullptr;
+  float2* dh0h = dh0 ? w.dh0h : nullptr;
+  const float s = 1.f / float(k_);
+  if (!regs_) {
+    const dim3 grid(unsigned((kf_ + bscan::SEQ_THREADS - 1) / bscan::SEQ_THREADS), unsigned(B_));
+    bscan::seq_backward<<<grid, bscan::SEQ_THREADS, size_t(2 * p_ * bscan::SEQ_THREADS * 8), st>>>(
+        w.ah, w.uh, w.dg, h0h, dlh, dh0h, T_, p_, kf_, s);
+    STRUX_LAUNCH("seq_backward");
+  } else {
+    switch (p_) {
+      case 1: chunk_backward<1>(w.ah, w.uh, w.dg, h0h, dlh, dh0h, w.s, w.m, w.car, B_, T_, L_, C_, kf_, s, st); break;
+      case 2: chunk_backward<2>(w.ah, w.uh, w.dg, h0h, dlh, dh0h, w.s, w.m, w.car, B_, T_, L_, C_, kf_, s, st); break;
+      case 3: chunk_backward<3>(w.ah, w.uh, w.dg, h0h, dlh, dh0h, w.s, w.m, w.car, B_, T_, L_, C_, kf_, s, st); break;
+      default: chunk_backward<4>(w.ah, w.uh, w.dg, h0h, dlh, dh0h, w.s, w.m, w.car, B_, T_, L_, C_, kf_, s, st); break;
+    }
   }
+  c2r(c2r_, w.dg, du, B_ * T_ * p_, stream);
+  c2r(c2r_a_, w.ah, da, B_ * T_ * p_ * p_, stream);
+  if (dh0) c2r(c2r_h0_, w.dh0h, dh0, B_ * p_, stream);
 }
 
 }  // namespace strux::cuda

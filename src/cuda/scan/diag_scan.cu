@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <type_traits>
 #include <cstdint>
 #include "strux/core.hpp"
 #include "strux/cuda/scan.hpp"
@@ -31,7 +32,7 @@ Layout layout(int64_t B, int64_t T, int64_t n, DType dt) {
   L.n_tiles = B * L.ctiles;
   L.n_chunks = (T + CH - 1) / CH;
   L.nblk = L.n_tiles * L.n_chunks;
-  L.vbytes = dt == DType::c64 ? 8 : 4;
+  L.vbytes = dt == DType::c128 ? 16 : (dt == DType::c64 || dt == DType::f64) ? 8 : 4;
   L.flags_off = 256;  // the block counter lives at offset 0
   L.aggA_off = align256(L.flags_off + 4 * L.nblk);
   L.zero_bytes = L.aggA_off;  // counter and flags start at zero on every call
@@ -77,11 +78,17 @@ int sm_count() {
   return sms;
 }
 
+// float64 / complex128 run the look-back kernel only: the streaming kernels pack 32-bit words
+// and their register rings are sized for 2- to 8-byte elements in float32 arithmetic.
+template <class S>
+constexpr bool has_seq() { return !std::is_same<S, double>::value && !std::is_same<S, double2>::value; }
+
 template <class S>
 Algo pick(int64_t B, int64_t n, std::initializer_list<const void*> ptrs) {
   constexpr int64_t vw = 16 / sizeof(S);
   bool vec_ok = n % vw == 0;
   for (const void* p : ptrs) vec_ok = vec_ok && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  if (!has_seq<S>()) return Algo::lookback;
   const char* env = std::getenv("STRUX_DIAG_SCAN");
   if (env && std::strcmp(env, "lookback") == 0) return Algo::lookback;
   if (env && std::strcmp(env, "seq1") == 0) return Algo::seq1;
@@ -121,6 +128,8 @@ void by_type(DType dt, F&& f) {
     case DType::f16: return f(__half{});
     case DType::bf16: return f(__nv_bfloat16{});
     case DType::c64: return f(float2{});
+    case DType::f64: return f(double{});
+    case DType::c128: return f(double2{});
     default: break;
   }
   throw TypeError("diag_scan: unsupported dtype");
@@ -132,8 +141,10 @@ DiagScanPlan::DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype)
   check_positive(B, "B");
   check_positive(T, "T");
   check_positive(n, "n");
-  check_arg(dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16 || dtype == DType::c64, "dtype",
-            "expected float32, float16, bfloat16 or complex64, got ", dtype_name(dtype));
+  check_arg(dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16 || dtype == DType::c64 ||
+                dtype == DType::f64 || dtype == DType::c128,
+            "dtype", "expected float32, float16, bfloat16, float64, complex64 or complex128, got ",
+            dtype_name(dtype));
   check_arg(layout(B, T, n, dtype).nblk < (int64_t(1) << 31), "a", "too many blocks for shape (",
             B, ", ", T, ", ", n, ")");
 }
@@ -153,8 +164,9 @@ void DiagScanPlan::forward(const void* a, const void* b, const void* h0, void* h
     args.B = B_, args.T = T_, args.n = n_;
     args.scale = scale;
     const Algo algo = pick<S>(B_, n_, {a, b, h0, h});
-    if (algo != Algo::lookback)
-      return run_seq<S, false>(algo, scan::SeqArgs{a, b, h0, nullptr, h, nullptr, nullptr, nullptr, B_, T_, n_, scale},
+    if constexpr (has_seq<S>())
+      if (algo != Algo::lookback)
+        return run_seq<S, false>(algo, scan::SeqArgs{a, b, h0, nullptr, h, nullptr, nullptr, nullptr, B_, T_, n_, scale},
                                static_cast<cudaStream_t>(stream));
     launch<S, false>(args, L, ws, static_cast<cudaStream_t>(stream));
   });
@@ -176,8 +188,9 @@ void DiagScanPlan::backward(const void* a, const void* h, const void* h0, const 
     args.B = B_, args.T = T_, args.n = n_;
     args.scale = 1.f;
     const Algo algo = pick<S>(B_, n_, {a, h, h0, dh, da, db, dh0});
-    if (algo != Algo::lookback)
-      return run_seq<S, true>(algo, scan::SeqArgs{a, dh, h0, h, nullptr, da, db, dh0, B_, T_, n_, 1.f},
+    if constexpr (has_seq<S>())
+      if (algo != Algo::lookback)
+        return run_seq<S, true>(algo, scan::SeqArgs{a, dh, h0, h, nullptr, da, db, dh0, B_, T_, n_, 1.f},
                               static_cast<cudaStream_t>(stream));
     launch<S, true>(args, L, ws, static_cast<cudaStream_t>(stream));
   });

@@ -41,6 +41,21 @@ __device__ __forceinline__ float scal(float a, float s) { return a * s; }
 __device__ __forceinline__ float2 scal(float2 a, float s) { return make_float2(a.x * s, a.y * s); }
 __device__ __forceinline__ float ldcg(const float* p) { return __ldcg(p); }
 __device__ __forceinline__ float2 ldcg(const float2* p) { return __ldcg(p); }
+// float64 / complex128 (double2): the same operations in double precision.
+__device__ __forceinline__ double mul(double a, double b) { return a * b; }
+__device__ __forceinline__ double2 mul(double2 a, double2 b) {
+  return make_double2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+__device__ __forceinline__ double axpy(double a, double x, double y) { return fma(a, x, y); }
+__device__ __forceinline__ double2 axpy(double2 a, double2 x, double2 y) {
+  return make_double2(fma(a.x, x.x, fma(-a.y, x.y, y.x)), fma(a.x, x.y, fma(a.y, x.x, y.y)));
+}
+__device__ __forceinline__ double cj(double a) { return a; }
+__device__ __forceinline__ double2 cj(double2 a) { return make_double2(a.x, -a.y); }
+__device__ __forceinline__ double scal(double a, float s) { return a * double(s); }
+__device__ __forceinline__ double2 scal(double2 a, float s) { return make_double2(a.x * s, a.y * s); }
+__device__ __forceinline__ double ldcg(const double* p) { return __ldcg(p); }
+__device__ __forceinline__ double2 ldcg(const double2* p) { return __ldcg(p); }
 __device__ __forceinline__ float2 shfl0(float2 v) {
   return make_float2(__shfl_sync(0xffffffffu, v.x, 0), __shfl_sync(0xffffffffu, v.y, 0));
 }
@@ -79,6 +94,23 @@ struct Tr<float2> {
   static __device__ __forceinline__ V zero() { return make_float2(0.f, 0.f); }
   static __device__ __forceinline__ V ld(const float2* p) { return __ldg(p); }
   static __device__ __forceinline__ void st(float2* p, V v) { __stcs(p, v); }
+};
+
+template <>
+struct Tr<double> {
+  using V = double;
+  static __device__ __forceinline__ V one() { return 1.0; }
+  static __device__ __forceinline__ V zero() { return 0.0; }
+  static __device__ __forceinline__ V ld(const double* p) { return __ldg(p); }
+  static __device__ __forceinline__ void st(double* p, V v) { __stcs(p, v); }
+};
+template <>
+struct Tr<double2> {
+  using V = double2;
+  static __device__ __forceinline__ V one() { return make_double2(1.0, 0.0); }
+  static __device__ __forceinline__ V zero() { return make_double2(0.0, 0.0); }
+  static __device__ __forceinline__ V ld(const double2* p) { return __ldg(p); }
+  static __device__ __forceinline__ void st(double2* p, V v) { __stcs(p, v); }
 };
 
 template <class S, class V>

@@ -1,5 +1,5 @@
 // cuFFT plans over contiguous rows for the circulant scans: `batch` real rows of length n
-// (R2C) or half spectra of n/2 + 1 (C2R). No auto-allocated work area: the largest size is
+// (R2C / D2Z) or half spectra of n/2 + 1 (C2R / Z2D). No auto-allocated work area: the largest size is
 // accumulated into *work for the owner to provide. Returns the raw handle (owner destroys it).
 #pragma once
 
@@ -18,7 +18,7 @@ inline int make_rows_plan(int64_t n, int64_t batch, cufftType type, int64_t* wor
   STRUX_CUFFT(cufftSetAutoAllocation(h, 0));
   long long nn[1] = {n};
   const long long nf = n / 2 + 1;
-  const bool r2c = type == CUFFT_R2C;
+  const bool r2c = type == CUFFT_R2C || type == CUFFT_D2Z;
   long long inem[1] = {r2c ? n : nf}, onem[1] = {r2c ? nf : n};
   size_t ws = 0;
   STRUX_CUFFT(cufftMakePlanMany64(h, 1, nn, inem, 1, inem[0], onem, 1, onem[0], type, batch, &ws));

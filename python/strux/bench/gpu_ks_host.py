@@ -1,0 +1,176 @@
+"""Host overhead per call of the GPU ks products (scripts/gpu_perf_ks_host.sh).
+
+For float32 batch 25088 patterns (6,64,64,1) and (16,64,64,1), both layouts, and each entry
+(strux.ks_matmul, strux._cuda_ks_scan.ks_matmul, strux.torch.ks_matmul, the registered op
+torch.ops.strux.ks_matmul, the checked path of before (_ks_matmul_checked: every check, DLPack,
+a KsPlan per call, a torch Stream object), the raw entry alone, and bmm_f32 of gpu_ks_perf):
+  - per call: CUDA events around one call (host time before the launch + GPU time), median;
+  - back to back: 20 calls between two events (GPU time when the host keeps ahead), median;
+  - host: time.perf_counter over 100 calls queued behind a GPU sleep (nothing waits on the
+    GPU, so this is the host's own cost per call), median of 9, in microseconds.
+Then the same three for forward + backward (torch.autograd.grad) of strux.torch.ks_matmul vs
+the registered op vs bmm, and for KSLinear (two (6,64,64,1) factors) and the chain entries.
+
+Run: python -m strux.bench.gpu_ks_host --out DIR
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import torch
+
+from strux.bench.gpu import time_ms
+from strux.bench.gpu_ks_perf import back_to_back, bmm_f32
+
+BATCH = 25088
+PATS = [(6, 64, 64, 1), (16, 64, 64, 1)]
+
+
+def host_us(fn, n=100, reps=9):
+    """Median host microseconds per call, the GPU kept busy by a sleep queued first."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        torch.cuda._sleep(int(n * 250e3))  # ~125 us of GPU time per call: the queue never drains
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        ts.append((time.perf_counter() - t0) / n * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(ts)
+
+
+def measure(fn):
+    return {"per_call_ms": time_ms(fn, warm=5, reps=50)[0], "b2b_ms": back_to_back(fn),
+            "host_us": host_us(fn)}
+
+
+def forward_cases():
+    import strux
+    from strux import _cuda_ks_lean as L
+    from strux import _cuda_ks_scan as K
+    from strux import _ext
+    from strux import torch_ks_scan as T
+    out = {}
+    for p in PATS:
+        a, b, c, d = p
+        w = torch.randn(*p, device="cuda") / c ** 0.5
+        wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
+        wl = w.permute(0, 3, 1, 2).reshape(a * d, b, c).contiguous()
+        for layout in ("bsf", "bsl"):
+            bl = layout == "bsl"
+            x = torch.randn(a * c * d, BATCH, device="cuda") if bl else torch.randn(BATCH, a * c * d, device="cuda")
+            y = K.ks_matmul(x, w, p, layout=layout)
+            ref = bmm_f32(x, wl, wf, p, layout)
+            err = ((y - ref).norm() / ref.norm()).item()
+            xp, wp, yp = x.data_ptr(), w.data_ptr(), y.data_ptr()
+            fns = {
+                "strux.ks_matmul": lambda: strux.ks_matmul(x, w, p, layout=layout),
+                "_cuda_ks_scan.ks_matmul": lambda: K.ks_matmul(x, w, p, layout=layout),
+                "strux.torch.ks_matmul": lambda: T.ks_matmul(x, w, p, layout=layout),
+                "op strux::ks_matmul": lambda: torch.ops.strux.ks_matmul(x, w, list(p), bl),
+                "checked path (before)": lambda: K._ks_matmul_checked(x, w, p, layout),
+                "raw entry only": lambda: _ext.cuda_ks_forward_raw(
+                    xp, wp, yp, a, b, c, d, BATCH, bl, 0, 0, torch._C._cuda_getCurrentRawStream(0)),
+                "bmm_f32": lambda: bmm_f32(x, wl, wf, p, layout),
+                "part: lean checks (ks_ok)": lambda: L.ks_ok(x, w, p, bl),
+                "part: output new_empty": lambda: x.new_empty(y.shape),
+            }
+            out[f"{p} {layout}"] = {"err_vs_bmm": err, **{k: measure(f) for k, f in fns.items()}}
+    return out
+
+
+def grad_cases():
+    """Forward + backward (dx and dw) through autograd."""
+    from strux import _cuda_ks_scan as K
+    from strux import torch_ks_scan as T
+    out = {}
+    for p in PATS[:1]:
+        a, b, c, d = p
+        for layout in ("bsf", "bsl"):
+            bl = layout == "bsl"
+            w = (torch.randn(*p, device="cuda") / c ** 0.5).requires_grad_()
+            x = (torch.randn(a * c * d, BATCH, device="cuda") if bl else
+                 torch.randn(BATCH, a * c * d, device="cuda")).requires_grad_()
+            dy = torch.randn(a * b * d, BATCH, device="cuda") if bl else torch.randn(BATCH, a * b * d, device="cuda")
+            wf = w.detach().permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous().requires_grad_()
+            wl = w.detach().permute(0, 3, 1, 2).reshape(a * d, b, c).contiguous().requires_grad_()
+            g1 = torch.autograd.grad(T.ks_matmul(x, w, p, layout=layout), [x, w], dy)
+            g2 = torch.autograd.grad(T._ks_matmul(x, w, list(p), bl), [x, w], dy)
+            same = max(((u - v).norm() / v.norm()).item() for u, v in zip(g1, g2))
+            fns = {
+                "strux.torch.ks_matmul fwd+bwd": lambda: torch.autograd.grad(
+                    T.ks_matmul(x, w, p, layout=layout), [x, w], dy),
+                "op strux::ks_matmul fwd+bwd": lambda: torch.autograd.grad(
+                    T._ks_matmul(x, w, list(p), bl), [x, w], dy),
+                "_cuda_ks_scan.ks_matmul_vjp": lambda: K.ks_matmul_vjp(dy, x.detach(), w.detach(), p, layout=layout),
+                "bmm_f32 fwd+bwd": lambda: torch.autograd.grad(
+                    bmm_f32(x, wl if bl else None, None if bl else wf, p, layout), [x, wl if bl else wf], dy),
+            }
+            out[f"{p} {layout}"] = {"grad_rel_diff_lean_vs_op": same, **{k: measure(f) for k, f in fns.items()}}
+    return out
+
+
+def chain_cases():
+    """KSLinear with two (6,64,64,1) factors (no bias) and the chain entries, batch-first."""
+    from strux import _cuda_ks_scan as K
+    from strux import torch_ks_scan as T
+    ps = [(6, 64, 64, 1), (6, 64, 64, 1)]
+    m = T.KSLinear(ps, bias=False).cuda()
+    ws = [w.detach() for w in m.weights]
+    flat = [v for p in ps for v in p]
+    x = torch.randn(BATCH, 384, device="cuda")
+    xg = x.clone().requires_grad_()
+    dy = torch.randn(BATCH, 384, device="cuda")
+    lin = torch.nn.Linear(384, 384, bias=False).cuda()
+    params = list(m.parameters())
+    fns = {
+        "_cuda_ks_scan.ks_chain": lambda: K.ks_chain(x, ws, ps),
+        "_cuda_ks_scan.ks_chain_vjp": lambda: K.ks_chain_vjp(dy, x, ws, ps),
+        "KSLinear no grad": lambda: m(x),
+        "op strux::ks_chain no grad": lambda: torch.ops.strux.ks_chain(x, ws, flat, False),
+        "KSLinear fwd+bwd": lambda: torch.autograd.grad(m(xg), [xg] + params, dy),
+        "op strux::ks_chain fwd+bwd": lambda: torch.autograd.grad(
+            T._ks_chain(xg, list(m.weights), flat, False), [xg] + params, dy),
+        "nn.Linear(384, 384) no grad": lambda: lin(x),
+    }
+    with torch.no_grad():
+        res = {k: measure(f) for k, f in fns.items() if "fwd+bwd" not in k}
+    res.update({k: measure(f) for k, f in fns.items() if "fwd+bwd" in k})
+    return {"KSLinear [(6,64,64,1)]*2 bsf": res}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=".")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    from strux import _cuda_ks_lean as L
+    from strux import torch_ks_scan as T
+    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, lean path "
+          f"{'on' if L.TT else 'OFF'}, torch eager fast path {'on' if T._LEAN else 'OFF'}", flush=True)
+    with torch.no_grad():
+        fwd = forward_cases()
+    res = {"forward": fwd, "grad": grad_cases(), "chain": chain_cases()}
+    lines = []
+    for group, cases in res.items():
+        for case, row in cases.items():
+            lines.append(f"{group} {case}" + "".join(f" {k}={v:.1e}" for k, v in row.items() if not isinstance(v, dict)))
+            lines.append("  entry | per call ms | back to back ms | host us")
+            for k, v in row.items():
+                if isinstance(v, dict):
+                    lines.append(f"  {k} | {v['per_call_ms']:.4f} | {v['b2b_ms']:.4f} | {v['host_us']:.1f}")
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "gpu_ks_host.json"), "w") as fh:
+        json.dump(res, fh, indent=1)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
