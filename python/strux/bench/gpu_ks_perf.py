@@ -91,7 +91,7 @@ def b2b_times(batch=25088):
 BSF_D = [p for p in PATS if p[3] > 1]
 
 
-def _forced(fn, **env):
+def _with_env(fn, **env):
     """fn() with STRUX_* knobs set (plans read them at construction), restored afterwards."""
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
@@ -123,21 +123,21 @@ def bsf_tr_table(batches=(25088,)):
             wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
             x = torch.randn(batch, a * c * d, device="cuda")
             ours = lambda: K.ks_matmul(x, w, p, layout="bsf")  # noqa: E731
-            r = {"tc": _forced(lambda: timeit(ours), STRUX_KS_PATH="tc")}
+            r = {"tc": _with_env(lambda: timeit(ours), STRUX_KS_PATH="tc")}
             for name, env in TR_VARIANTS.items():
-                r[name] = _forced(lambda: timeit(ours), **env)
+                r[name] = _with_env(lambda: timeit(ours), **env)
             r["auto"] = timeit(ours)
             r["bmm"] = timeit(lambda: bmm_f32(x, None, wf, p, "bsf"))
             r["auto_b2b"] = back_to_back(ours)
             r["bmm_b2b"] = back_to_back(lambda: bmm_f32(x, None, wf, p, "bsf"))
             r["path"] = K._ext.cuda_ks_path(list(p), batch, False, 0)[0]
             if batch == batches[0]:
-                y = _forced(ours, STRUX_KS_PATH="tr")
+                y = _with_env(ours, STRUX_KS_PATH="tr")
                 ref = ref64(x, w, p, "bsf")
                 r["err_tr"] = ((y.double() - ref).norm() / ref.norm()).item()
                 del y, ref
                 dy = torch.randn(batch, a * b * d, device="cuda")
-                dx = _forced(lambda: K.ks_matmul_vjp(dy, x, w, p, layout="bsf")[0], STRUX_KS_PATH="tr")
+                dx = _with_env(lambda: K.ks_matmul_vjp(dy, x, w, p, layout="bsf")[0], STRUX_KS_PATH="tr")
                 refdx = ref64(dy, w.transpose(1, 2), (a, c, b, d), "bsf")
                 r["err_tr_dx"] = ((dx.double() - refdx).norm() / refdx.norm()).item()
                 del dx, refdx, dy
@@ -166,7 +166,7 @@ def profile_bsf(pats=((1, 768, 192, 2), (2, 192, 48, 4), (1, 256, 256, 4)), batc
         w = torch.randn(*p, device="cuda") / c ** 0.5
         wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
         x = torch.randn(batch, a * c * d, device="cuda")
-        runs = {"tr": lambda: _forced(lambda: K.ks_matmul(x, w, p), STRUX_KS_PATH="tr"),
+        runs = {"tr": lambda: _with_env(lambda: K.ks_matmul(x, w, p), STRUX_KS_PATH="tr"),
                 "bmm": lambda: bmm_f32(x, None, wf, p, "bsf")}
         for name, fn in runs.items():
             fn()
