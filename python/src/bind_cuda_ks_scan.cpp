@@ -131,13 +131,15 @@ void ks_backward(const Arr& dy, const Arr& x, const Arr& w, std::optional<Arr> d
   }
 }
 
-// Which product path a plan picks: "blas" (cuBLAS on strided views) or "kernels", for forward
-// and backward_x (tests and bench; STRUX_KS_PATH forces one).
+// Which product path a plan picks: "blas" (cuBLAS on strided views), "tr" (batch-first d > 1:
+// transpositions + cuBLAS) or "kernels", for forward and backward_x (tests and bench;
+// STRUX_KS_PATH forces one).
 std::pair<std::string, std::string> ks_path(const std::vector<int64_t>& pat, int64_t batch,
                                             bool batch_last, int dtype) {
   strux::cuda::KsPlan plan(pattern_of(pat), batch, batch_last, DType(dtype));
-  auto s = [](bool b) { return std::string(b ? "blas" : "kernels"); };
-  return {s(plan.forward_uses_blas()), s(plan.backward_x_uses_blas())};
+  auto s = [](bool b, bool t) { return std::string(b ? "blas" : t ? "tr" : "kernels"); };
+  return {s(plan.forward_uses_blas(), plan.forward_uses_tr()),
+          s(plan.backward_x_uses_blas(), plan.backward_x_uses_tr())};
 }
 
 // backward_w's path: ("blas", batch chunk of one GEMM accumulation) or ("kernels", 0).

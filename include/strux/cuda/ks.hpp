@@ -4,8 +4,10 @@
 // One fused output-stationary kernel per factor (Algorithm 2 of Gonon et al.): a thread block
 // owns an output tile of one (i, j) group, reads that group's strided input columns straight
 // from device memory into shared memory and writes its strided output columns in place; no
-// permutation passes. All pointers are device pointers to C-contiguous memory; work goes on
-// `stream` (a cudaStream_t, 0 = legacy default).
+// permutation passes. Some plans run cuBLAS instead: on strided views (batch-last, or d == 1),
+// or (float32, batch-first, d > 1) between in-row transpositions of x and y (ks v5b); the choice
+// is made once per plan (src/cuda/ks/ks_plan.cu). All pointers are device pointers to
+// C-contiguous memory; work goes on `stream` (a cudaStream_t, 0 = legacy default).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +42,9 @@ class KsPlan {
   bool backward_w_uses_blas() const { return dw_chunk_ > 0; }
   // backward_w on cuBLAS: the batch rows summed by one GEMM accumulation (0: the kernels).
   int64_t backward_w_chunk() const { return dw_chunk_; }
+  // Whether forward / backward_x run the batch-first d > 1 transposition + cuBLAS path (ks v5b).
+  bool forward_uses_tr() const { return tr_fwd_; }
+  bool backward_x_uses_tr() const { return tr_bx_; }
 
  private:
   KsPattern p_;
@@ -52,6 +57,10 @@ class KsPlan {
   // backward_w: 0 = the ks kernel, else cuBLAS with batch chunks of this length (use_blas_dw).
   int64_t dw_chunk_ = 0;
   bool dw_ptrs_ = true;  // its looped GEMMs as one pointer-array call (ks_blas_dw.cu)
+  // ks v5b: batch-first d > 1 through in-row transpositions + cuBLAS (src/cuda/ks/ks_tr.cu),
+  // tr_rows_ batch rows per pass (the workspace cap); rule in ks_plan.cu, use_tr.
+  bool tr_fwd_ = false, tr_bx_ = false;
+  int64_t tr_rows_ = 1;
 };
 
 }  // namespace strux::cuda

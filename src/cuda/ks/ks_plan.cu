@@ -3,11 +3,13 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "cuda/check.hpp"
 #include "cuda/ks/ks_blas.hpp"
+#include "cuda/ks/ks_tr.hpp"
 #include "strux/core.hpp"
 #include "strux/cuda/ks.hpp"
 
@@ -43,6 +45,22 @@ bool use_blas(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl
   if (e && std::strcmp(e, "blas") == 0) return true;
   if (e && std::strcmp(e, "tc") == 0) return false;
   return bl && !(a * d == 1 && b * c >= (int64_t(1) << 19));
+}
+
+// ks v5b: batch-first d > 1 (float32, where use_blas is false): in-row transposition of x,
+// cuBLAS SGEMM, in-place in-row transposition of y (ks_tr.cu). STRUX_KS_PATH=tr forces it where
+// it applies; =tc or =blas keep the kernels. Measured (H200, 2026-11-21, fp32, ms tr / kernels
+// [bmm]): batch 25088: (1,48,48,16) 0.221/0.403 [0.475], (2,96,384,4) 0.651/0.775 [0.843],
+// (2,192,48,4) 0.279/0.372 [0.321], (1,768,192,2) 0.485/0.667 [0.514], (4,64,64,4) 0.266/0.273
+// [0.304], (1,256,256,4) 0.436/0.626 [0.510], (4,96,96,2) 0.242/0.241 [0.264]; batch 4096 and
+// 1024: tr ahead of the kernels on all four patterns timed. Below 1024 (not timed) the kernels'
+// single launch is kept.
+bool use_tr(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
+  if (!ks::tr_applies(a, b, c, d, batch, bl)) return false;
+  const char* e = std::getenv("STRUX_KS_PATH");
+  if (e && std::strcmp(e, "tr") == 0) return true;
+  if (e && (std::strcmp(e, "tc") == 0 || std::strcmp(e, "blas") == 0)) return false;
+  return batch >= 1024;
 }
 
 // STRUX_KS_PATH for the half-type and backward_w rules below: +1 blas, -1 tc (= the kernels),
@@ -90,6 +108,11 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
   if (dtype == DType::f32) {
     blas_fwd_ = use_blas(p.a, p.b, p.c, p.d, batch, batch_last);
     blas_bx_ = use_blas(p.a, p.c, p.b, p.d, batch, batch_last);
+    // ks v5b (batch-first d > 1): see use_tr.
+    tr_fwd_ = !blas_fwd_ && use_tr(p.a, p.b, p.c, p.d, batch, batch_last);
+    tr_bx_ = !blas_bx_ && use_tr(p.a, p.c, p.b, p.d, batch, batch_last);
+    if (tr_fwd_ || tr_bx_)
+      tr_rows_ = ks::tr_reserve(p.a, std::max(tr_fwd_ ? p.c : 0, tr_bx_ ? p.b : 0), p.d, batch);
   } else {
     blas_fwd_ = use_blas_half(p.a, p.b, p.c, p.d, batch, batch_last);
     blas_bx_ = use_blas_half(p.a, p.c, p.b, p.d, batch, batch_last);
@@ -103,7 +126,8 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
   }
   // Buffers for the cuBLAS paths, grown here so that no call allocates.
   const int64_t abcd = p.a * p.b * p.c * p.d;
-  const int64_t w_bytes = blas_fwd_ || blas_bx_ ? abcd * int64_t(ks::elem_bytes(dtype)) : 0;
+  const int64_t w_bytes =
+      blas_fwd_ || blas_bx_ || tr_fwd_ || tr_bx_ ? abcd * int64_t(ks::elem_bytes(dtype)) : 0;
   const int64_t dw_floats = dw_chunk_ ? ks::blas_dw_floats(p.a, p.b, p.c, p.d, batch, dw_chunk_) : 0;
   if (w_bytes || dw_floats) ks::blas_reserve(w_bytes, dw_floats);
 }
@@ -125,6 +149,10 @@ void KsPlan::forward(const void* x, const void* w, void* y, void* stream) const 
   if (blas_fwd_)
     return ks::blas_prod(x, w, y, dtype_, a, b, c, d, batch_, b * c * d, c * d, d, 1, batch_last_,
                          static_cast<cudaStream_t>(stream));
+  if (tr_fwd_)
+    return ks::tr_prod(static_cast<const float*>(x), static_cast<const float*>(w),
+                       static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
+                       tr_rows_, static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_prod<T>(static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), a,
@@ -140,6 +168,10 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
   if (blas_bx_)
     return ks::blas_prod(dy, w, dx, dtype_, a, c, b, d, batch_, b * c * d, d, c * d, 1, batch_last_,
                          static_cast<cudaStream_t>(stream));
+  if (tr_bx_)
+    return ks::tr_prod(static_cast<const float*>(dy), static_cast<const float*>(w),
+                       static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,
+                       tr_rows_, static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_prod<T>(static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx), a,
