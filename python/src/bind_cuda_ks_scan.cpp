@@ -132,8 +132,8 @@ void ks_backward(const Arr& dy, const Arr& x, const Arr& w, std::optional<Arr> d
 }
 
 // Which product path a plan picks: "blas" (cuBLAS on strided views), "stream" (batch-last,
-// W in shared memory) or "kernels", for forward and backward_x (tests and bench;
-// STRUX_KS_PATH forces one).
+// W in shared memory), "tr" (batch-first d > 1: transpositions + cuBLAS) or "kernels", for
+// forward and backward_x (tests and bench; STRUX_KS_PATH forces one).
 std::pair<std::string, std::string> ks_path(const std::vector<int64_t>& pat, int64_t batch,
                                             bool batch_last, int dtype) {
   strux::cuda::KsPlan plan(pattern_of(pat), batch, batch_last, DType(dtype));

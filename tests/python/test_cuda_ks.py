@@ -650,3 +650,109 @@ def test_float64_on_gpu(layout):
     x = rnd(5, Kc.shape[1], dtype=torch.float64) if layout == "bsf" else rnd(Kc.shape[1], 5, dtype=torch.float64)
     y = strux.ks_chain(x, ws, chain, layout=layout)
     assert rel(y, x @ Kc.T if layout == "bsf" else Kc @ x) < 1e-13
+
+
+# ks v5b: batch-first d > 1 through in-row transpositions + cuBLAS (STRUX_KS_PATH=tr).
+# b or c = 1, 2, odd, primes, d = 2, 3, 5, 16; segment sizes with and without 16-byte passes.
+TR_PATTERNS = [(1, 1, 1, 2), (2, 2, 2, 2), (3, 5, 7, 3), (2, 17, 19, 5), (1, 48, 48, 16), (1, 1, 7, 3),
+               (2, 7, 1, 2), (1, 13, 11, 16), (3, 2, 50, 2), (1, 192, 96, 2), (2, 31, 37, 4),
+               (1, 96, 385, 2), (4, 3, 2, 5)]
+
+
+@pytest.mark.parametrize("p", TR_PATTERNS)
+def test_float32_tr_path(p, monkeypatch):
+    """Forced tr path: forward and dx within 1e-6 of float64 at batches 1 / 7 / 301, every output
+    written (NaN-poisoned pool), same values as the kernels to float32 accuracy."""
+    monkeypatch.setenv("STRUX_KS_PATH", "tr")
+    a, b, c, d = p
+    N, M = a * c * d, a * b * d
+    assert ks_path(p, 7, "bsf") == ("tr", "tr")
+    assert "tr" not in ks_path(p, 7, "bsl")
+    assert ks_path(p, 7, "bsf", "float16") == ("kernels", "kernels")
+    w = rnd(*p)
+    Kd = dense(w, p)
+    for batch in (1, 7, 301):
+        x = rnd(batch, N)
+        poisoned_pool(4 * batch * M)
+        y = K.ks_matmul(x, w, p)
+        ref = x.double() @ Kd.T
+        assert not torch.isnan(y).any() and rel(y, ref) < 1e-6, (batch, rel(y, ref))
+        dy = rnd(batch, M)
+        poisoned_pool(4 * batch * N)
+        dx, _ = K.ks_matmul_vjp(dy, x, w, p)
+        assert not torch.isnan(dx).any() and rel(dx, dy.double() @ Kd) < 1e-6
+    monkeypatch.setenv("STRUX_KS_PATH", "tc")
+    assert ks_path(p, 7, "bsf") == ("kernels", "kernels")
+    assert rel(K.ks_matmul(x, w, p), y.double()) < 2e-6
+
+
+def test_tr_rule_and_limits(monkeypatch):
+    """The default rule takes tr for the bench's batch-first d > 1 patterns at batch 25088 (not for
+    d == 1, batch-last or half types); segments too large for one block's shared memory keep
+    the kernels even when forced."""
+    for p in [(1, 48, 48, 16), (2, 96, 384, 4), (2, 192, 48, 4), (1, 768, 192, 2), (4, 64, 64, 4),
+              (1, 256, 256, 4), (4, 96, 96, 2)]:
+        assert ks_path(p, 25088, "bsf") == ("tr", "tr"), p
+        assert ks_path(p, 25088, "bsf", "bfloat16") == ("kernels", "kernels")
+        assert "tr" not in ks_path(p, 25088, "bsl")
+    assert ks_path((1, 768, 768, 1), 25088, "bsf")[0] != "tr"
+    monkeypatch.setenv("STRUX_KS_PATH", "tr")
+    big = (1, 7000, 7, 2)  # y segment 2 x 7000 > 12288 floats padded: no tr forward
+    assert ks_path(big, 7, "bsf")[0] == "kernels"
+    x, w = rnd(3, 14), rnd(*big)
+    assert rel(K.ks_matmul(x, w, big), x.double() @ dense(w, big).T) < 2e-6
+
+
+def test_float32_tr_workspace_passes(monkeypatch):
+    """Rows of 8192 input floats: the 256 MB x' workspace takes 8192 rows, so batch 8300 runs in
+    two equal passes (4150 rows), forward and dx; both within 1e-6 of float64."""
+    monkeypatch.setenv("STRUX_KS_PATH", "tr")
+    p = (1, 3, 512, 16)
+    a, b, c, d = p
+    assert ks_path(p, 8300, "bsf") == ("tr", "tr")
+    w = rnd(*p)
+    Kd = dense(w, p)
+    x = rnd(8300, a * c * d)
+    poisoned_pool(4 * 8300 * a * b * d)
+    y = K.ks_matmul(x, w, p)
+    assert not torch.isnan(y).any() and rel(y, x.double() @ Kd.T) < 1e-6
+    dy = rnd(8300, a * b * d)
+    poisoned_pool(4 * 8300 * a * c * d)
+    dx, _ = K.ks_matmul_vjp(dy, x, w, p)
+    assert not torch.isnan(dx).any() and rel(dx, dy.double() @ Kd) < 1e-6
+
+
+def test_float32_tr_nan_inf_and_stream(monkeypatch):
+    """tr path: a NaN reaches exactly the outputs of its group and row; an infinite input with
+    positive weights gives inf, never NaN; the call is ordered on the caller's (side) stream:
+    an input written just before on that stream behind a long sleep is the one used, and a copy
+    of y enqueued right after sees the finished result."""
+    monkeypatch.setenv("STRUX_KS_PATH", "tr")
+    p = (2, 64, 40, 2)
+    a, b, c, d = p
+    w = rnd(*p)
+    x = rnd(300, a * c * d)
+    x[7, 1 * c * d + 3 * d + 1] = float("nan")  # group (i=1, j=1)
+    y = K.ks_matmul(x, w, p)
+    bad = torch.isnan(y)
+    cols = torch.tensor([1 * b * d + k * d + 1 for k in range(b)], device=DEV)
+    assert bad[7, cols].all() and bad.sum() == b
+    wp = torch.rand(*p, device=DEV) + 0.1
+    xi = torch.rand(5, a * c * d, device=DEV)
+    xi[2, 0] = float("inf")
+    yi = K.ks_matmul(xi, wp, p)
+    want = xi.double().cpu() @ dense(wp, p).T.cpu()
+    assert torch.equal(torch.isinf(yi).cpu(), torch.isinf(want)) and not torch.isnan(yi).any()
+    q = (1, 48, 48, 16)
+    wq = rnd(*q)
+    x0, x1 = rnd(4096, 768), rnd(4096, 768)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time before x0 becomes x1
+        x0.copy_(x1)
+        y = K.ks_matmul(x0, wq, q)
+        y2 = y.clone()
+    s.synchronize()
+    ref = x1.double() @ dense(wq, q).T
+    assert rel(y, ref) < 1e-6 and rel(y2, ref) < 1e-6

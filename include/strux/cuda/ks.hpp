@@ -4,8 +4,10 @@
 // One fused output-stationary kernel per factor (Algorithm 2 of Gonon et al.): a thread block
 // owns an output tile of one (i, j) group, reads that group's strided input columns straight
 // from device memory into shared memory and writes its strided output columns in place; no
-// permutation passes. All pointers are device pointers to C-contiguous memory; work goes on
-// `stream` (a cudaStream_t, 0 = legacy default).
+// permutation passes. Some plans run cuBLAS instead: on strided views (batch-last, or d == 1),
+// or (float32, batch-first, d > 1) between in-row transpositions of x and y (ks v5b); the choice
+// is made once per plan (src/cuda/ks/ks_plan.cu). All pointers are device pointers to
+// C-contiguous memory; work goes on `stream` (a cudaStream_t, 0 = legacy default).
 #pragma once
 
 #include <cstdint>
@@ -20,10 +22,10 @@ struct KsPattern {
 };
 
 // How a product (forward or backward_x) runs: the ks tile kernels (tensor-core 3xTF32 / FFMA),
-// cuBLAS on strided views of x and y, or the batch-last float32 streaming kernel (W held in
-// shared memory; float32 only).
-enum class KsPath { kernels, blas, stream };
-const char* ks_path_name(KsPath p);  // "kernels", "blas", "stream"
+// cuBLAS on strided views of x and y, the batch-last float32 streaming kernel (W held in shared
+// memory), or for batch-first float32 d > 1 in-row transpositions around cuBLAS (tr).
+enum class KsPath { kernels, blas, stream, tr };
+const char* ks_path_name(KsPath p);  // "kernels", "blas", "stream", "tr"
 
 // A plan for one factor and one batch size / layout. Checks the arguments (ValueError naming
 // them) and picks the kernel shape once; execute methods launch only.
@@ -55,6 +57,9 @@ class KsPlan {
   bool backward_w_uses_blas() const { return dw_chunk_ > 0; }
   // backward_w on cuBLAS: the batch rows summed by one GEMM accumulation (0: the kernels).
   int64_t backward_w_chunk() const { return dw_chunk_; }
+  // Whether forward / backward_x run the batch-first d > 1 transposition + cuBLAS path (ks v5b).
+  bool forward_uses_tr() const { return fwd_.path == KsPath::tr; }
+  bool backward_x_uses_tr() const { return bx_.path == KsPath::tr; }
 
  private:
   KsPattern p_;
@@ -67,6 +72,9 @@ class KsPlan {
   // backward_w: 0 = the ks kernel, else cuBLAS with batch chunks of this length (use_blas_dw).
   int64_t dw_chunk_ = 0;
   bool dw_ptrs_ = true;  // its looped GEMMs as one pointer-array call (ks_blas_dw.cu)
+  // ks v5b (path tr: batch-first d > 1 through in-row transpositions + cuBLAS, ks_tr.cu): batch
+  // rows per pass (the workspace cap).
+  int64_t tr_rows_ = 1;
 };
 
 }  // namespace strux::cuda

@@ -2,14 +2,17 @@
 (ours vs bmm-with-permutations vs dense, fp32, batch 25088, both layouts; bf16/fp16 rows), a
 summary of wins against bmm, and the forward times and float64 errors of each float32 product
 path forced (STRUX_KS_PATH=tc: the ks kernels, =blas: cuBLAS on strided views, =stream: the
-batch-last streaming kernel; the plan reads the knob at construction, so one process times all).
+batch-last streaming kernel, =tr: batch-first d > 1 through in-row transpositions + cuBLAS; the
+plan reads the knob at construction, so one process times all), plus the batch-first d > 1 table
+(ks v5b: kernels vs tr vs bmm, per call and back to back, and a per-kernel profile of tr and bmm).
 --v5c: only the half-type forward rows (ours default / kernels forced vs bmm in the same dtype)
 and the backward rows (ours vjp, dw alone on cuBLAS and on the old kernel, vs torch autograd of
 the bmm recipe), both layouts, the 10 patterns.
+--bsf: only the batch-first d > 1 table and profile (ks v5b).
 --quick: batch-last float32 only: forced paths and streaming tiles back to back, forward and dx,
 vs bmm (a few seconds).
 
-Run: python -m strux.bench.gpu_ks_perf --out DIR [--v5c | --quick]
+Run: python -m strux.bench.gpu_ks_perf --out DIR [--v5c | --bsf | --quick]
 """
 from __future__ import annotations
 
@@ -169,6 +172,106 @@ def quick(batch=25088):
         lines.append(f"{p}: {cells} | {row['bmm']:.4f} | {row['bmm'] / row['auto'][0]:.2f} | "
                      f"{row['blas'][0] / row['stream'][0]:.2f} | {e_f:.1e} / {e_b:.1e} | {paths}")
     return lines, data
+
+
+BSF_D = [p for p in PATS if p[3] > 1]
+
+
+def _with_env(fn, **env):
+    """fn() with STRUX_* knobs set (plans read them at construction), restored afterwards."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return fn()
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+TR_VARIANTS = {"tr": dict(STRUX_KS_PATH="tr")}  # (run 1-2 also timed chunked / pipelined variants)
+
+
+def bsf_tr_table(batches=(25088,)):
+    """ks v5b: batch-first d > 1, per pattern and batch: ms of the kernels (tc), of tr (both
+    forced), of the default rule and of bmm (per call), the same back to back for the default
+    and bmm, the float64 errors of tr (forward and dx), and the default's path."""
+    import torch
+    from strux import _cuda_ks_scan as K
+    from strux.bench.gpu_ks_scan import timeit
+    out = {}
+    for batch in batches:
+        for p in (BSF_D if batch == batches[0] else BSF_D[:4]):
+            a, b, c, d = p
+            w = torch.randn(*p, device="cuda") / c ** 0.5
+            wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
+            x = torch.randn(batch, a * c * d, device="cuda")
+            ours = lambda: K.ks_matmul(x, w, p, layout="bsf")  # noqa: E731
+            r = {"tc": _with_env(lambda: timeit(ours), STRUX_KS_PATH="tc")}
+            for name, env in TR_VARIANTS.items():
+                r[name] = _with_env(lambda: timeit(ours), **env)
+            r["auto"] = timeit(ours)
+            r["bmm"] = timeit(lambda: bmm_f32(x, None, wf, p, "bsf"))
+            r["auto_b2b"] = back_to_back(ours)
+            r["bmm_b2b"] = back_to_back(lambda: bmm_f32(x, None, wf, p, "bsf"))
+            r["path"] = K._ext.cuda_ks_path(list(p), batch, False, 0)[0]
+            if batch == batches[0]:
+                y = _with_env(ours, STRUX_KS_PATH="tr")
+                ref = ref64(x, w, p, "bsf")
+                r["err_tr"] = ((y.double() - ref).norm() / ref.norm()).item()
+                del y, ref
+                dy = torch.randn(batch, a * b * d, device="cuda")
+                dx = _with_env(lambda: K.ks_matmul_vjp(dy, x, w, p, layout="bsf")[0], STRUX_KS_PATH="tr")
+                refdx = ref64(dy, w.transpose(1, 2), (a, c, b, d), "bsf")
+                r["err_tr_dx"] = ((dx.double() - refdx).norm() / refdx.norm()).item()
+                del dx, refdx, dy
+            out[f"{p} {batch}"] = r
+            best = min(r[k] for k in TR_VARIANTS)
+            print(f"bsf {p} batch {batch}: tc {r['tc']:.3f} | " +
+                  " ".join(f"{k} {r[k]:.3f}" for k in TR_VARIANTS) +
+                  f" | auto {r['auto']:.3f} ({r['path']}) | bmm {r['bmm']:.3f} | x bmm: best tr "
+                  f"{r['bmm'] / best:.2f}, auto {r['bmm'] / r['auto']:.2f} | b2b auto {r['auto_b2b']:.3f} / "
+                  f"bmm {r['bmm_b2b']:.3f} ({r['bmm_b2b'] / r['auto_b2b']:.2f})"
+                  + (f" | err tr {r['err_tr']:.1e} dx {r['err_tr_dx']:.1e}" if "err_tr" in r else ""),
+                  flush=True)
+            del x
+    return out
+
+
+def profile_bsf(pats=((1, 768, 192, 2), (2, 192, 48, 4), (1, 256, 256, 4)), batch=25088, calls=5):
+    """Per-kernel GPU microseconds (torch.profiler, CUDA activity) of the tr path and of bmm:
+    which piece costs what."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from strux import _cuda_ks_scan as K
+    res = {}
+    for p in pats:
+        a, b, c, d = p
+        w = torch.randn(*p, device="cuda") / c ** 0.5
+        wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
+        x = torch.randn(batch, a * c * d, device="cuda")
+        runs = {"tr": lambda: _with_env(lambda: K.ks_matmul(x, w, p), STRUX_KS_PATH="tr"),
+                "bmm": lambda: bmm_f32(x, None, wf, p, "bsf")}
+        for name, fn in runs.items():
+            fn()
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(calls):
+                    fn()
+                torch.cuda.synchronize()
+            rows = []
+            for ev in prof.key_averages():
+                t = getattr(ev, "device_time_total", None)
+                if t is None:
+                    t = getattr(ev, "cuda_time_total", 0.0)
+                if t > 0:
+                    rows.append((ev.key[:60], ev.count / calls, t / calls))
+            rows.sort(key=lambda r: -r[2])
+            res[f"{p} {name}"] = rows
+            print(f"profile {p} {name}: " + "; ".join(f"{k} x{n:g} {t:.1f} us" for k, n, t in rows[:6]), flush=True)
+    return res
 
 
 def forward_times(batch=25088):
@@ -339,6 +442,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     ap.add_argument("--variant", action="store_true", help="print forward times as JSON only")
+    ap.add_argument("--bsf", action="store_true", help="the batch-first d > 1 table (ks v5b) only")
     ap.add_argument("--v5c", action="store_true", help="half-type forward and backward rows only")
     ap.add_argument("--quick", action="store_true", help="batch-last paths back to back only")
     args = ap.parse_args()
@@ -357,6 +461,16 @@ def main():
     if args.variant:
         print(json.dumps(forward_times()))
         return
+    if args.bsf:
+        import torch
+        torch.manual_seed(0)
+        print(f"device {torch.cuda.get_device_name()}", flush=True)
+        prof = profile_bsf()
+        tab = bsf_tr_table()
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "gpu_ks_bsf.json"), "w") as fh:
+            json.dump(dict(table=tab, profile=prof), fh, indent=1)
+        return
     from strux.bench.gpu_ks_scan import ceilings, ks_cases
     import torch
     torch.manual_seed(0)
@@ -365,11 +479,12 @@ def main():
     rows = ks_cases(bw, fl, 25088, False)
     var = {"table": forward_times()}
     from strux import _cuda_ks_scan as K
-    for path in ("tc", "blas", "stream"):
+    for path in ("tc", "blas", "stream", "tr"):
         os.environ["STRUX_KS_PATH"] = path
         var[path] = forward_times()
         os.environ.pop("STRUX_KS_PATH")
     b2b = b2b_times()
+    bsf_tr = bsf_tr_table(batches=(25088,))
     pick = {f"{p} {lay}": K._ext.cuda_ks_path(list(p), 25088, lay == "bsl", 0)[0]
             for p in PATS for lay in ("bsf", "bsl")}
     vn = list(var)
@@ -403,7 +518,7 @@ def main():
     lines.append(f"all: faster than bmm in {sum(v > 1 for v in s)}/{len(s)}, median {statistics.median(s):.2f}x")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "gpu_ks_perf.json"), "w") as fh:
-        json.dump(dict(copy_bw=bw, fp32_flops=fl, rows=rows, variants=var, back_to_back=b2b), fh, indent=1, default=str)
+        json.dump(dict(copy_bw=bw, fp32_flops=fl, rows=rows, variants=var, back_to_back=b2b, bsf_tr=bsf_tr), fh, indent=1, default=str)
     print("\n".join(lines))
 
 

@@ -56,4 +56,10 @@ void blas_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, in
              int64_t c, int64_t d, int64_t batch, int64_t chunk, bool batch_last, bool ptr_arrays,
              cudaStream_t s);
 
+// For the batch-first d > 1 path (ks_tr.cu; its handle: blas_res): w re-laid out as
+// group-major a*d float32 matrices w'[((i*d + j)*b + k)*c + l] = w[i*si + k*sk + l*sl + j*sj]
+// in the weight buffer blas_reserve sized (launches one small kernel on s; returns the buffer).
+const float* blas_group_weights(const float* w, int64_t a, int64_t b, int64_t c, int64_t d,
+                                int64_t si, int64_t sk, int64_t sl, int64_t sj, cudaStream_t s);
+
 }  // namespace strux::cuda::ks

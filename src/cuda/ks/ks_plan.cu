@@ -4,12 +4,14 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "cuda/check.hpp"
 #include "cuda/ks/ks_blas.hpp"
 #include "cuda/ks/ks_stream.hpp"
+#include "cuda/ks/ks_tr.hpp"
 #include "strux/core.hpp"
 #include "strux/cuda/ks.hpp"
 
@@ -26,10 +28,12 @@ void launch_gradw(const T*, const T*, float*, int64_t, int64_t, int64_t, int64_t
 namespace {
 // The float32 product path, in ONE place: the ks tile kernels (ks_launch.cuh), cuBLAS SGEMM on
 // strided views of x and y (ks_blas.cu) or the batch-last streaming kernel (ks_stream.cuh), by
-// (pattern, layout). backward_x asks with pattern (a, c, b, d).
-// STRUX_KS_PATH=tc|blas|stream (read at each plan construction) forces one where it applies
-// (else the kernels); STRUX_KS_STREAM_TN=32|64|128 and STRUX_KS_STREAM_MT=1|2 force the
-// streaming batch tile and m16 tiles per warp item. Knobs for the tests and the bench only.
+// (pattern, layout), or for batch-first d > 1 the transposition path (ks_tr.cu). backward_x asks
+// with pattern (a, c, b, d).
+// STRUX_KS_PATH=tc|blas|stream|tr (read at each plan construction) forces one where it applies
+// (else the kernels; =tr: else the rule); STRUX_KS_STREAM_TN=32|64|128 and
+// STRUX_KS_STREAM_MT=1|2 force the streaming batch tile and m16 tiles per warp item. Knobs for
+// the tests and the bench only.
 // Rule, measured (H200, 2026-11-21, fp32, batch 25088, both paths forced in one run, ms
 // kernels / cuBLAS, bmm-with-permutations in brackets):
 //   batch-last:  (1,48,48,16) 0.136/0.125 [0.163]  (2,96,384,4) 0.543/0.520 [0.751]
@@ -48,7 +52,15 @@ namespace {
 // c run when forced: correct, unmeasured.
 // So: batch-last with b, c >= 32, b*c <= 96*96 and the 128-column tile -> stream; other
 // batch-last -> cuBLAS, except one big group (a*d == 1, b*c >= 2^19), where the 3xTF32 tensor
-// cores beat float32 FFMA SGEMM; batch-first -> the kernels.
+// cores beat float32 FFMA SGEMM; batch-first d > 1 from batch 1024 -> tr (below); else the
+// kernels.
+// ks v5b (tr): batch-first d > 1 (float32, where cuBLAS on views does not apply): in-row
+// transposition of x, cuBLAS SGEMM, in-place in-row transposition of y (ks_tr.cu).
+// Measured (H200, 2026-11-21, fp32, ms tr / kernels [bmm]): batch 25088: (1,48,48,16) 0.221/0.403 [0.475], (2,96,384,4) 0.651/0.775 [0.843],
+// (2,192,48,4) 0.279/0.372 [0.321], (1,768,192,2) 0.485/0.667 [0.514], (4,64,64,4) 0.266/0.273
+// [0.304], (1,256,256,4) 0.436/0.626 [0.510], (4,96,96,2) 0.242/0.241 [0.264]; batch 4096 and
+// 1024: tr ahead of the kernels on all four patterns timed. Below 1024 (not timed) the kernels'
+// single launch is kept.
 KsPlan::Choice pick_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
   const char* e = std::getenv("STRUX_KS_PATH");
   const char* tn = std::getenv("STRUX_KS_STREAM_TN");
@@ -57,12 +69,16 @@ KsPlan::Choice pick_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t bat
       bl ? ks::stream_pick(b, c, tn ? std::atoi(tn) : 0, mt ? std::atoi(mt) : 0) : ks::StreamCfg{};
   const KsPlan::Choice stream{KsPath::stream, sc.tn, sc.stages, sc.mt},
       blas{KsPath::blas, 0, 0, 0}, kernels{};
+  const KsPlan::Choice tr{KsPath::tr, 0, 0, 0};
   const bool blas_ok = ks::blas_applies(a, b, c, d, batch, bl);
+  const bool tr_ok = ks::tr_applies(a, b, c, d, batch, bl);
   if (e && std::strcmp(e, "stream") == 0) return sc.ok() ? stream : kernels;
   if (e && std::strcmp(e, "blas") == 0) return blas_ok ? blas : kernels;
   if (e && std::strcmp(e, "tc") == 0) return kernels;
+  if (e && std::strcmp(e, "tr") == 0 && tr_ok) return tr;
   if (sc.tn == 128 && b >= 32 && c >= 32 && b * c <= 96 * 96) return stream;
   if (blas_ok && bl && !(a * d == 1 && b * c >= (int64_t(1) << 19))) return blas;
+  if (tr_ok && batch >= 1024) return tr;
   return kernels;
 }
 
@@ -101,6 +117,7 @@ const char* ks_path_name(KsPath p) {
   switch (p) {
     case KsPath::blas: return "blas";
     case KsPath::stream: return "stream";
+    case KsPath::tr: return "tr";
     default: return "kernels";
   }
 }
@@ -119,6 +136,9 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
   if (dtype == DType::f32) {
     fwd_ = pick_path(p.a, p.b, p.c, p.d, batch, batch_last);
     bx_ = pick_path(p.a, p.c, p.b, p.d, batch, batch_last);
+    const bool trf = fwd_.path == KsPath::tr, trb = bx_.path == KsPath::tr;
+    if (trf || trb)
+      tr_rows_ = ks::tr_reserve(p.a, std::max(trf ? p.c : 0, trb ? p.b : 0), p.d, batch);
   } else {
     const KsPlan::Choice blas{KsPath::blas, 0, 0, 0};
     if (use_blas_half(p.a, p.b, p.c, p.d, batch, batch_last)) fwd_ = blas;
@@ -133,9 +153,9 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
   }
   // Buffers for the cuBLAS paths, grown here so that no call allocates.
   const int64_t abcd = p.a * p.b * p.c * p.d;
-  const int64_t w_bytes = fwd_.path == KsPath::blas || bx_.path == KsPath::blas
-                              ? abcd * int64_t(ks::elem_bytes(dtype))
-                              : 0;
+  const bool wbuf = fwd_.path == KsPath::blas || bx_.path == KsPath::blas ||
+                    fwd_.path == KsPath::tr || bx_.path == KsPath::tr;
+  const int64_t w_bytes = wbuf ? abcd * int64_t(ks::elem_bytes(dtype)) : 0;
   const int64_t dw_floats = dw_chunk_ ? ks::blas_dw_floats(p.a, p.b, p.c, p.d, batch, dw_chunk_) : 0;
   if (w_bytes || dw_floats) ks::blas_reserve(w_bytes, dw_floats);
 }
@@ -162,6 +182,10 @@ void KsPlan::forward(const void* x, const void* w, void* y, void* stream) const 
   if (fwd_.path == KsPath::blas)
     return ks::blas_prod(x, w, y, dtype_, a, b, c, d, batch_, b * c * d, c * d, d, 1, batch_last_,
                          static_cast<cudaStream_t>(stream));
+  if (fwd_.path == KsPath::tr)
+    return ks::tr_prod(static_cast<const float*>(x), static_cast<const float*>(w),
+                       static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
+                       tr_rows_, static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_prod<T>(static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), a,
@@ -182,6 +206,10 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
   if (bx_.path == KsPath::blas)
     return ks::blas_prod(dy, w, dx, dtype_, a, c, b, d, batch_, b * c * d, d, c * d, 1, batch_last_,
                          static_cast<cudaStream_t>(stream));
+  if (bx_.path == KsPath::tr)
+    return ks::tr_prod(static_cast<const float*>(dy), static_cast<const float*>(w),
+                       static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,
+                       tr_rows_, static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_prod<T>(static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx), a,
