@@ -170,8 +170,16 @@ void CirculantScanPlan::forward_any(const void* a, const void* a_hat, const void
   spectra_of_a(a, a_hat, w.ah, stream);
   r2c(r2c_, f64, u, w.s1);
   if (h0) r2c(r2c0_, f64, h0, w.h0h);
+  // The scan's scale is a float: 1/n is folded in there for float32; float64 scales the spectra
+  // in double first (a float 1/n would cost float64 results their last 8 digits).
+  float scale = 1.f / float(n_);
+  if (f64) {
+    launch_scale(f64, w.s1, B_ * T_ * nf_, 1.0 / double(n_), s);
+    if (h0) launch_scale(f64, w.h0h, B_ * nf_, 1.0 / double(n_), s);
+    scale = 1.f;
+  }
   // Each scan thread reads all its inputs before writing, at the same indices: in place is safe.
-  scan_.forward(w.ah, w.s1, h0 ? w.h0h : nullptr, w.s1, w.sws, stream, 1.f / float(n_));
+  scan_.forward(w.ah, w.s1, h0 ? w.h0h : nullptr, w.s1, w.sws, stream, scale);
   c2r(c2r_, f64, w.s1, h);
 }
 
