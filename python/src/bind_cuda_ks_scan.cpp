@@ -141,11 +141,11 @@ std::pair<std::string, std::string> ks_path(const std::vector<int64_t>& pat, int
           strux::cuda::ks_path_name(plan.backward_x_path())};
 }
 
-// backward_w's path: ("blas", batch chunk of one GEMM accumulation) or ("kernels", 0).
+// backward_w's path: ("blas" or "tr", batch chunk of one GEMM accumulation) or ("kernels", 0).
 std::pair<std::string, int64_t> ks_dw_path(const std::vector<int64_t>& pat, int64_t batch,
                                            bool batch_last, int dtype) {
   strux::cuda::KsPlan plan(pattern_of(pat), batch, batch_last, DType(dtype));
-  return {plan.backward_w_uses_blas() ? "blas" : "kernels", plan.backward_w_chunk()};
+  return {strux::cuda::ks_path_name(plan.backward_w_path()), plan.backward_w_chunk()};
 }
 
 std::tuple<int64_t, int64_t, int64_t> btn(const View& v) { return {v.shape[0], v.shape[1], v.shape[2]}; }

@@ -669,7 +669,7 @@ def test_float32_tr_path(p, monkeypatch):
     N, M = a * c * d, a * b * d
     assert ks_path(p, 7, "bsf") == ("tr", "tr")
     assert "tr" not in ks_path(p, 7, "bsl")
-    assert ks_path(p, 7, "bsf", "float16") == ("kernels", "kernels")
+    assert ks_path(p, 7, "bsf", "float16") == ("tr", "tr")  # every dtype since ks v5d
     w = rnd(*p)
     Kd = dense(w, p)
     for batch in (1, 7, 301):
@@ -688,14 +688,18 @@ def test_float32_tr_path(p, monkeypatch):
 
 
 def test_tr_rule_and_limits(monkeypatch):
-    """The default rule takes tr for the bench's batch-first d > 1 patterns at batch 25088 (not for
-    d == 1, batch-last or half types); segments too large for one block's shared memory keep
-    the kernels even when forced."""
+    """The default rule takes tr for the bench's batch-first d > 1 patterns at batch 25088, every
+    dtype, forward, dx and dw (ks v5d: halves and dw too; not for d == 1 or batch-last), the
+    kernels below batch 1024; segments too large for one block's shared memory keep the kernels
+    even when forced."""
     for p in [(1, 48, 48, 16), (2, 96, 384, 4), (2, 192, 48, 4), (1, 768, 192, 2), (4, 64, 64, 4),
               (1, 256, 256, 4), (4, 96, 96, 2)]:
-        assert ks_path(p, 25088, "bsf") == ("tr", "tr"), p
-        assert ks_path(p, 25088, "bsf", "bfloat16") == ("kernels", "kernels")
-        assert "tr" not in ks_path(p, 25088, "bsl")
+        for dt in ("float32", "float16", "bfloat16"):
+            assert ks_path(p, 25088, "bsf", dt) == ("tr", "tr"), (p, dt)
+            assert dw_path(p, 25088, "bsf", dt)[0] == "tr", (p, dt)
+            assert ks_path(p, 1000, "bsf", dt) == ("kernels", "kernels"), (p, dt)
+            assert dw_path(p, 1000, "bsf", dt) == ("kernels", 0), (p, dt)
+            assert "tr" not in ks_path(p, 25088, "bsl", dt) and dw_path(p, 25088, "bsl", dt)[0] == "blas"
     assert ks_path((1, 768, 768, 1), 25088, "bsf")[0] != "tr"
     monkeypatch.setenv("STRUX_KS_PATH", "tr")
     big = (1, 7000, 7, 2)  # y segment 2 x 7000 > 12288 floats padded: no tr forward
@@ -757,3 +761,143 @@ def test_float32_tr_nan_inf_and_stream(monkeypatch):
     s.synchronize()
     ref = x1.double() @ dense(wq, q).T
     assert rel(y, ref) < 1e-6 and rel(y2, ref) < 1e-6
+
+
+# ---- ks v5d: halves and dw for batch-first d > 1 ---------------------------------------------
+# b or c = 1, 2, odd, prime; d = 2, 3, 5, 16; segments with and without 16-byte passes.
+TRD_PATTERNS = [(1, 1, 1, 2), (2, 2, 2, 2), (3, 5, 7, 3), (2, 17, 19, 5), (1, 48, 48, 16), (1, 1, 7, 3),
+                (2, 7, 1, 2), (1, 13, 11, 16), (3, 2, 50, 2), (2, 31, 37, 4), (1, 96, 385, 2), (4, 3, 2, 5)]
+
+
+@pytest.mark.parametrize("p", TRD_PATTERNS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("path", ["tr", "auto"])
+def test_half_tr_path(p, dtype, path, monkeypatch):
+    """float16 / bfloat16 batch-first d > 1 on the transposition path (GemmEx, float32
+    accumulation; dw on transposed copies of x and dy, chunked float32 sums), forced and by the
+    default rule (tr from batch 1024, the FFMA kernels below), forward, dx and dw against float64
+    within the half type's output rounding (TOL); every output written (NaN-poisoned pool)."""
+    if path == "tr":
+        monkeypatch.setenv("STRUX_KS_PATH", "tr")
+    else:
+        monkeypatch.delenv("STRUX_KS_PATH", raising=False)
+    name = str(dtype)[6:]
+    w = rnd(*p, dtype=dtype)
+    for batch in (1, 7, 301, 2051):
+        want = "tr" if path == "tr" or batch >= 1024 else "kernels"
+        assert ks_path(p, batch, "bsf", name) == (want, want), batch
+        assert dw_path(p, batch, "bsf", name)[0] == want, batch
+        x, dy = acts(p, batch, "bsf", dtype)
+        ry, rdx, rdw = refs(x, w, dy, p, "bsf")
+        poisoned_pool(2 * dy.numel())
+        y = K.ks_matmul(x, w, p)
+        poisoned_pool(2 * x.numel())
+        dx, dw = K.ks_matmul_vjp(dy, x, w, p)
+        assert y.dtype == dx.dtype == dw.dtype == dtype
+        for got, ref in ((y, ry), (dx, rdx)):
+            assert not torch.isnan(got).any() and rel(got, ref) < TOL[dtype], (batch, rel(got, ref))
+        assert not torch.isnan(dw).any() and dw_err(dw, rdw) < TOL[dtype], (batch, dw_err(dw, rdw))
+
+
+@pytest.mark.parametrize("p", TRD_PATTERNS)
+@pytest.mark.parametrize("path", ["tr", "auto"])
+def test_float32_dw_tr(p, path, monkeypatch):
+    """float32 dw for batch-first d > 1 on transposed copies + chunked cuBLAS (forced, and by
+    default from batch 1024), against float64 in the units of the v5c dw tests (dw_err, dw_tol:
+    512-row chunks keep ~4e-7); batches of one chunk, several with a short last one (1029,
+    2051) and chunks that divide the batch (1536); the old kernel agrees."""
+    if path == "tr":
+        monkeypatch.setenv("STRUX_KS_PATH", "tr")
+    else:
+        monkeypatch.delenv("STRUX_KS_PATH", raising=False)
+    w = rnd(*p)
+    for batch in (1, 7, 301, 1029, 1536, 2051):
+        want = "tr" if path == "tr" or batch >= 1024 else "kernels"
+        got_path, chunk = dw_path(p, batch, "bsf")
+        assert got_path == want, batch
+        x, dy = acts(p, batch, "bsf", torch.float32)
+        _, _, rdw = refs(x, x.new_zeros(p), dy, p, "bsf")
+        _, dw = K.ks_matmul_vjp(dy, x, w, p)
+        tol = dw_tol(chunk) if want == "tr" else 1e-5
+        if want == "tr":
+            assert chunk == (batch if batch <= 512 else 512)
+        assert not torch.isnan(dw).any() and dw_err(dw, rdw) < tol, (batch, dw_err(dw, rdw))
+    monkeypatch.setenv("STRUX_KS_PATH", "tc")
+    assert dw_path(p, batch, "bsf") == ("kernels", 0)
+    _, dwk = K.ks_matmul_vjp(dy, x, w, p)
+    assert dw_err(dwk, rdw) < 1e-5 and dw_err(dw, (dwk.double(), rdw[1])) < 1e-5
+
+
+def test_float32_dw_tr_long_batch():
+    """The bench's batch (25088 rows) at a bench pattern: within ~1e-6 of float64."""
+    p = (2, 192, 48, 4)
+    path, chunk = dw_path(p, 25088, "bsf")
+    assert path == "tr" and chunk == 512
+    x, dy = acts(p, 25088, "bsf", torch.float32)
+    _, _, rdw = refs(x, x.new_zeros(p), dy, p, "bsf")
+    _, dw = K.ks_matmul_vjp(dy, x, rnd(*p), p)
+    assert dw_err(dw, rdw) < dw_tol(chunk), dw_err(dw, rdw)
+
+
+def test_dw_tr_workspace_passes(monkeypatch):
+    """Rows of (8192 + 48) floats of x and dy: the 256 MB buffer takes 8144 rows, so batch 8300
+    runs dw in two equal passes (4150 rows) that both add into dw; within dw_tol of float64."""
+    monkeypatch.setenv("STRUX_KS_PATH", "tr")
+    p = (1, 3, 512, 16)
+    path, chunk = dw_path(p, 8300, "bsf")
+    assert path == "tr"
+    x, dy = acts(p, 8300, "bsf", torch.float32)
+    a, b, c, d = p
+    xd, dyd = x.double(), dy.double()
+    r = torch.einsum("nikj,nilj->iklj", dyd.reshape(-1, a, b, d), xd.reshape(-1, a, c, d))
+    T = torch.einsum("nikj,nilj->iklj", dyd.reshape(-1, a, b, d) ** 2, xd.reshape(-1, a, c, d) ** 2).sqrt()
+    del xd, dyd
+    poisoned_pool(4 * x.numel())
+    _, dw = K.ks_matmul_vjp(dy, x, rnd(*p), p)
+    assert not torch.isnan(dw).any() and dw_err(dw, (r, T)) < dw_tol(chunk), dw_err(dw, (r, T))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_tr_halves_and_dw_nan_and_stream(dtype, monkeypatch):
+    """tr path, every dtype: a NaN in x reaches exactly the y outputs of its group and row and
+    exactly dw[i, :, l, j] (a middle chunk of 1300 rows); dy's NaN exactly dx's group row; on a
+    side stream behind a long sleep the input written just before is the one used (forward, dx,
+    dw), and results equal those of the default stream."""
+    monkeypatch.setenv("STRUX_KS_PATH", "tr")
+    p = (2, 64, 40, 2)
+    a, b, c, d = p
+    name = str(dtype)[6:]
+    assert ks_path(p, 1300, "bsf", name) == ("tr", "tr") and dw_path(p, 1300, "bsf", name)[0] == "tr"
+    w = rnd(*p, dtype=dtype)
+    x, dy = acts(p, 1300, "bsf", dtype)
+    dx0, dw0 = K.ks_matmul_vjp(dy, x, w, p)
+    y0 = K.ks_matmul(x, w, p)
+    x1, dy1 = torch.zeros_like(x), torch.zeros_like(dy)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time before x1, dy1 get their values
+        x1.copy_(x)
+        dy1.copy_(dy)
+        y1 = K.ks_matmul(x1, w, p)
+        dx1, dw1 = K.ks_matmul_vjp(dy1, x1, w, p)
+        y2 = y1.clone()
+    s.synchronize()
+    assert torch.equal(y0, y1) and torch.equal(y0, y2) and torch.equal(dx0, dx1) and torch.equal(dw0, dw1)
+    i, l, j = 1, 3, 1
+    xn = x.clone()
+    xn[700, i * c * d + l * d + j] = float("nan")
+    y = K.ks_matmul(xn, w, p)
+    bad = torch.isnan(y)
+    cols = torch.tensor([i * b * d + k * d + j for k in range(b)], device=DEV)
+    assert bad[700, cols].all() and bad.sum() == b
+    _, dw = K.ks_matmul_vjp(dy, xn, w, p)
+    bad = torch.isnan(dw)
+    assert bad[i, :, l, j].all() and bad.sum() == b
+    dyn = dy.clone()
+    k = 5
+    dyn[11, i * b * d + k * d + j] = float("nan")
+    dx, _ = K.ks_matmul_vjp(dyn, x, w, p)
+    bad = torch.isnan(dx)
+    cols = torch.tensor([i * c * d + ll * d + j for ll in range(c)], device=DEV)
+    assert bad[11, cols].all() and bad.sum() == c

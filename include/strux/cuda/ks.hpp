@@ -5,8 +5,9 @@
 // owns an output tile of one (i, j) group, reads that group's strided input columns straight
 // from device memory into shared memory and writes its strided output columns in place; no
 // permutation passes. Some plans run cuBLAS instead: on strided views (batch-last, or d == 1),
-// or (float32, batch-first, d > 1) between in-row transpositions of x and y (ks v5b); the choice
-// is made once per plan (src/cuda/ks/ks_plan.cu). All pointers are device pointers to
+// or (batch-first, d > 1) between in-row transpositions of x and y (ks v5b; every dtype since
+// v5d, and backward_w there on transposed copies of x and dy); the choice is made once per plan
+// (src/cuda/ks/ks_plan.cu). All pointers are device pointers to
 // C-contiguous memory; work goes on `stream` (a cudaStream_t, 0 = legacy default).
 #pragma once
 
@@ -23,7 +24,8 @@ struct KsPattern {
 
 // How a product (forward or backward_x) runs: the ks tile kernels (tensor-core 3xTF32 / FFMA),
 // cuBLAS on strided views of x and y, the batch-last float32 streaming kernel (W held in shared
-// memory), or for batch-first float32 d > 1 in-row transpositions around cuBLAS (tr).
+// memory), or for batch-first d > 1 in-row transpositions around cuBLAS (tr). backward_w runs
+// the kernels, cuBLAS on strided views (blas) or cuBLAS on transposed copies (tr).
 enum class KsPath { kernels, blas, stream, tr };
 const char* ks_path_name(KsPath p);  // "kernels", "blas", "stream", "tr"
 
@@ -54,8 +56,10 @@ class KsPlan {
   // Whether forward / backward_x / backward_w run cuBLAS on strided views.
   bool forward_uses_blas() const { return fwd_.path == KsPath::blas; }
   bool backward_x_uses_blas() const { return bx_.path == KsPath::blas; }
-  bool backward_w_uses_blas() const { return dw_chunk_ > 0; }
-  // backward_w on cuBLAS: the batch rows summed by one GEMM accumulation (0: the kernels).
+  bool backward_w_uses_blas() const { return dw_path_ == KsPath::blas; }
+  KsPath backward_w_path() const { return dw_path_; }  // kernels, blas or tr
+  // backward_w on cuBLAS (blas or tr): the batch rows summed by one GEMM accumulation (0: the
+  // kernels).
   int64_t backward_w_chunk() const { return dw_chunk_; }
   // Whether forward / backward_x run the batch-first d > 1 transposition + cuBLAS path (ks v5b).
   bool forward_uses_tr() const { return fwd_.path == KsPath::tr; }
@@ -69,12 +73,14 @@ class KsPlan {
   // The product path of forward / backward_x (src/cuda/ks/ks_plan.cu, pick_path / use_blas_half:
   // the rules and their measurements).
   Choice fwd_, bx_;
-  // backward_w: 0 = the ks kernel, else cuBLAS with batch chunks of this length (use_blas_dw).
+  // backward_w: the ks kernel, cuBLAS on strided views or on transposed copies (tr), with batch
+  // chunks of dw_chunk_ rows (0: the kernel); pick_dw_path.
+  KsPath dw_path_ = KsPath::kernels;
   int64_t dw_chunk_ = 0;
   bool dw_ptrs_ = true;  // its looped GEMMs as one pointer-array call (ks_blas_dw.cu)
   // ks v5b (path tr: batch-first d > 1 through in-row transpositions + cuBLAS, ks_tr.cu): batch
-  // rows per pass (the workspace cap).
-  int64_t tr_rows_ = 1;
+  // rows per pass (the workspace cap), for the products and for backward_w.
+  int64_t tr_rows_ = 1, dw_rows_ = 1;
 };
 
 }  // namespace strux::cuda

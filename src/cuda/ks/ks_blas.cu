@@ -176,15 +176,21 @@ void blas_prod(const void* x, const void* w, void* y, DType dt, int64_t a, int64
   }
 }
 
-const float* blas_group_weights(const float* w, int64_t a, int64_t b, int64_t c, int64_t d,
-                                int64_t si, int64_t sk, int64_t sl, int64_t sj, cudaStream_t s) {
+const void* blas_group_weights(const void* w, DType dt, int64_t a, int64_t b, int64_t c,
+                               int64_t d, int64_t si, int64_t sk, int64_t sl, int64_t sj,
+                               cudaStream_t s) {
   BlasRes& r = blas_res(s);
   const int64_t n = a * b * c * d;
-  check_arg(r.wcap >= n * int64_t(sizeof(float)), "plan", "ks cuBLAS weight buffer not reserved");
+  check_arg(r.wcap >= n * int64_t(elem_bytes(dt)), "plan", "ks cuBLAS weight buffer not reserved");
   const int blocks = int(std::min<int64_t>((n + 255) / 256, 4096));
-  relayout_w<<<blocks, 256, 0, s>>>(w, static_cast<float*>(r.wbuf), a, b, c, d, si, sk, sl, sj);
+  if (elem_bytes(dt) == 4)
+    relayout_w<<<blocks, 256, 0, s>>>(static_cast<const float*>(w), static_cast<float*>(r.wbuf),
+                                      a, b, c, d, si, sk, sl, sj);
+  else
+    relayout_w<<<blocks, 256, 0, s>>>(static_cast<const uint16_t*>(w),
+                                      static_cast<uint16_t*>(r.wbuf), a, b, c, d, si, sk, sl, sj);
   STRUX_LAUNCH("ks relayout_w");
-  return static_cast<const float*>(r.wbuf);
+  return r.wbuf;
 }
 
 }  // namespace strux::cuda::ks

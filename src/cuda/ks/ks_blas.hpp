@@ -49,7 +49,9 @@ int64_t blas_dw_chunk(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch,
 // Floats of buffer (partial sums and GEMM pointers) that blas_dw needs for this chunk (0: it
 // writes dw32 directly).
 int64_t blas_dw_floats(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, int64_t chunk);
-// dw32[i,k,l,j] += sum_n dy[., row(i,k,j)] x[., col(i,l,j)]; launches only. ptr_arrays: the
+// dw32[i,k,l,j] += sum_n dy[., row(i,k,j)] x[., col(i,l,j)]; launches only. Batch-first with
+// d > 1 (only from ks_tr.cu's tr_dw): x and dy are the in-row transposed x'[n][i][j][l] and
+// dy'[n][i][j][k], i.e. the batch-first d == 1 layout of a*d groups g = i*d + j. ptr_arrays: the
 // GEMMs that one strided-batched call cannot cover go as one pointer-array call (else a host
 // loop of strided-batched calls).
 void blas_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, int64_t b,
@@ -57,9 +59,11 @@ void blas_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, in
              cudaStream_t s);
 
 // For the batch-first d > 1 path (ks_tr.cu; its handle: blas_res): w re-laid out as
-// group-major a*d float32 matrices w'[((i*d + j)*b + k)*c + l] = w[i*si + k*sk + l*sl + j*sj]
-// in the weight buffer blas_reserve sized (launches one small kernel on s; returns the buffer).
-const float* blas_group_weights(const float* w, int64_t a, int64_t b, int64_t c, int64_t d,
-                                int64_t si, int64_t sk, int64_t sl, int64_t sj, cudaStream_t s);
+// group-major a*d matrices w'[((i*d + j)*b + k)*c + l] = w[i*si + k*sk + l*sl + j*sj] (in w's
+// type dt) in the weight buffer blas_reserve sized (launches one small kernel on s; returns the
+// buffer).
+const void* blas_group_weights(const void* w, DType dt, int64_t a, int64_t b, int64_t c,
+                               int64_t d, int64_t si, int64_t sk, int64_t sl, int64_t sj,
+                               cudaStream_t s);
 
 }  // namespace strux::cuda::ks

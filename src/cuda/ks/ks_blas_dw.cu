@@ -150,13 +150,14 @@ void blas_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, in
   }
   // bsl: x slab (L x c, column-major, ld d*batch) at ((i*c)*d + j)*batch + q*L, likewise dy;
   // C (c x b) = op(X) op(dY) with op(X) = X^T, op(dY) = dY.
-  // bsf (d == 1): X (c x L, ld a*c) at i*c + q*L*a*c, dY (b x L, ld a*b): C = X dY^T.
+  // bsf (d == 1): X (c x L, ld a*c) at i*c + q*L*a*c, dY (b x L, ld a*b): C = X dY^T; with
+  // d > 1 the transposed x', dy' of tr_dw: group g = i*d + j at g*c (ld a*c*d) and g*b (ld a*b*d).
   const Axis ai =
-      bl ? Axis{a, c * d * batch, b * d * batch, d * S * slot} : Axis{a, c, b, S * slot};
+      bl ? Axis{a, c * d * batch, b * d * batch, d * S * slot} : Axis{a * d, c, b, S * slot};
   const Axis aj = bl ? Axis{d, batch, batch, S * slot} : Axis{1, 0, 0, 0};
-  const Axis aq = bl ? Axis{nq, L, L, slot} : Axis{nq, L * a * c, L * a * b, slot};
+  const Axis aq = bl ? Axis{nq, L, L, slot} : Axis{nq, L * a * c * d, L * a * b * d, slot};
   const cublasOperation_t ta = bl ? CUBLAS_OP_T : CUBLAS_OP_N, tb = bl ? CUBLAS_OP_N : CUBLAS_OP_T;
-  const int lda = int(bl ? d * batch : a * c), ldb = int(bl ? d * batch : a * b);
+  const int lda = int(bl ? d * batch : a * c * d), ldb = int(bl ? d * batch : a * b * d);
   const float one = 1.f, zero = 0.f;
   const char* xb = static_cast<const char*>(x);
   const char* yb = static_cast<const char*>(dy);

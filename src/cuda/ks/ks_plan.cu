@@ -1,5 +1,5 @@
-// KsPlan: argument checks, the path rules (kernels, cuBLAS or streaming) and dtype dispatch for
-// the ks family.
+// KsPlan: argument checks, the path rules (kernels, cuBLAS, streaming or transpositions +
+// cuBLAS) and dtype dispatch for the ks family.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -26,15 +26,15 @@ void launch_gradw(const T*, const T*, float*, int64_t, int64_t, int64_t, int64_t
 }  // namespace ks
 
 namespace {
-// The float32 product path, in ONE place: the ks tile kernels (ks_launch.cuh), cuBLAS SGEMM on
-// strided views of x and y (ks_blas.cu) or the batch-last streaming kernel (ks_stream.cuh), by
-// (pattern, layout), or for batch-first d > 1 the transposition path (ks_tr.cu). backward_x asks
-// with pattern (a, c, b, d).
+// The product path, in ONE place: the ks tile kernels (ks_launch.cuh), cuBLAS on strided views
+// of x and y (ks_blas.cu), the batch-last float32 streaming kernel (ks_stream.cuh), or for
+// batch-first d > 1 the transposition path (ks_tr.cu), by (pattern, layout, dtype). backward_x
+// asks with pattern (a, c, b, d) and dx = true.
 // STRUX_KS_PATH=tc|blas|stream|tr (read at each plan construction) forces one where it applies
-// (else the kernels; =tr: else the rule); STRUX_KS_STREAM_TN=32|64|128 and
-// STRUX_KS_STREAM_MT=1|2 force the streaming batch tile and m16 tiles per warp item. Knobs for
-// the tests and the bench only.
-// Rule, measured (H200, 2026-11-21, fp32, batch 25088, both paths forced in one run, ms
+// (else the kernels; =tr: else the rule; =stream for half types: the rule); STRUX_KS_STREAM_TN=
+// 32|64|128 and STRUX_KS_STREAM_MT=1|2 force the streaming batch tile and m16 tiles per warp
+// item. Knobs for the tests and the bench only.
+// float32, measured (H200, 2026-11-21, batch 25088, both paths forced in one run, ms
 // kernels / cuBLAS, bmm-with-permutations in brackets):
 //   batch-last:  (1,48,48,16) 0.136/0.125 [0.163]  (2,96,384,4) 0.543/0.520 [0.751]
 //                (2,192,48,4) 0.234/0.180 [0.293]  (1,768,768,1) 0.652/0.711 [0.689]
@@ -51,65 +51,75 @@ namespace {
 // (2,48,192,4): W 96 KB + 192-row tiles leave tn = 64: 0.189 / 0.142). Larger W and smaller b,
 // c run when forced: correct, unmeasured.
 // So: batch-last with b, c >= 32, b*c <= 96*96 and the 128-column tile -> stream; other
-// batch-last -> cuBLAS, except one big group (a*d == 1, b*c >= 2^19), where the 3xTF32 tensor
-// cores beat float32 FFMA SGEMM; batch-first d > 1 from batch 1024 -> tr (below); else the
-// kernels.
-// ks v5b (tr): batch-first d > 1 (float32, where cuBLAS on views does not apply): in-row
-// transposition of x, cuBLAS SGEMM, in-place in-row transposition of y (ks_tr.cu).
+// batch-last -> cuBLAS, except one big group (a*d == 1, b*c >= 2^19) in the forward, where the
+// 3xTF32 tensor cores beat float32 FFMA SGEMM (dx of that group: DX_RULE below); batch-first
+// d > 1 from batch 1024 -> tr (below); else the kernels.
+// ks v5b (tr): batch-first d > 1 (where cuBLAS on views does not apply): in-row transposition
+// of x, cuBLAS GEMM, in-place in-row transposition of y (ks_tr.cu).
 // Measured (H200, 2026-11-21, fp32, ms tr / kernels [bmm]): batch 25088: (1,48,48,16) 0.221/0.403 [0.475], (2,96,384,4) 0.651/0.775 [0.843],
 // (2,192,48,4) 0.279/0.372 [0.321], (1,768,192,2) 0.485/0.667 [0.514], (4,64,64,4) 0.266/0.273
 // [0.304], (1,256,256,4) 0.436/0.626 [0.510], (4,96,96,2) 0.242/0.241 [0.264]; batch 4096 and
 // 1024: tr ahead of the kernels on all four patterns timed. Below 1024 (not timed) the kernels'
 // single launch is kept.
-KsPlan::Choice pick_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
+// float16 / bfloat16: the ks kernels have no tensor cores for halves (FFMA in float32), cuBLAS
+// GemmEx does (float32 accumulation): cuBLAS wherever the strided views apply (batch-last any
+// d, batch-first d == 1), tr for batch-first d > 1 (ks v5d), from batch 1024 as float32.
+// Measured (H200, 2026-11-21, bf16, batch 25088, ms cuBLAS / FFMA kernel [bmm, same dtype]):
+// bsl (1,48,48,16) 0.059/0.309 [0.086], (2,96,384,4) 0.091/1.141 [0.321], (1,768,768,1)
+// 0.076/2.661 [0.059], (16,64,64,1) 0.061/0.331 [0.043]; bsf (1,768,768,1) 0.076/1.567 [0.059],
+// (16,64,64,1) 0.061/0.282 [0.108] (fp16 the same within 5%). HALF_TR_RULE
+// DX_RULE
+KsPlan::Choice pick_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl,
+                         DType dt, bool dx) {
   const char* e = std::getenv("STRUX_KS_PATH");
+  const bool f32 = dt == DType::f32;
   const char* tn = std::getenv("STRUX_KS_STREAM_TN");
   const char* mt = std::getenv("STRUX_KS_STREAM_MT");
-  const ks::StreamCfg sc =
-      bl ? ks::stream_pick(b, c, tn ? std::atoi(tn) : 0, mt ? std::atoi(mt) : 0) : ks::StreamCfg{};
+  const ks::StreamCfg sc = bl && f32 ? ks::stream_pick(b, c, tn ? std::atoi(tn) : 0,
+                                                       mt ? std::atoi(mt) : 0)
+                                     : ks::StreamCfg{};
   const KsPlan::Choice stream{KsPath::stream, sc.tn, sc.stages, sc.mt},
       blas{KsPath::blas, 0, 0, 0}, kernels{};
   const KsPlan::Choice tr{KsPath::tr, 0, 0, 0};
   const bool blas_ok = ks::blas_applies(a, b, c, d, batch, bl);
   const bool tr_ok = ks::tr_applies(a, b, c, d, batch, bl);
-  if (e && std::strcmp(e, "stream") == 0) return sc.ok() ? stream : kernels;
+  if (e && f32 && std::strcmp(e, "stream") == 0) return sc.ok() ? stream : kernels;
   if (e && std::strcmp(e, "blas") == 0) return blas_ok ? blas : kernels;
   if (e && std::strcmp(e, "tc") == 0) return kernels;
   if (e && std::strcmp(e, "tr") == 0 && tr_ok) return tr;
+  if (!f32) {
+    if (blas_ok) return blas;
+    if (tr_ok && batch >= 1024) return tr;
+    return kernels;
+  }
   if (sc.tn == 128 && b >= 32 && c >= 32 && b * c <= 96 * 96) return stream;
-  if (blas_ok && bl && !(a * d == 1 && b * c >= (int64_t(1) << 19))) return blas;
+  const bool big_group = a * d == 1 && b * c >= (int64_t(1) << 19);
+  if (blas_ok && bl && !(big_group && !dx)) return blas;
   if (tr_ok && batch >= 1024) return tr;
   return kernels;
 }
 
-// STRUX_KS_PATH for the half-type and backward_w rules below: +1 blas, -1 tc (= the kernels),
-// 0 unset (or stream, which only float32 products take).
-int forced_path() {
-  const char* e = std::getenv("STRUX_KS_PATH");
-  if (e && std::strcmp(e, "blas") == 0) return 1;
-  if (e && std::strcmp(e, "tc") == 0) return -1;
-  return 0;
-}
-
-// float16 / bfloat16 product path: the ks kernels have no tensor cores for halves (FFMA in
-// float32), cuBLAS GemmEx does (float32 accumulation): cuBLAS wherever the strided views apply
-// (batch-last any d, batch-first d == 1); batch-first d > 1 keeps the FFMA kernel.
-// Measured (H200, 2026-11-21, bf16, batch 25088, ms cuBLAS / FFMA kernel [bmm, same dtype]):
-// bsl (1,48,48,16) 0.059/0.309 [0.086], (2,96,384,4) 0.091/1.141 [0.321], (1,768,768,1)
-// 0.076/2.661 [0.059], (16,64,64,1) 0.061/0.331 [0.043]; bsf (1,768,768,1) 0.076/1.567 [0.059],
-// (16,64,64,1) 0.061/0.282 [0.108] (fp16 the same within 5%): cuBLAS everywhere it applies.
-bool use_blas_half(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
-  return ks::blas_applies(a, b, c, d, batch, bl) && forced_path() >= 0;
-}
-
-// backward_w (every dtype): dW_(i,j) = dY_(i,j) X_(i,j)^T is a GEMM over the batch on the same
-// views; the ks kernel (float atomics, no tensor cores) stays for batch-first d > 1.
+// backward_w (every dtype): dW_(i,j) = dY_(i,j) X_(i,j)^T is a GEMM over the batch: cuBLAS on
+// the strided views where they apply (batch-last any d, batch-first d == 1); batch-first d > 1
+// on in-row transposed copies of x and dy (tr, ks v5d) from batch 1024 (the products' bound);
+// else the ks kernel (float atomics, no tensor cores). STRUX_KS_PATH=tc forces the kernel,
+// =blas cuBLAS on views where they apply (else the kernel), =tr the transposed copies where
+// they apply (else the rule).
 // Measured (H200, 2026-11-21, fp32, batch 25088, dw alone, ms cuBLAS / kernel): bsl
 // (1,48,48,16) 0.130/0.295, (2,96,384,4) 0.505/1.490, (1,768,768,1) 0.662/2.378,
 // (6,64,64,1) 0.093/0.164, (16,64,64,1) 0.139/0.365; bsf (1,768,768,1) 0.648/2.827,
 // (16,64,64,1) 0.131/0.400; bf16 0.05-0.10 vs 0.13-2.4. Never slower: cuBLAS where it applies.
-bool use_blas_dw(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
-  return ks::blas_applies(a, b, c, d, batch, bl) && forced_path() >= 0;
+// DW_TR_RULE
+KsPath pick_dw_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
+  const char* e = std::getenv("STRUX_KS_PATH");
+  const bool blas_ok = ks::blas_applies(a, b, c, d, batch, bl);
+  const bool tr_ok = ks::tr_dw_applies(a, b, c, d, batch, bl);
+  if (e && std::strcmp(e, "tc") == 0) return KsPath::kernels;
+  if (e && std::strcmp(e, "blas") == 0) return blas_ok ? KsPath::blas : KsPath::kernels;
+  if (e && std::strcmp(e, "tr") == 0 && tr_ok) return KsPath::tr;
+  if (blas_ok) return KsPath::blas;
+  if (tr_ok && batch >= 1024) return KsPath::tr;
+  return KsPath::kernels;
 }
 }  // namespace
 
@@ -133,19 +143,19 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
             "expected float32, float16 or bfloat16, got ", dtype_name(dtype));
   // Tile counts go to gridDim.x (< 2^31): generous for any batch that fits in memory.
   check_arg(batch / 128 + 1 < (int64_t(1) << 31), "batch", "too large: ", batch);
-  if (dtype == DType::f32) {
-    fwd_ = pick_path(p.a, p.b, p.c, p.d, batch, batch_last);
-    bx_ = pick_path(p.a, p.c, p.b, p.d, batch, batch_last);
-    const bool trf = fwd_.path == KsPath::tr, trb = bx_.path == KsPath::tr;
-    if (trf || trb)
-      tr_rows_ = ks::tr_reserve(p.a, std::max(trf ? p.c : 0, trb ? p.b : 0), p.d, batch);
-  } else {
-    const KsPlan::Choice blas{KsPath::blas, 0, 0, 0};
-    if (use_blas_half(p.a, p.b, p.c, p.d, batch, batch_last)) fwd_ = blas;
-    if (use_blas_half(p.a, p.c, p.b, p.d, batch, batch_last)) bx_ = blas;
-  }
-  if (use_blas_dw(p.a, p.b, p.c, p.d, batch, batch_last)) {
-    dw_chunk_ = ks::blas_dw_chunk(p.a, p.b, p.c, p.d, batch, dtype);
+  fwd_ = pick_path(p.a, p.b, p.c, p.d, batch, batch_last, dtype, false);
+  bx_ = pick_path(p.a, p.c, p.b, p.d, batch, batch_last, dtype, true);
+  const int64_t es = int64_t(ks::elem_bytes(dtype));
+  const bool trf = fwd_.path == KsPath::tr, trb = bx_.path == KsPath::tr;
+  if (trf || trb)
+    tr_rows_ = ks::tr_reserve(p.a * std::max(trf ? p.c : 0, trb ? p.b : 0) * p.d * es, batch);
+  dw_path_ = pick_dw_path(p.a, p.b, p.c, p.d, batch, batch_last);
+  // the rows of one dw GEMM batch: the whole batch, or one pass of the transposed copies
+  int64_t dw_batch = batch;
+  if (dw_path_ == KsPath::tr)
+    dw_batch = dw_rows_ = ks::tr_reserve(p.a * (p.b + p.c) * p.d * es, batch);
+  if (dw_path_ != KsPath::kernels) {
+    dw_chunk_ = ks::blas_dw_chunk(p.a, p.b, p.c, p.d, dw_batch, dtype);
     // STRUX_KS_DW_PTRS=0 (bench knob): a host loop of strided-batched GEMM calls instead of one
     // pointer-array call where one strided call cannot cover every (i, j, chunk).
     const char* e = std::getenv("STRUX_KS_DW_PTRS");
@@ -156,7 +166,8 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype)
   const bool wbuf = fwd_.path == KsPath::blas || bx_.path == KsPath::blas ||
                     fwd_.path == KsPath::tr || bx_.path == KsPath::tr;
   const int64_t w_bytes = wbuf ? abcd * int64_t(ks::elem_bytes(dtype)) : 0;
-  const int64_t dw_floats = dw_chunk_ ? ks::blas_dw_floats(p.a, p.b, p.c, p.d, batch, dw_chunk_) : 0;
+  const int64_t dw_floats =
+      dw_chunk_ ? ks::blas_dw_floats(p.a, p.b, p.c, p.d, dw_batch, dw_chunk_) : 0;
   if (w_bytes || dw_floats) ks::blas_reserve(w_bytes, dw_floats);
 }
 
@@ -183,9 +194,8 @@ void KsPlan::forward(const void* x, const void* w, void* y, void* stream) const 
     return ks::blas_prod(x, w, y, dtype_, a, b, c, d, batch_, b * c * d, c * d, d, 1, batch_last_,
                          static_cast<cudaStream_t>(stream));
   if (fwd_.path == KsPath::tr)
-    return ks::tr_prod(static_cast<const float*>(x), static_cast<const float*>(w),
-                       static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
-                       tr_rows_, static_cast<cudaStream_t>(stream));
+    return ks::tr_prod(x, w, y, dtype_, a, b, c, d, batch_, b * c * d, c * d, d, 1, tr_rows_,
+                       static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_prod<T>(static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), a,
@@ -207,9 +217,8 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
     return ks::blas_prod(dy, w, dx, dtype_, a, c, b, d, batch_, b * c * d, d, c * d, 1, batch_last_,
                          static_cast<cudaStream_t>(stream));
   if (bx_.path == KsPath::tr)
-    return ks::tr_prod(static_cast<const float*>(dy), static_cast<const float*>(w),
-                       static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,
-                       tr_rows_, static_cast<cudaStream_t>(stream));
+    return ks::tr_prod(dy, w, dx, dtype_, a, c, b, d, batch_, b * c * d, d, c * d, 1, tr_rows_,
+                       static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_prod<T>(static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx), a,
@@ -220,7 +229,10 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
 
 void KsPlan::backward_w(const void* x, const void* dy, float* dw32, void* stream) const {
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d;
-  if (dw_chunk_)
+  if (dw_path_ == KsPath::tr)
+    return ks::tr_dw(x, dy, dw32, dtype_, a, b, c, d, batch_, dw_chunk_, dw_rows_, dw_ptrs_,
+                     static_cast<cudaStream_t>(stream));
+  if (dw_path_ == KsPath::blas)
     return ks::blas_dw(x, dy, dw32, dtype_, a, b, c, d, batch_, dw_chunk_, batch_last_, dw_ptrs_,
                        static_cast<cudaStream_t>(stream));
   by_type(dtype_, [&](auto z) {

@@ -1,25 +1,36 @@
-// float32 batch-first ks product with d > 1 through one in-row transposition of x, cuBLAS
-// SGEMM and one in-place in-row transposition of y (ks_tr.cu; private to src/cuda/ks).
+// Batch-first ks products with d > 1 through one in-row transposition of x, a cuBLAS GEMM and
+// one in-place in-row transposition of y, and backward_w through in-row transpositions of x and
+// dy + the chunked cuBLAS dw (ks_tr.cu; private to src/cuda/ks). float32 (SGEMM), float16 and
+// bfloat16 (GemmEx, float32 accumulation).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "strux/cuda/common.hpp"  // DType
+
 namespace strux::cuda::ks {
 
-// Whether the path applies: batch-first, d > 1, every (i) segment of a row (c*d and b*d floats)
-// fits one block's shared memory, all sizes within cuBLAS's int arguments.
+// Whether the product path applies: batch-first, d > 1, every (i) segment of a row (c x d in,
+// d x b out) fits one block's shared memory, all sizes within cuBLAS's int arguments.
 bool tr_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool batch_last);
-// Makes the calling thread's transposed-input buffer for the current device, for rows of
-// a*cin*d floats (cin: the largest input features per group of the directions that use this
-// path), and returns how many batch rows one pass takes (all of them up to a 256 MB buffer).
+// The same for backward_w (x segments c x d and dy segments b x d transposed).
+bool tr_dw_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool batch_last);
+// Makes the calling thread's transposition buffer for the current device hold `rows` rows of
+// row_bytes each (plus alignment) and returns rows: the batch in equal passes, each under a
+// 256 MB buffer (row_bytes: a*cin*d elements for a product, a*(b + c)*d for backward_w).
 // Allocates; called at plan construction, with ks::blas_reserve.
-int64_t tr_reserve(int64_t a, int64_t cin, int64_t d, int64_t batch);
+int64_t tr_reserve(int64_t row_bytes, int64_t batch);
 // y (batch, a*b*d) = x (batch, a*c*d) K'^T for pattern (a, b, c, d) with weight strides
 // (si, sk, sl, sj), `rows` batch rows per pass (tr_reserve's answer); launches only.
-void tr_prod(const float* x, const float* w, float* y, int64_t a, int64_t b, int64_t c, int64_t d,
-             int64_t batch, int64_t si, int64_t sk, int64_t sl, int64_t sj, int64_t rows,
-             cudaStream_t s);
+void tr_prod(const void* x, const void* w, void* y, DType dt, int64_t a, int64_t b, int64_t c,
+             int64_t d, int64_t batch, int64_t si, int64_t sk, int64_t sl, int64_t sj,
+             int64_t rows, cudaStream_t s);
+// dw32[i,k,l,j] += sum_n dy[n, (i*b + k)*d + j] x[n, (i*c + l)*d + j] (batch-first, d > 1):
+// per pass of `rows` rows, x and dy transposed in-row into the buffer, then ks::blas_dw on the
+// group-contiguous copies (chunks of `chunk` rows, float32 partial sums); launches only.
+void tr_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, int64_t b, int64_t c,
+           int64_t d, int64_t batch, int64_t chunk, int64_t rows, bool ptr_arrays, cudaStream_t s);
 
 }  // namespace strux::cuda::ks
