@@ -9,10 +9,13 @@ plan reads the knob at construction, so one process times all), plus the batch-f
 and the backward rows (ours vjp, dw alone on cuBLAS and on the old kernel, vs torch autograd of
 the bmm recipe), both layouts, the 10 patterns.
 --bsf: only the batch-first d > 1 table and profile (ks v5b).
+--v5d: batch-first d > 1 only (ks v5d): half forward (ours = tr, FFMA kernels, bmm in the same
+dtype), backward fp32 / bf16 / fp16 (vjp, dx, dw on tr and on the old kernel, torch autograd of
+bmm), smaller batches (tr vs kernels), and batch-last float32 dx with each path forced.
 --quick: batch-last float32 only: forced paths and streaming tiles back to back, forward and dx,
 vs bmm (a few seconds).
 
-Run: python -m strux.bench.gpu_ks_perf --out DIR [--v5c | --bsf | --quick]
+Run: python -m strux.bench.gpu_ks_perf --out DIR [--v5c | --v5d | --bsf | --quick]
 """
 from __future__ import annotations
 
@@ -438,6 +441,152 @@ def v5c(out):
     print("\n".join(lines))
 
 
+BSF_PATS = [p for p in PATS if p[3] > 1]  # batch-first d > 1: the tr path (ks v5b, v5d)
+
+
+def _guard(name, fn):
+    """fn() or None, printing the error (one failing section does not lose the others)."""
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 (bench: report and go on)
+        print(f"== {name} failed: {type(e).__name__}: {e}", flush=True)
+        return None
+
+
+def v5d_forward(batch=25088):
+    """Half forward, batch-first d > 1: ours (default rule = tr), the FFMA kernels forced, bmm in
+    the same dtype; per call and back to back; errors vs float64."""
+    import torch
+    from strux import _cuda_ks_scan as K
+    from strux.bench.gpu_ks_scan import timeit
+    rows = []
+    for p in BSF_PATS:
+        a, b, c, d = p
+        for dt in (torch.bfloat16, torch.float16):
+            x, w, _ = _inputs(p, "bsf", dt, batch)
+            wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
+            wl = w.permute(0, 3, 1, 2).reshape(a * d, b, c).contiguous()
+            ours = lambda: K.ks_matmul(x, w, p)  # noqa: E731
+            bmm = lambda: bmm_f32(x, wl, wf, p, "bsf")  # noqa: E731
+            ref = ref64(x, w, p, "bsf")
+            err, err_bmm = _rel(ours(), ref), _rel(bmm(), ref)
+            del ref
+            name = str(dt)[6:]
+            path = K._ext.cuda_ks_path(list(p), batch, False, K._DTYPE_CODE[name])[0]
+            r = dict(pattern=p, dtype=name, path=path, ms=timeit(ours),
+                     kernels_ms=_forced("tc", lambda: timeit(ours, reps=5)), bmm_ms=timeit(bmm),
+                     b2b_ms=back_to_back(ours), b2b_bmm_ms=back_to_back(bmm), err=err, err_bmm=err_bmm)
+            rows.append(r)
+            print(f"fwd {p} bsf {name}: ours {r['ms']:.3f} ({path}), kernels {r['kernels_ms']:.3f}, bmm {r['bmm_ms']:.3f} "
+                  f"(x{r['bmm_ms'] / r['ms']:.2f}), b2b {r['b2b_ms']:.3f}/{r['b2b_bmm_ms']:.3f}, err {err:.1e} (bmm {err_bmm:.1e})",
+                  flush=True)
+    return rows
+
+
+def v5d_backward(batch=25088):
+    """Backward, batch-first d > 1, fp32 / bf16 / fp16: ours vjp (default rule), dx alone, dw
+    alone (default = tr) and on the old kernel, vs torch autograd of the bmm recipe; dw32 errors
+    vs float64 (||dw - dw64|| / ||dw64||)."""
+    import torch
+    from strux import _cuda_ks_scan as K
+    from strux.bench.gpu_ks_scan import timeit
+    rows = []
+    for p in BSF_PATS:
+        a, b, c, d = p
+        for dt in (torch.float32, torch.bfloat16, torch.float16):
+            x, w, dy = _inputs(p, "bsf", dt, batch)
+            xg, wg = x.detach().requires_grad_(), w.detach().requires_grad_()
+            wf = wg.permute(0, 3, 2, 1).reshape(a * d, c, b)
+            wl = wg.permute(0, 3, 1, 2).reshape(a * d, b, c)
+            y = bmm_f32(xg, wl, wf, p, "bsf")
+            torch_bwd = lambda: torch.autograd.grad(y, (xg, wg), dy, retain_graph=True)  # noqa: E731
+            ours = lambda: K.ks_matmul_vjp(dy, x, w, p)  # noqa: E731
+            dx_only = lambda: K._ks_bwd(dy, x, w, p, "bsf", need_dw=False)[0]  # noqa: E731
+            dw_only = lambda: K._ks_bwd(dy, x, w, p, "bsf", need_dx=False)[1]  # noqa: E731
+            ref = torch.einsum("nikj,nilj->iklj", dy.double().reshape(-1, a, b, d), x.double().reshape(-1, a, c, d))
+            name = str(dt)[6:]
+            code = K._DTYPE_CODE[name]
+            dw32 = lambda: _dw32(K, dy, x, w, p, "bsf")  # noqa: E731
+            err = _rel(dw32(), ref)
+            err_k = _forced("tc", lambda: _rel(dw32(), ref))
+            err_t = _rel(torch_bwd()[1].float(), ref)
+            del ref
+            r = dict(pattern=p, dtype=name, path=list(K._ext.cuda_ks_path(list(p), batch, False, code)),
+                     dw_path=list(K._ext.cuda_ks_dw_path(list(p), batch, False, code)),
+                     vjp_ms=timeit(ours, reps=10), dx_ms=timeit(dx_only, reps=10), dw_ms=timeit(dw_only, reps=10),
+                     dw_kernel_ms=_forced("tc", lambda: timeit(dw_only, reps=5)),
+                     vjp_kernels_ms=_forced("tc", lambda: timeit(ours, reps=5)),
+                     torch_ms=timeit(torch_bwd, reps=10), b2b_vjp_ms=back_to_back(ours, n=10),
+                     b2b_torch_ms=back_to_back(torch_bwd, n=10), err_dw=err, err_dw_kernel=err_k, err_dw_torch=err_t)
+            rows.append(r)
+            print(f"bwd {p} bsf {name}: vjp {r['vjp_ms']:.3f} (kernels {r['vjp_kernels_ms']:.3f}) dx {r['dx_ms']:.3f} "
+                  f"dw {r['dw_ms']:.3f} {r['dw_path']} (kernel {r['dw_kernel_ms']:.3f}), torch {r['torch_ms']:.3f} "
+                  f"(x{r['torch_ms'] / r['vjp_ms']:.2f}), b2b {r['b2b_vjp_ms']:.3f}/{r['b2b_torch_ms']:.3f}, "
+                  f"dw err {err:.1e} (kernel {err_k:.1e}, torch {err_t:.1e})", flush=True)
+    return rows
+
+
+def v5d_dx_bsl(batch=25088):
+    """float32 batch-last dx alone with each path forced (tc / blas / stream) and the default,
+    per call and back to back: checks backward_x's own rule."""
+    import torch
+    from strux import _cuda_ks_scan as K
+    from strux.bench.gpu_ks_scan import timeit
+    rows = []
+    for p in PATS:
+        x, w, dy = _inputs(p, "bsl", torch.float32, batch)
+        dx_only = lambda: K._ks_bwd(dy, x, w, p, "bsl", need_dw=False)[0]  # noqa: E731
+        r = dict(pattern=p, path=K._ext.cuda_ks_path(list(p), batch, True, 0)[1])
+        for name in ("auto", "tc", "blas", "stream"):
+            forced = None if name == "auto" else name
+            r[name] = _forced(forced, lambda: (timeit(dx_only, reps=10), back_to_back(dx_only, n=10)))
+            r[name + "_path"] = _forced(forced, lambda: K._ext.cuda_ks_path(list(p), batch, True, 0)[1])
+        rows.append(r)
+        print(f"dx bsl {p}: default {r['path']} " + ", ".join(
+            f"{n} [{r[n + '_path']}] {r[n][0]:.3f}/{r[n][1]:.3f}" for n in ("auto", "tc", "blas", "stream")), flush=True)
+    return rows
+
+
+def v5d_small():
+    """Smaller batches, batch-first d > 1: forward and dw, tr forced vs the kernels forced, per call."""
+    import torch
+    from strux import _cuda_ks_scan as K
+    from strux.bench.gpu_ks_scan import timeit
+    rows = []
+    for p in [(1, 48, 48, 16), (2, 192, 48, 4), (1, 768, 192, 2), (4, 96, 96, 2)]:
+        for batch in (256, 1024, 4096):
+            for dt in (torch.float32, torch.bfloat16):
+                x, w, dy = _inputs(p, "bsf", dt, batch)
+                fwd = lambda: K.ks_matmul(x, w, p)  # noqa: E731
+                dw_only = lambda: K._ks_bwd(dy, x, w, p, "bsf", need_dx=False)[1]  # noqa: E731
+                r = dict(pattern=p, batch=batch, dtype=str(dt)[6:],
+                         fwd_tr=_forced("tr", lambda: timeit(fwd, reps=10)), fwd_tc=_forced("tc", lambda: timeit(fwd, reps=10)),
+                         dw_tr=_forced("tr", lambda: timeit(dw_only, reps=10)), dw_tc=_forced("tc", lambda: timeit(dw_only, reps=10)))
+                rows.append(r)
+                print(f"small {p} {batch} {r['dtype']}: fwd tr {r['fwd_tr']:.3f} tc {r['fwd_tc']:.3f}; "
+                      f"dw tr {r['dw_tr']:.3f} tc {r['dw_tc']:.3f}", flush=True)
+    return rows
+
+
+def v5d(out):
+    import torch
+    torch.manual_seed(0)
+    print(f"device {torch.cuda.get_device_name()}", flush=True)
+    data = dict(forward=_guard("forward", v5d_forward), backward=_guard("backward", v5d_backward),
+                dx_bsl=_guard("dx_bsl", v5d_dx_bsl), small=_guard("small", v5d_small))
+    for key, dts in (("forward", ("bfloat16", "float16")), ("backward", ("float32", "bfloat16", "float16"))):
+        rows = data[key] or []
+        for dt in dts:
+            s = [(r["bmm_ms"] / r["ms"]) if key == "forward" else (r["torch_ms"] / r["vjp_ms"])
+                 for r in rows if r["dtype"] == dt]
+            if s:
+                print(f"{key} {dt}: faster than the baseline in {sum(v > 1 for v in s)}/{len(s)}, "
+                      f"median {statistics.median(s):.2f}x, min {min(s):.2f}x")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "gpu_ks_v5d.json"), "w") as fh:
+        json.dump(data, fh, indent=1, default=str)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
@@ -445,7 +594,12 @@ def main():
     ap.add_argument("--bsf", action="store_true", help="the batch-first d > 1 table (ks v5b) only")
     ap.add_argument("--v5c", action="store_true", help="half-type forward and backward rows only")
     ap.add_argument("--quick", action="store_true", help="batch-last paths back to back only")
+    ap.add_argument("--v5d", action="store_true",
+                    help="batch-first d > 1 halves / backward rows and the batch-last dx path check only")
     args = ap.parse_args()
+    if args.v5d:
+        v5d(args.out)
+        return
     if args.v5c:
         v5c(args.out)
         return
