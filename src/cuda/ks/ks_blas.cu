@@ -9,7 +9,7 @@
 // The a*d groups go as one strided-batched GEMM over the longer of i / j, looped over the
 // shorter. Batch-first needs d == 1: x_i is batch x c (ld a*c), y_i batch x b (ld a*b), so
 // Y_i^T (b x batch) = W_i X_i^T, one strided-batched GEMM over i. (Batch-first with d > 1 reads
-// x with a column stride d: no BLAS layout, so the tensor-core kernel keeps those.)
+// x with a column stride d: no BLAS layout; ks_tr.cu transposes rows around the GEMM there.)
 //
 // The handle is in CUBLAS_DEFAULT_MATH (float32 FMA, no TF32) with reduced-precision reductions
 // disallowed (a split-K sum of a half GEMM stays in float32), on the caller's stream, with a

@@ -50,25 +50,41 @@ namespace {
 // 128-column tile fits; where only a narrower one does it loses (dx of (2,192,48,4), i.e.
 // (2,48,192,4): W 96 KB + 192-row tiles leave tn = 64: 0.189 / 0.142). Larger W and smaller b,
 // c run when forced: correct, unmeasured.
-// So: batch-last with b, c >= 32, b*c <= 96*96 and the 128-column tile -> stream; other
-// batch-last -> cuBLAS, except one big group (a*d == 1, b*c >= 2^19) in the forward, where the
-// 3xTF32 tensor cores beat float32 FFMA SGEMM (dx of that group: DX_RULE below); batch-first
-// d > 1 from batch 1024 -> tr (below); else the kernels.
+// So: batch-last with b, c >= 32, b*c <= 96*96 and the 128-column tile -> stream (dx with only
+// a narrower tile: the kernels, see backward_x below); other batch-last -> cuBLAS, except one
+// big group (a*d == 1, b*c >= 2^19) in the forward, where the 3xTF32 tensor cores beat float32
+// FFMA SGEMM (its dx: cuBLAS); batch-first d > 1 from batch 1024 -> tr (below); else the
+// kernels.
 // ks v5b (tr): batch-first d > 1 (where cuBLAS on views does not apply): in-row transposition
 // of x, cuBLAS GEMM, in-place in-row transposition of y (ks_tr.cu).
 // Measured (H200, 2026-11-21, fp32, ms tr / kernels [bmm]): batch 25088: (1,48,48,16) 0.221/0.403 [0.475], (2,96,384,4) 0.651/0.775 [0.843],
 // (2,192,48,4) 0.279/0.372 [0.321], (1,768,192,2) 0.485/0.667 [0.514], (4,64,64,4) 0.266/0.273
 // [0.304], (1,256,256,4) 0.436/0.626 [0.510], (4,96,96,2) 0.242/0.241 [0.264]; batch 4096 and
-// 1024: tr ahead of the kernels on all four patterns timed. Below 1024 (not timed) the kernels'
-// single launch is kept.
+// 1024: tr ahead of the kernels on all four patterns timed. Batch 256 (ks v5d, per call,
+// host-bound): ties (0.030 vs 0.028-0.033) but (1,768,192,2) 0.032 vs 0.058; below 1024 the
+// kernels' single launch is kept.
 // float16 / bfloat16: the ks kernels have no tensor cores for halves (FFMA in float32), cuBLAS
 // GemmEx does (float32 accumulation): cuBLAS wherever the strided views apply (batch-last any
 // d, batch-first d == 1), tr for batch-first d > 1 (ks v5d), from batch 1024 as float32.
 // Measured (H200, 2026-11-21, bf16, batch 25088, ms cuBLAS / FFMA kernel [bmm, same dtype]):
 // bsl (1,48,48,16) 0.059/0.309 [0.086], (2,96,384,4) 0.091/1.141 [0.321], (1,768,768,1)
 // 0.076/2.661 [0.059], (16,64,64,1) 0.061/0.331 [0.043]; bsf (1,768,768,1) 0.076/1.567 [0.059],
-// (16,64,64,1) 0.061/0.282 [0.108] (fp16 the same within 5%). HALF_TR_RULE
-// DX_RULE
+// (16,64,64,1) 0.061/0.282 [0.108] (fp16 the same within 5%). Batch-first d > 1 (ks v5d, same
+// machine, ms per call tr / FFMA kernel [bmm, same dtype], bf16; fp16 within 3%): (1,48,48,16)
+// 0.095/0.619 [0.164], (2,96,384,4) 0.187/1.329 [0.351], (2,192,48,4) 0.107/0.345 [0.183],
+// (1,768,192,2) 0.114/0.865 [0.170], (4,64,64,4) 0.109/0.324 [0.183], (1,256,256,4)
+// 0.113/1.069 [0.193], (4,96,96,2) 0.091/0.279 [0.141]: tr 1.49-1.88x bmm; at batch 1024 tr
+// 0.028-0.031 vs kernels 0.029-0.080 (host-bound), at 256 mixed (0.028 vs 0.022 at
+// (1,48,48,16), 0.031 vs 0.081 at (1,768,192,2)): tr from 1024, as float32.
+// backward_x (dx = true; ks v5d, H200, 2026-11-21, fp32, batch 25088, dx alone, ms per call /
+// back to back, forced kernels / cuBLAS / stream): bsl (1,768,768,1) 0.835/0.809 | 0.660/0.629
+// | -: the 3xTF32 kernels that win the forward of this one big group lose its dx (w read
+// transposed), so dx takes cuBLAS; bsl (2,192,48,4), i.e. the (2,48,192,4) product, 0.141/0.120
+// | 0.167/0.142 | 0.211/0.190 (tn = 64): where a stream-sized group gets only a narrower tile,
+// dx takes the kernels. Every other bsl dx as the rule had it (stream or cuBLAS, within 2% of
+// the best forced path: (1,48,48,16) 0.068 stream b2b, (2,96,384,4) 0.389 cuBLAS, (6,64,64,1)
+// 0.041, (1,768,192,2) 0.356, (4,64,64,4) 0.090, (1,256,256,4) 0.331, (4,96,96,2) 0.115,
+// (16,64,64,1) 0.089).
 KsPlan::Choice pick_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl,
                          DType dt, bool dx) {
   const char* e = std::getenv("STRUX_KS_PATH");
@@ -92,7 +108,9 @@ KsPlan::Choice pick_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t bat
     if (tr_ok && batch >= 1024) return tr;
     return kernels;
   }
-  if (sc.tn == 128 && b >= 32 && c >= 32 && b * c <= 96 * 96) return stream;
+  const bool stream_size = b >= 32 && c >= 32 && b * c <= 96 * 96;
+  if (sc.tn == 128 && stream_size) return stream;
+  if (dx && bl && stream_size && sc.ok()) return kernels;  // dx, narrow tile (above)
   const bool big_group = a * d == 1 && b * c >= (int64_t(1) << 19);
   if (blas_ok && bl && !(big_group && !dx)) return blas;
   if (tr_ok && batch >= 1024) return tr;
@@ -109,7 +127,12 @@ KsPlan::Choice pick_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t bat
 // (1,48,48,16) 0.130/0.295, (2,96,384,4) 0.505/1.490, (1,768,768,1) 0.662/2.378,
 // (6,64,64,1) 0.093/0.164, (16,64,64,1) 0.139/0.365; bsf (1,768,768,1) 0.648/2.827,
 // (16,64,64,1) 0.131/0.400; bf16 0.05-0.10 vs 0.13-2.4. Never slower: cuBLAS where it applies.
-// DW_TR_RULE
+// Batch-first d > 1 (ks v5d, dw alone, ms per call tr / kernel, batch 25088): fp32
+// (1,48,48,16) 0.203/0.437, (2,96,384,4) 0.729/1.920, (2,192,48,4) 0.264/0.566, (1,768,192,2)
+// 0.507/1.422, (4,64,64,4) 0.233/0.413, (1,256,256,4) 0.442/1.275, (4,96,96,2) 0.249/0.689;
+// bf16 0.119-0.216 vs 0.343-1.636; errors fp32 4.2-5.1e-7 (kernel 3.3-6.1e-7). Batch 1024:
+// ties (0.061-0.078 vs 0.061-0.083), 4096: tr 1.1-2.7x ahead, 256: the kernel ahead (0.037-0.050
+// vs 0.049-0.066): tr from 1024.
 KsPath pick_dw_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
   const char* e = std::getenv("STRUX_KS_PATH");
   const bool blas_ok = ks::blas_applies(a, b, c, d, batch, bl);
