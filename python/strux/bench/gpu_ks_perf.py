@@ -180,20 +180,6 @@ def quick(batch=25088):
 BSF_D = [p for p in PATS if p[3] > 1]
 
 
-def _with_env(fn, **env):
-    """fn() with STRUX_* knobs set (plans read them at construction), restored afterwards."""
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        return fn()
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 TR_VARIANTS = {"tr": dict(STRUX_KS_PATH="tr")}  # (run 1-2 also timed chunked / pipelined variants)
 
 
@@ -212,21 +198,21 @@ def bsf_tr_table(batches=(25088,)):
             wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
             x = torch.randn(batch, a * c * d, device="cuda")
             ours = lambda: K.ks_matmul(x, w, p, layout="bsf")  # noqa: E731
-            r = {"tc": _with_env(lambda: timeit(ours), STRUX_KS_PATH="tc")}
+            r = {"tc": with_env({"STRUX_KS_PATH": "tc"}, lambda: timeit(ours))}
             for name, env in TR_VARIANTS.items():
-                r[name] = _with_env(lambda: timeit(ours), **env)
+                r[name] = with_env(env, lambda: timeit(ours))
             r["auto"] = timeit(ours)
             r["bmm"] = timeit(lambda: bmm_f32(x, None, wf, p, "bsf"))
             r["auto_b2b"] = back_to_back(ours)
             r["bmm_b2b"] = back_to_back(lambda: bmm_f32(x, None, wf, p, "bsf"))
             r["path"] = K._ext.cuda_ks_path(list(p), batch, False, 0)[0]
             if batch == batches[0]:
-                y = _with_env(ours, STRUX_KS_PATH="tr")
+                y = with_env({"STRUX_KS_PATH": "tr"}, ours)
                 ref = ref64(x, w, p, "bsf")
                 r["err_tr"] = ((y.double() - ref).norm() / ref.norm()).item()
                 del y, ref
                 dy = torch.randn(batch, a * b * d, device="cuda")
-                dx = _with_env(lambda: K.ks_matmul_vjp(dy, x, w, p, layout="bsf")[0], STRUX_KS_PATH="tr")
+                dx = with_env({"STRUX_KS_PATH": "tr"}, lambda: K.ks_matmul_vjp(dy, x, w, p, layout="bsf")[0])
                 refdx = ref64(dy, w.transpose(1, 2), (a, c, b, d), "bsf")
                 r["err_tr_dx"] = ((dx.double() - refdx).norm() / refdx.norm()).item()
                 del dx, refdx, dy
@@ -255,7 +241,7 @@ def profile_bsf(pats=((1, 768, 192, 2), (2, 192, 48, 4), (1, 256, 256, 4)), batc
         w = torch.randn(*p, device="cuda") / c ** 0.5
         wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
         x = torch.randn(batch, a * c * d, device="cuda")
-        runs = {"tr": lambda: _with_env(lambda: K.ks_matmul(x, w, p), STRUX_KS_PATH="tr"),
+        runs = {"tr": lambda: with_env({"STRUX_KS_PATH": "tr"}, lambda: K.ks_matmul(x, w, p)),
                 "bmm": lambda: bmm_f32(x, None, wf, p, "bsf")}
         for name, fn in runs.items():
             fn()
@@ -298,16 +284,8 @@ def forward_times(batch=25088):
 
 
 def _forced(path, fn, var="STRUX_KS_PATH"):
-    """fn() with the knob var=path (None: unset) for the plans it builds."""
-    old = os.environ.pop(var, None)
-    if path:
-        os.environ[var] = path
-    try:
-        return fn()
-    finally:
-        os.environ.pop(var, None)
-        if old is not None:
-            os.environ[var] = old
+    """fn() with the knob var=path (None or "": unset) for the plans it builds."""
+    return with_env({var: path or None}, fn)
 
 
 def _inputs(p, layout, dt, batch):
