@@ -145,11 +145,8 @@ void backward(uintptr_t dy, uintptr_t x, uintptr_t w, uintptr_t dx, uintptr_t dw
   DeviceGuard g(device);
   const KsPlan& pl = plan(a, b, c, d, batch, bl, dtype, device);
   auto s = static_cast<cudaStream_t>(ptr(stream));
-  if (dx) pl.backward_x(ptr(dy), ptr(w), ptr(dx), s);
-  if (dw32) {
-    STRUX_CUDA(cudaMemsetAsync(ptr(dw32), 0, size_t(a * b * c * d) * sizeof(float), s));
-    pl.backward_w(ptr(x), ptr(dy), static_cast<float*>(ptr(dw32)), s);
-  }
+  if (dw32) STRUX_CUDA(cudaMemsetAsync(ptr(dw32), 0, size_t(a * b * c * d) * sizeof(float), s));
+  pl.backward(ptr(dy), ptr(x), ptr(w), ptr(dx), static_cast<float*>(ptr(dw32)), s);
 }
 
 // Chain forward: K_P first; intermediates ping-pong between two scratch regions of
@@ -208,10 +205,10 @@ void chain_backward(uintptr_t dy, uintptr_t x, const std::vector<uintptr_t>& ws,
     if (dws32[q]) {
       const KsPattern p = pat(flat, q);
       STRUX_CUDA(cudaMemsetAsync(ptr(dws32[q]), 0, size_t(p.a * p.b * p.c * p.d) * sizeof(float), s));
-      pl.backward_w(ptr(act[q]), ptr(gin), static_cast<float*>(ptr(dws32[q])), s);
     }
+    // gout (a ping-pong region or dx) aliases neither gin nor act[q]
     const uintptr_t gout = q + 1 == P ? dx : scratch + (off + int64_t(q % 2) * gmax) * eb;
-    if (gout) pl.backward_x(ptr(gin), ptr(ws[q]), ptr(gout), s);
+    pl.backward(ptr(gin), ptr(act[q]), ptr(ws[q]), ptr(gout), static_cast<float*>(ptr(dws32[q])), s);
     gin = gout;
   }
 }

@@ -117,18 +117,21 @@ void ks_backward(const Arr& dy, const Arr& x, const Arr& w, std::optional<Arr> d
               "dy", "wrong shape", dyv.shape);
   check_arg(wv.shape == std::vector<int64_t>{p.a, p.b, p.c, p.d}, "w", "expected the pattern's shape");
   strux::cuda::KsPlan plan(p, batch, batch_last, xv.dt);
+  void* dxp = nullptr;
+  float* dwp = nullptr;
   if (dx) {
     View dxv = view(*dx, "dx", 2);
     same(dyv, dxv, "dx");
     check_arg(dxv.shape == xv.shape, "dx", "expected the shape of x");
-    plan.backward_x(dyv.p, wv.p, dxv.p, stream_ptr(stream));
+    dxp = dxv.p;
   }
   if (dw32) {
     View dwv = view(*dw32, "dw32", 4);
     check_arg(dwv.dt == DType::f32, "dw32", "expected float32");
     check_arg(dwv.shape == wv.shape, "dw32", "expected the shape of w");
-    plan.backward_w(xv.p, dyv.p, static_cast<float*>(dwv.p), stream_ptr(stream));
+    dwp = static_cast<float*>(dwv.p);
   }
+  plan.backward(dyv.p, xv.p, wv.p, dxp, dwp, stream_ptr(stream));
 }
 
 // Which product path a plan picks: "blas" (cuBLAS on strided views), "stream" (batch-last,

@@ -904,3 +904,35 @@ def test_tr_halves_and_dw_nan_and_stream(dtype, monkeypatch):
     bad = torch.isnan(dx)
     cols = torch.tensor([i * c * d + ll * d + j for ll in range(c)], device=DEV)
     assert bad[11, cols].all() and bad.sum() == c
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("p", [(2, 17, 19, 5), (1, 48, 48, 16), (3, 2, 50, 2)])
+def test_tr_backward_fused_equals_separate(p, dtype):
+    """dx and dw together on tr transpose dy once for both (KsPlan::backward); dx alone and dw
+    alone (backward_x / backward_w) give the same bits; a chain's backward (two factors, both
+    batch-first d > 1 on tr) matches float64."""
+    batch = 2051
+    name = str(dtype)[6:]
+    assert ks_path(p, batch, "bsf", name)[1] == "tr" and dw_path(p, batch, "bsf", name)[0] == "tr"
+    w = rnd(*p, dtype=dtype)
+    x, dy = acts(p, batch, "bsf", dtype)
+    poisoned_pool(x.element_size() * x.numel())
+    dx, dw = K._ks_bwd(dy, x, w, p, "bsf")
+    dx1 = K._ks_bwd(dy, x, w, p, "bsf", need_dw=False)[0]
+    dw1 = K._ks_bwd(dy, x, w, p, "bsf", need_dx=False)[1]
+    assert torch.equal(dx, dx1) and torch.equal(dw, dw1)
+    _, rdx, rdw = refs(x, w, dy, p, "bsf")
+    tol = 1e-6 if dtype == torch.float32 else TOL[dtype]
+    assert rel(dx, rdx) < tol and dw_err(dw, rdw) < (dw_tol(512) if dtype == torch.float32 else tol)
+    chain = [(1, 4, 6, 2), (2, 3, 2, 2)]  # a*c*d of the first == a*b*d of the second
+    ws = [rnd(*q, dtype=dtype) for q in chain]
+    xc = rnd(batch, 8, dtype=dtype)
+    dyc = rnd(batch, 8, dtype=dtype)
+    dxc, dwc = K.ks_chain_vjp(dyc, xc, ws, chain)
+    wd = [w_.double().requires_grad_() for w_ in ws]
+    xd = xc.double().requires_grad_()
+    yd = xd @ (dense(wd[0], chain[0]) @ dense(wd[1], chain[1])).T
+    gx, *gw = torch.autograd.grad(yd, [xd] + wd, dyc.double())
+    tol = 1e-5 if dtype == torch.float32 else 3 * TOL[dtype]
+    assert rel(dxc, gx) < tol and all(rel(g, r) < tol for g, r in zip(dwc, gw))

@@ -49,6 +49,10 @@ class KsPlan {
   // dw[i,k,l,j] += sum over batch of dy[., i*b*d + k*d + j] * x[., i*c*d + l*d + j].
   // dw32 is float32 (a, b, c, d) and must hold zeros (or a sum to add to) on entry.
   void backward_w(const void* x, const void* dy, float* dw32, void* stream) const;
+  // backward_x (dx != nullptr) and backward_w (dw32 != nullptr) in one call: where both run the
+  // transposition path, dy is transposed once for both (ks v5d); else the two calls.
+  void backward(const void* dy, const void* x, const void* w, void* dx, float* dw32,
+                void* stream) const;
 
   KsPattern pattern() const { return p_; }
   KsPath forward_path() const { return fwd_.path; }

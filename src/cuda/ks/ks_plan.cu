@@ -250,6 +250,16 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
   });
 }
 
+void KsPlan::backward(const void* dy, const void* x, const void* w, void* dx, float* dw32,
+                      void* stream) const {
+  // both on tr: pass rows are dw's (its buffer holds x' and dy'; dx's GEMM reads that dy')
+  if (dx && dw32 && bx_.path == KsPath::tr && dw_path_ == KsPath::tr)
+    return ks::tr_backward(dy, x, w, dx, dw32, dtype_, p_.a, p_.b, p_.c, p_.d, batch_, dw_chunk_,
+                           dw_rows_, dw_ptrs_, static_cast<cudaStream_t>(stream));
+  if (dx) backward_x(dy, w, dx, stream);
+  if (dw32) backward_w(x, dy, dw32, stream);
+}
+
 void KsPlan::backward_w(const void* x, const void* dy, float* dw32, void* stream) const {
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d;
   if (dw_path_ == KsPath::tr)

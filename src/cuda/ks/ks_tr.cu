@@ -18,6 +18,8 @@
 // backward_w (ks v5d): x -> x' as in step 1 and dy -> dy'[n][i][j][k] (segment b x d -> d x b),
 // so group g's columns are contiguous in both, i.e. the batch-first d == 1 layout of a*d groups:
 // ks::blas_dw sums them in chunks (float32 partial slots) and adds into dw32 at (i, k, l, j).
+// dx and dw together (tr_backward): dy' is the dx GEMM's transposed input too, so a backward
+// transposes dy once (saves 2|dy| bytes of traffic over backward_x + backward_w).
 // Measured and dropped: pipelining batch chunks over a side stream (the passes did not overlap
 // the SGEMM, whose blocks fill the SMs; each chunk only added an SGEMM tail). The batch is cut
 // into passes only to cap the workspace (kWsBytes).
@@ -241,6 +243,31 @@ int64_t tr_reserve(int64_t row_bytes, int64_t batch) {
   return rows;
 }
 
+namespace {
+// Steps 2 and 3 for one pass of nr rows: y (nr x a*b*d, written in place) from the transposed
+// input xt (nr x a*c*d, rows x'[n][i][j][l]) and the group-major weights wp.
+void gemm_and_fix_y(const char* xt, const void* wp, char* yt, DType dt, int64_t a, int64_t b,
+                    int64_t c, int64_t d, int64_t nr, cublasHandle_t h, cudaStream_t s) {
+  const int64_t es = int64_t(elem_bytes(dt));
+  const int64_t N = a * c * d, M = a * b * d;
+  const float one = 1.f, zero = 0.f;
+  // Column-major: C = Y'_g^T (b x nr, ld a*b*d), op(A) = W'_g (b x c, stored l-fastest: ld c,
+  // transposed), B = X'_g^T (c x nr, ld a*c*d); g = i*d + j at strides b*c, c, b.
+  if (dt == DType::f32)
+    STRUX_CUBLAS(cublasSgemmStridedBatched(
+        h, CUBLAS_OP_T, CUBLAS_OP_N, int(b), int(nr), int(c), &one, static_cast<const float*>(wp),
+        int(c), b * c, reinterpret_cast<const float*>(xt), int(N), c, &zero,
+        reinterpret_cast<float*>(yt), int(M), b, int(a * d)));
+  else
+    STRUX_CUBLAS(cublasGemmStridedBatchedEx(
+        h, CUBLAS_OP_T, CUBLAS_OP_N, int(b), int(nr), int(c), &one, wp, blas_type(dt), int(c),
+        b * c, xt, blas_type(dt), int(N), c, &zero, yt, blas_type(dt), int(M), b, int(a * d),
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  // 3. y'[n][i][j][k] -> y[n][i][k][j], in place
+  launch_seg_transpose<1>(yt, yt, es, nr * a, d, b, s);
+}
+}  // namespace
+
 void tr_prod(const void* x, const void* w, void* y, DType dt, int64_t a, int64_t b, int64_t c,
              int64_t d, int64_t batch, int64_t si, int64_t sk, int64_t sl, int64_t sj,
              int64_t rows, cudaStream_t s) {
@@ -251,52 +278,67 @@ void tr_prod(const void* x, const void* w, void* y, DType dt, int64_t a, int64_t
             "ks transposition buffer not reserved");
   cublasHandle_t h = blas_res(s).h;  // bound to s, with its workspace
   const void* wp = blas_group_weights(w, dt, a, b, c, d, si, sk, sl, sj, s);  // [i*d + j][k][l]
-  const cudaDataType ty = blas_type(dt);
-  const float one = 1.f, zero = 0.f;
   const char* xb = static_cast<const char*>(x);
   char* yb = static_cast<char*>(y);
   for (int64_t n0 = 0; n0 < batch; n0 += rows) {
     const int64_t nr = std::min(rows, batch - n0);
-    char* yt = yb + n0 * M * es;
     // 1. x[n][i][l][j] -> x'[n][i][j][l]
     launch_seg_transpose<0>(xb + n0 * N * es, r.buf, es, nr * a, c, d, s);
-    // 2. Column-major: C = Y'_g^T (b x nr, ld a*b*d), op(A) = W'_g (b x c, stored l-fastest:
-    // ld c, transposed), B = X'_g^T (c x nr, ld a*c*d); g = i*d + j at strides b*c, c, b.
-    if (dt == DType::f32)
-      STRUX_CUBLAS(cublasSgemmStridedBatched(
-          h, CUBLAS_OP_T, CUBLAS_OP_N, int(b), int(nr), int(c), &one,
-          static_cast<const float*>(wp), int(c), b * c, reinterpret_cast<const float*>(r.buf),
-          int(N), c, &zero, reinterpret_cast<float*>(yt), int(M), b, int(a * d)));
-    else
-      STRUX_CUBLAS(cublasGemmStridedBatchedEx(
-          h, CUBLAS_OP_T, CUBLAS_OP_N, int(b), int(nr), int(c), &one, wp, ty, int(c), b * c,
-          r.buf, ty, int(N), c, &zero, yt, ty, int(M), b, int(a * d), CUBLAS_COMPUTE_32F,
-          CUBLAS_GEMM_DEFAULT));
-    // 3. y'[n][i][j][k] -> y[n][i][k][j], in place
-    launch_seg_transpose<1>(yt, yt, es, nr * a, d, b, s);
+    gemm_and_fix_y(r.buf, wp, yb + n0 * M * es, dt, a, b, c, d, nr, h, s);
   }
 }
+
+namespace {
+// The two halves of the dw buffer for passes of `rows` rows: x' at 0, dy' at the returned offset.
+int64_t dw_split(int64_t rows, int64_t batch, int64_t N, int64_t M, int64_t es) {
+  const int64_t nr0 = std::min(rows, batch);
+  const int64_t yoff = round_up(nr0 * N * es, kAlign);
+  check_arg(rows >= 1 && tr_res().cap >= yoff + nr0 * M * es, "plan",
+            "ks transposition buffer not reserved");
+  return yoff;
+}
+}  // namespace
 
 void tr_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, int64_t b, int64_t c,
            int64_t d, int64_t batch, int64_t chunk, int64_t rows, bool ptr_arrays,
            cudaStream_t s) {
-  TrRes& r = tr_res();
   const int64_t es = int64_t(elem_bytes(dt));
   const int64_t N = a * c * d, M = a * b * d;
-  const int64_t nr0 = std::min(rows, batch);
-  const int64_t yoff = round_up(nr0 * N * es, kAlign);
-  check_arg(rows >= 1 && r.cap >= yoff + nr0 * M * es, "plan",
-            "ks transposition buffer not reserved");
+  const int64_t yoff = dw_split(rows, batch, N, M, es);
   const char* xb = static_cast<const char*>(x);
   const char* yb = static_cast<const char*>(dy);
-  char* xt = r.buf;
-  char* yt = r.buf + yoff;
+  char* xt = tr_res().buf;
+  char* yt = xt + yoff;
   for (int64_t n0 = 0; n0 < batch; n0 += rows) {
     const int64_t nr = std::min(rows, batch - n0);
     // x[n][i][l][j] -> x'[n][i][j][l], dy[n][i][k][j] -> dy'[n][i][j][k]
     launch_seg_transpose<0>(xb + n0 * N * es, xt, es, nr * a, c, d, s);
     launch_seg_transpose<2>(yb + n0 * M * es, yt, es, nr * a, b, d, s);
     // group g = i*d + j: columns g*c.. of x' (ld N), g*b.. of dy' (ld M); adds into dw32
+    blas_dw(xt, yt, dw32, dt, a, b, c, d, nr, std::min(chunk, nr), false, ptr_arrays, s);
+  }
+}
+
+void tr_backward(const void* dy, const void* x, const void* w, void* dx, float* dw32, DType dt,
+                 int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, int64_t chunk,
+                 int64_t rows, bool ptr_arrays, cudaStream_t s) {
+  const int64_t es = int64_t(elem_bytes(dt));
+  const int64_t N = a * c * d, M = a * b * d;
+  const int64_t yoff = dw_split(rows, batch, N, M, es);
+  cublasHandle_t h = blas_res(s).h;
+  // dx = dy K is the (a, c, b, d) product with w's middle strides swapped: [i*d + j][l][k]
+  const void* wp = blas_group_weights(w, dt, a, c, b, d, b * c * d, d, c * d, 1, s);
+  const char* xb = static_cast<const char*>(x);
+  const char* yb = static_cast<const char*>(dy);
+  char* dxb = static_cast<char*>(dx);
+  char* xt = tr_res().buf;
+  char* yt = xt + yoff;
+  for (int64_t n0 = 0; n0 < batch; n0 += rows) {
+    const int64_t nr = std::min(rows, batch - n0);
+    // dy' once, for both products: the dx GEMM's input and dw's right operand
+    launch_seg_transpose<2>(yb + n0 * M * es, yt, es, nr * a, b, d, s);
+    gemm_and_fix_y(yt, wp, dxb + n0 * N * es, dt, a, c, b, d, nr, h, s);
+    launch_seg_transpose<0>(xb + n0 * N * es, xt, es, nr * a, c, d, s);
     blas_dw(xt, yt, dw32, dt, a, b, c, d, nr, std::min(chunk, nr), false, ptr_arrays, s);
   }
 }

@@ -33,4 +33,11 @@ void tr_prod(const void* x, const void* w, void* y, DType dt, int64_t a, int64_t
 void tr_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, int64_t b, int64_t c,
            int64_t d, int64_t batch, int64_t chunk, int64_t rows, bool ptr_arrays, cudaStream_t s);
 
+// dx and dw together (both on this path): per pass, dy is transposed once and serves the dx
+// GEMM (pattern (a, c, b, d), w's middle axes swapped) and the dw sums; x is transposed for dw.
+// Buffer and rows as tr_dw; launches only.
+void tr_backward(const void* dy, const void* x, const void* w, void* dx, float* dw32, DType dt,
+                 int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, int64_t chunk,
+                 int64_t rows, bool ptr_arrays, cudaStream_t s);
+
 }  // namespace strux::cuda::ks
