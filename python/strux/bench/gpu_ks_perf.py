@@ -504,23 +504,25 @@ def v5d_backward(batch=25088):
     return rows
 
 
-def v5d_dx_bsl(batch=25088):
-    """float32 batch-last dx alone with each path forced (tc / blas / stream) and the default,
-    per call and back to back: checks backward_x's own rule."""
+def v5d_dx_bsl(batch=25088, layout="bsl", pats=PATS):
+    """float32 dx alone with each path forced (tc / blas / stream) and the default, per call and
+    back to back: checks backward_x's own rule (batch-last by default; batch-first d == 1 with
+    layout="bsf" and those patterns)."""
     import torch
     from strux import _cuda_ks_scan as K
     from strux.bench.gpu_ks_scan import timeit
     rows = []
-    for p in PATS:
-        x, w, dy = _inputs(p, "bsl", torch.float32, batch)
-        dx_only = lambda: K._ks_bwd(dy, x, w, p, "bsl", need_dw=False)[0]  # noqa: E731
-        r = dict(pattern=p, path=K._ext.cuda_ks_path(list(p), batch, True, 0)[1])
+    bl = layout == "bsl"
+    for p in pats:
+        x, w, dy = _inputs(p, layout, torch.float32, batch)
+        dx_only = lambda: K._ks_bwd(dy, x, w, p, layout, need_dw=False)[0]  # noqa: E731
+        r = dict(pattern=p, layout=layout, path=K._ext.cuda_ks_path(list(p), batch, bl, 0)[1])
         for name in ("auto", "tc", "blas", "stream"):
             forced = None if name == "auto" else name
             r[name] = _forced(forced, lambda: (timeit(dx_only, reps=10), back_to_back(dx_only, n=10)))
-            r[name + "_path"] = _forced(forced, lambda: K._ext.cuda_ks_path(list(p), batch, True, 0)[1])
+            r[name + "_path"] = _forced(forced, lambda: K._ext.cuda_ks_path(list(p), batch, bl, 0)[1])
         rows.append(r)
-        print(f"dx bsl {p}: default {r['path']} " + ", ".join(
+        print(f"dx {layout} {p}: default {r['path']} " + ", ".join(
             f"{n} [{r[n + '_path']}] {r[n][0]:.3f}/{r[n][1]:.3f}" for n in ("auto", "tc", "blas", "stream")), flush=True)
     return rows
 
