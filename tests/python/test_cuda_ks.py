@@ -453,8 +453,9 @@ def test_stream_is_the_default_for_small_batch_last_groups():
     """The plan's rule (ks_plan.cu, pick_path) at the bench shapes."""
     for p in [(6, 64, 64, 1), (16, 64, 64, 1), (1, 48, 48, 16), (4, 64, 64, 4), (4, 96, 96, 2)]:
         assert ks_path(p, 25088, "bsl") == ("stream", "stream")
-        # batch-first: d = 1 on the kernels, d > 1 on the transposition path (ks v5b)
-        assert ks_path(p, 25088, "bsf") == (("kernels",) * 2 if p[3] == 1 else ("tr",) * 2)
+        # batch-first: d = 1 forward on the kernels, dx on cuBLAS (ks v5d: 0.116 vs 0.138 ms at
+        # (16,64,64,1)); d > 1 on the transposition path (ks v5b)
+        assert ks_path(p, 25088, "bsf") == (("kernels", "blas") if p[3] == 1 else ("tr",) * 2)
     # dx of (2,192,48,4) is the (2,48,192,4) product: only a 64-column tile fits, the kernels win
     # (ks v5d: 0.120 vs cuBLAS 0.142 ms); dx of the one big group (1,768,768,1) runs cuBLAS
     # (0.629 vs 0.809 ms), its forward the 3xTF32 kernels

@@ -53,8 +53,8 @@ namespace {
 // So: batch-last with b, c >= 32, b*c <= 96*96 and the 128-column tile -> stream (dx with only
 // a narrower tile: the kernels, see backward_x below); other batch-last -> cuBLAS, except one
 // big group (a*d == 1, b*c >= 2^19) in the forward, where the 3xTF32 tensor cores beat float32
-// FFMA SGEMM (its dx: cuBLAS); batch-first d > 1 from batch 1024 -> tr (below); else the
-// kernels.
+// FFMA SGEMM (its dx: cuBLAS); batch-first d == 1: forward the kernels, dx cuBLAS; batch-first
+// d > 1 from batch 1024 -> tr (below); else the kernels.
 // ks v5b (tr): batch-first d > 1 (where cuBLAS on views does not apply): in-row transposition
 // of x, cuBLAS GEMM, in-place in-row transposition of y (ks_tr.cu).
 // Measured (H200, 2026-11-21, fp32, ms tr / kernels [bmm]): batch 25088: (1,48,48,16) 0.221/0.403 [0.475], (2,96,384,4) 0.651/0.775 [0.843],
@@ -85,6 +85,10 @@ namespace {
 // the best forced path: (1,48,48,16) 0.068 stream b2b, (2,96,384,4) 0.389 cuBLAS, (6,64,64,1)
 // 0.041, (1,768,192,2) 0.356, (4,64,64,4) 0.090, (1,256,256,4) 0.331, (4,96,96,2) 0.115,
 // (16,64,64,1) 0.089).
+// Batch-first d == 1 dx, ms per call / back to back, kernels | cuBLAS: (1,768,768,1) 0.801/0.772
+// | 0.710/0.675, (6,64,64,1) 0.085/0.061 | 0.078/0.050, (16,64,64,1) 0.161/0.138 | 0.146/0.116,
+// (1,768,64,1) 0.138/0.113 | 0.096/0.064, (1,200,1031,1) 0.397/0.370 | 0.303/0.267: dx takes
+// cuBLAS wherever the views apply (the forward keeps the kernels there: a tie, see above).
 KsPlan::Choice pick_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl,
                          DType dt, bool dx) {
   const char* e = std::getenv("STRUX_KS_PATH");
@@ -112,7 +116,7 @@ KsPlan::Choice pick_path(int64_t a, int64_t b, int64_t c, int64_t d, int64_t bat
   if (sc.tn == 128 && stream_size) return stream;
   if (dx && bl && stream_size && sc.ok()) return kernels;  // dx, narrow tile (above)
   const bool big_group = a * d == 1 && b * c >= (int64_t(1) << 19);
-  if (blas_ok && bl && !(big_group && !dx)) return blas;
+  if (blas_ok && (dx || (bl && !big_group))) return blas;
   if (tr_ok && batch >= 1024) return tr;
   return kernels;
 }
