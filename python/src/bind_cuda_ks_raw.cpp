@@ -208,7 +208,8 @@ void chain_backward(uintptr_t dy, uintptr_t x, const std::vector<uintptr_t>& ws,
     }
     // gout (a ping-pong region or dx) aliases neither gin nor act[q]
     const uintptr_t gout = q + 1 == P ? dx : scratch + (off + int64_t(q % 2) * gmax) * eb;
-    pl.backward(ptr(gin), ptr(act[q]), ptr(ws[q]), ptr(gout), static_cast<float*>(ptr(dws32[q])), s);
+    pl.backward(ptr(gin), ptr(act[q]), ptr(ws[q]), ptr(gout), static_cast<float*>(ptr(dws32[q])),
+                s);
     gin = gout;
   }
 }
