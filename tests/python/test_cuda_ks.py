@@ -944,3 +944,35 @@ def test_tr_backward_fused_equals_separate(p, dtype):
     gx, *gw = torch.autograd.grad(yd, [xd] + wd, dyc.double())
     tol = 1e-5 if dtype == torch.float32 else 3 * TOL[dtype]
     assert rel(dxc, gx) < tol and all(rel(g, r) < tol for g, r in zip(dwc, gw))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_two_streams_from_one_thread(dtype):
+    """The cuBLAS paths' buffers (re-laid-out weights, the transposition workspace, dw partial
+    sums, cuBLAS's workspace) are one set per host thread: products issued back to back on two
+    streams, each with its own weights, must not rewrite them under a running reader."""
+    cases = [((2, 96, 384, 4), "bsl"), ((2, 192, 48, 4), "bsf"), ((1, 256, 256, 4), "bsf")]
+    batch = 25088
+    for p, layout in cases:
+        a, b, c, d = p
+        shape = (batch, a * c * d) if layout == "bsf" else (a * c * d, batch)
+        xs = [rnd(*shape, dtype=dtype) for _ in range(2)]
+        ws = [rnd(*p, dtype=dtype) for _ in range(2)]
+        dys = [rnd(*((batch, a * b * d) if layout == "bsf" else (a * b * d, batch)), dtype=dtype) for _ in range(2)]
+        refs = [K.ks_matmul(x, w, p, layout=layout) for x, w in zip(xs, ws)]
+        grefs = [K.ks_matmul_vjp(dy, x, w, p, layout=layout) for dy, x, w in zip(dys, xs, ws)]
+        torch.cuda.synchronize()
+        streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+        for _ in range(3):
+            outs, gouts = [None, None], [None, None]
+            for q in (0, 1):
+                with torch.cuda.stream(streams[q]):
+                    outs[q] = K.ks_matmul(xs[q], ws[q], p, layout=layout)
+            for q in (0, 1):
+                with torch.cuda.stream(streams[q]):
+                    gouts[q] = K.ks_matmul_vjp(dys[q], xs[q], ws[q], p, layout=layout)
+            torch.cuda.synchronize()
+            for q in (0, 1):
+                assert rel(outs[q], refs[q].double()) < 1e-6, (p, layout, q)
+                assert rel(gouts[q][0], grefs[q][0].double()) < 1e-6, (p, layout, q, "dx")
+                assert rel(gouts[q][1], grefs[q][1].double()) < 1e-6, (p, layout, q, "dw")

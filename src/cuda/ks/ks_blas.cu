@@ -66,7 +66,8 @@ const char* off(const void* p, int64_t elems, size_t es) {
 
 }  // namespace
 
-BlasRes& blas_res(cudaStream_t s) {
+namespace {
+BlasRes& res_of_device() {
   thread_local std::unordered_map<int, BlasRes*> per_dev;
   int dev = 0;
   STRUX_CUDA(cudaGetDevice(&dev));
@@ -79,11 +80,51 @@ BlasRes& blas_res(cudaStream_t s) {
     STRUX_CUBLAS(cublasSetPointerMode(n->h, CUBLAS_POINTER_MODE_HOST));
     STRUX_CUDA(cudaMalloc(&n->ws, kWorkspace));
     n->ws_bytes = kWorkspace;
+    STRUX_CUDA(cudaEventCreateWithFlags(&n->ev, cudaEventDisableTiming));
     r = n;
   }
-  STRUX_CUBLAS(cublasSetStream(r->h, s));
-  STRUX_CUBLAS(cublasSetWorkspace(r->h, r->ws, r->ws_bytes));
   return *r;
+}
+
+bool capturing(cudaStream_t s, bool* ok) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  *ok = cudaStreamIsCapturing(s, &st) == cudaSuccess;
+  if (!*ok) (void)cudaGetLastError();  // a stream destroyed since: not an error of this call
+  return st != cudaStreamCaptureStatusNone;
+}
+
+// The buffers (weights, dw partials, cuBLAS workspace, ks_tr's transposition buffer) are one
+// set per (thread, device). Work on one stream runs in order; when a call comes on another
+// stream, an event recorded now on the previous stream marks the end of everything queued
+// there (its last use of the buffers included) and s waits for it. Skipped while either stream
+// is being captured into a CUDA graph (a capture must not depend on outside work; a graph
+// replays in its own stream's order). If the previous stream no longer exists, its remaining
+// work is waited for with a device synchronisation.
+void order_after_last_use(BlasRes& r, cudaStream_t s) {
+  if (r.used && s != r.last) {
+    bool ok_new = false, ok_old = false;
+    // The new stream first: while it is capturing, nothing else is queried (a query of the
+    // legacy stream during a capture could invalidate it).
+    if (!capturing(s, &ok_new) && ok_new && !capturing(r.last, &ok_old)) {
+      if (ok_old && cudaEventRecord(r.ev, r.last) == cudaSuccess) {
+        STRUX_CUDA(cudaStreamWaitEvent(s, r.ev, 0));
+      } else {
+        (void)cudaGetLastError();
+        STRUX_CUDA(cudaDeviceSynchronize());
+      }
+    }
+  }
+  r.last = s;
+  r.used = true;
+}
+}  // namespace
+
+BlasRes& blas_res(cudaStream_t s) {
+  BlasRes& r = res_of_device();
+  order_after_last_use(r, s);
+  STRUX_CUBLAS(cublasSetStream(r.h, s));
+  STRUX_CUBLAS(cublasSetWorkspace(r.h, r.ws, r.ws_bytes));
+  return r;
 }
 
 cudaDataType blas_type(DType dt) {
@@ -104,7 +145,7 @@ bool blas_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, boo
 }
 
 void blas_reserve(int64_t w_bytes, int64_t dw_floats) {
-  BlasRes& r = blas_res(nullptr);
+  BlasRes& r = res_of_device();
   // (cudaFree synchronises the device: no queued call still reads the old buffer)
   if (w_bytes > r.wcap) {
     if (r.wbuf) STRUX_CUDA(cudaFree(r.wbuf));

@@ -22,8 +22,16 @@ struct BlasRes {
   int64_t wcap = 0;      // bytes
   float* dwbuf = nullptr;  // dw partial sums (backward_w)
   int64_t dwcap = 0;       // floats
+  // Cross-stream order of the shared buffers (see blas_res): the stream of the last call.
+  cudaStream_t last = nullptr;
+  bool used = false;
+  cudaEvent_t ev = nullptr;
 };
-// The calling thread's resources for the current device, the handle bound to stream s.
+// The calling thread's resources for the current device, the handle bound to stream s. Every
+// call that touches these buffers (or the transposition buffer of ks_tr.cu) takes them through
+// here BEFORE enqueueing work: a call on another stream than the previous call first makes s
+// wait for the work already queued on that stream, so shared buffers are never rewritten under
+// a reader (two streams used from one thread stay correct; one stream costs nothing).
 BlasRes& blas_res(cudaStream_t s);
 cudaDataType blas_type(DType dt);
 size_t elem_bytes(DType dt);

@@ -305,6 +305,7 @@ void tr_dw(const void* x, const void* dy, float* dw32, DType dt, int64_t a, int6
   const int64_t es = int64_t(elem_bytes(dt));
   const int64_t N = a * c * d, M = a * b * d;
   const int64_t yoff = dw_split(rows, batch, N, M, es);
+  blas_res(s);  // orders this stream after the buffers' last use (before the first launch)
   const char* xb = static_cast<const char*>(x);
   const char* yb = static_cast<const char*>(dy);
   char* xt = tr_res().buf;
