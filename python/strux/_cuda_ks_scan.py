@@ -567,10 +567,12 @@ def _block_args(a, u, h0):
 
 def _block_states_f64(A, U, H0):
     """H_t = A_t H_{t-1} + U_t per frequency; A (B, T, p, p, f), U (B, T, p, f), H0 (B, p, f) or
-    None (then H_0 = U_0: the zero initial state contributes nothing, even where A_0 is NaN)."""
+    None (zeros: A_0 * 0 is still formed, so a NaN in A_0 gives NaN, as the formula does)."""
     ein = _xp(U).einsum
     Hs = _empty(U, tuple(U.shape), "complex128")
-    H = U[:, 0] if H0 is None else ein("bijf,bjf->bif", A[:, 0], H0) + U[:, 0]
+    if H0 is None:
+        H0 = _zeros(U, (U.shape[0], U.shape[2], U.shape[3]), "complex128")
+    H = ein("bijf,bjf->bif", A[:, 0], H0) + U[:, 0]
     Hs[:, 0] = H
     for t in range(1, U.shape[1]):
         H = ein("bijf,bjf->bif", A[:, t], H) + U[:, t]

@@ -338,3 +338,24 @@ def test_block_circulant_gpu_vs_cpu_float64(p, k, with_h0):
         K.block_circulant_scan(a, u[..., :-1] if n > 1 else torch.randn(B, T, 2, device=DEV))
     with pytest.raises(ValueError, match="'a'"):
         K.block_circulant_scan(a[:, :3], u)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64, torch.bfloat16])
+def test_nan_or_inf_in_the_first_transition_gives_nan(dtype):
+    """h_{-1} = 0 without h0, and a non-finite a_0 times 0 is NaN: every GPU scan gives NaN there,
+    as the CPU backend and the plain loop of the formula do."""
+    import strux
+    for bad in (float("nan"), float("inf")):
+        a = torch.full((2, 4, 3), 0.5, device=DEV, dtype=dtype)
+        b = torch.ones(2, 4, 3, device=DEV, dtype=dtype)
+        a[0, 0, 1] = bad
+        h = strux.diag_scan(a, b)
+        assert torch.isnan(h[0, :, 1]).all() and not torch.isnan(h[0, :, 0]).any() and not torch.isnan(h[1]).any()
+        if dtype.is_complex:
+            continue
+        h = strux.circulant_scan(a, b)
+        assert torch.isnan(h[0]).all() and not torch.isnan(h[1]).any()
+        ab = torch.full((2, 4, 1, 1, 3), 0.2, device=DEV, dtype=dtype)
+        ab[0, 0, 0, 0, 1] = bad
+        h = strux.block_circulant_scan(ab, b)
+        assert torch.isnan(h[0]).all() and not torch.isnan(h[1]).any()

@@ -92,6 +92,26 @@ def test_diag_scan_nan_propagates():
     assert np.isnan(hc[0, 2:, 0]).all() and not np.isnan(hc[0, :2, 0]).any()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_nan_or_inf_in_the_first_transition_gives_nan(dtype):
+    """h_0 = a_0 h_{-1} + b_0 with h_{-1} = 0: IEEE makes NaN * 0 and Inf * 0 NaN, so a
+    non-finite a_0 gives NaN even without h0 (as the plain loop of the formula does)."""
+    for bad in (np.nan, np.inf):
+        a = np.full((2, 4, 3), 0.5, dtype)
+        b = np.ones((2, 4, 3), dtype)
+        a[0, 0, 1] = bad
+        h = strux.diag_scan(a, b)
+        assert np.isnan(h[0, :, 1]).all() and not np.isnan(h[0, :, [0, 2]]).any() and not np.isnan(h[1]).any()
+        if np.iscomplexobj(a):
+            continue
+        h = strux.circulant_scan(a, b)   # circ(a_0) has the bad value in every row
+        assert np.isnan(h[0]).all() and not np.isnan(h[1]).any()
+        ab = np.full((2, 4, 1, 1, 3), 0.2, dtype)
+        ab[0, 0, 0, 0, 1] = bad
+        h = strux.block_circulant_scan(ab, b)
+        assert np.isnan(h[0]).all() and not np.isnan(h[1]).any()
+
+
 def test_diag_scan_float16():
     r = rng()
     a, b = rand(r, (2, 5, 6), np.float16, 0.5), rand(r, (2, 5, 6), np.float16)

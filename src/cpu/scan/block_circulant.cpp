@@ -60,7 +60,11 @@ void block_forward_scan(const Spectra<R>& s) {
   for (int64_t task = 0; task < s.B * nch; ++task) {
     const int64_t b = task / nch, f0 = (task % nch) * chunk, len = std::min(chunk, s.kfs - f0);
     for (int64_t t = 0; t < s.nt; ++t) {
-      if (t == 0 && !s.H0) continue;  // h_{-1} = 0: H_0 = U_0
+      if (t == 0 && !s.H0) {  // h_{-1} = 0: H_0 = U_0 + A_0 * 0 (NaN where A_0 is not finite)
+        for (int64_t i = 0; i < s.p; ++i)
+          for (int64_t j = 0; j < s.p; ++j) kern::add_times_zero(s.a(b, 0, i, j) + f0, s.h(b, 0, i) + f0, len);
+        continue;
+      }
       for (int64_t i = 0; i < s.p; ++i) {
         C* y = s.h(b, t, i) + f0;
         for (int64_t j = 0; j < s.p; ++j) {

@@ -39,10 +39,12 @@ void diag_forward(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const
       const int64_t o = base + t * n;
       if (h == b) {  // in place: h_t starts as b_t
         if (prev) fma_inplace(a + o, prev, h + o, len);
+        else add_times_zero(a + o, h + o, len);
       } else if (prev) {
         fma_step(a + o, prev, b + o, h + o, len);
       } else {
         copy_add<S>(b + o, nullptr, h + o, len);
+        add_times_zero(a + o, h + o, len);  // a_0 * 0: NaN when a_0 is not finite
       }
       prev = h + o;
     }

@@ -6,6 +6,7 @@
 // Pointers marked __restrict never alias; the *_inplace variants update y with y's own value.
 #pragma once
 
+#include <cmath>
 #include <complex>
 #include <cstdint>
 #include <type_traits>
@@ -128,6 +129,15 @@ inline void copy_add(const S* __restrict x, const S* __restrict z, S* __restrict
     for (int64_t i = 0; i < len; ++i) y[i] = x[i] + z[i];
   else
     for (int64_t i = 0; i < len; ++i) y[i] = x[i];
+}
+
+// y += a * 0: y is unchanged unless a holds a NaN or an infinity, which then makes y NaN. The
+// first step multiplies a_0 by the zero initial state (h_{-1} = 0 when no h0 is given), and the
+// DESIGN formula evaluated in IEEE arithmetic gives NaN there: NaN in, NaN out.
+template <class S>
+inline void add_times_zero(const S* __restrict a, S* __restrict y, int64_t len) {
+  using R = decltype(std::abs(S{}));
+  for (int64_t i = 0; i < len; ++i) y[i] += a[i] * R(0);
 }
 
 template <class S>
