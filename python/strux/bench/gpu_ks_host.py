@@ -1,4 +1,4 @@
-"""Host overhead per call of the GPU ks products (scripts/gpu_perf_ks_host.sh).
+"""Host overhead per call of the GPU ks products (scripts/gpu_perf_ks.sh host).
 
 For float32 batch 25088 patterns (6,64,64,1) and (16,64,64,1), both layouts, and each entry
 (strux.ks_matmul, strux._cuda_ks_scan.ks_matmul, strux.torch.ks_matmul, the registered op
