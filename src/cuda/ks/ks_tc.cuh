@@ -60,6 +60,12 @@ __device__ __forceinline__ void cp16(float* dst, const float* src, bool ok) {
                "r"(ok ? 16 : 0));
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// One 8-byte global store. A float2 assignment through a reinterpret_cast compiled into two
+// 4-byte stores (nvcc 13.0, sm_90a; the PTX had no st.global.v2), twice the store
+// instructions and partial-sector writes (the same split ks_stream.cuh's st4 avoids).
+__device__ __forceinline__ void st2(float* p, float v0, float v1) {
+  asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(v0), "f"(v1) : "memory");
+}
 template <int N>
 __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
@@ -309,7 +315,7 @@ __global__ void __launch_bounds__(NTHR, MINB) tf32x3_kernel(Args ar) {
           if (k >= b || p >= batch) continue;
           float* dst = ar.y + ((i * b + k) * d + j) * batch + p;
           if (ar.y2) {
-            *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+            st2(dst, v0, v1);
           } else {
             dst[0] = v0;
             if (p + 1 < batch) dst[1] = v1;
@@ -319,7 +325,7 @@ __global__ void __launch_bounds__(NTHR, MINB) tf32x3_kernel(Args ar) {
           if (p >= batch || k >= b) continue;
           float* dst = ar.y + p * (ar.a * b * d) + (i * b + k) * d + j;
           if (ar.y2) {
-            *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+            st2(dst, v0, v1);
           } else {
             dst[0] = v0;
             if (k + 1 < b) dst[d] = v1;
