@@ -173,17 +173,7 @@ void blas_prod(const void* x, const void* w, void* y, DType dt, int64_t a, int64
   const void* wp = w;
   int64_t wi = si, wj = sj, wk = sk, wl = sl;
   if (!w_in_place(b, c, d, sk, sl)) {
-    const int64_t n = a * b * c * d;
-    check_arg(r.wcap >= n * int64_t(es), "plan", "ks cuBLAS weight buffer not reserved");
-    const int blocks = int(std::min<int64_t>((n + 255) / 256, 4096));
-    if (es == 4)
-      relayout_w<<<blocks, 256, 0, s>>>(static_cast<const float*>(w), static_cast<float*>(r.wbuf),
-                                        a, b, c, d, si, sk, sl, sj);
-    else
-      relayout_w<<<blocks, 256, 0, s>>>(static_cast<const uint16_t*>(w),
-                                        static_cast<uint16_t*>(r.wbuf), a, b, c, d, si, sk, sl, sj);
-    STRUX_LAUNCH("ks relayout_w");
-    wp = r.wbuf;
+    wp = blas_group_weights(w, dt, a, b, c, d, si, sk, sl, sj, s);  // [i*d + j][k][l]
     wi = d * b * c, wj = b * c, wk = c, wl = 1;
   }
   const float one = 1.f, zero = 0.f;
