@@ -165,7 +165,7 @@ void check_h0(const std::optional<Arr>& h0, const View& ref, const char* name) {
 }
 
 void diag_scan_forward(const Arr& a, const Arr& b, std::optional<Arr> h0, const Arr& h,
-                       const Arr& ws, float scale, uintptr_t stream) {
+                       const Arr& ws, double scale, uintptr_t stream) {
   View av = view(a, "a", 3), bv = view(b, "b", 3), hv = view(h, "h", 3);
   same(av, bv, "b");
   same(av, hv, "h");

@@ -26,7 +26,7 @@ class DiagScanPlan {
 
   // h_t = a_t h_{t-1} + scale * b_t, h_{-1} = scale * h0 (h0 (B, n) or null for zeros).
   void forward(const void* a, const void* b, const void* h0, void* h, void* workspace,
-               void* stream, float scale = 1.f) const;
+               void* stream, double scale = 1.0) const;
 
   // Given dh = dL/dconj(h) (B, T, n) and the forward's h:
   //   g_t = dh_t + conj(a_{t+1}) g_{t+1}; db = g; da_t = g_t conj(h_{t-1}) (h_{-1} = h0 or 0);

@@ -242,11 +242,7 @@ void BlockCirculantScanPlan::forward(const float* a, const float* u, const float
   auto s = static_cast<cudaStream_t>(stream);
   const BcWs w = carve(workspace, fft_work_, B_, T_, p_, kf_, C_, C_ > 1, nullptr, nullptr);
   clear_stale_error();
-  if (k_ > 1)
-    for (int pl : {r2c_a_, r2c_u_, r2c_h0_, c2r_, c2r_a_, c2r_h0_}) {
-      STRUX_CUFFT(cufftSetStream(pl, s));
-      STRUX_CUFFT(cufftSetWorkArea(pl, w.fwork));
-    }
+  if (k_ > 1) bind_plans({r2c_a_, r2c_u_, r2c_h0_, c2r_, c2r_a_, c2r_h0_}, w.fwork, s);
   r2c(r2c_a_, a, w.ah, B_ * T_ * p_ * p_, stream);
   r2c(r2c_u_, u, w.uh, B_ * T_ * p_, stream);
   if (h0) r2c(r2c_h0_, h0, w.h0h, B_ * p_, stream);
@@ -268,11 +264,7 @@ void BlockCirculantScanPlan::backward(const float* a, const float* u, const floa
   auto st = static_cast<cudaStream_t>(stream);
   const BcWs w = carve(workspace, fft_work_, B_, T_, p_, kf_, C_, C_ > 1, nullptr, nullptr);
   clear_stale_error();
-  if (k_ > 1)
-    for (int pl : {r2c_a_, r2c_u_, r2c_h0_, c2r_, c2r_a_, c2r_h0_}) {
-      STRUX_CUFFT(cufftSetStream(pl, st));
-      STRUX_CUFFT(cufftSetWorkArea(pl, w.fwork));
-    }
+  if (k_ > 1) bind_plans({r2c_a_, r2c_u_, r2c_h0_, c2r_, c2r_a_, c2r_h0_}, w.fwork, st);
   r2c(r2c_a_, a, w.ah, B_ * T_ * p_ * p_, stream);
   r2c(r2c_u_, u, w.uh, B_ * T_ * p_, stream);
   if (h0) r2c(r2c_h0_, h0, w.h0h, B_ * p_, stream);

@@ -144,13 +144,6 @@ void CirculantScanPlan::spectra_of_a(const void* a, const void* a_hat, void* ah,
   launch_fix_bins(f64, ah, B_ * T_, nf_, n_, false, s);
 }
 
-static void bind_plans(std::initializer_list<int> plans, void* fwork, cudaStream_t s) {
-  for (int p : plans) {
-    STRUX_CUFFT(cufftSetStream(p, s));
-    STRUX_CUFFT(cufftSetWorkArea(p, fwork));
-  }
-}
-
 void CirculantScanPlan::forward(const void* a, const void* u, const void* h0, void* h,
                                 void* workspace, void* stream) const {
   forward_any(a, nullptr, u, h0, h, workspace, stream);
@@ -170,16 +163,8 @@ void CirculantScanPlan::forward_any(const void* a, const void* a_hat, const void
   spectra_of_a(a, a_hat, w.ah, stream);
   r2c(r2c_, f64, u, w.s1);
   if (h0) r2c(r2c0_, f64, h0, w.h0h);
-  // The scan's scale is a float: 1/n is folded in there for float32; float64 scales the spectra
-  // in double first (a float 1/n would cost float64 results their last 8 digits).
-  float scale = 1.f / float(n_);
-  if (f64) {
-    launch_scale(f64, w.s1, B_ * T_ * nf_, 1.0 / double(n_), s);
-    if (h0) launch_scale(f64, w.h0h, B_ * nf_, 1.0 / double(n_), s);
-    scale = 1.f;
-  }
   // Each scan thread reads all its inputs before writing, at the same indices: in place is safe.
-  scan_.forward(w.ah, w.s1, h0 ? w.h0h : nullptr, w.s1, w.sws, stream, scale);
+  scan_.forward(w.ah, w.s1, h0 ? w.h0h : nullptr, w.s1, w.sws, stream, 1.0 / double(n_));
   c2r(c2r_, f64, w.s1, h);
 }
 
@@ -198,7 +183,7 @@ void CirculantScanPlan::backward(const void* a, const void* a_hat, const void* u
   spectra_of_a(a, a_hat, w.ah, stream);
   r2c(r2c_, f64, u, w.s1);
   if (h0) r2c(r2c0_, f64, h0, w.h0h);
-  scan_.forward(w.ah, w.s1, h0 ? w.h0h : nullptr, w.s1, w.sws, stream, 1.f);  // H = rfft(h)
+  scan_.forward(w.ah, w.s1, h0 ? w.h0h : nullptr, w.s1, w.sws, stream, 1.0);  // H = rfft(h)
   r2c(r2c_, f64, dh, w.s2);
   launch_scale(f64, w.s2, B_ * T_ * nf_, 1.0 / double(n_), s);
   void* dah = a ? static_cast<void*>(w.s3) : da;  // the Fourier form's gradient is this spectrum

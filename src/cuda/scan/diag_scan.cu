@@ -152,7 +152,7 @@ DiagScanPlan::DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype)
 int64_t DiagScanPlan::workspace_bytes() const { return layout(B_, T_, n_, dtype_).total; }
 
 void DiagScanPlan::forward(const void* a, const void* b, const void* h0, void* h, void* ws,
-                           void* stream, float scale) const {
+                           void* stream, double scale) const {
   const Layout L = layout(B_, T_, n_, dtype_);
   by_type(dtype_, [&](auto z) {
     using S = decltype(z);
@@ -186,11 +186,11 @@ void DiagScanPlan::backward(const void* a, const void* h, const void* h0, const 
     args.db = static_cast<S*>(db);
     args.dh0 = static_cast<S*>(dh0);
     args.B = B_, args.T = T_, args.n = n_;
-    args.scale = 1.f;
+    args.scale = 1.0;
     const Algo algo = pick<S>(B_, n_, {a, h, h0, dh, da, db, dh0});
     if constexpr (has_seq<S>())
       if (algo != Algo::lookback)
-        return run_seq<S, true>(algo, scan::SeqArgs{a, dh, h0, h, nullptr, da, db, dh0, B_, T_, n_, 1.f},
+        return run_seq<S, true>(algo, scan::SeqArgs{a, dh, h0, h, nullptr, da, db, dh0, B_, T_, n_, 1.0},
                               static_cast<cudaStream_t>(stream));
     launch<S, true>(args, L, ws, static_cast<cudaStream_t>(stream));
   });

@@ -19,43 +19,65 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace strux::cuda::scan {
 
 constexpr int CW = 32, TW = 8, LC = 16, CH = TW * LC;
 
-__device__ __forceinline__ float mul(float a, float b) { return a * b; }
-__device__ __forceinline__ float2 mul(float2 a, float2 b) {
-  return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+// The scan's arithmetic, once for float32 / complex64 (float, float2) and float64 / complex128
+// (double, double2): R is a real type, C its complex pair (x = real part, y = imaginary part).
+template <class R>
+struct CxOf {};
+template <>
+struct CxOf<float> {
+  using T = float2;
+  static __device__ __forceinline__ float2 make(float x, float y) { return make_float2(x, y); }
+};
+template <>
+struct CxOf<double> {
+  using T = double2;
+  static __device__ __forceinline__ double2 make(double x, double y) { return make_double2(x, y); }
+};
+template <class C>
+struct ReOf {};
+template <>
+struct ReOf<float2> { using T = float; };
+template <>
+struct ReOf<double2> { using T = double; };
+template <>
+struct ReOf<float> { using T = float; };
+template <>
+struct ReOf<double> { using T = double; };
+template <class R>
+using IfReal = std::enable_if_t<std::is_floating_point<R>::value, R>;
+template <class C>
+using IfCx = std::enable_if_t<!std::is_floating_point<C>::value, typename CxOf<typename ReOf<C>::T>::T>;
+
+template <class R>
+__device__ __forceinline__ IfReal<R> mul(R a, R b) { return a * b; }
+template <class C>
+__device__ __forceinline__ IfCx<C> mul(C a, C b) {
+  return CxOf<decltype(a.x)>::make(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
 }
-__device__ __forceinline__ float add(float a, float b) { return a + b; }
-__device__ __forceinline__ float2 add(float2 a, float2 b) { return make_float2(a.x + b.x, a.y + b.y); }
 // a * x + y
-__device__ __forceinline__ float axpy(float a, float x, float y) { return fmaf(a, x, y); }
-__device__ __forceinline__ float2 axpy(float2 a, float2 x, float2 y) {
-  return make_float2(fmaf(a.x, x.x, fmaf(-a.y, x.y, y.x)), fmaf(a.x, x.y, fmaf(a.y, x.x, y.y)));
+template <class R>
+__device__ __forceinline__ IfReal<R> axpy(R a, R x, R y) { return fma(a, x, y); }
+template <class C>
+__device__ __forceinline__ IfCx<C> axpy(C a, C x, C y) {
+  return CxOf<decltype(a.x)>::make(fma(a.x, x.x, fma(-a.y, x.y, y.x)), fma(a.x, x.y, fma(a.y, x.x, y.y)));
 }
-__device__ __forceinline__ float cj(float a) { return a; }
-__device__ __forceinline__ float2 cj(float2 a) { return make_float2(a.x, -a.y); }
-__device__ __forceinline__ float scal(float a, float s) { return a * s; }
-__device__ __forceinline__ float2 scal(float2 a, float s) { return make_float2(a.x * s, a.y * s); }
-__device__ __forceinline__ float ldcg(const float* p) { return __ldcg(p); }
-__device__ __forceinline__ float2 ldcg(const float2* p) { return __ldcg(p); }
-// float64 / complex128 (double2): the same operations in double precision.
-__device__ __forceinline__ double mul(double a, double b) { return a * b; }
-__device__ __forceinline__ double2 mul(double2 a, double2 b) {
-  return make_double2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
-}
-__device__ __forceinline__ double axpy(double a, double x, double y) { return fma(a, x, y); }
-__device__ __forceinline__ double2 axpy(double2 a, double2 x, double2 y) {
-  return make_double2(fma(a.x, x.x, fma(-a.y, x.y, y.x)), fma(a.x, x.y, fma(a.y, x.x, y.y)));
-}
-__device__ __forceinline__ double cj(double a) { return a; }
-__device__ __forceinline__ double2 cj(double2 a) { return make_double2(a.x, -a.y); }
-__device__ __forceinline__ double scal(double a, float s) { return a * double(s); }
-__device__ __forceinline__ double2 scal(double2 a, float s) { return make_double2(a.x * s, a.y * s); }
-__device__ __forceinline__ double ldcg(const double* p) { return __ldcg(p); }
-__device__ __forceinline__ double2 ldcg(const double2* p) { return __ldcg(p); }
+template <class R>
+__device__ __forceinline__ IfReal<R> cj(R a) { return a; }
+template <class C>
+__device__ __forceinline__ IfCx<C> cj(C a) { return CxOf<decltype(a.x)>::make(a.x, -a.y); }
+// times a real scale of the element's precision (kernels round the plan's double scale once)
+template <class R>
+__device__ __forceinline__ IfReal<R> scal(R a, R s) { return a * s; }
+template <class C>
+__device__ __forceinline__ IfCx<C> scal(C a, decltype(C::x) s) { return CxOf<decltype(a.x)>::make(a.x * s, a.y * s); }
+template <class V>
+__device__ __forceinline__ V ldcg(const V* p) { return __ldcg(p); }
 __device__ __forceinline__ float2 shfl0(float2 v) {
   return make_float2(__shfl_sync(0xffffffffu, v.x, 0), __shfl_sync(0xffffffffu, v.y, 0));
 }
@@ -124,7 +146,7 @@ struct ScanArgs {
   S* db;
   S* dh0;
   int64_t B, T, n, ctiles, n_tiles, n_chunks;
-  float scale;
+  double scale;
   int* counter;
   int* flags;  // 0 = nothing, 1 = aggregate published, 2 = inclusive state published
   V* aggA;
@@ -146,6 +168,7 @@ __global__ void __launch_bounds__(CW* TW) diag_scan_kernel(ScanArgs<S, typename 
   const bool live = ch < g.n;
   const int64_t base = bi * g.T * g.n + ch;
   const int64_t s0 = chunk * CH + tw * LC;  // first step (in scan order) of this thread
+  const auto sc = static_cast<typename ReOf<V>::T>(g.scale);
 
   // (1) load and scan locally: al[s] becomes the running product, bl[s] the local state.
   V al[LC], bl[LC];
@@ -160,7 +183,7 @@ __global__ void __launch_bounds__(CW* TW) diag_scan_kernel(ScanArgs<S, typename 
         bl[s] = Tr<S>::ld(g.b + base + t * g.n);
       } else {
         al[s] = Tr<S>::ld(g.a + base + t * g.n);
-        bl[s] = scal(Tr<S>::ld(g.b + base + t * g.n), g.scale);
+        bl[s] = scal(Tr<S>::ld(g.b + base + t * g.n), sc);
       }
     }
   }
@@ -188,7 +211,7 @@ __global__ void __launch_bounds__(CW* TW) diag_scan_kernel(ScanArgs<S, typename 
     const int64_t slot = chunk * g.n_tiles + tile;
     V carry = Tr<S>::zero();
     if (chunk == 0) {
-      if (!REV && g.h0 && live) carry = scal(Tr<S>::ld(g.h0 + bi * g.n + ch), g.scale);
+      if (!REV && g.h0 && live) carry = scal(Tr<S>::ld(g.h0 + bi * g.n + ch), sc);
     } else {
       g.aggA[slot * CW + lane] = BA;
       g.aggH[slot * CW + lane] = BH;

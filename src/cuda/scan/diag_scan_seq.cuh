@@ -109,7 +109,7 @@ struct SeqArgs {
   void* db;
   void* dh0;
   int64_t B, T, n;
-  float scale;
+  double scale;
 };
 
 // 4 blocks of 128 per SM (<= 128 registers): 512 resident threads per SM, so the shapes the
@@ -131,11 +131,12 @@ __global__ void __launch_bounds__(SEQ_THREADS, SEQ_MIN_BLOCKS) diag_scan_seq_fwd
   const S* pb = static_cast<const S*>(g.b) + off;
   S* ph = static_cast<S*>(g.h) + off;
 
+  const auto sc = static_cast<typename ReOf<V>::T>(g.scale);
   V h[VW];
   {
     const R r = g.h0 ? P::ld(static_cast<const S*>(g.h0) + bi * n + ch) : P::zero();
 #pragma unroll
-    for (int k = 0; k < VW; ++k) h[k] = scal(get<S>(r.w, k), g.scale);
+    for (int k = 0; k < VW; ++k) h[k] = scal(get<S>(r.w, k), sc);
   }
   R ra[D], rb[D];
 #pragma unroll
@@ -148,7 +149,7 @@ __global__ void __launch_bounds__(SEQ_THREADS, SEQ_MIN_BLOCKS) diag_scan_seq_fwd
     R o;
 #pragma unroll
     for (int k = 0; k < VW; ++k) {
-      h[k] = axpy(get<S>(ca.w, k), h[k], scal(get<S>(cb.w, k), g.scale));
+      h[k] = axpy(get<S>(ca.w, k), h[k], scal(get<S>(cb.w, k), sc));
       put<S>(o.w, k, h[k]);
     }
     P::st(ph + t * n, o);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 #include "cuda/check.hpp"
 
@@ -24,6 +25,14 @@ inline int make_rows_plan(int64_t n, int64_t batch, cufftType type, int64_t* wor
   STRUX_CUFFT(cufftMakePlanMany64(h, 1, nn, inem, 1, inem[0], onem, 1, onem[0], type, batch, &ws));
   *work = std::max<int64_t>(*work, int64_t(ws));
   return h;
+}
+
+// Puts the plans on stream s with the caller's work area (each call: the stream is the caller's).
+inline void bind_plans(std::initializer_list<int> plans, void* fwork, cudaStream_t s) {
+  for (int p : plans) {
+    STRUX_CUFFT(cufftSetStream(p, s));
+    STRUX_CUFFT(cufftSetWorkArea(p, fwork));
+  }
 }
 
 }  // namespace strux::cuda
