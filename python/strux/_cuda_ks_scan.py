@@ -438,21 +438,45 @@ def diag_scan_vjp(dh, a, b, *, h0=None, dh_last=None, h=None):
     return _diag_bwd(dh, a, h, h0)
 
 
-_CIRC_REALS = ("float32", "float16", "bfloat16", "float64")
+_REALS = ("float32", "float16", "bfloat16", "float64")  # real scans (circulant, block-circulant)
+
+
+def _real_cotangents(dh, dh_last, u, shape, real):
+    """Checks a real scan's cotangents against u (dh of `shape`, dh_last (B, n) or None);
+    returns them contiguous in the compute dtype `real`."""
+    B, T, n = shape
+    dh = _dev_array(dh, "dh", 3, _REALS)
+    if tuple(dh.shape) != (B, T, n):
+        raise ValueError(f"argument 'dh': expected shape {(B, T, n)}, got {tuple(dh.shape)}")
+    _same(u, "u", dh=dh)
+    if dh_last is not None:
+        dh_last = _dev_array(dh_last, "dh_last", 2, _REALS)
+        if tuple(dh_last.shape) != (B, n):
+            raise ValueError(f"argument 'dh_last': expected shape {(B, n)}, got {tuple(dh_last.shape)}")
+        _same(u, "u", dh_last=dh_last)
+        dh_last = _contig(_cast(dh_last, real))
+    return _contig(_cast(dh, real)), dh_last
+
+
+def _folded(dh, dh_last):
+    """A copy of dh with dh_last added to its last step (the cotangent of h[:, -1])."""
+    dh = dh.clone() if _is_torch(dh) else dh.copy()
+    dh[:, -1] += dh_last
+    return dh
 
 
 def _circ_args(a, u, h0, fourier):
     """Checks circulant_scan's arrays; returns contiguous u, h0 and a in the compute precision
     (float64 for float64 u, else float32; a complex for fourier=True), and u's dtype."""
     fourier = _flag(fourier, "fourier")
-    u = _dev_array(u, "u", 3, _CIRC_REALS)
+    u = _dev_array(u, "u", 3, _REALS)
     B, T, n = u.shape
     real = "float64" if _dtname(u) == "float64" else "float32"
     if fourier:
         a = _dev_array(a, "a", 3, ("complex128",) if real == "float64" else ("complex64",))
         want = (B, T, n // 2 + 1)
     else:
-        a = _dev_array(a, "a", 3, _CIRC_REALS)
+        a = _dev_array(a, "a", 3, _REALS)
         want = (B, T, n)
         _same(u, "u", a=a)
     if tuple(a.shape) != want:
@@ -460,7 +484,7 @@ def _circ_args(a, u, h0, fourier):
     if _device_id(a) != _device_id(u):
         raise ValueError(f"argument 'a': expected device {_device_id(u)} (that of 'u'), got {_device_id(a)}")
     if h0 is not None:
-        h0 = _dev_array(h0, "h0", 2, _CIRC_REALS)
+        h0 = _dev_array(h0, "h0", 2, _REALS)
         if tuple(h0.shape) != (B, n):
             raise ValueError(f"argument 'h0': expected shape {(B, n)} (B, n), got {tuple(h0.shape)}")
         _same(u, "u", h0=h0)
@@ -509,18 +533,9 @@ def circulant_scan_vjp(dh, a, u, *, h0=None, fourier=False, dh_last=None):
     a, u32, h032, fourier, dt = _circ_args(a, u, h0, fourier)
     B, T, n = u32.shape
     real = _dtname(u32)
-    dh = _dev_array(dh, "dh", 3, _CIRC_REALS)
-    if tuple(dh.shape) != (B, T, n):
-        raise ValueError(f"argument 'dh': expected shape {(B, T, n)}, got {tuple(dh.shape)}")
-    _same(u, "u", dh=dh)
-    dh = _contig(_cast(dh, real))
+    dh, dh_last = _real_cotangents(dh, dh_last, u, (B, T, n), real)
     if dh_last is not None:
-        dh_last = _dev_array(dh_last, "dh_last", 2, _CIRC_REALS)
-        if tuple(dh_last.shape) != (B, n):
-            raise ValueError(f"argument 'dh_last': expected shape {(B, n)}, got {tuple(dh_last.shape)}")
-        _same(u, "u", dh_last=dh_last)
-        dh = dh.clone() if _is_torch(dh) else dh.copy()
-        dh[:, -1] += _cast(dh_last, real)
+        dh = _folded(dh, dh_last)
     back = lambda x: None if x is None else _cast(x, dt)
     if n == 1:  # scalar recurrence
         a1 = _contig(a.real) if fourier else a
@@ -536,11 +551,10 @@ def circulant_scan_vjp(dh, a, u, *, h0=None, fourier=False, dh_last=None):
     return (da if fourier else back(da)), back(du), back(dh0)
 
 
-_REALS = ("float32", "float16", "bfloat16", "float64")
-
 
 def _block_args(a, u, h0):
-    """Checks block_circulant_scan's arrays; returns float32 contiguous a, u, h0, (p, k) and u's dtype."""
+    """Checks block_circulant_scan's arrays; returns contiguous a, u, h0 in the compute dtype
+    (float64 for float64 u, else float32), (p, k) and u's dtype."""
     a = _dev_array(a, "a", 5, _REALS)
     u = _dev_array(u, "u", 3, _REALS)
     B, T, n = u.shape
@@ -651,23 +665,10 @@ def block_circulant_scan_vjp(dh, a, u, *, h0=None, dh_last=None):
     _need()
     a32, u32, h032, (p, k), dt = _block_args(a, u, h0)
     B, T, n = u32.shape
-    dh = _dev_array(dh, "dh", 3, _REALS)
-    if tuple(dh.shape) != (B, T, n):
-        raise ValueError(f"argument 'dh': expected shape {(B, T, n)}, got {tuple(dh.shape)}")
-    _same(u, "u", dh=dh)
     real = _dtname(u32)
-    dh = _contig(_cast(dh, real))
-    if dh_last is not None:
-        dh_last = _dev_array(dh_last, "dh_last", 2, _REALS)
-        if tuple(dh_last.shape) != (B, n):
-            raise ValueError(f"argument 'dh_last': expected shape {(B, n)}, got {tuple(dh_last.shape)}")
-        _same(u, "u", dh_last=dh_last)
-        dh_last = _contig(_cast(dh_last, real))
+    dh, dh_last = _real_cotangents(dh, dh_last, u, (B, T, n), real)
     if real == "float64":
-        if dh_last is not None:
-            dh = dh.clone() if _is_torch(dh) else dh.copy()
-            dh[:, -1] += dh_last
-        return _block_bwd_f64(dh, a32, u32, h032, p, k)
+        return _block_bwd_f64(dh if dh_last is None else _folded(dh, dh_last), a32, u32, h032, p, k)
     da = _empty(a32, tuple(a32.shape))
     du = _empty(u32, (B, T, n))
     dh0 = _empty(u32, (B, n)) if h032 is not None else None
