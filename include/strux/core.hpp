@@ -16,6 +16,8 @@
 namespace strux {
 
 inline constexpr const char* kVersion = "0.1.0";
+// The library version, e.g. "0.1.0" (the version of the headers and the library are one).
+inline const char* version() { return kVersion; }
 
 // Bad value or shape of an argument. Python sees ValueError.
 struct ValueError : std::invalid_argument {

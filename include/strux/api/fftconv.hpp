@@ -1,0 +1,47 @@
+// strux::op::FFTConv: long depthwise convolution (DESIGN.md "fftconv", <strux/fftconv.hpp>).
+//
+// Views (C-contiguous, dtype and device of the problem): u, y, pregate, postgate, dy, du,
+// dpregate, dpostgate (B, H, L); k, dk (H, Lk); skip, dskip (H,).
+// dtypes: CPU float32, float64; CUDA float16, bfloat16, float32 (float32 arithmetic), float64.
+// The filter k is an operand of every call (like FlashFFTConv): its spectrum is computed per
+// call, so one plan serves filters that change (training).
+// Solvers (options.solver): CPU "" (FFTW); CUDA "" (automatic), "fused" (one kernel with its
+// FFTs in shared memory; ValueError where it does not apply), "cufft".
+#pragma once
+
+#include <cstdint>
+
+#include "strux/api/operator.hpp"
+#include "strux/fftconv.hpp"  // ConvMode
+
+namespace strux::op {
+
+struct FFTConvProblem {
+  int64_t B = 1, H = 1, L = 1, Lk = 1;
+  ConvMode mode = ConvMode::Causal;
+  DType dtype = DType::f32;
+  Device device{};
+};
+
+// y = postgate ⊙ (k * v + skip ⊙ v), v = u ⊙ pregate; empty optional views are absent.
+struct FFTConvForward {
+  View u, k, y;
+  View pregate, postgate, skip;
+};
+
+// Gradients for the cotangent dy: du and dk always; dpregate, dpostgate, dskip when given
+// (their input must be given too).
+struct FFTConvBackward {
+  View dy, u, k, du, dk;
+  View pregate, postgate, skip;
+  View dpregate, dpostgate, dskip;
+};
+
+class FFTConv : public detail::Operator<FFTConvProblem, FFTConvForward, FFTConvBackward> {
+ public:
+  explicit FFTConv(const Problem& problem, const Options& options = {});
+  void forward(const Forward& args, Workspace ws = {}, Stream s = {});
+  void backward(const Backward& args, Workspace ws = {}, Stream s = {});
+};
+
+}  // namespace strux::op

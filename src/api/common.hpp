@@ -1,0 +1,62 @@
+// What the operator layer (src/api/) shares: the one check of a View against a problem, the
+// check of options.solver, backend selection, and the factories of each family's backends.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+
+#include "strux/strux.hpp"
+
+namespace strux::api {
+
+// dtype (TypeError), device, rank, shape and C-contiguity (ValueError), naming `name`.
+void check_view(const View& v, const char* name, DType dt, const Device& dev,
+                std::initializer_list<int64_t> shape);
+// The same for an optional argument: false when v is empty.
+bool check_optional(const View& v, const char* name, DType dt, const Device& dev,
+                    std::initializer_list<int64_t> shape);
+// Caller's workspace: empty, or at least `need` bytes (ValueError naming 'workspace').
+void* check_workspace(const Workspace& ws, size_t need);
+
+// Index of options.solver in `names` ("" is always index 0, "automatic"); ValueError naming
+// 'options.solver' with the accepted names otherwise.
+int solver_index(const Options& o, const char* where, std::initializer_list<const char*> names);
+
+// ValueError for a CUDA device in a build without the CUDA backend.
+[[noreturn]] void no_cuda(const Device& d);
+
+// "(2, 3, 4)" from a problem's sizes, for describe().
+std::string dims(std::initializer_list<int64_t> s);
+
+// Backends of each family (the CPU ones in src/api/<family>.cpp, the CUDA ones in
+// src/api/cuda_<family>.cu, compiled only with STRUX_HAVE_CUDA).
+using FFTConvBackend = op::detail::Backend<op::FFTConvForward, op::FFTConvBackward>;
+struct ToeplitzBackend : op::detail::Backend<op::BlockToeplitzForward, op::BlockToeplitzBackward> {
+  virtual void set_blocks(const View& blocks, Stream s) = 0;
+};
+using KSFactorBackend = op::detail::Backend<op::KSFactorForward, op::KSFactorBackward>;
+using KSChainBackend = op::detail::Backend<op::KSChainForward, op::KSChainBackward>;
+using ScanBackend = op::detail::Backend<op::ScanForward, op::ScanBackward>;
+
+std::unique_ptr<FFTConvBackend> cuda_fftconv(const op::FFTConvProblem& p, const Options& o);
+std::unique_ptr<ToeplitzBackend> cuda_toeplitz(const op::BlockToeplitzProblem& p, const Options& o);
+std::unique_ptr<KSFactorBackend> cuda_ks_factor(const op::KSFactorProblem& p, const Options& o);
+std::unique_ptr<KSChainBackend> cuda_ks_chain(const op::KSChainProblem& p, const Options& o);
+std::unique_ptr<ScanBackend> cuda_diag_scan(const op::DiagScanProblem& p, const Options& o);
+std::unique_ptr<ScanBackend> cuda_circulant_scan(const op::CirculantScanProblem& p, const Options& o);
+std::unique_ptr<ScanBackend> cuda_block_circulant_scan(const op::BlockCirculantScanProblem& p,
+                                                       const Options& o);
+
+}  // namespace strux::api
+
+// impl_ = the backend of `device`: `cpu` on the CPU, `cuda` on a CUDA device (only referenced
+// in a CUDA build).
+#ifdef STRUX_HAVE_CUDA
+#define STRUX_PICK_BACKEND(device, cpu, cuda) \
+  ((device).kind == ::strux::DeviceKind::CUDA ? (cuda) : (cpu))
+#else
+#define STRUX_PICK_BACKEND(device, cpu, cuda) \
+  ((device).kind == ::strux::DeviceKind::CUDA ? (::strux::api::no_cuda(device), nullptr) : (cpu))
+#endif

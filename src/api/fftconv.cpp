@@ -1,0 +1,102 @@
+// strux::op::FFTConv: argument checks (once, here) and the CPU backend over FFTConvPlan<T>.
+#include <vector>
+
+#include "api/common.hpp"
+#include "core/dispatch.hpp"
+#include "strux/fftconv.hpp"
+
+namespace strux {
+namespace {
+
+using api::FFTConvBackend;
+
+template <class T>
+class CpuFFTConv final : public FFTConvBackend {
+ public:
+  explicit CpuFFTConv(const op::FFTConvProblem& p) : p_(p) {
+    // The FFT length rule lives in FFTConvPlan: ask a one-channel plan (one small FFT).
+    std::vector<T> k1(size_t(p.Lk), T(0));
+    FFTConvPlan<T> probe(1, 1, p.L, k1.data(), p.Lk, p.mode);
+    nfft_ = probe.nfft();
+  }
+  size_t workspace_bytes() const override { return 0; }
+  std::string describe() const override {
+    return msg("fftconv ", conv_mode_name(p_.mode), " (B, H, L) = ", api::dims({p_.B, p_.H, p_.L}),
+               ", Lk = ", p_.Lk, ", ", dtype_name(p_.dtype),
+               " on cpu: FFTW real FFTs of length nfft = ", nfft_,
+               ", filter spectrum computed per call, OpenMP over rows; workspace: none (per-thread "
+               "buffers inside the call)");
+  }
+  void forward(const op::FFTConvForward& a, void*, Stream) override {
+    plan(a.k).forward(ptr(a.u), ptr(a.pregate), ptr(a.postgate), ptr(a.skip), ptr(a.y));
+  }
+  void backward(const op::FFTConvBackward& a, void*, Stream) override {
+    plan(a.k).backward(ptr(a.dy), ptr(a.u), ptr(a.pregate), ptr(a.postgate), ptr(a.skip), ptr(a.du),
+                       ptr(a.dk), ptr(a.dpregate), ptr(a.dpostgate), ptr(a.dskip));
+  }
+
+ private:
+  static T* ptr(const View& v) { return static_cast<T*>(v.data); }
+  FFTConvPlan<T> plan(const View& k) const { return FFTConvPlan<T>(p_.B, p_.H, p_.L, ptr(k), p_.Lk, p_.mode); }
+  op::FFTConvProblem p_;
+  int64_t nfft_ = 0;
+};
+
+std::unique_ptr<FFTConvBackend> cpu_fftconv(const op::FFTConvProblem& p, const Options& o) {
+  api::solver_index(o, "the CPU fftconv", {""});
+  std::unique_ptr<FFTConvBackend> b;
+  core::dispatch<core::RealScalars>(p.dtype, "problem.dtype", "the CPU fftconv", [&](auto tag) {
+    b = std::make_unique<CpuFFTConv<typename decltype(tag)::type>>(p);
+  });
+  return b;
+}
+
+}  // namespace
+
+namespace op {
+
+FFTConv::FFTConv(const Problem& p, const Options& o) : Operator(p) {
+  check_positive(p.B, "problem.B");
+  check_positive(p.H, "problem.H");
+  check_positive(p.L, "problem.L");
+  check_positive(p.Lk, "problem.Lk");
+  if (p.mode == ConvMode::Circular)
+    check_arg(p.Lk <= p.L, "problem.Lk", "circular mode needs Lk <= L = ", p.L, ", got ", p.Lk);
+  impl_ = STRUX_PICK_BACKEND(p.device, cpu_fftconv(p, o), api::cuda_fftconv(p, o));
+}
+
+void FFTConv::forward(const Forward& a, Workspace ws, Stream s) {
+  const auto& p = problem_;
+  const DType t = p.dtype;
+  api::check_view(a.u, "u", t, p.device, {p.B, p.H, p.L});
+  api::check_view(a.k, "k", t, p.device, {p.H, p.Lk});
+  api::check_view(a.y, "y", t, p.device, {p.B, p.H, p.L});
+  api::check_optional(a.pregate, "pregate", t, p.device, {p.B, p.H, p.L});
+  api::check_optional(a.postgate, "postgate", t, p.device, {p.B, p.H, p.L});
+  api::check_optional(a.skip, "skip", t, p.device, {p.H});
+  check_arg(a.y.data != a.u.data && a.y.data != a.pregate.data, "y", "may not alias u or pregate");
+  impl_->forward(a, api::check_workspace(ws, workspace_bytes()), s);
+}
+
+void FFTConv::backward(const Backward& a, Workspace ws, Stream s) {
+  const auto& p = problem_;
+  const DType t = p.dtype;
+  api::check_view(a.dy, "dy", t, p.device, {p.B, p.H, p.L});
+  api::check_view(a.u, "u", t, p.device, {p.B, p.H, p.L});
+  api::check_view(a.k, "k", t, p.device, {p.H, p.Lk});
+  api::check_view(a.du, "du", t, p.device, {p.B, p.H, p.L});
+  api::check_view(a.dk, "dk", t, p.device, {p.H, p.Lk});
+  const bool pre = api::check_optional(a.pregate, "pregate", t, p.device, {p.B, p.H, p.L});
+  const bool post = api::check_optional(a.postgate, "postgate", t, p.device, {p.B, p.H, p.L});
+  const bool skip = api::check_optional(a.skip, "skip", t, p.device, {p.H});
+  if (api::check_optional(a.dpregate, "dpregate", t, p.device, {p.B, p.H, p.L}))
+    check_arg(pre, "dpregate", "given without pregate");
+  if (api::check_optional(a.dpostgate, "dpostgate", t, p.device, {p.B, p.H, p.L}))
+    check_arg(post, "dpostgate", "given without postgate");
+  if (api::check_optional(a.dskip, "dskip", t, p.device, {p.H}))
+    check_arg(skip, "dskip", "given without skip");
+  impl_->backward(a, api::check_workspace(ws, workspace_bytes()), s);
+}
+
+}  // namespace op
+}  // namespace strux

@@ -1,0 +1,185 @@
+// strux::op::KSFactor and KSChain: argument checks and the CPU backend over KSPlan<T> and
+// KSChainPlan<T>.
+#include <vector>
+
+#include "api/common.hpp"
+#include "core/dispatch.hpp"
+#include "strux/ks.hpp"
+
+namespace strux {
+namespace {
+
+using api::KSChainBackend;
+using api::KSFactorBackend;
+
+std::string pattern_str(const KSPattern& p) { return api::dims({p.a, p.b, p.c, p.d}); }
+const char* layout_str(KSLayout l) { return l == KSLayout::BatchFirst ? "batch-first" : "batch-last"; }
+
+template <class T>
+T* ptr(const View& v) {
+  return static_cast<T*>(v.data);
+}
+
+template <class T>
+class CpuKSFactor final : public KSFactorBackend {
+ public:
+  explicit CpuKSFactor(const op::KSFactorProblem& p) : p_(p), plan_(p.pattern, p.layout) {}
+  size_t workspace_bytes() const override { return 0; }
+  std::string describe() const override {
+    return msg("ks factor ", pattern_str(p_.pattern), ", batch ", p_.batch, ", ", layout_str(p_.layout), ", ",
+               dtype_name(p_.dtype),
+               " on cpu: one BLAS GEMM per (i, j) group, OpenMP over groups and batch chunks",
+               p_.layout == KSLayout::BatchFirst && p_.pattern.d > 1 ? " (gathered into per-thread tiles)" : "",
+               "; workspace: none (per-thread tiles inside the call)");
+  }
+  void forward(const op::KSFactorForward& a, void*, Stream) override {
+    plan_.forward(ptr<T>(a.x), ptr<T>(a.w), ptr<T>(a.y), p_.batch);
+  }
+  void backward(const op::KSFactorBackward& a, void*, Stream) override {
+    plan_.backward(ptr<T>(a.dy), ptr<T>(a.x), ptr<T>(a.w), ptr<T>(a.dx), ptr<T>(a.dw), p_.batch);
+  }
+
+ private:
+  op::KSFactorProblem p_;
+  KSPlan<T> plan_;
+};
+
+template <class T>
+class CpuKSChain final : public KSChainBackend {
+ public:
+  explicit CpuKSChain(const op::KSChainProblem& p)
+      : p_(p), plan_(p.patterns, p.layout, p.batch), w_(p.patterns.size()), dw_(p.patterns.size()) {}
+  size_t workspace_bytes() const override { return 0; }
+  std::string describe() const override {
+    std::string s = msg("ks chain of ", p_.patterns.size(), " factors");
+    for (const auto& q : p_.patterns) s += " " + pattern_str(q);
+    return msg(s, ", batch ", p_.batch, ", ", layout_str(p_.layout), ", ", dtype_name(p_.dtype),
+               " on cpu: the CPU factor products in turn (the last factor first); workspace: none (the "
+               "plan keeps the intermediate activations)");
+  }
+  void forward(const op::KSChainForward& a, void*, Stream) override {
+    for (size_t p = 0; p < w_.size(); ++p) w_[p] = ptr<T>(a.w[p]);
+    plan_.forward(ptr<T>(a.x), w_.data(), ptr<T>(a.y), p_.batch);
+  }
+  void backward(const op::KSChainBackward& a, void*, Stream) override {
+    for (size_t p = 0; p < w_.size(); ++p) {
+      w_[p] = ptr<T>(a.w[p]);
+      dw_[p] = a.dw.empty() ? nullptr : ptr<T>(a.dw[p]);
+    }
+    plan_.backward(ptr<T>(a.dy), ptr<T>(a.x), w_.data(), ptr<T>(a.dx), a.dw.empty() ? nullptr : dw_.data(),
+                   p_.batch);
+  }
+
+ private:
+  op::KSChainProblem p_;
+  KSChainPlan<T> plan_;
+  std::vector<const T*> w_;  // the call's pointer tables, kept to allocate nothing per call
+  std::vector<T*> dw_;
+};
+
+std::unique_ptr<KSFactorBackend> cpu_ks_factor(const op::KSFactorProblem& p, const Options& o) {
+  api::solver_index(o, "the CPU ks factor", {""});
+  std::unique_ptr<KSFactorBackend> b;
+  core::dispatch<core::RealScalars>(p.dtype, "problem.dtype", "the CPU ks", [&](auto tag) {
+    b = std::make_unique<CpuKSFactor<typename decltype(tag)::type>>(p);
+  });
+  return b;
+}
+
+std::unique_ptr<KSChainBackend> cpu_ks_chain(const op::KSChainProblem& p, const Options& o) {
+  api::solver_index(o, "the CPU ks chain", {""});
+  std::unique_ptr<KSChainBackend> b;
+  core::dispatch<core::RealScalars>(p.dtype, "problem.dtype", "the CPU ks", [&](auto tag) {
+    b = std::make_unique<CpuKSChain<typename decltype(tag)::type>>(p);
+  });
+  return b;
+}
+
+// x (batch, n) for batch-first, (n, batch) for batch-last.
+void check_act(const View& v, const char* name, DType t, const Device& dev, KSLayout l, int64_t n,
+               int64_t batch, bool optional) {
+  if (optional && v.empty()) return;
+  if (l == KSLayout::BatchFirst)
+    api::check_view(v, name, t, dev, {batch, n});
+  else
+    api::check_view(v, name, t, dev, {n, batch});
+}
+
+void check_w(const View& v, const char* name, DType t, const Device& dev, const KSPattern& q, bool optional) {
+  if (optional && v.empty()) return;
+  api::check_view(v, name, t, dev, {q.a, q.b, q.c, q.d});
+}
+
+}  // namespace
+
+namespace op {
+
+KSFactor::KSFactor(const Problem& p, const Options& o) : Operator(p) {
+  ks_check_pattern(p.pattern, "problem.pattern");
+  check_positive(p.batch, "problem.batch");
+  impl_ = STRUX_PICK_BACKEND(p.device, cpu_ks_factor(p, o), api::cuda_ks_factor(p, o));
+}
+
+void KSFactor::forward(const Forward& a, Workspace ws, Stream s) {
+  const auto& p = problem_;
+  check_act(a.x, "x", p.dtype, p.device, p.layout, p.pattern.cols(), p.batch, false);
+  check_w(a.w, "w", p.dtype, p.device, p.pattern, false);
+  check_act(a.y, "y", p.dtype, p.device, p.layout, p.pattern.rows(), p.batch, false);
+  impl_->forward(a, api::check_workspace(ws, workspace_bytes()), s);
+}
+
+void KSFactor::backward(const Backward& a, Workspace ws, Stream s) {
+  const auto& p = problem_;
+  check_act(a.dy, "dy", p.dtype, p.device, p.layout, p.pattern.rows(), p.batch, false);
+  check_act(a.x, "x", p.dtype, p.device, p.layout, p.pattern.cols(), p.batch, false);
+  check_w(a.w, "w", p.dtype, p.device, p.pattern, false);
+  check_act(a.dx, "dx", p.dtype, p.device, p.layout, p.pattern.cols(), p.batch, true);
+  check_w(a.dw, "dw", p.dtype, p.device, p.pattern, true);
+  impl_->backward(a, api::check_workspace(ws, workspace_bytes()), s);
+}
+
+KSChain::KSChain(const Problem& p, const Options& o) : Operator(p) {
+  check_arg(!p.patterns.empty(), "problem.patterns", "expected at least one pattern");
+  for (size_t i = 0; i < p.patterns.size(); ++i) {
+    ks_check_pattern(p.patterns[i], "problem.patterns");
+    if (i + 1 < p.patterns.size())
+      check_arg(p.patterns[i].cols() == p.patterns[i + 1].rows(), "problem.patterns", "factor ", i,
+                " has ", p.patterns[i].cols(), " columns but factor ", i + 1, " has ",
+                p.patterns[i + 1].rows(), " rows (K = K_1 K_2 ... needs cols(K_p) == rows(K_{p+1}))");
+  }
+  check_positive(p.batch, "problem.batch");
+  impl_ = STRUX_PICK_BACKEND(p.device, cpu_ks_chain(p, o), api::cuda_ks_chain(p, o));
+}
+
+namespace {
+void check_ws(const std::vector<View>& w, const char* name, const KSChainProblem& p, bool optional) {
+  if (optional && w.empty()) return;
+  check_arg(w.size() == p.patterns.size(), name, "expected ", p.patterns.size(), " views (one per pattern), got ",
+            w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    const std::string nm = msg(name, "[", i, "]");
+    check_w(w[i], nm.c_str(), p.dtype, p.device, p.patterns[i], optional);
+  }
+}
+}  // namespace
+
+void KSChain::forward(const Forward& a, Workspace ws, Stream s) {
+  const auto& p = problem_;
+  check_act(a.x, "x", p.dtype, p.device, p.layout, p.patterns.back().cols(), p.batch, false);
+  check_ws(a.w, "w", p, false);
+  check_act(a.y, "y", p.dtype, p.device, p.layout, p.patterns.front().rows(), p.batch, false);
+  impl_->forward(a, api::check_workspace(ws, workspace_bytes()), s);
+}
+
+void KSChain::backward(const Backward& a, Workspace ws, Stream s) {
+  const auto& p = problem_;
+  check_act(a.dy, "dy", p.dtype, p.device, p.layout, p.patterns.front().rows(), p.batch, false);
+  check_act(a.x, "x", p.dtype, p.device, p.layout, p.patterns.back().cols(), p.batch, false);
+  check_ws(a.w, "w", p, false);
+  check_act(a.dx, "dx", p.dtype, p.device, p.layout, p.patterns.back().cols(), p.batch, true);
+  check_ws(a.dw, "dw", p, true);
+  impl_->backward(a, api::check_workspace(ws, workspace_bytes()), s);
+}
+
+}  // namespace op
+}  // namespace strux

@@ -1,0 +1,105 @@
+// strux::op::BlockToeplitz: argument checks and the CPU backend over BlockToeplitzPlan<T>.
+#include <optional>
+
+#include "api/common.hpp"
+#include "core/dispatch.hpp"
+#include "strux/toeplitz.hpp"
+
+namespace strux {
+namespace {
+
+using api::ToeplitzBackend;
+
+template <class T>
+class CpuToeplitz final : public ToeplitzBackend {
+ public:
+  explicit CpuToeplitz(const op::BlockToeplitzProblem& p) : p_(p) {}
+  size_t workspace_bytes() const override { return 0; }
+  std::string describe() const override {
+    return msg("block Toeplitz (Nt, Nd, Nm) = ", api::dims({p_.Nt, p_.Nd, p_.Nm}), ", R = ", p_.R, ", ",
+               toeplitz_layout_name(p_.layout), ", ", dtype_name(p_.dtype),
+               " on cpu: F̂ per frequency from FFTW real FFTs",
+               plan_ ? msg(" of length nfft = ", plan_->nfft(), " (", plan_->nfreq(), " frequencies)")
+                     : std::string(" (blocks not set yet)"),
+               ", BLAS ", p_.R == 1 ? "gemv" : "gemm",
+               " per frequency, adjoint through the same F̂ (conjugate transpose); workspace: none (the "
+               "plan's scratch)");
+  }
+  void set_blocks(const View& blocks, Stream) override {
+    plan_.emplace(ptr(blocks), p_.Nt, p_.Nd, p_.Nm);
+  }
+  void forward(const op::BlockToeplitzForward& a, void*, Stream) override {
+    plan_->matvec(ptr(a.m), ptr(a.d), p_.R, p_.layout);
+  }
+  void backward(const op::BlockToeplitzBackward& a, void*, Stream) override {
+    plan_->rmatvec(ptr(a.dd), ptr(a.dm), p_.R, p_.layout);
+    if (!a.dblocks.empty()) plan_->grad_blocks(ptr(a.m), ptr(a.dd), ptr(a.dblocks), p_.R, p_.layout);
+  }
+
+ private:
+  static T* ptr(const View& v) { return static_cast<T*>(v.data); }
+  op::BlockToeplitzProblem p_;
+  std::optional<BlockToeplitzPlan<T>> plan_;
+};
+
+std::unique_ptr<ToeplitzBackend> cpu_toeplitz(const op::BlockToeplitzProblem& p, const Options& o) {
+  api::solver_index(o, "the CPU block Toeplitz", {""});
+  std::unique_ptr<ToeplitzBackend> b;
+  core::dispatch<core::RealScalars>(p.dtype, "problem.dtype", "the CPU block Toeplitz", [&](auto tag) {
+    b = std::make_unique<CpuToeplitz<typename decltype(tag)::type>>(p);
+  });
+  return b;
+}
+
+}  // namespace
+
+namespace op {
+
+BlockToeplitz::BlockToeplitz(const Problem& p, const Options& o) : Operator(p) {
+  check_positive(p.Nt, "problem.Nt");
+  check_positive(p.Nd, "problem.Nd");
+  check_positive(p.Nm, "problem.Nm");
+  check_positive(p.R, "problem.R");
+  impl_ = STRUX_PICK_BACKEND(p.device, cpu_toeplitz(p, o), api::cuda_toeplitz(p, o));
+}
+
+void BlockToeplitz::set_blocks(const View& blocks, Stream s) {
+  const auto& p = problem_;
+  api::check_view(blocks, "blocks", p.dtype, p.device, {p.Nt, p.Nd, p.Nm});
+  static_cast<api::ToeplitzBackend&>(*impl_).set_blocks(blocks, s);
+  blocks_set_ = true;
+}
+
+namespace {
+// The shape of a vector of `n` entries per step in the problem's layout: (Nt, n[, R]) or (n, Nt[, R]).
+void check_vector(const View& v, const char* name, const BlockToeplitzProblem& p, int64_t n, bool optional) {
+  if (optional && v.empty()) return;
+  const bool tm = p.layout == ToeplitzLayout::TimeMajor;
+  const int64_t a = tm ? p.Nt : n, b = tm ? n : p.Nt;
+  if (p.R == 1)
+    api::check_view(v, name, p.dtype, p.device, {a, b});
+  else
+    api::check_view(v, name, p.dtype, p.device, {a, b, p.R});
+}
+}  // namespace
+
+void BlockToeplitz::forward(const Forward& a, Workspace ws, Stream s) {
+  check_arg(blocks_set_, "blocks", "not set: call set_blocks() before forward()");
+  check_vector(a.m, "m", problem_, problem_.Nm, false);
+  check_vector(a.d, "d", problem_, problem_.Nd, false);
+  impl_->forward(a, api::check_workspace(ws, workspace_bytes()), s);
+}
+
+void BlockToeplitz::backward(const Backward& a, Workspace ws, Stream s) {
+  const auto& p = problem_;
+  check_arg(blocks_set_, "blocks", "not set: call set_blocks() before backward()");
+  check_vector(a.dd, "dd", p, p.Nd, false);
+  check_vector(a.dm, "dm", p, p.Nm, false);
+  check_vector(a.m, "m", p, p.Nm, true);
+  if (api::check_optional(a.dblocks, "dblocks", p.dtype, p.device, {p.Nt, p.Nd, p.Nm}))
+    check_arg(!a.m.empty(), "m", "required with dblocks (the gradient for the blocks needs m)");
+  impl_->backward(a, api::check_workspace(ws, workspace_bytes()), s);
+}
+
+}  // namespace op
+}  // namespace strux

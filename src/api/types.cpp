@@ -1,0 +1,128 @@
+// The core types of the operator API and the checks every operator runs on its arguments.
+#include <algorithm>
+
+#include "api/common.hpp"
+
+namespace strux {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::f16: return "float16";
+    case DType::bf16: return "bfloat16";
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+    case DType::c64: return "complex64";
+    case DType::c128: return "complex128";
+  }
+  return "unknown dtype";
+}
+
+size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f16:
+    case DType::bf16: return 2;
+    case DType::f32: return 4;
+    case DType::f64:
+    case DType::c64: return 8;
+    case DType::c128: return 16;
+  }
+  return 0;
+}
+
+bool is_complex(DType t) { return t == DType::c64 || t == DType::c128; }
+
+DType complex_of(DType real) {
+  if (real == DType::f32) return DType::c64;
+  if (real == DType::f64) return DType::c128;
+  throw TypeError(msg("no complex partner of ", dtype_name(real), " (expected float32 or float64)"));
+}
+
+std::string device_name(const Device& d) {
+  return d.kind == DeviceKind::CPU ? std::string("cpu") : msg("cuda:", d.index);
+}
+
+View::View(void* data_, DType dtype_, std::initializer_list<int64_t> shape_, Device device_)
+    : data(data_), dtype(dtype_), device(device_), ndim(int(shape_.size())) {
+  if (shape_.size() > size_t(kMaxDims))
+    throw ValueError(msg("View: at most ", kMaxDims, " axes, got ", shape_.size()));
+  std::copy(shape_.begin(), shape_.end(), shape.begin());
+  int64_t s = 1;
+  for (int i = ndim; i-- > 0;) {
+    strides[i] = s;
+    s *= shape[i];
+  }
+}
+
+int64_t View::numel() const {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; ++i) n *= shape[i];
+  return n;
+}
+
+bool View::contiguous() const {
+  int64_t expect = 1;
+  for (int i = ndim; i-- > 0;) {
+    if (shape[i] != 1 && strides[i] != expect) return false;
+    expect *= shape[i];
+  }
+  return true;
+}
+
+namespace api {
+
+namespace {
+std::string shape_of(const View& v) {
+  return shape_str(std::vector<int64_t>(v.shape.begin(), v.shape.begin() + std::max(v.ndim, 0)));
+}
+}  // namespace
+
+void check_view(const View& v, const char* name, DType dt, const Device& dev,
+                std::initializer_list<int64_t> shape) {
+  check_arg(v.data != nullptr, name, "required, got an empty view");
+  if (v.dtype != dt)
+    throw TypeError(msg("argument '", name, "': expected dtype ", dtype_name(dt), ", got ", dtype_name(v.dtype)));
+  check_arg(v.device == dev, name, "expected an array on ", device_name(dev), ", got one on ",
+            device_name(v.device));
+  bool same = v.ndim == int(shape.size());
+  for (size_t i = 0; same && i < shape.size(); ++i) same = v.shape[i] == shape.begin()[i];
+  if (!same) check_arg(false, name, "expected shape ", shape_str(shape), ", got ", shape_of(v));
+  check_arg(v.contiguous(), name, "expected C-contiguous strides for shape ", shape_of(v),
+            " (strides are in elements)");
+}
+
+bool check_optional(const View& v, const char* name, DType dt, const Device& dev,
+                    std::initializer_list<int64_t> shape) {
+  if (v.empty()) return false;
+  check_view(v, name, dt, dev, shape);
+  return true;
+}
+
+void* check_workspace(const Workspace& ws, size_t need) {
+  if (!ws.data) return nullptr;
+  check_arg(ws.bytes >= need, "workspace", "expected at least ", need, " bytes (workspace_bytes()), got ",
+            ws.bytes);
+  return ws.data;
+}
+
+int solver_index(const Options& o, const char* where, std::initializer_list<const char*> names) {
+  if (o.solver.empty()) return 0;
+  int i = 0;
+  std::string list;
+  for (const char* n : names) {
+    if (i > 0 && o.solver == n) return i;
+    list += (i ? ", \"" : "\"") + std::string(i ? n : "") + "\"";
+    ++i;
+  }
+  throw ValueError(msg("argument 'options.solver': ", where, " accepts ", list, "; got \"", o.solver, "\""));
+}
+
+void no_cuda(const Device& d) {
+  throw ValueError(msg("argument 'problem.device': ", device_name(d),
+                       " needs the CUDA backend, and this build of strux has none (built without "
+                       "STRUX_HAVE_CUDA)"));
+}
+
+std::string dims(std::initializer_list<int64_t> s) { return shape_str(s); }
+
+}  // namespace api
+}  // namespace strux
