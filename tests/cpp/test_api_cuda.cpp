@@ -1,0 +1,355 @@
+// The operator API (<strux/strux.hpp>) on a CUDA device: every operator's forward and backward
+// against the same operator on the CPU (itself checked against float64 loops in test_api.cpp),
+// float32 and float64, on a non-default stream; forced solvers; the caller's workspace; errors.
+// Compiled with the CUDA backend only; each test skips when no GPU is present.
+#ifdef STRUX_HAVE_CUDA
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <complex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "strux/strux.hpp"
+
+namespace {
+
+using strux::Device;
+using strux::DType;
+using strux::View;
+using cd = std::complex<double>;
+namespace op = strux::op;
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+#define REQUIRE_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device"
+
+void ok(cudaError_t e) { ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e); }
+
+std::mt19937_64& rng() {
+  static std::mt19937_64 g(77);
+  return g;
+}
+
+// One array on the host and on the GPU.
+template <class T>
+struct Buf {
+  std::vector<T> h;
+  void* d = nullptr;
+  explicit Buf(std::vector<T> v) : h(std::move(v)) {
+    ok(cudaMalloc(&d, std::max<size_t>(1, h.size()) * sizeof(T)));
+    ok(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  Buf(const Buf&) = delete;
+  ~Buf() { cudaFree(d); }
+  View cpu(std::initializer_list<int64_t> s) { return View(h.data(), s); }
+  View gpu(std::initializer_list<int64_t> s) { return View(static_cast<T*>(d), s, Device::cuda(0)); }
+  std::vector<T> get() const {
+    std::vector<T> out(h.size());
+    cudaDeviceSynchronize();
+    cudaMemcpy(out.data(), d, h.size() * sizeof(T), cudaMemcpyDeviceToHost);
+    return out;
+  }
+};
+
+template <class T>
+std::vector<T> randv(int64_t n, double scale = 1.0) {
+  std::normal_distribution<double> dist(0.0, scale);
+  std::vector<T> v(static_cast<size_t>(n));
+  for (auto& x : v) {
+    if constexpr (std::is_same_v<T, std::complex<float>> || std::is_same_v<T, cd>)
+      x = T(dist(rng()), dist(rng()));
+    else
+      x = T(dist(rng()));
+  }
+  return v;
+}
+template <class T>
+std::vector<T> zeros(int64_t n) {
+  return std::vector<T>(static_cast<size_t>(n));
+}
+
+template <class T>
+double tol() {
+  return std::is_same_v<T, float> || std::is_same_v<T, std::complex<float>> ? 5e-4 : 1e-9;
+}
+
+// The GPU result against the CPU one: max |cpu - gpu| / max(1, max |cpu|).
+template <class T>
+void same(const Buf<T>& b, const char* what) {
+  const auto g = b.get();
+  double e = 0, m = 1;
+  for (size_t i = 0; i < g.size(); ++i) {
+    e = std::max(e, std::abs(cd(b.h[i]) - cd(g[i])));
+    m = std::max(m, std::abs(cd(b.h[i])));
+  }
+  EXPECT_LE(e / m, tol<T>()) << what;
+}
+
+struct StreamGuard {
+  cudaStream_t s = nullptr;
+  StreamGuard() { cudaStreamCreate(&s); }
+  ~StreamGuard() { cudaStreamDestroy(s); }
+};
+
+Device gpu0() { return Device::cuda(0); }
+
+// ---- fftconv ------------------------------------------------------------------------------------
+
+template <class T>
+void fftconv_case(int64_t B, int64_t H, int64_t L, int64_t Lk, strux::ConvMode mode, const std::string& solver) {
+  SCOPED_TRACE(testing::Message() << "B=" << B << " H=" << H << " L=" << L << " Lk=" << Lk << " solver=" << solver);
+  const DType dt = strux::dtype_of<T>::value;
+  const int64_t n = B * H * L;
+  Buf<T> u(randv<T>(n)), k(randv<T>(H * Lk)), pre(randv<T>(n)), post(randv<T>(n)), skip(randv<T>(H)),
+      y(zeros<T>(n)), dy(randv<T>(n)), du(zeros<T>(n)), dk(zeros<T>(H * Lk)), dpre(zeros<T>(n)),
+      dpost(zeros<T>(n)), dskip(zeros<T>(H));
+  op::FFTConv cpu({B, H, L, Lk, mode, dt});
+  op::FFTConv gpu({B, H, L, Lk, mode, dt, gpu0()}, strux::Options{solver});
+  EXPECT_NE(gpu.describe().find("cuda:0"), std::string::npos) << gpu.describe();
+  StreamGuard s;
+  cpu.forward({u.cpu({B, H, L}), k.cpu({H, Lk}), y.cpu({B, H, L}), pre.cpu({B, H, L}), post.cpu({B, H, L}), skip.cpu({H})});
+  gpu.forward({u.gpu({B, H, L}), k.gpu({H, Lk}), y.gpu({B, H, L}), pre.gpu({B, H, L}), post.gpu({B, H, L}), skip.gpu({H})},
+              {}, s.s);
+  same(y, "y");
+  cpu.backward({dy.cpu({B, H, L}), u.cpu({B, H, L}), k.cpu({H, Lk}), du.cpu({B, H, L}), dk.cpu({H, Lk}),
+                pre.cpu({B, H, L}), post.cpu({B, H, L}), skip.cpu({H}), dpre.cpu({B, H, L}), dpost.cpu({B, H, L}),
+                dskip.cpu({H})});
+  gpu.backward({dy.gpu({B, H, L}), u.gpu({B, H, L}), k.gpu({H, Lk}), du.gpu({B, H, L}), dk.gpu({H, Lk}),
+                pre.gpu({B, H, L}), post.gpu({B, H, L}), skip.gpu({H}), dpre.gpu({B, H, L}), dpost.gpu({B, H, L}),
+                dskip.gpu({H})},
+               {}, s.s);
+  same(du, "du");
+  same(dk, "dk");
+  same(dpre, "dpregate");
+  same(dpost, "dpostgate");
+  same(dskip, "dskip");
+}
+
+TEST(ApiCuda, FFTConv) {
+  REQUIRE_GPU();
+  using strux::ConvMode;
+  for (auto [B, H, L, Lk] : std::vector<std::array<int64_t, 4>>{{1, 1, 1, 1}, {2, 3, 17, 5}, {1, 2, 31, 40}}) {
+    fftconv_case<float>(B, H, L, Lk, ConvMode::Causal, "");
+    fftconv_case<double>(B, H, L, Lk, ConvMode::Causal, "cufft");
+  }
+  fftconv_case<float>(2, 3, 1024, 1024, ConvMode::Causal, "fused");
+  fftconv_case<float>(2, 3, 1024, 100, ConvMode::Circular, "fused");
+  fftconv_case<float>(2, 3, 1024, 100, ConvMode::Circular, "cufft");
+  fftconv_case<double>(1, 2, 29, 7, ConvMode::Circular, "");
+  // "fused" where it does not apply (float64) is an error naming the option.
+  EXPECT_THROW(op::FFTConv({1, 1, 1024, 10, ConvMode::Causal, DType::f64, gpu0()}, strux::Options{"fused"}),
+               strux::ValueError);
+}
+
+// ---- block Toeplitz -----------------------------------------------------------------------------
+
+template <class T>
+void toeplitz_case(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, strux::ToeplitzLayout layout, const std::string& solver) {
+  SCOPED_TRACE(testing::Message() << "Nt=" << Nt << " Nd=" << Nd << " Nm=" << Nm << " R=" << R << " solver=" << solver);
+  const DType dt = strux::dtype_of<T>::value;
+  const bool tm = layout == strux::ToeplitzLayout::TimeMajor;
+  Buf<T> blocks(randv<T>(Nt * Nd * Nm)), m(randv<T>(Nt * Nm * R)), d(zeros<T>(Nt * Nd * R)), dd(randv<T>(Nt * Nd * R)),
+      dm(zeros<T>(Nt * Nm * R));
+  auto vec = [&](Buf<T>& b, int64_t n, bool g) {
+    const int64_t a0 = tm ? Nt : n, a1 = tm ? n : Nt;
+    if (R == 1) return g ? b.gpu({a0, a1}) : b.cpu({a0, a1});
+    return g ? b.gpu({a0, a1, R}) : b.cpu({a0, a1, R});
+  };
+  op::BlockToeplitz cpu({Nt, Nd, Nm, R, layout, dt});
+  op::BlockToeplitz gpu({Nt, Nd, Nm, R, layout, dt, gpu0()}, strux::Options{solver});
+  StreamGuard s;
+  cpu.set_blocks(blocks.cpu({Nt, Nd, Nm}));
+  gpu.set_blocks(blocks.gpu({Nt, Nd, Nm}), s.s);
+  EXPECT_FALSE(gpu.describe().empty());
+  cpu.forward({vec(m, Nm, false), vec(d, Nd, false)});
+  gpu.forward({vec(m, Nm, true), vec(d, Nd, true)}, {}, s.s);
+  same(d, "d");
+  cpu.backward({vec(dd, Nd, false), vec(dm, Nm, false)});
+  gpu.backward({vec(dd, Nd, true), vec(dm, Nm, true)}, {}, s.s);
+  same(dm, "dm");
+}
+
+TEST(ApiCuda, BlockToeplitz) {
+  REQUIRE_GPU();
+  using strux::ToeplitzLayout;
+  for (const char* solver : {"", "blas", "gemm", "kernels"}) {
+    toeplitz_case<float>(7, 3, 5, 1, ToeplitzLayout::TimeMajor, solver);
+    toeplitz_case<double>(13, 2, 3, 3, ToeplitzLayout::SpaceMajor, solver);
+  }
+  toeplitz_case<float>(1, 1, 1, 1, ToeplitzLayout::SpaceMajor, "");
+  toeplitz_case<float>(9, 4, 3, 5, ToeplitzLayout::TimeMajor, "real-gemm");
+  // The gradient for the blocks is CPU-only: a clear error on CUDA.
+  op::BlockToeplitz F({3, 2, 2, 1, ToeplitzLayout::TimeMajor, DType::f32, gpu0()});
+  Buf<float> blocks(randv<float>(12)), m(randv<float>(6)), dd(randv<float>(6)), dm(zeros<float>(6)), db(zeros<float>(12));
+  F.set_blocks(blocks.gpu({3, 2, 2}));
+  EXPECT_THROW(F.backward({dd.gpu({3, 2}), dm.gpu({3, 2}), m.gpu({3, 2}), db.gpu({3, 2, 2})}), strux::ValueError);
+}
+
+// ---- ks -----------------------------------------------------------------------------------------
+
+template <class T>
+View act(Buf<T>& b, int64_t n, int64_t batch, strux::KSLayout l, bool g) {
+  if (l == strux::KSLayout::BatchFirst) return g ? b.gpu({batch, n}) : b.cpu({batch, n});
+  return g ? b.gpu({n, batch}) : b.cpu({n, batch});
+}
+
+void ks_chain_case(const std::vector<strux::KSPattern>& pats, int64_t batch, strux::KSLayout layout) {
+  SCOPED_TRACE(testing::Message() << pats.size() << " factors, batch " << batch);
+  const int64_t N = pats.back().cols(), M = pats.front().rows();
+  Buf<float> x(randv<float>(N * batch)), y(zeros<float>(M * batch)), dy(randv<float>(M * batch)),
+      dx(zeros<float>(N * batch));
+  std::vector<std::unique_ptr<Buf<float>>> w, dw;
+  std::vector<View> wc, wg, dwc, dwg;
+  for (const auto& p : pats) {
+    w.push_back(std::make_unique<Buf<float>>(randv<float>(p.nnz())));
+    dw.push_back(std::make_unique<Buf<float>>(zeros<float>(p.nnz())));
+    wc.push_back(w.back()->cpu({p.a, p.b, p.c, p.d}));
+    wg.push_back(w.back()->gpu({p.a, p.b, p.c, p.d}));
+    dwc.push_back(dw.back()->cpu({p.a, p.b, p.c, p.d}));
+    dwg.push_back(dw.back()->gpu({p.a, p.b, p.c, p.d}));
+  }
+  StreamGuard s;
+  if (pats.size() == 1) {
+    op::KSFactor cpu({pats[0], batch, layout});
+    op::KSFactor gpu({pats[0], batch, layout, DType::f32, gpu0()});
+    EXPECT_FALSE(gpu.describe().empty());
+    cpu.forward({act(x, N, batch, layout, false), wc[0], act(y, M, batch, layout, false)});
+    gpu.forward({act(x, N, batch, layout, true), wg[0], act(y, M, batch, layout, true)}, {}, s.s);
+    same(y, "factor y");
+    cpu.backward({act(dy, M, batch, layout, false), act(x, N, batch, layout, false), wc[0],
+                  act(dx, N, batch, layout, false), dwc[0]});
+    gpu.backward({act(dy, M, batch, layout, true), act(x, N, batch, layout, true), wg[0],
+                  act(dx, N, batch, layout, true), dwg[0]},
+                 {}, s.s);
+    same(dx, "factor dx");
+    same(*dw[0], "factor dw");
+  }
+  op::KSChain cpu({pats, batch, layout});
+  op::KSChain gpu({pats, batch, layout, DType::f32, gpu0()});
+  EXPECT_FALSE(gpu.describe().empty());
+  // The caller's workspace, of exactly workspace_bytes().
+  void* ws = nullptr;
+  ok(cudaMalloc(&ws, std::max<size_t>(1, gpu.workspace_bytes())));
+  cpu.forward({act(x, N, batch, layout, false), wc, act(y, M, batch, layout, false)});
+  gpu.forward({act(x, N, batch, layout, true), wg, act(y, M, batch, layout, true)}, {ws, gpu.workspace_bytes()}, s.s);
+  same(y, "chain y");
+  cpu.backward({act(dy, M, batch, layout, false), act(x, N, batch, layout, false), wc, act(dx, N, batch, layout, false), dwc});
+  gpu.backward({act(dy, M, batch, layout, true), act(x, N, batch, layout, true), wg, act(dx, N, batch, layout, true), dwg},
+               {ws, gpu.workspace_bytes()}, s.s);
+  same(dx, "chain dx");
+  for (size_t i = 0; i < pats.size(); ++i) same(*dw[i], "chain dw");
+  if (gpu.workspace_bytes() > 1)
+    EXPECT_THROW(gpu.forward({act(x, N, batch, layout, true), wg, act(y, M, batch, layout, true)},
+                             {ws, gpu.workspace_bytes() - 1}, s.s),
+                 strux::ValueError);
+  cudaDeviceSynchronize();
+  cudaFree(ws);
+}
+
+TEST(ApiCuda, KSFactorAndChain) {
+  REQUIRE_GPU();
+  using P = strux::KSPattern;
+  for (auto layout : {strux::KSLayout::BatchFirst, strux::KSLayout::BatchLast}) {
+    ks_chain_case({P{1, 1, 1, 1}}, 1, layout);
+    ks_chain_case({P{2, 3, 5, 1}}, 7, layout);
+    ks_chain_case({P{4, 16, 16, 4}}, 33, layout);
+    ks_chain_case({P{3, 2, 2, 1}, P{1, 3, 2, 2}, P{2, 2, 1, 1}}, 5, layout);
+    ks_chain_case({P{1, 32, 32, 32}, P{32, 32, 32, 1}}, 64, layout);
+  }
+  EXPECT_THROW(op::KSFactor({P{1, 2, 2, 1}, 4, strux::KSLayout::BatchFirst, DType::f64, gpu0()}), strux::TypeError);
+}
+
+// ---- scans ----------------------------------------------------------------------------------------
+
+// Forward and backward (with h0, dh_last, dh0) of a scan on both devices. a_n: entries of a per
+// (b, t); ashape: a's shape.
+template <class S, class A, class Op>
+void scan_compare(Op& cpu, Op& gpu, int64_t B, int64_t T, int64_t n, int64_t a_n, std::initializer_list<int64_t> ashape,
+                  bool pass_h) {
+  Buf<A> a(randv<A>(B * T * a_n, 0.4)), da(zeros<A>(B * T * a_n));
+  Buf<S> u(randv<S>(B * T * n)), h0(randv<S>(B * n)), h(zeros<S>(B * T * n)), dh(randv<S>(B * T * n)),
+      dh_last(randv<S>(B * n)), du(zeros<S>(B * T * n)), dh0(zeros<S>(B * n));
+  StreamGuard s;
+  auto av = [&](Buf<A>& b, bool g) {
+    View v = g ? b.gpu({1}) : b.cpu({1});
+    View w(v.data, v.dtype, ashape, v.device);
+    return w;
+  };
+  cpu.forward({av(a, false), u.cpu({B, T, n}), h.cpu({B, T, n}), h0.cpu({B, n})});
+  gpu.forward({av(a, true), u.gpu({B, T, n}), h.gpu({B, T, n}), h0.gpu({B, n})}, {}, s.s);
+  same(h, "h");
+  cpu.backward({dh.cpu({B, T, n}), av(a, false), u.cpu({B, T, n}), av(da, false), du.cpu({B, T, n}), h0.cpu({B, n}),
+                View(), dh_last.cpu({B, n}), dh0.cpu({B, n})});
+  gpu.backward({dh.gpu({B, T, n}), av(a, true), u.gpu({B, T, n}), av(da, true), du.gpu({B, T, n}), h0.gpu({B, n}),
+                pass_h ? h.gpu({B, T, n}) : View(), dh_last.gpu({B, n}), dh0.gpu({B, n})},
+               {}, s.s);
+  same(da, "da");
+  same(du, "du");
+  same(dh0, "dh0");
+}
+
+template <class S>
+void diag_case(int64_t B, int64_t T, int64_t n) {
+  SCOPED_TRACE(testing::Message() << strux::dtype_name(strux::dtype_of<S>::value) << " B=" << B << " T=" << T << " n=" << n);
+  op::DiagScan cpu({B, T, n, strux::dtype_of<S>::value});
+  op::DiagScan gpu({B, T, n, strux::dtype_of<S>::value, gpu0()});
+  EXPECT_FALSE(gpu.describe().empty());
+  scan_compare<S, S>(cpu, gpu, B, T, n, n, {B, T, n}, true);
+  scan_compare<S, S>(cpu, gpu, B, T, n, n, {B, T, n}, false);
+}
+
+template <class R>
+void circulant_case(int64_t B, int64_t T, int64_t n) {
+  SCOPED_TRACE(testing::Message() << "circulant B=" << B << " T=" << T << " n=" << n);
+  const DType dt = strux::dtype_of<R>::value;
+  op::CirculantScan cpu({B, T, n, false, dt}), gpu({B, T, n, false, dt, gpu0()});
+  scan_compare<R, R>(cpu, gpu, B, T, n, n, {B, T, n}, false);
+  const int64_t nf = n / 2 + 1;
+  op::CirculantScan cf({B, T, n, true, dt}), gf({B, T, n, true, dt, gpu0()});
+  scan_compare<R, std::complex<R>>(cf, gf, B, T, n, nf, {B, T, nf}, false);
+}
+
+TEST(ApiCuda, Scans) {
+  REQUIRE_GPU();
+  for (auto [B, T, n] : std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {2, 7, 5}, {3, 129, 64}, {1, 1000, 3}}) {
+    diag_case<float>(B, T, n);
+    diag_case<double>(B, T, n);
+    diag_case<std::complex<float>>(B, T, n);
+    diag_case<cd>(B, T, n);
+    circulant_case<float>(B, T, n);
+    circulant_case<double>(B, T, n);
+  }
+  for (auto [B, T, p, k] : std::vector<std::array<int64_t, 4>>{{1, 1, 1, 1}, {2, 5, 2, 3}, {1, 300, 3, 8}}) {
+    op::BlockCirculantScan cpu({B, T, p, k}), gpu({B, T, p, k, DType::f32, gpu0()});
+    EXPECT_FALSE(gpu.describe().empty());
+    scan_compare<float, float>(cpu, gpu, B, T, p * k, p * p * k, {B, T, p, p, k}, false);
+  }
+  EXPECT_THROW(op::BlockCirculantScan({1, 2, 2, 2, DType::f64, gpu0()}), strux::TypeError);
+}
+
+TEST(ApiCuda, Errors) {
+  REQUIRE_GPU();
+  int count = 0;
+  cudaGetDeviceCount(&count);
+  EXPECT_THROW(op::DiagScan({1, 2, 3, DType::f32, Device::cuda(count)}), strux::ValueError);
+  op::DiagScan sc({1, 2, 3, DType::f32, gpu0()});
+  Buf<float> a(randv<float>(6)), h(zeros<float>(6));
+  // A host array given to a CUDA operator.
+  EXPECT_THROW(sc.forward({a.cpu({1, 2, 3}), a.gpu({1, 2, 3}), h.gpu({1, 2, 3})}), strux::ValueError);
+  if (sc.workspace_bytes() > 0)
+    EXPECT_THROW(sc.forward({a.gpu({1, 2, 3}), a.gpu({1, 2, 3}), h.gpu({1, 2, 3})}, {h.d, 1}), strux::ValueError);
+  EXPECT_THROW(op::FFTConv({1, 1, 8, 2, strux::ConvMode::Causal, DType::f32, gpu0()}, strux::Options{"nope"}),
+               strux::ValueError);
+}
+
+}  // namespace
+
+#endif  // STRUX_HAVE_CUDA
