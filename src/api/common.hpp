@@ -14,6 +14,8 @@ namespace strux::api {
 // dtype (TypeError), device, rank, shape and C-contiguity (ValueError), naming `name`.
 void check_view(const View& v, const char* name, DType dt, const Device& dev,
                 std::initializer_list<int64_t> shape);
+// Whether check_view would pass (no message is built: for names made per call, like "w[3]").
+bool matches(const View& v, DType dt, const Device& dev, std::initializer_list<int64_t> shape);
 // The same for an optional argument: false when v is empty.
 bool check_optional(const View& v, const char* name, DType dt, const Device& dev,
                     std::initializer_list<int64_t> shape);

@@ -90,6 +90,12 @@ void check_view(const View& v, const char* name, DType dt, const Device& dev,
             " (strides are in elements)");
 }
 
+bool matches(const View& v, DType dt, const Device& dev, std::initializer_list<int64_t> shape) {
+  bool ok = v.data && v.dtype == dt && v.device == dev && v.ndim == int(shape.size()) && v.contiguous();
+  for (size_t i = 0; ok && i < shape.size(); ++i) ok = v.shape[i] == shape.begin()[i];
+  return ok;
+}
+
 bool check_optional(const View& v, const char* name, DType dt, const Device& dev,
                     std::initializer_list<int64_t> shape) {
   if (v.empty()) return false;
