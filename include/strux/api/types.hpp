@@ -59,11 +59,10 @@ struct View {
 
   View() = default;
   // C-contiguous view of `shape` (at most kMaxDims axes).
-  View(void* data, DType dtype, std::initializer_list<int64_t> shape, Device device = {});
+  View(void* p, DType t, std::initializer_list<int64_t> dims, Device dev = {});
   template <class T>
-  View(T* data, std::initializer_list<int64_t> shape, Device device = {})
-      : View(const_cast<void*>(static_cast<const void*>(data)), dtype_of<std::remove_const_t<T>>::value,
-             shape, device) {}
+  View(T* p, std::initializer_list<int64_t> dims, Device dev = {})
+      : View(const_cast<void*>(static_cast<const void*>(p)), dtype_of<std::remove_const_t<T>>::value, dims, dev) {}
 
   bool empty() const { return data == nullptr; }
   int64_t numel() const;
