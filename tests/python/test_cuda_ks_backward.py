@@ -10,11 +10,11 @@ pytestmark = needs_gpu
 
 
 # b or c = 1, 2, odd, prime; d = 1, 2, 3, 16.
-V5C_PATTERNS = [(1, 1, 1, 1), (2, 1, 5, 3), (3, 7, 1, 2), (2, 2, 2, 16), (1, 13, 17, 1), (2, 40, 33, 2),
+HALF_DW_PATTERNS = [(1, 1, 1, 1), (2, 1, 5, 3), (3, 7, 1, 2), (2, 2, 2, 16), (1, 13, 17, 1), (2, 40, 33, 2),
                 (3, 5, 7, 3), (1, 48, 48, 16), (4, 6, 130, 1), (1, 96, 64, 1), (5, 2, 3, 1)]
 
 
-@pytest.mark.parametrize("p", V5C_PATTERNS)
+@pytest.mark.parametrize("p", HALF_DW_PATTERNS)
 @pytest.mark.parametrize("layout", ["bsf", "bsl"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("path", ["blas", "auto"])
@@ -121,7 +121,7 @@ def test_blas_dw_nan_and_stream(layout, dtype):
     assert bad[i, :, l, j].all() and bad.sum() == b
 
 
-# ---- ks v5d: halves and dw for batch-first d > 1 ---------------------------------------------
+# ---- halves and dw for batch-first d > 1 (the transposition path) ---------------------------
 # b or c = 1, 2, odd, prime; d = 2, 3, 5, 16; segments with and without 16-byte passes.
 TRD_PATTERNS = [(1, 1, 1, 2), (2, 2, 2, 2), (3, 5, 7, 3), (2, 17, 19, 5), (1, 48, 48, 16), (1, 1, 7, 3),
                 (2, 7, 1, 2), (1, 13, 11, 16), (3, 2, 50, 2), (2, 31, 37, 4), (1, 96, 385, 2), (4, 3, 2, 5)]
@@ -161,7 +161,7 @@ def test_half_tr_path(p, dtype, path, monkeypatch):
 @pytest.mark.parametrize("path", ["tr", "auto"])
 def test_float32_dw_tr(p, path, monkeypatch):
     """float32 dw for batch-first d > 1 on transposed copies + chunked cuBLAS (forced, and by
-    default from batch 1024), against float64 in the units of the v5c dw tests (dw_err, dw_tol:
+    default from batch 1024), against float64 in the units of the dw tests above (dw_err, dw_tol:
     512-row chunks keep ~4e-7); batches of one chunk, several with a short last one (1029,
     2051) and chunks that divide the batch (1536); the old kernel agrees."""
     if path == "tr":

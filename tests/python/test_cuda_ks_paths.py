@@ -265,18 +265,16 @@ def test_stream_is_the_default_for_small_batch_last_groups():
     """The plan's rule (ks_plan.cu, pick_path) at the bench shapes."""
     for p in [(6, 64, 64, 1), (16, 64, 64, 1), (1, 48, 48, 16), (4, 64, 64, 4), (4, 96, 96, 2)]:
         assert ks_path(p, 25088, "bsl") == ("stream", "stream")
-        # batch-first: d = 1 forward on the kernels, dx on cuBLAS (ks v5d: 0.116 vs 0.138 ms at
-        # (16,64,64,1)); d > 1 on the transposition path (ks v5b)
+        # batch-first: d = 1 forward on the kernels, dx on cuBLAS; d > 1 on the transposition path
         assert ks_path(p, 25088, "bsf") == (("kernels", "blas") if p[3] == 1 else ("tr",) * 2)
-    # dx of (2,192,48,4) is the (2,48,192,4) product: only a 64-column tile fits, the kernels win
-    # (ks v5d: 0.120 vs cuBLAS 0.142 ms); dx of the one big group (1,768,768,1) runs cuBLAS
-    # (0.629 vs 0.809 ms), its forward the 3xTF32 kernels
+    # dx of (2,192,48,4) is the (2,48,192,4) product: only a 64-column tile fits, the kernels win;
+    # dx of the one big group (1,768,768,1) runs cuBLAS, its forward the 3xTF32 kernels
     assert ks_path((2, 192, 48, 4), 25088, "bsl") == ("stream", "kernels")
     assert ks_path((1, 768, 768, 1), 25088, "bsl") == ("kernels", "blas")
     assert ks_path((1, 768, 192, 2), 25088, "bsl") == ("blas", "blas")
 
 
-# ks v5b: batch-first d > 1 through in-row transpositions + cuBLAS (STRUX_KS_PATH=tr).
+# Batch-first d > 1 through in-row transpositions + cuBLAS (STRUX_KS_PATH=tr).
 # b or c = 1, 2, odd, primes, d = 2, 3, 5, 16; segment sizes with and without 16-byte passes.
 TR_PATTERNS = [(1, 1, 1, 2), (2, 2, 2, 2), (3, 5, 7, 3), (2, 17, 19, 5), (1, 48, 48, 16), (1, 1, 7, 3),
                (2, 7, 1, 2), (1, 13, 11, 16), (3, 2, 50, 2), (1, 192, 96, 2), (2, 31, 37, 4),
@@ -292,7 +290,7 @@ def test_float32_tr_path(p, monkeypatch):
     N, M = a * c * d, a * b * d
     assert ks_path(p, 7, "bsf") == ("tr", "tr")
     assert "tr" not in ks_path(p, 7, "bsl")
-    assert ks_path(p, 7, "bsf", "float16") == ("tr", "tr")  # every dtype since ks v5d
+    assert ks_path(p, 7, "bsf", "float16") == ("tr", "tr")  # every dtype
     w = rnd(*p)
     Kd = dense(w, p)
     for batch in (1, 7, 301):
@@ -313,7 +311,7 @@ def test_float32_tr_path(p, monkeypatch):
 
 def test_tr_rule_and_limits(monkeypatch):
     """The default rule takes tr for the bench's batch-first d > 1 patterns at batch 25088, every
-    dtype, forward, dx and dw (ks v5d: halves and dw too; not for d == 1 or batch-last), the
+    dtype, forward, dx and dw (not for d == 1 or batch-last), the
     kernels below batch 1024; segments too large for one block's shared memory keep the kernels
     even when forced."""
     for p in [(1, 48, 48, 16), (2, 96, 384, 4), (2, 192, 48, 4), (1, 768, 192, 2), (4, 64, 64, 4),
