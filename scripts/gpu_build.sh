@@ -5,7 +5,11 @@
 #   - exports PYTHONPATH for the developer build (python/ and tests/python/);
 #   - builds strux with CUDA for this machine's chip into build/gpu (developer build: _ext lands
 #     in python/strux), with any extra CMake arguments in the array GPU_CMAKE_ARGS.
-# Needs OUT and ROOT set; returns non-zero (after printing the errors) when the build fails.
+# ROOT defaults to the current directory, OUT to $ROOT/out; gpu_build returns non-zero (after
+# printing the errors) when the build fails. Used by scripts/gpu_check.sh and scripts/gpu_focus.sh.
+ROOT=${ROOT:-$PWD}
+OUT=${OUT:-$ROOT/out}
+mkdir -p "$OUT"
 DEPS=${DEPS:-$ROOT/.deps}
 mkdir -p "$DEPS/root"
 for f in "$DEPS"/*.deb; do dpkg -x "$f" "$DEPS/root"; done

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Build strux with CUDA on the GPU machine, run the GPU tests, the GPU benchmark and a
-# compute-sanitizer memcheck. Needs: CUDA toolkit, CMake, ninja, python3 with PyTorch,
+# The one GPU call that builds, tests and benchmarks: build strux with CUDA on the GPU machine
+# (scripts/gpu_build.sh), run the whole pytest suite (GPU tests included), the GPU benchmarks and
+# a compute-sanitizer memcheck (scripts/gpu_memcheck.py). One family at a time, with more
+# benchmark modes: scripts/gpu_focus.sh. Needs: CUDA toolkit, CMake, ninja, python3 with PyTorch,
 # nanobind, pytest; FFTW and netlib BLAS come as Debian packages in .deps/ (unpacked here).
 # Writes under $OUT (default ./out): gpu_check.log, build.log, pytest.log, gpu_bench.json,
 # gpu_bench.md, memcheck.log.
@@ -54,24 +56,7 @@ fi
 
 # ---- memcheck on small sizes -------------------------------------------------------------------
 if [ $TESTS = 1 ]; then
-  cat > /tmp/strux_memcheck.py <<'PY'
-import torch
-from strux import _cuda
-for mode in ("causal", "circular"):
-    for dt in (torch.float32, torch.float16):
-        u = torch.randn(2, 3, 37, device="cuda", dtype=dt)
-        k = torch.randn(3, 37 if mode == "circular" else 50, device="cuda", dtype=dt)
-        g = torch.randn_like(u)
-        _cuda.fftconv(u, k, mode, g, g, k[:, 0].contiguous())
-        _cuda.fftconv_vjp(g, u, k, mode, g, g, k[:, 0].contiguous())
-for layout in ("time-major", "space-major"):
-    op = _cuda.BlockToeplitzCUDA(torch.randn(9, 3, 4, device="cuda"), layout)
-    for R in (None, 3):
-        shp = lambda n: ((9, n) if layout == "time-major" else (n, 9)) + ((R,) if R else ())
-        op.matvec(torch.randn(*shp(4), device="cuda")); op.rmatvec(torch.randn(*shp(3), device="cuda"))
-torch.cuda.synchronize(); print("memcheck script done")
-PY
-  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 /tmp/strux_memcheck.py > "$OUT/memcheck.log" 2>&1
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/gpu_memcheck.py small > "$OUT/memcheck.log" 2>&1
   echo "== compute-sanitizer memcheck rc=$? ($(grep -c 'Invalid' "$OUT/memcheck.log") invalid accesses)"
   tail -3 "$OUT/memcheck.log"
 fi

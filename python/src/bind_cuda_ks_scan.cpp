@@ -381,7 +381,6 @@ void bind_cuda_ks_scan(nb::module_& m) {
         nb::arg("h0").none(), nb::arg("h"), nb::arg("workspace"), nb::arg("stream"));
   m.def("cuda_block_circulant_scan_backward_workspace", &block_circulant_scan_backward_workspace);
   m.def("cuda_block_circulant_scan_path", &block_circulant_scan_path);
-  m.def("cuda_block_scan_stale_errors", &strux::cuda::block_scan_stale_errors);
   m.def("cuda_block_circulant_scan_backward", &block_circulant_scan_backward, nb::arg("a"), nb::arg("u"),
         nb::arg("h0").none(), nb::arg("dh"), nb::arg("dh_last").none(), nb::arg("da"), nb::arg("du"),
         nb::arg("dh0").none(), nb::arg("workspace"), nb::arg("stream"));

@@ -20,12 +20,9 @@ class DeviceBuffer {
     std::swap(n_, o.n_);
     return *this;
   }
-  ~DeviceBuffer() {
-    if (p_) cudaFree(p_);  // never throws from a destructor
-  }
+  ~DeviceBuffer() { release(); }  // never throws from a destructor
   void allocate(size_t bytes) {
-    if (p_) cudaFree(p_);
-    p_ = nullptr;
+    release();
     n_ = bytes;
     if (bytes) STRUX_CUDA(cudaMalloc(&p_, bytes));
   }
@@ -35,6 +32,12 @@ class DeviceBuffer {
   size_t bytes() const { return n_; }
 
  private:
+  // A failed free is not reported (destructors do not throw), and not left in the thread's
+  // last-error slot either (see clear_last_error).
+  void release() {
+    if (p_ && cudaFree(p_) != cudaSuccess) clear_last_error();
+    p_ = nullptr;
+  }
   void* p_ = nullptr;
   size_t n_ = 0;
 };

@@ -10,10 +10,19 @@
 
 namespace strux::cuda {
 
+// A failed runtime call also leaves its error in this host thread's last-error slot. The
+// exception reports it, so it is taken out of the slot first: left there, the next library to read
+// the slot after its own launches reports it as its own failure, in an unrelated later call of
+// the same thread (cuFFT's exec returns CUFFT_EXEC_FAILED, PyTorch's launch check raises). A
+// sticky error (a kernel fault) stays: every later call reports it anyway.
+inline void clear_last_error() { (void)cudaGetLastError(); }
+
 inline void check_cuda(cudaError_t e, const char* call, const char* file, int line) {
-  if (e != cudaSuccess)
+  if (e != cudaSuccess) {
+    clear_last_error();
     throw BackendError(msg(file, ":", line, ": ", call, " failed: ", cudaGetErrorName(e), " (",
                            cudaGetErrorString(e), ")"));
+  }
 }
 
 inline void check_cufft(cufftResult r, const char* call, const char* file, int line) {

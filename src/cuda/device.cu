@@ -1,5 +1,6 @@
 #include <cuda_runtime.h>
 
+#include "cuda/check.hpp"
 #include "cuda/device.hpp"
 
 namespace strux::cuda {
@@ -8,7 +9,7 @@ int device_count() {
   int n = 0;
   // No driver or no device is not an error here: the CPU backend still works.
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
+    clear_last_error();
     return 0;
   }
   return n;
@@ -17,7 +18,10 @@ int device_count() {
 std::string device_name(int device) {
   if (device < 0 || device >= device_count()) return "";
   cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return "";
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+    clear_last_error();
+    return "";
+  }
   return p.name;
 }
 

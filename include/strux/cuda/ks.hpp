@@ -5,8 +5,8 @@
 // owns an output tile of one (i, j) group, reads that group's strided input columns straight
 // from device memory into shared memory and writes its strided output columns in place; no
 // permutation passes. Some plans run cuBLAS instead: on strided views (batch-last, or d == 1),
-// or (batch-first, d > 1) between in-row transpositions of x and y (ks v5b; every dtype since
-// v5d, and backward_w there on transposed copies of x and dy); the choice is made once per plan
+// or (batch-first, d > 1) between in-row transpositions of x and y (every dtype, and backward_w
+// there on transposed copies of x and dy); the choice is made once per plan
 // (src/cuda/ks/ks_plan.cu). All pointers are device pointers to
 // C-contiguous memory; work goes on `stream` (a cudaStream_t, 0 = legacy default).
 #pragma once
@@ -50,7 +50,7 @@ class KsPlan {
   // dw32 is float32 (a, b, c, d) and must hold zeros (or a sum to add to) on entry.
   void backward_w(const void* x, const void* dy, float* dw32, void* stream) const;
   // backward_x (dx != nullptr) and backward_w (dw32 != nullptr) in one call: where both run the
-  // transposition path, dy is transposed once for both (ks v5d); else the two calls.
+  // transposition path, dy is transposed once for both; else the two calls.
   void backward(const void* dy, const void* x, const void* w, void* dx, float* dw32,
                 void* stream) const;
 
@@ -65,7 +65,7 @@ class KsPlan {
   // backward_w on cuBLAS (blas or tr): the batch rows summed by one GEMM accumulation (0: the
   // kernels).
   int64_t backward_w_chunk() const { return dw_chunk_; }
-  // Whether forward / backward_x run the batch-first d > 1 transposition + cuBLAS path (ks v5b).
+  // Whether forward / backward_x run the batch-first d > 1 transposition + cuBLAS path.
   bool forward_uses_tr() const { return fwd_.path == KsPath::tr; }
   bool backward_x_uses_tr() const { return bx_.path == KsPath::tr; }
 
@@ -82,7 +82,7 @@ class KsPlan {
   KsPath dw_path_ = KsPath::kernels;
   int64_t dw_chunk_ = 0;
   bool dw_ptrs_ = true;  // its looped GEMMs as one pointer-array call (ks_blas_dw.cu)
-  // ks v5b (path tr: batch-first d > 1 through in-row transpositions + cuBLAS, ks_tr.cu): batch
+  // Path tr (batch-first d > 1 through in-row transpositions + cuBLAS, ks_tr.cu): batch
   // rows per pass (the workspace cap), for the products and for backward_w.
   int64_t tr_rows_ = 1, dw_rows_ = 1;
 };

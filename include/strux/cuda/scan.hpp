@@ -83,9 +83,6 @@ class CirculantScanPlan {
 // (batch, frequency) through the whole sequence, or, for p <= 4 when B*kf is too small to fill
 // the GPU, in chunks of time with a carry pass (src/cuda/scan/block_scan_kernels.cuh); the
 // choice is made here, at plan time (STRUX_BC_SCAN forces one: generic, seq, or a chunk length).
-// How many stale CUDA errors (left in the calling host thread by earlier work) the block scan
-// calls found and cleared before their cuFFT launches (diagnostics).
-int64_t block_scan_stale_errors();
 
 class BlockCirculantScanPlan {
  public:

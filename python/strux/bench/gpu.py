@@ -11,28 +11,13 @@ import datetime
 import gc
 import json
 import os
-import statistics
 import sys
 
 import torch
 
 from strux import _cuda
-
-
-def time_ms(fn, warm=3, reps=15):
-    """Median of `reps` CUDA-event timings of fn() on the current stream, after `warm` calls."""
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times), min(times), max(times)
+from strux.bench import timing
+from strux.bench.timing import time_ms
 
 
 def rel(a, b):
@@ -47,13 +32,9 @@ def free():
 
 
 def copy_bandwidth():
-    n = 1 << 28  # 1 GiB of float32 each way
-    x = torch.randn(n, device="cuda")
-    y = torch.empty_like(x)
-    med, _, _ = time_ms(lambda: y.copy_(x), warm=3, reps=20)
-    del x, y
+    bw = timing.copy_bandwidth()
     free()
-    return 2 * 4 * n / (med * 1e-3)
+    return bw
 
 
 def fftconv_cases(L_list, B, H, results):

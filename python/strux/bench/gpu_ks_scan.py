@@ -11,31 +11,23 @@ import json
 import math
 import os
 import sys
-import statistics
 
 import torch
 import torch.nn.functional as F
 
 from strux import _cuda_ks_scan as K
-from strux.bench.gpu import time_ms
+from strux.bench.timing import copy_bandwidth, median_ms
 
-
-def timeit(fn, reps=20, warm=3):
-    """Median CUDA-event milliseconds of fn() (the shared GPU timer)."""
-    return time_ms(fn, warm=warm, reps=reps)[0]
+# gpu_ks_perf imports this name until it times through strux.bench.timing itself.
+timeit = median_ms
 
 
 def ceilings():
-    n = 1 << 29  # 2 GiB of float32
-    x = torch.empty(n, device="cuda").uniform_()
-    y = torch.empty_like(x)
-    t = timeit(lambda: y.copy_(x), reps=10)
-    bw = 2 * 4 * n / (t * 1e-3)
-    del x, y
+    bw = copy_bandwidth(1 << 29, reps=10)  # 2 GiB of float32
     m = 8192
     A, B = torch.randn(m, m, device="cuda"), torch.randn(m, m, device="cuda")
     torch.backends.cuda.matmul.allow_tf32 = False
-    t = timeit(lambda: A @ B, reps=5, warm=2)
+    t = median_ms(lambda: A @ B, reps=5, warm=2)
     return bw, 2 * m ** 3 / (t * 1e-3)
 
 
@@ -74,12 +66,12 @@ def ks_cases(bw, fl, batch, quick):
                 dense = lambda: Kd @ x
             ours = lambda: K.ks_matmul(x, w, p, layout=layout)
             err = rel(ours(), dense())
-            t_ours, t_bmm, t_dense = timeit(ours), timeit(bmm), timeit(dense)
+            t_ours, t_bmm, t_dense = median_ms(ours), median_ms(bmm), median_ms(dense)
             by = 4 * batch * (N + M) + 4 * w.numel()
             flops = 2.0 * batch * a * b * c * d
             floor = max(by / bw, flops / fl) * 1e3
             dy = torch.randn(batch, M, device="cuda") if layout == "bsf" else torch.randn(M, batch, device="cuda")
-            t_bwd = timeit(lambda: K.ks_matmul_vjp(dy, x, w, p, layout=layout), reps=10)
+            t_bwd = median_ms(lambda: K.ks_matmul_vjp(dy, x, w, p, layout=layout), reps=10)
             rows.append(dict(op="ks", pattern=p, layout=layout, batch=batch, dtype="float32",
                              ms=t_ours, bmm_ms=t_bmm, dense_ms=t_dense, bwd_ms=t_bwd, floor_ms=floor,
                              bytes=by, flops=flops, rel_err_vs_dense=err,
@@ -95,7 +87,7 @@ def ks_cases(bw, fl, batch, quick):
             N, M = a * c * d, a * b * d
             w = (torch.randn(*p, device="cuda") / math.sqrt(c)).to(dt)
             x = torch.randn(N, batch, device="cuda").to(dt)
-            t = timeit(lambda: K.ks_matmul(x, w, p, layout="bsl"))
+            t = median_ms(lambda: K.ks_matmul(x, w, p, layout="bsl"))
             by = 2 * batch * (N + M)
             rows.append(dict(op="ks", pattern=p, layout="bsl", batch=batch, dtype=str(dt)[6:], ms=t,
                              floor_ms=max(by / bw, 2.0 * batch * a * b * c * d / fl) * 1e3, bytes=by))
@@ -129,11 +121,11 @@ def scan_cases(bw, quick):
     ref = loop_scan(a.to(torch.complex128), b.to(torch.complex128)) if quick else None
     err = rel(torch.view_as_real(h), torch.view_as_real(ref)) if ref is not None else float("nan")
     del ref
-    t_f = timeit(lambda: K.diag_scan(a, b), reps=20)
+    t_f = median_ms(lambda: K.diag_scan(a, b), reps=20)
     dh = torch.randn_like(b)
-    t_b = timeit(lambda: K._diag_bwd(dh, a, h, None), reps=20)
-    t_log = timeit(lambda: logcumsum_scan(a, b), reps=5)
-    t_loop = timeit(lambda: loop_scan(a, b), reps=2, warm=1)
+    t_b = median_ms(lambda: K._diag_bwd(dh, a, h, None), reps=20)
+    t_log = median_ms(lambda: logcumsum_scan(a, b), reps=5)
+    t_loop = median_ms(lambda: loop_scan(a, b), reps=2, warm=1)
     fb, bb = 3 * 8 * el, 5 * 8 * el
     rows.append(dict(op="diag_scan fwd", shape=(B, T, n), dtype="complex64", ms=t_f, bytes=fb,
                      floor_ms=fb / bw * 1e3, frac_of_copy_bw=fb / bw * 1e3 / t_f,
@@ -147,7 +139,7 @@ def scan_cases(bw, quick):
     for dt in (torch.float32, torch.bfloat16):
         a = (0.9 + 0.1 * torch.rand(B, T, n, device="cuda")).to(dt)
         b = torch.randn(B, T, n, device="cuda").to(dt)
-        t = timeit(lambda: K.diag_scan(a, b))
+        t = median_ms(lambda: K.diag_scan(a, b))
         by = 3 * a.element_size() * el
         rows.append(dict(op="diag_scan fwd", shape=(B, T, n), dtype=str(dt)[6:], ms=t, bytes=by,
                          floor_ms=by / bw * 1e3, frac_of_copy_bw=by / bw * 1e3 / t))
@@ -157,13 +149,13 @@ def scan_cases(bw, quick):
     B, T, n = 16, 2048, 256
     a = torch.randn(B, T, n, device="cuda") * (0.9 / n)
     u = torch.randn(B, T, n, device="cuda")
-    t_c = timeit(lambda: K.circulant_scan(a, u))
-    t_d = timeit(lambda: K.diag_scan(a, u))
+    t_c = median_ms(lambda: K.circulant_scan(a, u))
+    t_d = median_ms(lambda: K.diag_scan(a, u))
 
     def torch_recipe():
         A, U = torch.fft.rfft(a, dim=-1), torch.fft.rfft(u, dim=-1)
         return torch.fft.irfft(logcumsum_scan(A, U), n=n, dim=-1)
-    t_tr = timeit(torch_recipe)
+    t_tr = median_ms(torch_recipe)
     ar, ur = a[:2, :64].double().cpu(), u[:2, :64].double().cpu()
     idx = (torch.arange(n)[:, None] - torch.arange(n)[None, :]) % n
     hh = torch.zeros(2, n, dtype=torch.float64)
@@ -196,8 +188,8 @@ def diag_cases(bw, shapes=((16, 2048, 4096), (4, 8192, 4096), (64, 512, 4096))):
             err = rel(torch.view_as_real(h[:, :, :64].to(wide)), torch.view_as_real(ref)) if dt == torch.complex64 \
                 else rel(h[:, :, :64], ref)
             dh = torch.randn_like(b)
-            t_f = timeit(lambda: K.diag_scan(a, b))
-            t_b = timeit(lambda: K._diag_bwd(dh, a, h, None))
+            t_f = median_ms(lambda: K.diag_scan(a, b))
+            t_b = median_ms(lambda: K._diag_bwd(dh, a, h, None))
             el, es = B * T * n, a.element_size()
             fb, bb = 3 * es * el, 5 * es * el
             for op, t, by in (("fwd", t_f, fb), ("bwd", t_b, bb)):

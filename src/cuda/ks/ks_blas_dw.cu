@@ -21,8 +21,8 @@
 // host loop of strided-batched calls would run a few small GEMMs per launch (an under-filled
 // chip, launch after launch), so by default one small kernel writes the pointers of every
 // (i, j, q) GEMM into the plan's buffer and one cublasGemmBatchedEx runs them all (where every
-// pointer is 16-byte aligned; else the loop). H200, batch 25088, fp32 dw: (16,64,64,1)
-// 0.37 -> 0.13-0.14 ms, (6,64,64,1) 0.17 -> 0.09, (4,64,64,4) bsl 0.187 -> 0.144.
+// pointer is 16-byte aligned; else the loop).
+// measured: bench/NOTES-gpu-ks-scan.md#ks-dw-pointer-array
 #include <cuda_runtime.h>
 
 #include <algorithm>

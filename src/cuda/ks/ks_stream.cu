@@ -64,13 +64,11 @@ int64_t resident_blocks(const void* fn, int smem) {
 }
 }  // namespace stream
 
-// Measured on the H200 (bench/NOTES-gpu-ks-scan.md, ks v5 run 4; back-to-back ms, forward,
-// MT = 1 / MT = 2 at tn = 128): b = 64: 0.0446 / 0.0412 (6,64,64,1), 0.0970 / 0.0879
-// (16,64,64,1); b = 48: 0.0690 / 0.0681; b = 192: 0.1215 / 0.1155; b = 96: 0.1142 / 0.1219. The
-// kernel is latency-bound (ncu: 8 warps per SM issue 37% of slots), so what counts is busy warps:
-// MT = 2 unless its warp items leave more of the 8 warps idle in the last round than MT = 1
-// (b = 96: 12 items vs 24). tn = 128 with 2 stages beat 64 and 32 in every measured case (at
-// b = c = 64 it fits twice per SM: 16 warps); the rest of the order serves larger W.
+// The kernel is latency-bound (few warps per SM issue a third of the slots), so what counts is
+// busy warps: MT = 2 unless its warp items leave more of the 8 warps idle in the last round than
+// MT = 1 (b = 96: 12 items vs 24). tn = 128 with 2 stages beat 64 and 32 in every measured case
+// (at b = c = 64 it fits twice per SM: 16 warps); the rest of the order serves larger W.
+// measured: bench/NOTES-gpu-ks-scan.md#ks-stream-tiles
 StreamCfg stream_pick(int64_t b, int64_t c, int tn_force, int mt_force) {
   // (also bounds b, c far below the kernel's int indexing)
   if (b > (int64_t(1) << 14) || c > (int64_t(1) << 14)) return {};

@@ -24,7 +24,7 @@
 // there; here one fresh fragment per two k8 steps): 4.5e-7 relative vs float64 measured for
 // c up to 192, the truncation bias stays per chain for any c; NaN stays in its column, an
 // infinite x gives infinities (also against weights exact in tf32: split3).
-// Measured and tuned on the H200: bench/NOTES-gpu-ks-scan.md, "ks v5".
+// measured: bench/NOTES-gpu-ks-scan.md#ks-stream
 #pragma once
 
 #include <cuda_runtime.h>
@@ -69,7 +69,7 @@ __device__ __forceinline__ void split3(float v, uint32_t& hi, uint32_t& lo, uint
 
 // One 16-byte global store (default caching). A plain float4 assignment was compiled into four
 // 4-byte stores (nvcc 13.0, sm_90a): 8 partial-sector writes per 32-byte sector, which made the
-// kernel L2-bound at 4x the bytes (ncu, bench/NOTES-gpu-ks-scan.md "ks v5").
+// kernel L2-bound at 4x the bytes (ncu; bench/NOTES-gpu-ks-scan.md#ks-stream).
 __device__ __forceinline__ void st4(float* p, float4 v) {
   asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z),
                "f"(v.w)

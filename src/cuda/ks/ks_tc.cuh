@@ -22,8 +22,8 @@
 // into the running float32 sum with ordinary round-to-nearest FADDs: the truncation bias no
 // longer accumulates along K and the error stays at the float32 level (~1e-7 relative).
 //
-// (A block-wide pre-split of each stage into hi/lo tiles in shared memory was measured slower
-// than the per-warp split on the H200: bench/NOTES-gpu-ks-scan.md, ks v3.)
+// (A block-wide pre-split of each stage into hi/lo tiles in shared memory was slower than the
+// per-warp split; measured: bench/NOTES-gpu-ks-scan.md#ks-tc-variants.)
 #pragma once
 
 #include <cuda_runtime.h>

@@ -20,9 +20,9 @@ struct TcCfg {
 };
 
 // Row TQ (out tile), variant V: 0 = BK 16, 1 = BK 32 (one barrier per 4 k8 steps), both with
-// 3 cp.async stages and 2 blocks per SM (registers capped at 128). Measured on the H200
-// (bench/NOTES-gpu-ks-scan.md, ks v3): BK 16 wins everywhere but batch-first d = 1 with
-// TQ = 128; pre-split tiles, 2-stage BK 32 and the small-batch-tile alternatives lost.
+// 3 cp.async stages and 2 blocks per SM (registers capped at 128). BK 16 wins everywhere but
+// batch-first d = 1 with TQ = 128; pre-split tiles, 2-stage BK 32 and the small-batch-tile
+// alternatives lost. measured: bench/NOTES-gpu-ks-scan.md#ks-tc-variants
 // The batch tile TP grows as TQ shrinks so that every block does about the same work per
 // staged byte.
 template <int TQ, int V>

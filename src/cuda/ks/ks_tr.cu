@@ -10,12 +10,12 @@
 //   3. y[n][i][k][j] = y'[n][i][j][k] in place (segment: d x b -> b x d; a block reads its whole
 //      segments into shared memory before writing them back).
 // Steps 1 and 3 are row-local, contiguous on both sides (16-byte accesses, full sectors): they
-// run at copy bandwidth (H200: ~4 TB/s), so they move the same extra bytes as bmm's permutations
-// in ~0.6x the time (96 vs 151 us at (1,768,192,2); bench/NOTES-gpu-ks-scan.md, ks v5b).
+// run at copy bandwidth, so they move the same extra bytes as bmm's permutations in ~0.6x the
+// time (measured: bench/NOTES-gpu-ks-scan.md#ks-tr).
 // float32 runs SGEMM; float16 / bfloat16 run GemmEx with float32 accumulation (the handle of
 // ks_blas.cu: no reduced-precision reductions); the passes move 2-byte elements as bit copies,
-// still 16 bytes (8 elements) per global access (ks v5d).
-// backward_w (ks v5d): x -> x' as in step 1 and dy -> dy'[n][i][j][k] (segment b x d -> d x b),
+// still 16 bytes (8 elements) per global access.
+// backward_w: x -> x' as in step 1 and dy -> dy'[n][i][j][k] (segment b x d -> d x b),
 // so group g's columns are contiguous in both, i.e. the batch-first d == 1 layout of a*d groups:
 // ks::blas_dw sums them in chunks (float32 partial slots) and adds into dw32 at (i, k, l, j).
 // dx and dw together (tr_backward): dy' is the dx GEMM's transposed input too, so a backward

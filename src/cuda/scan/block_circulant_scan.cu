@@ -5,7 +5,6 @@
 #include <cufft.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -43,16 +42,7 @@ int sm_count() {
 
 constexpr int64_t MAX_CHUNK_P = 4;  // register kernels (chunk_*<P>) exist for p <= 4
 
-// cuFFT reports CUFFT_EXEC_FAILED when the host thread's last-error slot already holds an error
-// from earlier, unchecked work (cuFFT reads it after its launches). Such a stale non-sticky error
-// is not ours: clear it (a sticky one resurfaces at our own checked calls) and count it.
-std::atomic<int64_t> g_stale_errors{0};
-void clear_stale_error() {
-  if (cudaGetLastError() != cudaSuccess) g_stale_errors.fetch_add(1);
-}
 }  // namespace
-
-int64_t block_scan_stale_errors() { return g_stale_errors.load(); }
 
 // Kernel family. The seq kernels make one dependent round trip to memory per time step per
 // (batch, frequency) thread, so with few threads (B * kf small) the GPU idles on latency. Cutting
@@ -241,7 +231,6 @@ void BlockCirculantScanPlan::forward(const float* a, const float* u, const float
                                      void* stream) const {
   auto s = static_cast<cudaStream_t>(stream);
   const BcWs w = carve(workspace, fft_work_, B_, T_, p_, kf_, C_, C_ > 1, nullptr, nullptr);
-  clear_stale_error();
   if (k_ > 1) bind_plans({r2c_a_, r2c_u_, r2c_h0_, c2r_, c2r_a_, c2r_h0_}, w.fwork, s);
   r2c(r2c_a_, a, w.ah, B_ * T_ * p_ * p_, stream);
   r2c(r2c_u_, u, w.uh, B_ * T_ * p_, stream);
@@ -263,7 +252,6 @@ void BlockCirculantScanPlan::backward(const float* a, const float* u, const floa
                                       void* stream) const {
   auto st = static_cast<cudaStream_t>(stream);
   const BcWs w = carve(workspace, fft_work_, B_, T_, p_, kf_, C_, C_ > 1, nullptr, nullptr);
-  clear_stale_error();
   if (k_ > 1) bind_plans({r2c_a_, r2c_u_, r2c_h0_, c2r_, c2r_a_, c2r_h0_}, w.fwork, st);
   r2c(r2c_a_, a, w.ah, B_ * T_ * p_ * p_, stream);
   r2c(r2c_u_, u, w.uh, B_ * T_ * p_, stream);

@@ -1,16 +1,17 @@
 """Focused GPU timing of the CUDA block Toeplitz (Nt=1000, Nd=100, Nm=5000, float32): copy
-bandwidth, accuracy vs the PyTorch recipe, times of fft 2 with the default product (-1) for R = 1 and 16 and algo 3 (real gemm)
-for the R = 16 matvec, space-major, float64 at Nm = 1000, and a per-kernel breakdown (torch.profiler).
-    python scripts/gpu_perf_toeplitz.py OUTDIR
+bandwidth, accuracy vs the PyTorch recipe, times of fft 2 with the default product (-1) for R = 1
+and 16 and algo 3 (real gemm) for the R = 16 matvec, space-major, float64 at Nm = 1000, and a
+per-kernel breakdown (torch.profiler). Writes OUTDIR/toeplitz_perf.json.
+    python bench/gpu_toeplitz_perf.py OUTDIR     (scripts/gpu_focus.sh toeplitz)
 """
 import json
 import sys
 
 import torch
 
-sys.path.insert(0, "python")
-from strux import _cuda  # noqa: E402
-from strux.bench.gpu import copy_bandwidth, rel, time_ms  # noqa: E402
+from strux import _cuda
+from strux.bench.gpu import copy_bandwidth, rel
+from strux.bench.timing import time_ms
 
 out = sys.argv[1] if len(sys.argv) > 1 else "."
 Nt, Nd, Nm, R = 1000, 100, 5000, 16
@@ -40,9 +41,9 @@ def recipe_adj(x):
 ref = dict(m=recipe(m)[..., 0], d=recipe_adj(d)[..., 0], mR=recipe(mR), dR=recipe_adj(dR))
 torch.cuda.empty_cache()
 cases = dict(m=(False, m), d=(True, d), mR=(False, mR), dR=(True, dR))
-FFTS = (2,)  # fft 0 and 1 were measured in version 4 (bench/NOTES-gpu.md); they are slower
-# version 7: the default (-1) against algo 3 (matvec R > 1 as one real gemm per frequency; R = 1
-# and rmatvec are algo 0 there); algo 0 and 2 alone were measured in versions 5 and 6.
+FFTS = (2,)  # fft 0 and 1 are slower (bench/NOTES-gpu.md#toeplitz-fft-rule)
+# The default (-1) against algo 3 (matvec R > 1 as one real gemm per frequency; R = 1 and rmatvec
+# are algo 0 there); algo 0 and 2 alone: bench/NOTES-gpu.md#toeplitz-algo-rule.
 ALGOS = (-1, 3)
 for fft in FFTS:
     for algo in ALGOS:
@@ -130,7 +131,7 @@ for fft, algo, k in [(fft, a, k) for fft in FFTS for a in ALGOS for k in ("mR",)
 res["breakdown"] = brk
 json.dump(res, open(f"{out}/toeplitz_perf.json", "w"), indent=1)
 
-print("\n== summary (H200 target: R=16 matvec per RHS <= 0.25 of the single matvec)")
+print("\n== summary (target: R=16 matvec per RHS <= 0.25 of the single matvec)")
 print(f"copy {bw / 1e12:.2f} TB/s, F̂ {fb / 1e9:.2f} GB, floor {floor:.3f} ms")
 for fft in FFTS:
     dm = res[f"m_fft{fft}_algo-1"]["ms"]

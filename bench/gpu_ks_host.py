@@ -1,4 +1,4 @@
-"""Host overhead per call of the GPU ks products (scripts/gpu_perf_ks.sh host).
+"""Host overhead per call of the GPU ks products (scripts/gpu_focus.sh ks host).
 
 For float32 batch 25088 patterns (6,64,64,1) and (16,64,64,1), both layouts, and each entry
 (strux.ks_matmul, strux._cuda_ks_scan.ks_matmul, strux.torch.ks_matmul, the registered op
@@ -11,43 +11,25 @@ a KsPlan per call, a torch Stream object), the raw entry alone, and bmm_f32 of g
 Then the same three for forward + backward (torch.autograd.grad) of strux.torch.ks_matmul vs
 the registered op vs bmm, and for KSLinear (two (6,64,64,1) factors) and the chain entries.
 
-Run: python -m strux.bench.gpu_ks_host --out DIR
+Run: python bench/gpu_ks_host.py --out DIR (PYTHONPATH=python, as scripts/gpu_build.sh sets)
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import statistics
-import time
 
 import torch
 
-from strux.bench.gpu import time_ms
-from strux.bench.gpu_ks_perf import back_to_back, bmm_f32
+from strux.bench.gpu_ks_perf import bmm_f32
+from strux.bench.timing import back_to_back_ms, host_us, time_ms
 
 BATCH = 25088
 PATS = [(6, 64, 64, 1), (16, 64, 64, 1)]
 
 
-def host_us(fn, n=100, reps=9):
-    """Median host microseconds per call, the GPU kept busy by a sleep queued first."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        torch.cuda._sleep(int(n * 250e3))  # ~125 us of GPU time per call: the queue never drains
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        ts.append((time.perf_counter() - t0) / n * 1e6)
-        torch.cuda.synchronize()
-    return statistics.median(ts)
-
-
 def measure(fn):
-    return {"per_call_ms": time_ms(fn, warm=5, reps=50)[0], "b2b_ms": back_to_back(fn),
+    return {"per_call_ms": time_ms(fn, warm=5, reps=50)[0], "b2b_ms": back_to_back_ms(fn),
             "host_us": host_us(fn)}
 
 

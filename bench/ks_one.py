@@ -1,7 +1,7 @@
-"""One batch-last float32 ks product, for profilers (scripts/gpu_ncu_ks.sh): warm-up, then three
+"""One batch-last float32 ks product, for profilers (scripts/gpu_focus.sh ks ncu): warm-up, then three
 calls. The path follows STRUX_KS_PATH as usual.
 
-Run: python -m strux.bench.ks_one 6,64,64,1 [batch]
+Run: python bench/ks_one.py 6,64,64,1 [batch]
 """
 from __future__ import annotations
 

@@ -1,0 +1,89 @@
+"""The one timer of the GPU benchmarks: CUDA events on the current stream, warm-up calls first,
+medians. Every GPU benchmark driver times through these functions.
+
+- time_ms: each call between two events (host work before the launch counts too);
+- back_to_back_ms: n calls between two events, queued behind a GPU sleep (the GPU's time);
+- host_us: host time per call while the GPU is kept busy (the host's own cost);
+- copy_bandwidth: device-to-device copy rate, the ceiling the tables compare against.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def time_ms(fn, warm=3, reps=15):
+    """(median, min, max) of `reps` CUDA-event timings of fn() in ms, after `warm` calls."""
+    torch = _torch()
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times), min(times), max(times)
+
+
+def median_ms(fn, reps=20, warm=3):
+    """Median CUDA-event ms of fn() (time_ms's median alone)."""
+    return time_ms(fn, warm=warm, reps=reps)[0]
+
+
+def back_to_back_ms(fn, n=20, reps=5, warm=3):
+    """ms per call of n calls between two events, median of `reps`: the GPU time (time_ms also
+    counts host overhead that leaves the GPU idle). A ~2 ms GPU sleep before the first event lets
+    the host queue all n calls first, so the figure is GPU time even where a call's host work
+    takes longer than its kernels."""
+    torch = _torch()
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(4_000_000)
+        e0.record()
+        for _ in range(n):
+            fn()
+        e1.record()
+        e1.synchronize()
+        ts.append(e0.elapsed_time(e1) / n)
+    return statistics.median(ts)
+
+
+def host_us(fn, n=100, reps=9, warm=3):
+    """Median host microseconds per call, the GPU kept busy by a sleep queued first (nothing waits
+    on the GPU, so this is the host's own cost per call)."""
+    torch = _torch()
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        torch.cuda._sleep(int(n * 250e3))  # ~125 us of GPU time per call: the queue never drains
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        ts.append((time.perf_counter() - t0) / n * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(ts)
+
+
+def copy_bandwidth(n=1 << 28, reps=20, warm=3):
+    """Bytes per second of a device-to-device copy of n float32 (read + write counted)."""
+    torch = _torch()
+    x = torch.empty(n, device="cuda").uniform_()
+    y = torch.empty_like(x)
+    t = time_ms(lambda: y.copy_(x), warm=warm, reps=reps)[0]
+    del x, y
+    return 2 * 4 * n / (t * 1e-3)
