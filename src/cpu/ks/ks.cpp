@@ -1,12 +1,12 @@
 // One KS factor on the CPU: per group (i, j) a dense GEMM, OpenMP over (group, batch chunk)
-// work items with serial BLAS inside (OpenBLAS runs serially inside an OpenMP region).
-#include <omp.h>
-
+// work items with serial BLAS inside. Every region that calls BLAS starts with
+// serial_blas_in_region(): in a team of one (set_num_threads(1)) OpenBLAS would otherwise open a
+// team of its own per GEMM (cpu/threads.hpp).
 #include <algorithm>
 #include <climits>
 #include <vector>
 
-#include "cpu/fft.hpp"
+#include "cpu/threads.hpp"
 #include "cpu/ks/gemm.hpp"
 #include "cpu/ks/transpose.hpp"
 #include "strux/ks.hpp"
@@ -121,12 +121,16 @@ void KSPlan<T>::forward(const T* x, const T* w, T* y, int64_t batch) const {
     // row sets of x and y (stride d·batch), contiguous along the batch: no gather at all.
     const int64_t ch = pick_chunk(batch, a * d, b + c, 64, nt), nch = ceil_div(batch, ch);
     const int64_t ld = d * batch;
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int64_t it = 0; it < a * d * nch; ++it) {
-      const int64_t g = it / nch, i = g / d, j = g % d, t0 = (it % nch) * ch;
-      const int64_t n = std::min(ch, batch - t0);
-      gemm(false, false, b, n, c, T(1), wp + g * bc, c, x + (i * c * d + j) * batch + t0, ld,
-           T(0), y + (i * b * d + j) * batch + t0, ld);
+#pragma omp parallel num_threads(nt)
+    {
+      cpu::serial_blas_in_region();
+#pragma omp for schedule(dynamic)
+      for (int64_t it = 0; it < a * d * nch; ++it) {
+        const int64_t g = it / nch, i = g / d, j = g % d, t0 = (it % nch) * ch;
+        const int64_t n = std::min(ch, batch - t0);
+        gemm(false, false, b, n, c, T(1), wp + g * bc, c, x + (i * c * d + j) * batch + t0, ld,
+             T(0), y + (i * b * d + j) * batch + t0, ld);
+      }
     }
     return;
   }
@@ -134,11 +138,15 @@ void KSPlan<T>::forward(const T* x, const T* w, T* y, int64_t batch) const {
   if (d == 1) {
     // Block i: y[:, i·b:(i+1)·b] = x[:, i·c:(i+1)·c] · w[i]ᵀ, read in place (lda = N).
     const int64_t ch = pick_chunk(batch, a, b + c, 16, nt), nch = ceil_div(batch, ch);
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int64_t it = 0; it < a * nch; ++it) {
-      const int64_t i = it / nch, t0 = (it % nch) * ch, n = std::min(ch, batch - t0);
-      gemm(false, true, n, b, c, T(1), x + t0 * N + i * c, N, wp + i * bc, c, T(0),
-           y + t0 * M + i * b, M);
+#pragma omp parallel num_threads(nt)
+    {
+      cpu::serial_blas_in_region();
+#pragma omp for schedule(dynamic)
+      for (int64_t it = 0; it < a * nch; ++it) {
+        const int64_t i = it / nch, t0 = (it % nch) * ch, n = std::min(ch, batch - t0);
+        gemm(false, true, n, b, c, T(1), x + t0 * N + i * c, N, wp + i * bc, c, T(0),
+             y + t0 * M + i * b, M);
+      }
     }
     return;
   }
@@ -149,10 +157,11 @@ void KSPlan<T>::forward(const T* x, const T* w, T* y, int64_t batch) const {
   const int64_t ch = pick_chunk(batch, a, per_row, 1, nt), nch = ceil_div(batch, ch);
 #pragma omp parallel num_threads(nt)
   {
+    cpu::serial_blas_in_region();
     std::vector<T> tile(size_t(ch * per_row));
     T* X = tile.data();
     T* Y = X + ch * d * c;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
     for (int64_t it = 0; it < a * nch; ++it) {
       const int64_t i = it / nch, t0 = (it % nch) * ch, n = std::min(ch, batch - t0);
       for (int64_t r = 0; r < n; ++r) gather_row(x + (t0 + r) * N + i * c * d, X + r * d * c, c, d);
@@ -188,7 +197,8 @@ void KSPlan<T>::backward(const T* dy, const T* x, const T* w, T* dx, T* dw, int6
 
 #pragma omp parallel num_threads(nt)
   {
-    T* A = dw ? acc.data() + int64_t(omp_get_thread_num()) * nnz : nullptr;
+    cpu::serial_blas_in_region();
+    T* A = dw ? acc.data() + int64_t(cpu::thread_index()) * nnz : nullptr;
     std::vector<T> tile(bsl || d == 1 ? 0 : size_t(ch * per_row));
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; ++it) {

@@ -1,10 +1,6 @@
 // BlockToeplitzPlan: Fhat once, then FFT -> per-frequency complex GEMV/GEMM -> inverse FFT.
 #include <mutex>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "cpu/fft.hpp"
 #include "cpu/toeplitz/blas.hpp"
 #include "cpu/toeplitz/columns.hpp"
@@ -27,20 +23,6 @@ const char* toeplitz_layout_name(ToeplitzLayout layout) {
   return layout == ToeplitzLayout::TimeMajor ? "time-major" : "space-major";
 }
 
-namespace cpu::toeplitz {
-int thread_index() {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
-void serial_blas_in_region() {
-#ifdef _OPENMP
-  omp_set_num_threads(1);
-#endif
-}
-}  // namespace cpu::toeplitz
 
 namespace {
 
@@ -114,7 +96,8 @@ void apply(Impl& p, const T* x, T* y, int64_t R, ToeplitzLayout layout, bool adj
     cpu::toeplitz::forward_columns(fft, x, cin, X, T(1), ts);
     // Frequencies are independent. For the adjoint, F^T in time is Fhat[f]^H per frequency of
     // the half spectrum (F is real): ConjTrans on the same stored Fhat, no transposed copy.
-#pragma omp for schedule(static)
+    // Dynamic: a thread that loses its core mid-loop leaves its frequencies to the others.
+#pragma omp for schedule(dynamic, 4)
     for (int64_t f = 0; f < nf; ++f) {
       const cplx<T>* Ff = F + f * nd * nm;
       const cplx<T>* Xf = X + f * n_in * R;
@@ -228,7 +211,7 @@ void BlockToeplitzPlan<T>::grad_blocks(const T* m, const T* dd, T* dblocks, int6
     auto& ts = w.tiles[size_t(cpu::toeplitz::thread_index())];
     cpu::toeplitz::forward_columns(fft, m, Columns{nm, R, p.nt, layout}, mh.data(), T(1), ts);
     cpu::toeplitz::forward_columns(fft, dd, Columns{nd, R, p.nt, layout}, dh.data(), T(1), ts);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 4)
     for (int64_t f = 0; f < nf; ++f)
       cpu::toeplitz::gemm(CblasNoTrans, CblasConjTrans, nd, nm, R, alpha, dh.data() + f * nd * R, R,
                           mh.data() + f * nm * R, R, g.data() + f * nd * nm, nm);
