@@ -1,5 +1,8 @@
 #include "cpu/threads.hpp"
 
+#include <time.h>
+
+#include <algorithm>
 #include <atomic>
 
 #include "strux/core.hpp"
@@ -14,6 +17,13 @@ namespace {
 // Atomics: a Python thread may change the count while another is inside a call.
 std::atomic<int> g_threads{0};
 std::atomic<int> g_default{0};
+thread_local int t_team = 0;  // size of the Team the calling thread is in (0: none)
+
+double seconds(clockid_t c) {
+  timespec ts{};
+  clock_gettime(c, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
 
 void check_count(int n, const char* arg) {
   check_arg(n >= 0 && n <= kMaxThreads, arg, "expected an integer in [0, ", kMaxThreads,
@@ -31,8 +41,20 @@ int default_threads() {
 #endif
 }
 
+bool threads_explicit() { return g_threads.load(std::memory_order_relaxed) > 0; }
+
+int partition_threads() {
+#ifdef _OPENMP
+  const int n = g_threads.load(std::memory_order_relaxed);
+  return n > 0 ? n : default_threads();
+#else
+  return 1;
+#endif
+}
+
 int num_threads() {
 #ifdef _OPENMP
+  if (t_team > 0) return t_team;
   const int n = g_threads.load(std::memory_order_relaxed);
   return n > 0 ? n : default_threads();
 #else
@@ -62,6 +84,49 @@ void serial_blas_in_region() {
 #ifdef _OPENMP
   omp_set_num_threads(1);
 #endif
+}
+
+int TeamTuner::threads(int want) {
+  if (want <= 1) return want;
+  int left = serial_left_.load(std::memory_order_relaxed);
+  while (left > 0) {
+    if (serial_left_.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) return 1;
+  }
+  return want;
+}
+
+void TeamTuner::record(int used, double wall_s, double cpu_s) {
+  if (used <= 1 || wall_s <= 0) return;
+  if (cpu_s / wall_s >= kMinSpeedup) {
+    backoff_.store(1, std::memory_order_relaxed);
+    return;
+  }
+  const int b = backoff_.load(std::memory_order_relaxed);
+  serial_left_.store(b, std::memory_order_relaxed);
+  backoff_.store(std::min(2 * b, kMaxBackoff), std::memory_order_relaxed);
+}
+
+Team::Team(TeamTuner& tuner) {
+  if (t_team > 0) {  // nested: the outer call decided
+    size_ = t_team;
+    return;
+  }
+  const int want = num_threads();
+  size_ = threads_explicit() ? want : tuner.threads(want);
+  t_team = size_;
+  outer_ = true;
+  if (size_ > 1 && !threads_explicit()) {
+    tuner_ = &tuner;
+    wall0_ = seconds(CLOCK_MONOTONIC);
+    cpu0_ = seconds(CLOCK_PROCESS_CPUTIME_ID);
+  }
+}
+
+Team::~Team() {
+  if (!outer_) return;
+  t_team = 0;
+  if (tuner_)
+    tuner_->record(size_, seconds(CLOCK_MONOTONIC) - wall0_, seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0_);
 }
 
 BlasThreads::BlasThreads() {

@@ -112,14 +112,17 @@ void KSPlan<T>::forward(const T* x, const T* w, T* y, int64_t batch) const {
   check_call(p_, batch);
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d, bc = b * c;
   const int64_t M = p_.rows(), N = p_.cols();
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const int nt = cpu::num_threads();
+  const int np = cpu::partition_threads();  // cuts the work (same chunks whichever team runs it)
   std::vector<T> wbuf;
   const T* wp = pack_weights(p_, w, wbuf, nt);
 
   if (layout_ == KSLayout::BatchLast) {
     // Group (i, j): Y_ij (b × batch) = W_ij (b × c) · X_ij (c × batch); both are strided
     // row sets of x and y (stride d·batch), contiguous along the batch: no gather at all.
-    const int64_t ch = pick_chunk(batch, a * d, b + c, 64, nt), nch = ceil_div(batch, ch);
+    const int64_t ch = pick_chunk(batch, a * d, b + c, 64, np), nch = ceil_div(batch, ch);
     const int64_t ld = d * batch;
 #pragma omp parallel num_threads(nt)
     {
@@ -137,7 +140,7 @@ void KSPlan<T>::forward(const T* x, const T* w, T* y, int64_t batch) const {
 
   if (d == 1) {
     // Block i: y[:, i·b:(i+1)·b] = x[:, i·c:(i+1)·c] · w[i]ᵀ, read in place (lda = N).
-    const int64_t ch = pick_chunk(batch, a, b + c, 16, nt), nch = ceil_div(batch, ch);
+    const int64_t ch = pick_chunk(batch, a, b + c, 16, np), nch = ceil_div(batch, ch);
 #pragma omp parallel num_threads(nt)
     {
       cpu::serial_blas_in_region();
@@ -154,7 +157,7 @@ void KSPlan<T>::forward(const T* x, const T* w, T* y, int64_t batch) const {
   // d > 1, batch first: gather a chunk of rows into X (rows, d, c), d GEMMs into Y (rows, d, b),
   // scatter Y back to the strided output columns.
   const int64_t per_row = d * (b + c);
-  const int64_t ch = pick_chunk(batch, a, per_row, 1, nt), nch = ceil_div(batch, ch);
+  const int64_t ch = pick_chunk(batch, a, per_row, 1, np), nch = ceil_div(batch, ch);
 #pragma omp parallel num_threads(nt)
   {
     cpu::serial_blas_in_region();
@@ -179,7 +182,10 @@ void KSPlan<T>::backward(const T* dy, const T* x, const T* w, T* dx, T* dw, int6
   if (!dx && !dw) return;
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d, bc = b * c, nnz = p_.nnz();
   const int64_t M = p_.rows(), N = p_.cols();
-  int nt = cpu::num_threads();
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
+  const int nt = cpu::num_threads();
+  const int np = cpu::partition_threads();  // cuts the work; the team (nt) only runs it
   std::vector<T> wbuf;
   const T* wp = dx ? pack_weights(p_, w, wbuf, nt) : nullptr;
 
@@ -187,21 +193,23 @@ void KSPlan<T>::backward(const T* dy, const T* x, const T* w, T* dx, T* dw, int6
   const bool bsl = layout_ == KSLayout::BatchLast;
   const int64_t groups = bsl ? a * d : a;
   const int64_t per_row = bsl ? b + c : (d == 1 ? b + c : d * (b + c));
-  const int64_t ch = pick_chunk(batch, groups, per_row, (bsl ? 64 : d == 1 ? 16 : 1), nt);
+  const int64_t ch = pick_chunk(batch, groups, per_row, (bsl ? 64 : d == 1 ? 16 : 1), np);
   const int64_t nch = ceil_div(batch, ch), items = groups * nch;
-  nt = int(std::min<int64_t>(nt, items));
 
-  // dw: one accumulator per thread in the packed layout (sums over the batch chunks that
-  // thread owns), reduced at the end; deterministic for a given thread count.
-  std::vector<T> acc(dw ? size_t(nt * nnz) : 0, T(0));
+  // dw: one accumulator per part in the packed layout, each summing a fixed contiguous run of
+  // work items in order, reduced at the end: the same sums whichever thread runs a part, so dw
+  // is deterministic for a given setting even when the team adapts (threads.hpp).
+  const int64_t nparts = std::min<int64_t>(np, items);
+  std::vector<T> acc(dw ? size_t(nparts * nnz) : 0, T(0));
 
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(int(std::min<int64_t>(nt, nparts)))
   {
     cpu::serial_blas_in_region();
-    T* A = dw ? acc.data() + int64_t(cpu::thread_index()) * nnz : nullptr;
     std::vector<T> tile(bsl || d == 1 ? 0 : size_t(ch * per_row));
-#pragma omp for schedule(static)
-    for (int64_t it = 0; it < items; ++it) {
+#pragma omp for schedule(dynamic)
+    for (int64_t part = 0; part < nparts; ++part) {
+    T* A = dw ? acc.data() + part * nnz : nullptr;
+    for (int64_t it = part * items / nparts; it < (part + 1) * items / nparts; ++it) {
       const int64_t g = it / nch, t0 = (it % nch) * ch, n = std::min(ch, batch - t0);
       if (bsl) {
         // dW_ij += dY_ij · X_ijᵀ, dX_ij = W_ijᵀ · dY_ij (strided row sets, ld = d·batch).
@@ -234,8 +242,9 @@ void KSPlan<T>::backward(const T* dy, const T* x, const T* w, T* dx, T* dw, int6
           for (int64_t r = 0; r < n; ++r) scatter_row(X + r * d * c, dx + (t0 + r) * N + i * c * d, c, d);
       }
     }
+    }
   }
-  if (dw) reduce_weights(p_, acc.data(), nt, dw, cpu::num_threads());
+  if (dw) reduce_weights(p_, acc.data(), nparts, dw, nt);
 }
 
 template class KSPlan<float>;

@@ -92,6 +92,8 @@ template <class R>
 template <bool Fourier, class A>
 void CirculantScan<R>::run_forward(const A* a, const R* u, const R* h0, R* h) const {
   check_arg(a && u && h, "h", "expected non-null a, u and h");
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const int64_t B = B_, T = T_, nfs = nfs_;
   const RealFFT<R>& fft = *fft_;
   const int64_t Tb = kern::time_block(B, T, 2 * B * nfs * int64_t(sizeof(C)));
@@ -117,6 +119,8 @@ template <bool Fourier, class A, class DA>
 void CirculantScan<R>::run_backward(const R* dh, const R* dh_last, const A* a, const R* u,
                                     const R* h0, DA* da, R* du, R* dh0) const {
   check_arg(dh && a && u && da && du, "dh", "expected non-null dh, a, u, da and du");
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const int64_t B = B_, T = T_, n = n_, nfs = nfs_, nf = n / 2 + 1;
   const RealFFT<R>& fft = *fft_;
   const int64_t Tb = kern::time_block(B, T, 4 * B * nfs * int64_t(sizeof(C)));

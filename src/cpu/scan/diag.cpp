@@ -29,6 +29,8 @@ int64_t scan_chunk(int64_t B, int64_t n) {
 
 template <class S>
 void diag_forward(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const S* h0, S* h) {
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const int64_t chunk = scan_chunk(B, n), nch = (n + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static) num_threads(num_threads())
   for (int64_t task = 0; task < B * nch; ++task) {
@@ -54,6 +56,8 @@ void diag_forward(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const
 template <class S>
 void diag_backward(int64_t B, int64_t T, int64_t n, const S* dh, const S* dh_last, const S* a,
                    const S* b, const S* h0, S* da, S* db, S* dh0) {
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const int64_t chunk = scan_chunk(B, n), nch = (n + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static) num_threads(num_threads())
   for (int64_t task = 0; task < B * nch; ++task) {

@@ -80,6 +80,8 @@ void apply(Impl& p, const T* x, T* y, int64_t R, ToeplitzLayout layout, bool adj
   const int64_t nf = p.nfreq, nd = p.nd, nm = p.nm;
   const int64_t n_in = adjoint ? nd : nm, n_out = adjoint ? nm : nd;
   const Columns cin{n_in, R, p.nt, layout}, cout{n_out, R, p.nt, layout};
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const int nth = cpu::num_threads();
   ScopedWorkspace<Impl, T> sw(p);
   Workspace<T>& w = *sw.w;
@@ -141,6 +143,8 @@ BlockToeplitzPlan<T>::BlockToeplitzPlan(const T* blocks, int64_t nt, int64_t nd,
   p.fhat = AlignedBuffer<cplx<T>>(p.nfreq * nd * nm);
   // Every (row, col) entry of the blocks is one time series: time-major columns of count nd*nm.
   const Columns cols{nd * nm, 1, nt, ToeplitzLayout::TimeMajor};
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   Workspace<T> w;
   const int nth = cpu::num_threads();
   w.prepare(0, 0, nth);
@@ -198,6 +202,8 @@ void BlockToeplitzPlan<T>::grad_blocks(const T* m, const T* dd, T* dblocks, int6
   const int64_t nf = p.nfreq, nd = p.nd, nm = p.nm;
   // A gradient call, not the hot matvec: plain buffers.
   AlignedBuffer<cplx<T>> mh(nf * nm * R), dh(nf * nd * R), g(nf * nd * nm);
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   Workspace<T> w;
   const int nth = cpu::num_threads();
   w.prepare(0, 0, nth);

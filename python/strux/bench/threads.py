@@ -1,0 +1,78 @@
+"""Threads on a shared machine: every CPU bench case with the default thread count against one
+thread, timed alternately in one process, optionally beside a busy neighbour process.
+
+    python -m strux.bench.threads [--neighbour none|pinned|unpinned] [--quick] [--family F]
+
+A neighbour is `python -c "while True: pass"` started here (pinned to the last CPU of this
+process's affinity mask, or left to the scheduler) and stopped at the end. The claim checked is
+that the default threads are never much slower than one thread (ratio = default / one-thread
+median time; above 1 means the default lost), the failure mode of spinning OpenMP teams when
+cores are shared.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+import strux
+
+from . import FAMILIES, collect, time_alternately
+
+
+def neighbour(kind: str):
+    if kind == "none":
+        return None
+    p = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    if kind == "pinned":
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(p.pid, {cpus[-1]})
+    return p
+
+
+def compare(cases, threads: int, min_time: float = 0.3) -> list:
+    rows = []
+    for c in cases:
+        def one():
+            strux.set_num_threads(1)
+            c.strux()
+
+        def default():
+            strux.set_num_threads(0)  # the default count (adapting to the machine), not a fixed one
+            c.strux()
+        s1, sd = time_alternately([one, default], min_time=min_time)
+        rows.append({"family": c.family, "case": c.name, "one_ms": s1, "default_ms": sd,
+                     "ratio": sd["median_ms"] / s1["median_ms"]})
+    strux.set_num_threads(0)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m strux.bench.threads")
+    ap.add_argument("--neighbour", choices=("none", "pinned", "unpinned"), default="unpinned")
+    ap.add_argument("--family", action="append")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    threads = strux.get_num_threads()
+    cases = collect(args.family or FAMILIES, quick=args.quick)
+    p = neighbour(args.neighbour)
+    try:
+        rows = compare(cases, threads, min_time=0.05 if args.quick else 0.5)
+    finally:
+        if p is not None:
+            p.kill()
+            p.wait()
+    print(f"default threads {threads} vs 1, neighbour {args.neighbour}, load average {os.getloadavg()}")
+    print(f"{'family':9} {'case':60} {'1 thread ms (min/med)':>22} {'default ms (min/med)':>22} {'ratio':>6}")
+    for r in rows:
+        a, b = r["one_ms"], r["default_ms"]
+        print(f"{r['family']:9} {r['case']:60} {a['min_ms']:10.3f}/{a['median_ms']:<10.3f} "
+              f"{b['min_ms']:10.3f}/{b['median_ms']:<10.3f} {r['ratio']:6.2f}")
+    worst = max(r["ratio"] for r in rows)
+    print(f"worst ratio {worst:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
