@@ -2,12 +2,17 @@
 thread, timed alternately in one process, optionally beside a busy neighbour process.
 
     python -m strux.bench.threads [--neighbour none|pinned|unpinned] [--quick] [--family F]
+    python -m strux.bench.threads --one-thread-vs-omp [--rounds 3]
 
 A neighbour is `python -c "while True: pass"` started here (pinned to the last CPU of this
 process's affinity mask, or left to the scheduler) and stopped at the end. The claim checked is
 that the default threads are never much slower than one thread (ratio = default / one-thread
 median time; above 1 means the default lost), the failure mode of spinning OpenMP teams when
 cores are shared.
+
+--one-thread-vs-omp compares `strux.set_num_threads(1)` with a process started with
+OMP_NUM_THREADS=1 on the ks cases, in child processes run alternately (the two settings cannot
+share a process: OpenMP reads the variable once).
 """
 from __future__ import annotations
 
@@ -48,12 +53,53 @@ def compare(cases, threads: int, min_time: float = 0.3) -> list:
     return rows
 
 
+_CHILD = """
+import json, sys, strux
+from strux.bench import collect, time_alternately
+if sys.argv[1] == "set1":
+    strux.set_num_threads(1)
+out = []
+for c in collect(["ks"]):
+    out.append([c.name, time_alternately([c.strux], min_time=0.5)[0]])
+print(json.dumps({"threads": strux.get_num_threads(), "rows": out}))
+"""
+
+
+def one_thread_vs_omp(rounds: int) -> int:
+    import json
+    res = {"set1": [], "omp1": []}
+    for _ in range(rounds):
+        for mode in ("set1", "omp1"):
+            env = dict(os.environ)
+            if mode == "omp1":
+                env["OMP_NUM_THREADS"] = "1"
+            out = subprocess.run([sys.executable, "-c", _CHILD, mode], capture_output=True, text=True, env=env,
+                                 check=True)
+            res[mode].append(json.loads(out.stdout))
+    names = [r[0] for r in res["set1"][0]["rows"]]
+    print(f"set_num_threads(1) vs OMP_NUM_THREADS=1, {rounds} alternating rounds of child processes, "
+          f"load average {os.getloadavg()}")
+    print(f"{'case':36} {'set_num_threads(1) med ms':>26} {'OMP_NUM_THREADS=1 med ms':>26} {'ratio':>6}")
+    worst = 0.0
+    for i, n in enumerate(names):
+        a = min(r["rows"][i][1]["median_ms"] for r in res["set1"])
+        b = min(r["rows"][i][1]["median_ms"] for r in res["omp1"])
+        worst = max(worst, a / b)
+        print(f"{n:36} {a:26.3f} {b:26.3f} {a / b:6.2f}")
+    print(f"(best median over the rounds per setting) worst ratio {worst:.2f}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m strux.bench.threads")
+    ap.add_argument("--one-thread-vs-omp", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--neighbour", choices=("none", "pinned", "unpinned"), default="unpinned")
     ap.add_argument("--family", action="append")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
+    if args.one_thread_vs_omp:
+        return one_thread_vs_omp(args.rounds)
     threads = strux.get_num_threads()
     cases = collect(args.family or FAMILIES, quick=args.quick)
     p = neighbour(args.neighbour)
