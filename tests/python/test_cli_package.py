@@ -153,3 +153,12 @@ def test_package_files():
     for name in ("LICENSE", "CHANGELOG.md", "CITATION.cff"):
         assert os.path.getsize(os.path.join(ROOT, name)) > 100, name
     assert os.path.exists(os.path.join(os.path.dirname(strux.__file__), "py.typed"))
+
+
+def test_plot_when_matplotlib_is_installed(tmp_path):
+    pytest.importorskip("matplotlib")
+    from strux.bench import report
+    row = {"family": "fftconv", "case": "c", "strux": {"min_ms": 1.0, "median_ms": 1.1, "max_ms": 1.5},
+           "baselines": [{"name": "numpy", "min_ms": 2.0, "median_ms": 2.2, "max_ms": 3.0, "speedup": 2.0}]}
+    assert report.plot(str(tmp_path / "p.png"), [row, dict(row, family="ks")])
+    assert (tmp_path / "p.png").stat().st_size > 1000

@@ -93,28 +93,34 @@ def markdown(head: dict, rows: list) -> str:
 
 
 def plot(path: str, rows: list) -> bool:
-    """Bar chart of speedup per case and baseline (log scale); False when matplotlib is absent."""
+    """One bar per (case, baseline): strux's speedup (log scale, 1 = as fast), coloured by
+    family, min-to-max spread as an error bar; False when matplotlib is absent."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    names = sorted({b["name"] for r in rows for b in r["baselines"]})
-    fig, ax = plt.subplots(figsize=(10, 0.45 * len(rows) * max(1, len(names)) + 1.5))
-    h = 0.8 / max(1, len(names))
-    for j, name in enumerate(names):
-        ys = [i + j * h for i, r in enumerate(rows)]
-        vs = [next((b["speedup"] for b in r["baselines"] if b["name"] == name), float("nan")) for r in rows]
-        ax.barh(ys, vs, height=h, label=name)
-    ax.set_yticks([i + 0.4 - h / 2 for i in range(len(rows))])
-    ax.set_yticklabels([f"{r['family']}: {r['case']}" for r in rows], fontsize=7)
+    bars = [(r, b) for r in rows for b in r["baselines"]]
+    fams = list(dict.fromkeys(r["family"] for r in rows))
+    colours = {f: plt.get_cmap("tab10")(i) for i, f in enumerate(fams)}
+    fig, ax = plt.subplots(figsize=(14, 0.32 * len(bars) + 1.2))
+    ys = list(range(len(bars)))[::-1]
+    vals = [b["speedup"] for _, b in bars]
+    # spread: slowest baseline / fastest strux .. fastest baseline / slowest strux
+    lo = [v - b["min_ms"] / r["strux"]["max_ms"] for (r, b), v in zip(bars, vals)]
+    hi = [b["max_ms"] / r["strux"]["min_ms"] - v for (r, b), v in zip(bars, vals)]
+    ax.barh(ys, vals, color=[colours[r["family"]] for r, _ in bars],
+            xerr=[[max(0.0, x) for x in lo], [max(0.0, x) for x in hi]], error_kw={"lw": 0.6})
+    ax.set_yticks(ys)
+    ax.set_yticklabels([f"{r['family']} {r['case']}  vs {b['name']}" for r, b in bars], fontsize=6)
     ax.axvline(1.0, color="k", lw=0.8)
     ax.set_xscale("log")
-    ax.set_xlabel("speedup of strux (baseline median / strux median)")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.set_xlabel("speedup of strux = baseline median / strux median (bars: min-max spread)")
+    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=colours[f]) for f in fams], labels=fams,
+              fontsize=7, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
 
