@@ -208,40 +208,40 @@ void KSPlan<T>::backward(const T* dy, const T* x, const T* w, T* dx, T* dw, int6
     std::vector<T> tile(bsl || d == 1 ? 0 : size_t(ch * per_row));
 #pragma omp for schedule(dynamic)
     for (int64_t part = 0; part < nparts; ++part) {
-    T* A = dw ? acc.data() + part * nnz : nullptr;
-    for (int64_t it = part * items / nparts; it < (part + 1) * items / nparts; ++it) {
-      const int64_t g = it / nch, t0 = (it % nch) * ch, n = std::min(ch, batch - t0);
-      if (bsl) {
-        // dW_ij += dY_ij · X_ijᵀ, dX_ij = W_ijᵀ · dY_ij (strided row sets, ld = d·batch).
-        const int64_t i = g / d, j = g % d, ld = d * batch;
-        const T* gy = dy + (i * b * d + j) * batch + t0;
-        if (A) gemm(false, true, b, c, n, T(1), gy, ld, x + (i * c * d + j) * batch + t0, ld, T(1),
-                    A + g * bc, c);
-        if (dx) gemm(true, false, c, n, b, T(1), wp + g * bc, c, gy, ld, T(0),
-                     dx + (i * c * d + j) * batch + t0, ld);
-      } else if (d == 1) {
-        const int64_t i = g;
-        const T* gy = dy + t0 * M + i * b;
-        if (A) gemm(true, false, b, c, n, T(1), gy, M, x + t0 * N + i * c, N, T(1), A + i * bc, c);
-        if (dx) gemm(false, false, n, c, b, T(1), gy, M, wp + i * bc, c, T(0), dx + t0 * N + i * c, N);
-      } else {
-        // Gather dY (rows, d, b) and X (rows, d, c); dX reuses X's tile once dW has read it.
-        const int64_t i = g;
-        T* G = tile.data();
-        T* X = G + ch * d * b;
-        for (int64_t r = 0; r < n; ++r) gather_row(dy + (t0 + r) * M + i * b * d, G + r * d * b, b, d);
-        if (A)
-          for (int64_t r = 0; r < n; ++r) gather_row(x + (t0 + r) * N + i * c * d, X + r * d * c, c, d);
-        for (int64_t j = 0; j < d; ++j) {
-          if (A) gemm(true, false, b, c, n, T(1), G + j * b, d * b, X + j * c, d * c, T(1),
-                      A + (i * d + j) * bc, c);
-          if (dx) gemm(false, false, n, c, b, T(1), G + j * b, d * b, wp + (i * d + j) * bc, c, T(0),
-                       X + j * c, d * c);
+      T* A = dw ? acc.data() + part * nnz : nullptr;
+      for (int64_t it = part * items / nparts; it < (part + 1) * items / nparts; ++it) {
+        const int64_t g = it / nch, t0 = (it % nch) * ch, n = std::min(ch, batch - t0);
+        if (bsl) {
+          // dW_ij += dY_ij · X_ijᵀ, dX_ij = W_ijᵀ · dY_ij (strided row sets, ld = d·batch).
+          const int64_t i = g / d, j = g % d, ld = d * batch;
+          const T* gy = dy + (i * b * d + j) * batch + t0;
+          if (A) gemm(false, true, b, c, n, T(1), gy, ld, x + (i * c * d + j) * batch + t0, ld, T(1),
+                      A + g * bc, c);
+          if (dx) gemm(true, false, c, n, b, T(1), wp + g * bc, c, gy, ld, T(0),
+                       dx + (i * c * d + j) * batch + t0, ld);
+        } else if (d == 1) {
+          const int64_t i = g;
+          const T* gy = dy + t0 * M + i * b;
+          if (A) gemm(true, false, b, c, n, T(1), gy, M, x + t0 * N + i * c, N, T(1), A + i * bc, c);
+          if (dx) gemm(false, false, n, c, b, T(1), gy, M, wp + i * bc, c, T(0), dx + t0 * N + i * c, N);
+        } else {
+          // Gather dY (rows, d, b) and X (rows, d, c); dX reuses X's tile once dW has read it.
+          const int64_t i = g;
+          T* G = tile.data();
+          T* X = G + ch * d * b;
+          for (int64_t r = 0; r < n; ++r) gather_row(dy + (t0 + r) * M + i * b * d, G + r * d * b, b, d);
+          if (A)
+            for (int64_t r = 0; r < n; ++r) gather_row(x + (t0 + r) * N + i * c * d, X + r * d * c, c, d);
+          for (int64_t j = 0; j < d; ++j) {
+            if (A) gemm(true, false, b, c, n, T(1), G + j * b, d * b, X + j * c, d * c, T(1),
+                        A + (i * d + j) * bc, c);
+            if (dx) gemm(false, false, n, c, b, T(1), G + j * b, d * b, wp + (i * d + j) * bc, c, T(0),
+                         X + j * c, d * c);
+          }
+          if (dx)
+            for (int64_t r = 0; r < n; ++r) scatter_row(X + r * d * c, dx + (t0 + r) * N + i * c * d, c, d);
         }
-        if (dx)
-          for (int64_t r = 0; r < n; ++r) scatter_row(X + r * d * c, dx + (t0 + r) * N + i * c * d, c, d);
       }
-    }
     }
   }
   if (dw) reduce_weights(p_, acc.data(), nparts, dw, nt);
