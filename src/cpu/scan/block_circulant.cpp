@@ -56,7 +56,7 @@ template <class R>
 void block_forward_scan(const Spectra<R>& s) {
   using C = std::complex<R>;
   const int64_t chunk = kern::scan_chunk(s.B, s.kfs), nch = (s.kfs + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) num_threads(cpu::num_threads())
+#pragma omp parallel for schedule(dynamic) num_threads(cpu::num_threads())
   for (int64_t task = 0; task < s.B * nch; ++task) {
     const int64_t b = task / nch, f0 = (task % nch) * chunk, len = std::min(chunk, s.kfs - f0);
     for (int64_t t = 0; t < s.nt; ++t) {
@@ -83,7 +83,7 @@ void block_backward_scan(const Spectra<R>& s, std::complex<R>* Gbuf, std::comple
   const int64_t chunk = kern::scan_chunk(s.B, s.kfs), nch = (s.kfs + chunk - 1) / chunk;
   const int64_t p = s.p, kfs = s.kfs;
   auto g = [&](int64_t b, int64_t t, int64_t i) { return Gbuf + ((b * s.nt + t) * p + i) * kfs; };
-#pragma omp parallel for schedule(static) num_threads(cpu::num_threads())
+#pragma omp parallel for schedule(dynamic) num_threads(cpu::num_threads())
   for (int64_t task = 0; task < s.B * nch; ++task) {
     const int64_t b = task / nch, f0 = (task % nch) * chunk, len = std::min(chunk, kfs - f0);
     for (int64_t t = s.nt - 2; t >= 0; --t) {

@@ -43,7 +43,7 @@ void load_a(const RealFFT<R>& fft, const A* a, int64_t B, int64_t T, int64_t t0,
   const int64_t n = fft.n(), nf = n / 2 + 1, rows = B * tb;
   auto grow = [=](int64_t r) { return (r / tb) * T + t0 + r % tb; };
   if constexpr (Fourier) {
-#pragma omp parallel for schedule(static) num_threads(cpu::num_threads())
+#pragma omp parallel for schedule(dynamic, 16) num_threads(cpu::num_threads())
     for (int64_t r = 0; r < rows; ++r) {
       const std::complex<R>* s = a + grow(r) * nf;
       std::complex<R>* d = dst + r * nfs;
@@ -155,7 +155,7 @@ void CirculantScan<R>::run_backward(const R* dh, const R* dh_last, const A* a, c
       // dL/dRe + i dL/dIm of a_hat: a = irfft(a_hat) puts 2/n on interior frequencies, 1/n on
       // the real parts at 0 and n/2, and ignores those imaginary parts (see the header).
       const R two = R(2) / R(n), one = R(1) / R(n);
-#pragma omp parallel for schedule(static) num_threads(cpu::num_threads())
+#pragma omp parallel for schedule(dynamic, 16) num_threads(cpu::num_threads())
       for (int64_t r = 0; r < B * tb; ++r) {
         const C* x = X.data() + r * nfs;
         C* y = da + ((r / tb) * T + t0 + r % tb) * nf;
