@@ -86,22 +86,31 @@ void serial_blas_in_region() {
 #endif
 }
 
+// The races between concurrent calls of one site only blur a heuristic: relaxed atomics.
 int TeamTuner::threads(int want) {
   if (want <= 1) return want;
   int left = serial_left_.load(std::memory_order_relaxed);
   while (left > 0) {
-    if (serial_left_.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) return 1;
+    if (serial_left_.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) {
+      if (left == 1) probing_.store(true, std::memory_order_relaxed);
+      return 1;
+    }
   }
   return want;
 }
 
 void TeamTuner::record(int used, double wall_s, double cpu_s) {
   if (used <= 1 || wall_s <= 0) return;
-  if (cpu_s / wall_s >= kMinSpeedup) {
-    backoff_.store(1, std::memory_order_relaxed);
+  const double r = cpu_s > 0 ? wall_s / cpu_s : 4.0;
+  // A probe weighs more: it is the only news after a serial stretch.
+  const double w = probing_.exchange(false, std::memory_order_relaxed) ? 0.5 : 0.25;
+  const double mean = (1 - w) * ratio_.load(std::memory_order_relaxed) + w * std::min(r, 4.0);
+  ratio_.store(mean, std::memory_order_relaxed);
+  const int b = backoff_.load(std::memory_order_relaxed);
+  if (mean * kMinSpeedup <= 1.0) {
+    backoff_.store(std::max(1, b / 2), std::memory_order_relaxed);
     return;
   }
-  const int b = backoff_.load(std::memory_order_relaxed);
   serial_left_.store(b, std::memory_order_relaxed);
   backoff_.store(std::min(2 * b, kMaxBackoff), std::memory_order_relaxed);
 }

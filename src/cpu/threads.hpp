@@ -50,12 +50,14 @@ class BlasThreads;
 // barrier for its thread that lost the CPU (a scheduler time slice each, milliseconds), and a
 // 1 ms product becomes 5-20 ms while one thread would still take 1 ms (bench/NOTES-cpu.md).
 // What cannot be seen from inside a call is whether the cores are shared, but its effect can:
-// a call whose threads ran in parallel used CPU time ≈ threads × wall time, one that waited
-// used little more CPU time than wall time. So each call site keeps a TeamTuner; a call with
-// the default count measures its wall and process CPU time, and when parallelism brought less
-// than kMinSpeedup the next calls of that site run on one thread, probing the full team again
-// after 1, 2, 4, ... 64 calls (reset when a probe pays off). An explicit set_num_threads(n) is
-// used as given.
+// a call whose threads ran in parallel used CPU time ≈ threads × wall time; one that waited for
+// a descheduled thread used little more CPU time than wall time. wall / cpu estimates the time
+// of the team's call over the time one thread would take (the same work, on one core). Each
+// call site keeps a TeamTuner with a running mean of that ratio over its calls with the default
+// count; while the mean is above 1 / kMinSpeedup the site runs one thread, trying the full team
+// again after 1, 2, 4, ... 64 calls (halving the wait after each call that paid off). The mean,
+// not the last call, decides, so occasional lost time slices still count in proportion.
+// An explicit set_num_threads(n) is used as given.
 class TeamTuner {
  public:
   static constexpr double kMinSpeedup = 1.25;
@@ -65,8 +67,10 @@ class TeamTuner {
   void record(int used, double wall_s, double cpu_s);
 
  private:
+  std::atomic<double> ratio_{0.5};  // running mean of wall / cpu over the team's calls
   std::atomic<int> serial_left_{0};
   std::atomic<int> backoff_{1};
+  std::atomic<bool> probing_{false};  // the next team call follows a serial stretch
 };
 
 // One public call's team: chooses its size with the site's tuner, makes num_threads() return it
