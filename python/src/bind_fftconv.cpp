@@ -6,6 +6,8 @@
 #include <string>
 
 #include "arrays.hpp"
+#include "cpu/fft.hpp"
+#include "cpu/threads.hpp"
 #include "strux/core.hpp"
 #include "strux/fftconv.hpp"
 
@@ -132,7 +134,33 @@ void bind_dtype(nb::module_& m, const char* plan_name) {
 
 }  // namespace
 
+// The CPU backend's process-wide settings: FFT planning effort and wisdom (used by every
+// family's FFTs), thread defaults. strux/_runtime.py is their Python face.
+void bind_cpu_settings(nb::module_& m) {
+  namespace cpu = strux::cpu;
+  m.def("set_fft_planning", [](const std::string& s) { cpu::set_fft_planning(cpu::parse_fft_planning(s)); },
+        nb::arg("planning"));
+  m.def("fft_planning", []() { return std::string(cpu::fft_planning_name(cpu::fft_planning())); });
+  m.def("set_wisdom_dir", [](const std::string& d) {
+    nb::gil_scoped_release nogil;
+    return cpu::set_wisdom_dir(d);
+  }, nb::arg("dir"));
+  m.def("wisdom_dir", &cpu::wisdom_dir);
+  m.def("save_wisdom", [](const std::string& d) {
+    nb::gil_scoped_release nogil;
+    cpu::save_wisdom(d);
+  }, nb::arg("dir"));
+  m.def("good_fft_size", [](int64_t n) {
+    nb::gil_scoped_release nogil;
+    return cpu::good_fft_size(n);
+  }, nb::arg("n"));
+  m.def("set_default_threads", &cpu::set_default_threads, nb::arg("n"));
+  m.def("default_threads", &cpu::default_threads);
+  m.attr("max_threads") = cpu::kMaxThreads;
+}
+
 void bind_fftconv(nb::module_& m) {
   bind_dtype<float>(m, "FFTConvPlanFloat32");
   bind_dtype<double>(m, "FFTConvPlanFloat64");
+  bind_cpu_settings(m);
 }

@@ -1,11 +1,19 @@
-"""The `strux` command line: info, bench, verify."""
+"""The `strux` command line: info, bench, verify.
+
+Exit codes: 0 success; 1 a check or a benchmark's verification failed, or an error (message on
+stderr); 2 bad usage (unknown command or option); 130 interrupted (Ctrl-C).
+"""
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
-import time
+
+EXIT_CODES = """exit codes:
+  0    success
+  1    a check or a verification failed, or an error (the message names the cause)
+  2    bad usage: unknown command, option or value
+  130  interrupted (Ctrl-C)"""
 
 
 def _info(args) -> int:
@@ -16,7 +24,8 @@ def _info(args) -> int:
     print(f"HDF5 support: {'yes' if i['hdf5'] else 'no'}")
     devs = i["cuda_devices"]
     print(f"CUDA devices: {len(devs)}" + "".join(f"\n  {n}: {d}" for n, d in enumerate(devs)))
-    print(f"CPU threads: {i['cpu_threads']}")
+    print(f"CPU threads: {i['cpu_threads']} (CPUs available: {i['available_cpus']})")
+    print(f"FFT planning: {i['fft_planning']}, wisdom folder: {i['wisdom_dir'] or 'none'}")
     return 0
 
 
@@ -50,8 +59,9 @@ def _bench_gpu(args, families) -> int:
         print(gpu_ks_scan.table(res["meta"], res["rows"]))
         out["ks_scan"] = res
     if args.json:
+        from strux.bench import SCHEMA_VERSION
         with open(args.json, "w") as f:
-            json.dump(out, f, indent=1, default=str)
+            json.dump({"schema": "strux-bench-gpu", "schema_version": SCHEMA_VERSION, **out}, f, indent=1, default=str)
         print(f"wrote {args.json}", file=sys.stderr)
     return 0
 
@@ -59,24 +69,27 @@ def _bench_gpu(args, families) -> int:
 def _bench(args) -> int:
     import strux
     from strux import bench
+    from strux.bench import report
     families = args.family or bench.FAMILIES
     for f in families:
         if f not in bench.FAMILIES:
             print(f"strux bench: unknown family {f!r}; expected one of {', '.join(bench.FAMILIES)}", file=sys.stderr)
             return 2
+    if args.json:
+        report.check_writable(args.json)  # before the run, not after it
+    if args.threads is not None:
+        strux.set_num_threads(args.threads)
     if _use_gpu(args.device):
         return _bench_gpu(args, families)
-    if args.threads:
-        strux.set_num_threads(args.threads)
-    cases = bench.collect(families)
-    rows = bench.run(cases, progress=not args.quiet)
+    load_before = report.loadavg()
+    cases = bench.collect(families, quick=args.quick)
+    threads = strux.get_num_threads()
+    rows = bench.run(cases, progress=not args.quiet, quick=args.quick, threads=threads)
     print(bench.table(rows))
     if args.json:
-        meta = {"strux": strux.info(), "host": platform.node(), "machine": platform.machine(),
-                "date": time.strftime("%Y-%m-%d %H:%M:%S"), "results": rows}
-        with open(args.json, "w") as f:
-            json.dump(meta, f, indent=2)
-        print(f"wrote {args.json}", file=sys.stderr)
+        head = report.meta(strux.info(), threads, args.quick, "cpu", load_before)
+        for path in report.write_all(args.json, head, rows):
+            print(f"wrote {path}", file=sys.stderr)
     bad = [r for r in rows if not r["verified"]]
     if bad:
         print(f"strux bench: {len(bad)} case(s) failed verification", file=sys.stderr)
@@ -92,26 +105,50 @@ def _verify(args) -> int:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="strux", description="fast structured linear operators")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    from strux import __version__ as version
+    p = argparse.ArgumentParser(prog="strux", description="fast structured linear operators",
+                                epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"strux {version}")
+    sub = p.add_subparsers(dest="cmd", metavar="{info,bench,verify}")
     sub.add_parser("info", help="version, backends, devices, threads").set_defaults(fn=_info)
-    b = sub.add_parser("bench", help="every family at default sizes, verified, against the plain recipe")
-    b.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    b = sub.add_parser("bench", help="every family, verified, timed against named baselines",
+                       description="Every family's cases, verified against float64, timed alternately with "
+                       "their baselines (numpy, and scipy.fft with workers=-1 on the CPU); min/median/max per row.",
+                       epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    b.add_argument("--json", metavar="FILE", help="write the results as JSON, plus FILE's stem .md (a report) "
+                   "and .png (a plot, when matplotlib is installed); the folder is checked before the run")
     b.add_argument("--family", action="append", help="only this family (repeatable)")
-    b.add_argument("--threads", type=int, default=0, help="CPU threads (default: all)")
+    b.add_argument("--threads", type=int, default=None, help="CPU threads (default: the CPUs available)")
     b.add_argument("--quiet", action="store_true", help="no progress lines")
     b.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="auto (default): the GPU when strux has CUDA, a GPU is visible and PyTorch is installed")
-    b.add_argument("--quick", action="store_true", help="GPU: small sizes (a smoke run)")
+    b.add_argument("--quick", action="store_true", help="small sizes and short timings, on every device (a smoke run)")
     b.set_defaults(fn=_bench)
-    sub.add_parser("verify", help="correctness self-check").set_defaults(fn=_verify)
+    sub.add_parser("verify", help="correctness self-check", epilog=EXIT_CODES,
+                   formatter_class=argparse.RawDescriptionHelpFormatter).set_defaults(fn=_verify)
     args = p.parse_args(argv)
+    if args.cmd is None:  # bare `strux`: say what there is
+        p.print_help()
+        return 0
     try:
         return args.fn(args)
-    except (ValueError, TypeError, RuntimeError, OSError) as e:
+    except KeyboardInterrupt:
+        print(f"\nstrux {args.cmd}: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, TypeError, RuntimeError, OSError, MemoryError) as e:
         print(f"strux {args.cmd}: error: {e}", file=sys.stderr)
         return 1
 
 
+def entry() -> None:
+    """Console-script entry: Ctrl-C during imports also exits with 130 and no traceback."""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        print("\nstrux: interrupted", file=sys.stderr)
+        code = 130
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -59,7 +59,8 @@ class FFTConv:
         y = op(u, pregate=None, postgate=None, skip=None)
         du, dk, dpregate, dpostgate, dskip = op.vjp(dy, u, pregate=..., postgate=..., skip=...)
 
-    Inputs must have the dtype of `k`.
+    Inputs must have the dtype of `k`. Pickling keeps `k`, `L` and `mode` and rebuilds the
+    plan on load (for multiprocessing, joblib, Dask).
     """
 
     def __init__(self, k, L: int, *, mode: str = "causal"):
@@ -71,7 +72,15 @@ class FFTConv:
         self.mode, self.L, self.H, self.Lk = mode, L, k.shape[0], k.shape[1]
         self.dtype = k.dtype
         self._cdt = compute_dtype(k.dtype)
+        self._k = np.array(k, copy=True)  # for pickling; the plan keeps only the spectrum
+        self._k.flags.writeable = False
         self._plan = _PLANS[self._cdt](native(k, self._cdt), L, mode)
+
+    def __getstate__(self):
+        return {"k": self._k, "L": self.L, "mode": self.mode}
+
+    def __setstate__(self, state):
+        self.__init__(state["k"], state["L"], mode=state["mode"])
 
     @property
     def nfft(self) -> int:

@@ -27,6 +27,7 @@ import numbers
 import os
 
 import numpy as np
+from scipy.sparse.linalg import LinearOperator
 
 from . import _ext
 from ._arrays import choice, compute_dtype, cuda_backend, on_gpu, native, real_array, result, same_dtype
@@ -55,8 +56,14 @@ def _path(value, name: str) -> str:
     return os.fspath(value)
 
 
-class BlockToeplitz:
+class BlockToeplitz(LinearOperator):
     """Block lower-triangular Toeplitz operator F from its Nt distinct blocks.
+
+    A ``scipy.sparse.linalg.LinearOperator`` of shape (Nt*Nd, Nt*Nm): scipy's solvers
+    (``cg(F, d)`` for square F, ``lsqr``, ``gmres``...) take it as it is, on flattened vectors
+    in the operator's layout (time-major t*N + s, space-major s*Nt + t). ``matvec`` and
+    ``rmatvec`` take both those flat vectors (N,) / (N, 1) and the shaped arrays below.
+    Pickling keeps the blocks and layout and rebuilds the plan on load.
 
     Parameters
     ----------
@@ -75,6 +82,7 @@ class BlockToeplitz:
             self._gpu = cuda_backend().BlockToeplitzCUDA(blocks, choice(layout, "layout", _LAYOUTS))
             self._layout, self._dtype = layout, None
             self._nt, self._nd, self._nm = (int(s) for s in blocks.shape)
+            LinearOperator.__init__(self, None, (self._nt * self._nd, self._nt * self._nm))
             return
         b = real_array(blocks, "blocks", ndim=3)
         self._layout = choice(layout, "layout", _LAYOUTS)
@@ -86,7 +94,17 @@ class BlockToeplitz:
         self._blocks.flags.writeable = False
         self._plan = _plan_class(self._cdt)(self._blocks)
         self._nt, self._nd, self._nm = self._blocks.shape
+        LinearOperator.__init__(self, self._dtype, (self._nt * self._nd, self._nt * self._nm))
 
+    # ---- pickling: the blocks and layout; the plan (F-hat, FFTW plans) is rebuilt on load ----
+    def __getstate__(self):
+        if self._gpu is not None:
+            raise TypeError("BlockToeplitz: an operator built from CUDA blocks cannot be pickled; "
+                            "pickle BlockToeplitz(blocks.cpu().numpy()) and move it after loading")
+        return {"blocks": self._blocks, "layout": self._layout, "dtype": self._dtype}
+
+    def __setstate__(self, state):
+        self.__init__(result(state["blocks"], state["dtype"]), layout=state["layout"])
     def _require_cpu(self, what: str) -> None:
         if self._gpu is not None:
             raise ValueError(f"BlockToeplitz.{what}: not available for an operator built from CUDA blocks "
@@ -154,14 +172,7 @@ class BlockToeplitz:
                                       prefix, is_p2q, checksum)
 
     # ---- properties --------------------------------------------------------------------------
-    @property
-    def shape(self) -> tuple:
-        """(Nt*Nd, Nt*Nm): the shape of F."""
-        return (self._nt * self._nd, self._nt * self._nm)
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._dtype
+    # `shape` (Nt*Nd, Nt*Nm) and `dtype` (the blocks' dtype) are LinearOperator attributes.
 
     @property
     def layout(self) -> str:
@@ -202,22 +213,63 @@ class BlockToeplitz:
             raise TypeError(f"argument '{name}': expected dtype {self._dtype} (the dtype of the blocks), got {a.dtype}")
         return native(a, self._cdt)
 
+    def _flat_vector(self, x, n: int) -> bool:
+        """Whether x is scipy's flat form (Nt*n,) or (Nt*n, 1) rather than this layout's shape
+        (the shaped form wins where both read the same, e.g. Nm = 1)."""
+        s = tuple(getattr(x, "shape", ()))
+        shaped = len(s) in (2, 3) and s[:2] == ((self._nt, n) if self._layout == "time-major" else (n, self._nt))
+        return not shaped and s in ((self._nt * n,), (self._nt * n, 1))
+
     def matvec(self, m) -> np.ndarray:
-        """d = F m: (Nt, Nm[, R]) -> (Nt, Nd[, R]) time-major, (Nm, Nt[, R]) -> (Nd, Nt[, R]) space-major."""
+        """d = F m: (Nt, Nm[, R]) -> (Nt, Nd[, R]) time-major, (Nm, Nt[, R]) -> (Nd, Nt[, R]) space-major.
+        A flat vector (Nt*Nm,) or (Nt*Nm, 1) in the layout's order gives a flat d (scipy's form)."""
         if self._gpu is not None:
             return self._gpu.matvec(m)
+        if self._flat_vector(m, self._nm):
+            return LinearOperator.matvec(self, m)
         x = self._vec(m, "m", self._nm, "Nm")
         return result(self._plan.matvec(x, self._layout), self._dtype)
 
     def rmatvec(self, d) -> np.ndarray:
-        """m = F^T d (the adjoint): (Nt, Nd[, R]) -> (Nt, Nm[, R]), or space-major likewise."""
+        """m = F^T d (the adjoint): (Nt, Nd[, R]) -> (Nt, Nm[, R]), or space-major likewise.
+        A flat vector (Nt*Nd,) or (Nt*Nd, 1) gives a flat m."""
         if self._gpu is not None:
             return self._gpu.rmatvec(d)
+        if self._flat_vector(d, self._nd):
+            return LinearOperator.rmatvec(self, d)
         x = self._vec(d, "d", self._nd, "Nd")
         return result(self._plan.rmatvec(x, self._layout), self._dtype)
 
     def __matmul__(self, m):
+        s = tuple(getattr(m, "shape", ()))
+        if self._gpu is None and (self._flat_vector(m, self._nm) or (len(s) == 2 and s[0] == self.shape[1])):
+            return LinearOperator.__matmul__(self, m)  # flat vectors and (N, k) columns
         return self.matvec(m)
+
+    # scipy's side: flat vectors / columns in the layout's order. Other real dtypes (scipy's
+    # float64 work vectors) are cast to the compute dtype; complex ones apply to both parts.
+    def _flat(self, fn, x, shp_in, n_out):
+        x = np.asarray(x)
+        if np.iscomplexobj(x):
+            return self._flat(fn, x.real, shp_in, n_out) + 1j * self._flat(fn, x.imag, shp_in, n_out)
+        k = x.shape[1] if x.ndim == 2 else None
+        a = np.ascontiguousarray(x.reshape(shp_in + ((k,) if k is not None else ())), dtype=self._cdt)
+        y = fn(a, self._layout)
+        return y.reshape((n_out, k) if k is not None else (n_out,))
+
+    def _shape_of(self, n):
+        return (self._nt, n) if self._layout == "time-major" else (n, self._nt)
+
+    def _matvec(self, x):
+        self._require_cpu("matvec of a flat vector")
+        return self._flat(self._plan.matvec, x, self._shape_of(self._nm), self._nt * self._nd)
+
+    def _rmatvec(self, x):
+        self._require_cpu("rmatvec of a flat vector")
+        return self._flat(self._plan.rmatvec, x, self._shape_of(self._nd), self._nt * self._nm)
+
+    _matmat = _matvec
+    _rmatmat = _rmatvec
 
     def vjp(self, m, dd):
         """Vector-Jacobian product of d = F m (= self.matvec(m)).
@@ -237,16 +289,17 @@ class BlockToeplitz:
         return result(dm, self._dtype), result(dblocks, self._dtype)
 
     # ---- dense and scipy views ---------------------------------------------------------------
-    def to_dense(self, layout: str = "time-major") -> np.ndarray:
-        """The full (Nt*Nd, Nt*Nm) matrix (use only for small sizes).
+    def to_dense(self, layout=None) -> np.ndarray:
+        """The full (Nt*Nd, Nt*Nm) matrix (use only for small sizes), in the operator's own
+        layout unless `layout` says otherwise, so ``to_dense() @ x == matvec(x)`` on flat vectors.
 
-        layout="time-major" (default): entry [i*Nd + a, j*Nm + b] = blocks[i-j, a, b] (i >= j),
+        layout="time-major": entry [i*Nd + a, j*Nm + b] = blocks[i-j, a, b] (i >= j),
         so ``to_dense() @ m.reshape(-1) == matvec(m).reshape(-1)`` for time-major m (Nt, Nm).
         layout="space-major": entry [a*Nt + i, b*Nt + j] = blocks[i-j, a, b], matching
         flattened space-major vectors (Nm, Nt) -> (Nd, Nt).
         """
         self._require_cpu("to_dense")
-        choice(layout, "layout", _LAYOUTS)
+        layout = self._layout if layout is None else choice(layout, "layout", _LAYOUTS)
         nt, nd, nm = self._blocks.shape
         lag = np.subtract.outer(np.arange(nt), np.arange(nt))  # i - j
         full = self._blocks[np.clip(lag, 0, None)] * (lag >= 0)[:, :, None, None]  # (i, j, a, b)
@@ -257,30 +310,14 @@ class BlockToeplitz:
         return result(np.ascontiguousarray(dense), self._dtype)
 
     def as_linear_operator(self):
-        """scipy.sparse.linalg.LinearOperator of shape (Nt*Nd, Nt*Nm) on flattened vectors in this
-        object's layout (time-major: t*N + s; space-major: s*Nt + t), with matvec, rmatvec and
-        matmat. Its dtype is the compute dtype; inputs of another real dtype (scipy's float64
+        """A plain scipy.sparse.linalg.LinearOperator of shape (Nt*Nd, Nt*Nm) (the operator is a
+        LinearOperator itself; this view only differs in its dtype, the compute dtype) on flattened
+        vectors in this object's layout (time-major: t*N + s; space-major: s*Nt + t), with matvec,
+        rmatvec and matmat; inputs of another real dtype (scipy's float64
         work vectors) are cast to it, complex inputs are applied to real and imaginary parts."""
         self._require_cpu("as_linear_operator")
-        from scipy.sparse.linalg import LinearOperator
-
-        nt, nd, nm, cdt = self._nt, self._nd, self._nm, self._cdt
-        tm = self._layout == "time-major"
-        shp_m = (nt, nm) if tm else (nm, nt)
-        shp_d = (nt, nd) if tm else (nd, nt)
-
-        def apply(fn, x, shp_in, n_out):
-            x = np.asarray(x)
-            if np.iscomplexobj(x):
-                return apply(fn, x.real, shp_in, n_out) + 1j * apply(fn, x.imag, shp_in, n_out)
-            k = x.shape[1] if x.ndim == 2 else None
-            a = np.ascontiguousarray(x.reshape(shp_in + ((k,) if k is not None else ())), dtype=cdt)
-            y = fn(a, self._layout)
-            return y.reshape((n_out, k) if k is not None else (n_out,))
-
-        mv = lambda x: apply(self._plan.matvec, x, shp_m, nt * nd)
-        rmv = lambda x: apply(self._plan.rmatvec, x, shp_d, nt * nm)
-        return LinearOperator(self.shape, matvec=mv, rmatvec=rmv, matmat=mv, rmatmat=rmv, dtype=cdt)
+        mv, rmv = self._matvec, self._rmatvec
+        return LinearOperator(self.shape, matvec=mv, rmatvec=rmv, matmat=mv, rmatmat=rmv, dtype=self._cdt)
 
 
 def read_vector(path):

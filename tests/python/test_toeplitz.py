@@ -430,7 +430,7 @@ def test_bad_vectors(layout):
     op = BlockToeplitz(rng.standard_normal((nt, nd, nm)), layout=layout)
     good_m = lay(rng.standard_normal((nt, nm)), layout)
     good_d = lay(rng.standard_normal((nt, nd)), layout)
-    for bad in [rng.standard_normal(nt * nm), rng.standard_normal((nt, nm, 2, 2)),
+    for bad in [rng.standard_normal(nt * nm + 1), rng.standard_normal((nt, nm, 2, 2)),
                 lay(rng.standard_normal((nt + 1, nm)), layout), lay(rng.standard_normal((nt, nd)), layout),
                 good_m.T, np.zeros(good_m.shape + (0,))]:
         with pytest.raises(ValueError, match="'m'"):

@@ -1,4 +1,4 @@
-"""One benchmark case: strux and its baseline on the same inputs, in the same process."""
+"""One benchmark case: strux and its baselines on the same inputs, in the same process."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -19,3 +19,9 @@ class Case:
     reference: Optional[Callable[[], object]] = None
     device: str = "cpu"
     extra: dict = field(default_factory=dict)
+    # More baselines, (name, fn) each, timed beside the first one; on the CPU the multi-threaded
+    # ones (scipy.fft with workers=-1) belong here, so that strux is compared with all cores.
+    more_baselines: list = field(default_factory=list)
+
+    def baselines(self) -> list:
+        return [(self.baseline_name, self.baseline)] + list(self.more_baselines)

@@ -1,9 +1,12 @@
-"""fftconv benchmark cases: strux vs the plain numpy FFT recipe, same inputs, same process.
+"""fftconv benchmark cases: strux vs the plain FFT recipe, same inputs, same process.
 
-Baseline (numpy computes float32 FFTs in float32):
-    causal:   np.fft.irfft(np.fft.rfft(u, n=2L) * np.fft.rfft(k, n=2L), n=2L)[..., :L]
-    circular: np.fft.irfft(np.fft.rfft(u) * np.fft.rfft(k, n=L), n=L)
-The float64 reference is the same recipe in float64.
+Baselines (both compute float32 FFTs in float32, and transform k on every call as strux.fftconv does):
+    numpy (one thread):
+        causal:   np.fft.irfft(np.fft.rfft(u, n=2L) * np.fft.rfft(k, n=2L), n=2L)[..., :L]
+        circular: np.fft.irfft(np.fft.rfft(u) * np.fft.rfft(k, n=L), n=L)
+    scipy.fft with workers=-1 (every core), causal at n = next_fast_len(L + Lk - 1):
+        the same recipe with scipy.fft.rfft / irfft.
+The float64 reference is the numpy recipe in float64.
 """
 from __future__ import annotations
 
@@ -28,6 +31,17 @@ def _causal_recipe(u, k, L, pre=None, post=None, skip=None):
 
 def _circular_recipe(u, k, L):
     return np.fft.irfft(np.fft.rfft(u) * np.fft.rfft(k, n=L), n=L)
+
+
+def _scipy_recipe(u, k, L, mode, pre=None, post=None, skip=None):
+    import scipy.fft as sf
+
+    v = u if pre is None else u * pre
+    n = sf.next_fast_len(L + min(k.shape[-1], L) - 1, real=True) if mode == "causal" else L
+    y = sf.irfft(sf.rfft(v, n=n, workers=-1) * sf.rfft(k, n=n, workers=-1), n=n, workers=-1)[..., :L]
+    if skip is not None:
+        y = y + skip[:, None] * v
+    return y if post is None else y * post
 
 
 def _case(name, B, H, L, Lk, mode, gated, dtype=np.float32, seed=0):
@@ -66,12 +80,15 @@ def _case(name, B, H, L, Lk, mode, gated, dtype=np.float32, seed=0):
         tol=1e-4,
         reference=reference,
         extra={"nfft": nfft, "mode": mode, "gated": gated},
+        more_baselines=[("scipy.fft rfft/irfft recipe, workers=-1",
+                         lambda: _scipy_recipe(u, k, L, mode, pre, post, skip))],
     )
 
 
-def cases() -> list[Case]:
+def cases(quick: bool = False) -> list[Case]:
+    B, H, L = (2, 8, 1024) if quick else (8, 64, 8192)
     return [
-        _case("causal", 8, 64, 8192, 8192, "causal", gated=False),
-        _case("causal gated (pre, post, skip)", 8, 64, 8192, 8192, "causal", gated=True),
-        _case("circular", 8, 64, 8192, 8192, "circular", gated=False),
+        _case("causal", B, H, L, L, "causal", gated=False),
+        _case("causal gated (pre, post, skip)", B, H, L, L, "causal", gated=True),
+        _case("circular", B, H, L, L, "circular", gated=False),
     ]

@@ -132,7 +132,10 @@ def block_circulant_case(B=4, T=512, p=4, k=64, dtype=np.float32, seed=0):
     )
 
 
-def cases() -> list[Case]:
+def cases(quick: bool = False) -> list[Case]:
+    if quick:
+        return [diag_case(B=2, T=128, n=64), circulant_case(B=2, T=64, n=32),
+                circulant_case(B=2, T=64, n=32, fourier=True), block_circulant_case(B=2, T=32, p=2, k=16)]
     return [
         diag_case(),
         circulant_case(),

@@ -60,6 +60,8 @@ FFTConvPlan<T>::FFTConvPlan(int64_t B, int64_t H, int64_t L, const T* k, int64_t
   p->fft = RealFFT<T>::get(p->nfft);
   p->K = AlignedBuffer<cplx<T>>(H * p->cs);
 
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const Impl& c = *p;
   const T scale = T(1) / T(c.nfft);
 #pragma omp parallel num_threads(cpu::num_threads()) if (H > 1)
@@ -97,6 +99,8 @@ template <class T>
 void FFTConvPlan<T>::forward(const T* u, const T* pre, const T* post, const T* skip, T* y) const {
   check_arg(u != nullptr, "u", "expected an input pointer, got null");
   check_arg(y != nullptr, "y", "expected an output pointer, got null");
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const Impl& c = *impl_;
   const int64_t L = c.L, nfft = c.nfft, nfreq = c.nfreq, H = c.H, rows = B_ * H;
 #pragma omp parallel num_threads(cpu::num_threads()) if (rows > 1)
@@ -147,6 +151,7 @@ void FFTConvPlan<T>::forward(const T* u, const T* pre, const T* post, const T* s
 // The sum over b of dk is done in the frequency domain: work is split into tasks (h, chunk
 // of b), each accumulating Σ DZ conj(V) into its own spectrum, so no two threads write the
 // same memory; then one inverse FFT per h. With H >= threads there is one chunk per h
+// ("threads" here is cpu::partition_threads(), so dk is the same whichever team runs it)
 // (accumulator memory H*nfreq, as much as the filter spectrum); with fewer channels than
 // threads the batch is cut into chunks so every thread has work.
 template <class T>
@@ -156,10 +161,13 @@ void FFTConvPlan<T>::backward(const T* dy, const T* u, const T* pre, const T* po
   check_arg(u != nullptr, "u", "expected an input pointer, got null");
   check_arg(du != nullptr, "du", "expected an output pointer, got null");
   check_arg(dk != nullptr, "dk", "expected an output pointer, got null");
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const Impl& c = *impl_;
   const int64_t B = B_, H = c.H, L = c.L, nfft = c.nfft, nfreq = c.nfreq, cs = c.cs;
   const int nth = cpu::num_threads();
-  const int64_t nchunk = std::min<int64_t>(B, std::max<int64_t>(1, (nth + H - 1) / H));
+  const int np = cpu::partition_threads();  // chunks fix the summation order of dk, not nth
+  const int64_t nchunk = std::min<int64_t>(B, std::max<int64_t>(1, (np + H - 1) / H));
   const int64_t ntask = H * nchunk;
   AlignedBuffer<cplx<T>> acc(ntask * cs);
   std::vector<double> skip_part(size_t(skip ? ntask : 0), 0.0);

@@ -1,12 +1,12 @@
 // One KS factor on the CPU: per group (i, j) a dense GEMM, OpenMP over (group, batch chunk)
-// work items with serial BLAS inside (OpenBLAS runs serially inside an OpenMP region).
-#include <omp.h>
-
+// work items with serial BLAS inside. Every region that calls BLAS starts with
+// serial_blas_in_region(): in a team of one (set_num_threads(1)) OpenBLAS would otherwise open a
+// team of its own per GEMM (cpu/threads.hpp).
 #include <algorithm>
 #include <climits>
 #include <vector>
 
-#include "cpu/fft.hpp"
+#include "cpu/threads.hpp"
 #include "cpu/ks/gemm.hpp"
 #include "cpu/ks/transpose.hpp"
 #include "strux/ks.hpp"
@@ -112,33 +112,44 @@ void KSPlan<T>::forward(const T* x, const T* w, T* y, int64_t batch) const {
   check_call(p_, batch);
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d, bc = b * c;
   const int64_t M = p_.rows(), N = p_.cols();
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const int nt = cpu::num_threads();
+  const int np = cpu::partition_threads();  // cuts the work (same chunks whichever team runs it)
   std::vector<T> wbuf;
   const T* wp = pack_weights(p_, w, wbuf, nt);
 
   if (layout_ == KSLayout::BatchLast) {
     // Group (i, j): Y_ij (b × batch) = W_ij (b × c) · X_ij (c × batch); both are strided
     // row sets of x and y (stride d·batch), contiguous along the batch: no gather at all.
-    const int64_t ch = pick_chunk(batch, a * d, b + c, 64, nt), nch = ceil_div(batch, ch);
+    const int64_t ch = pick_chunk(batch, a * d, b + c, 64, np), nch = ceil_div(batch, ch);
     const int64_t ld = d * batch;
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int64_t it = 0; it < a * d * nch; ++it) {
-      const int64_t g = it / nch, i = g / d, j = g % d, t0 = (it % nch) * ch;
-      const int64_t n = std::min(ch, batch - t0);
-      gemm(false, false, b, n, c, T(1), wp + g * bc, c, x + (i * c * d + j) * batch + t0, ld,
-           T(0), y + (i * b * d + j) * batch + t0, ld);
+#pragma omp parallel num_threads(nt)
+    {
+      cpu::serial_blas_in_region();
+#pragma omp for schedule(dynamic)
+      for (int64_t it = 0; it < a * d * nch; ++it) {
+        const int64_t g = it / nch, i = g / d, j = g % d, t0 = (it % nch) * ch;
+        const int64_t n = std::min(ch, batch - t0);
+        gemm(false, false, b, n, c, T(1), wp + g * bc, c, x + (i * c * d + j) * batch + t0, ld,
+             T(0), y + (i * b * d + j) * batch + t0, ld);
+      }
     }
     return;
   }
 
   if (d == 1) {
     // Block i: y[:, i·b:(i+1)·b] = x[:, i·c:(i+1)·c] · w[i]ᵀ, read in place (lda = N).
-    const int64_t ch = pick_chunk(batch, a, b + c, 16, nt), nch = ceil_div(batch, ch);
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int64_t it = 0; it < a * nch; ++it) {
-      const int64_t i = it / nch, t0 = (it % nch) * ch, n = std::min(ch, batch - t0);
-      gemm(false, true, n, b, c, T(1), x + t0 * N + i * c, N, wp + i * bc, c, T(0),
-           y + t0 * M + i * b, M);
+    const int64_t ch = pick_chunk(batch, a, b + c, 16, np), nch = ceil_div(batch, ch);
+#pragma omp parallel num_threads(nt)
+    {
+      cpu::serial_blas_in_region();
+#pragma omp for schedule(dynamic)
+      for (int64_t it = 0; it < a * nch; ++it) {
+        const int64_t i = it / nch, t0 = (it % nch) * ch, n = std::min(ch, batch - t0);
+        gemm(false, true, n, b, c, T(1), x + t0 * N + i * c, N, wp + i * bc, c, T(0),
+             y + t0 * M + i * b, M);
+      }
     }
     return;
   }
@@ -146,13 +157,14 @@ void KSPlan<T>::forward(const T* x, const T* w, T* y, int64_t batch) const {
   // d > 1, batch first: gather a chunk of rows into X (rows, d, c), d GEMMs into Y (rows, d, b),
   // scatter Y back to the strided output columns.
   const int64_t per_row = d * (b + c);
-  const int64_t ch = pick_chunk(batch, a, per_row, 1, nt), nch = ceil_div(batch, ch);
+  const int64_t ch = pick_chunk(batch, a, per_row, 1, np), nch = ceil_div(batch, ch);
 #pragma omp parallel num_threads(nt)
   {
+    cpu::serial_blas_in_region();
     std::vector<T> tile(size_t(ch * per_row));
     T* X = tile.data();
     T* Y = X + ch * d * c;
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
     for (int64_t it = 0; it < a * nch; ++it) {
       const int64_t i = it / nch, t0 = (it % nch) * ch, n = std::min(ch, batch - t0);
       for (int64_t r = 0; r < n; ++r) gather_row(x + (t0 + r) * N + i * c * d, X + r * d * c, c, d);
@@ -170,7 +182,10 @@ void KSPlan<T>::backward(const T* dy, const T* x, const T* w, T* dx, T* dw, int6
   if (!dx && !dw) return;
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d, bc = b * c, nnz = p_.nnz();
   const int64_t M = p_.rows(), N = p_.cols();
-  int nt = cpu::num_threads();
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
+  const int nt = cpu::num_threads();
+  const int np = cpu::partition_threads();  // cuts the work; the team (nt) only runs it
   std::vector<T> wbuf;
   const T* wp = dx ? pack_weights(p_, w, wbuf, nt) : nullptr;
 
@@ -178,54 +193,58 @@ void KSPlan<T>::backward(const T* dy, const T* x, const T* w, T* dx, T* dw, int6
   const bool bsl = layout_ == KSLayout::BatchLast;
   const int64_t groups = bsl ? a * d : a;
   const int64_t per_row = bsl ? b + c : (d == 1 ? b + c : d * (b + c));
-  const int64_t ch = pick_chunk(batch, groups, per_row, (bsl ? 64 : d == 1 ? 16 : 1), nt);
+  const int64_t ch = pick_chunk(batch, groups, per_row, (bsl ? 64 : d == 1 ? 16 : 1), np);
   const int64_t nch = ceil_div(batch, ch), items = groups * nch;
-  nt = int(std::min<int64_t>(nt, items));
 
-  // dw: one accumulator per thread in the packed layout (sums over the batch chunks that
-  // thread owns), reduced at the end; deterministic for a given thread count.
-  std::vector<T> acc(dw ? size_t(nt * nnz) : 0, T(0));
+  // dw: one accumulator per part in the packed layout, each summing a fixed contiguous run of
+  // work items in order, reduced at the end: the same sums whichever thread runs a part, so dw
+  // is deterministic for a given setting even when the team adapts (threads.hpp).
+  const int64_t nparts = std::min<int64_t>(np, items);
+  std::vector<T> acc(dw ? size_t(nparts * nnz) : 0, T(0));
 
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(int(std::min<int64_t>(nt, nparts)))
   {
-    T* A = dw ? acc.data() + int64_t(omp_get_thread_num()) * nnz : nullptr;
+    cpu::serial_blas_in_region();
     std::vector<T> tile(bsl || d == 1 ? 0 : size_t(ch * per_row));
-#pragma omp for schedule(static)
-    for (int64_t it = 0; it < items; ++it) {
-      const int64_t g = it / nch, t0 = (it % nch) * ch, n = std::min(ch, batch - t0);
-      if (bsl) {
-        // dW_ij += dY_ij · X_ijᵀ, dX_ij = W_ijᵀ · dY_ij (strided row sets, ld = d·batch).
-        const int64_t i = g / d, j = g % d, ld = d * batch;
-        const T* gy = dy + (i * b * d + j) * batch + t0;
-        if (A) gemm(false, true, b, c, n, T(1), gy, ld, x + (i * c * d + j) * batch + t0, ld, T(1),
-                    A + g * bc, c);
-        if (dx) gemm(true, false, c, n, b, T(1), wp + g * bc, c, gy, ld, T(0),
-                     dx + (i * c * d + j) * batch + t0, ld);
-      } else if (d == 1) {
-        const int64_t i = g;
-        const T* gy = dy + t0 * M + i * b;
-        if (A) gemm(true, false, b, c, n, T(1), gy, M, x + t0 * N + i * c, N, T(1), A + i * bc, c);
-        if (dx) gemm(false, false, n, c, b, T(1), gy, M, wp + i * bc, c, T(0), dx + t0 * N + i * c, N);
-      } else {
-        // Gather dY (rows, d, b) and X (rows, d, c); dX reuses X's tile once dW has read it.
-        const int64_t i = g;
-        T* G = tile.data();
-        T* X = G + ch * d * b;
-        for (int64_t r = 0; r < n; ++r) gather_row(dy + (t0 + r) * M + i * b * d, G + r * d * b, b, d);
-        if (A)
-          for (int64_t r = 0; r < n; ++r) gather_row(x + (t0 + r) * N + i * c * d, X + r * d * c, c, d);
-        for (int64_t j = 0; j < d; ++j) {
-          if (A) gemm(true, false, b, c, n, T(1), G + j * b, d * b, X + j * c, d * c, T(1),
-                      A + (i * d + j) * bc, c);
-          if (dx) gemm(false, false, n, c, b, T(1), G + j * b, d * b, wp + (i * d + j) * bc, c, T(0),
-                       X + j * c, d * c);
+#pragma omp for schedule(dynamic)
+    for (int64_t part = 0; part < nparts; ++part) {
+      T* A = dw ? acc.data() + part * nnz : nullptr;
+      for (int64_t it = part * items / nparts; it < (part + 1) * items / nparts; ++it) {
+        const int64_t g = it / nch, t0 = (it % nch) * ch, n = std::min(ch, batch - t0);
+        if (bsl) {
+          // dW_ij += dY_ij · X_ijᵀ, dX_ij = W_ijᵀ · dY_ij (strided row sets, ld = d·batch).
+          const int64_t i = g / d, j = g % d, ld = d * batch;
+          const T* gy = dy + (i * b * d + j) * batch + t0;
+          if (A) gemm(false, true, b, c, n, T(1), gy, ld, x + (i * c * d + j) * batch + t0, ld, T(1),
+                      A + g * bc, c);
+          if (dx) gemm(true, false, c, n, b, T(1), wp + g * bc, c, gy, ld, T(0),
+                       dx + (i * c * d + j) * batch + t0, ld);
+        } else if (d == 1) {
+          const int64_t i = g;
+          const T* gy = dy + t0 * M + i * b;
+          if (A) gemm(true, false, b, c, n, T(1), gy, M, x + t0 * N + i * c, N, T(1), A + i * bc, c);
+          if (dx) gemm(false, false, n, c, b, T(1), gy, M, wp + i * bc, c, T(0), dx + t0 * N + i * c, N);
+        } else {
+          // Gather dY (rows, d, b) and X (rows, d, c); dX reuses X's tile once dW has read it.
+          const int64_t i = g;
+          T* G = tile.data();
+          T* X = G + ch * d * b;
+          for (int64_t r = 0; r < n; ++r) gather_row(dy + (t0 + r) * M + i * b * d, G + r * d * b, b, d);
+          if (A)
+            for (int64_t r = 0; r < n; ++r) gather_row(x + (t0 + r) * N + i * c * d, X + r * d * c, c, d);
+          for (int64_t j = 0; j < d; ++j) {
+            if (A) gemm(true, false, b, c, n, T(1), G + j * b, d * b, X + j * c, d * c, T(1),
+                        A + (i * d + j) * bc, c);
+            if (dx) gemm(false, false, n, c, b, T(1), G + j * b, d * b, wp + (i * d + j) * bc, c, T(0),
+                         X + j * c, d * c);
+          }
+          if (dx)
+            for (int64_t r = 0; r < n; ++r) scatter_row(X + r * d * c, dx + (t0 + r) * N + i * c * d, c, d);
         }
-        if (dx)
-          for (int64_t r = 0; r < n; ++r) scatter_row(X + r * d * c, dx + (t0 + r) * N + i * c * d, c, d);
       }
     }
   }
-  if (dw) reduce_weights(p_, acc.data(), nt, dw, cpu::num_threads());
+  if (dw) reduce_weights(p_, acc.data(), nparts, dw, nt);
 }
 
 template class KSPlan<float>;

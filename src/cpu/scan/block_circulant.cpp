@@ -56,7 +56,7 @@ template <class R>
 void block_forward_scan(const Spectra<R>& s) {
   using C = std::complex<R>;
   const int64_t chunk = kern::scan_chunk(s.B, s.kfs), nch = (s.kfs + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) num_threads(cpu::num_threads())
+#pragma omp parallel for schedule(dynamic) num_threads(cpu::num_threads())
   for (int64_t task = 0; task < s.B * nch; ++task) {
     const int64_t b = task / nch, f0 = (task % nch) * chunk, len = std::min(chunk, s.kfs - f0);
     for (int64_t t = 0; t < s.nt; ++t) {
@@ -83,7 +83,7 @@ void block_backward_scan(const Spectra<R>& s, std::complex<R>* Gbuf, std::comple
   const int64_t chunk = kern::scan_chunk(s.B, s.kfs), nch = (s.kfs + chunk - 1) / chunk;
   const int64_t p = s.p, kfs = s.kfs;
   auto g = [&](int64_t b, int64_t t, int64_t i) { return Gbuf + ((b * s.nt + t) * p + i) * kfs; };
-#pragma omp parallel for schedule(static) num_threads(cpu::num_threads())
+#pragma omp parallel for schedule(dynamic) num_threads(cpu::num_threads())
   for (int64_t task = 0; task < s.B * nch; ++task) {
     const int64_t b = task / nch, f0 = (task % nch) * chunk, len = std::min(chunk, kfs - f0);
     for (int64_t t = s.nt - 2; t >= 0; --t) {
@@ -153,6 +153,8 @@ void copy_last(const C* H, int64_t B, int64_t tb, int64_t p, int64_t kfs, C* car
 template <class R>
 void BlockCirculantScan<R>::forward(const R* a, const R* u, const R* h0, R* h) const {
   check_arg(a && u && h, "h", "expected non-null a, u and h");
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const int64_t B = B_, T = T_, p = p_, kfs = kfs_;
   const RealFFT<R>& fft = *fft_;
   const int64_t Tb = kern::time_block(B, T, B * (p * p + p) * kfs * int64_t(sizeof(C)));
@@ -177,6 +179,8 @@ template <class R>
 void BlockCirculantScan<R>::backward(const R* dh, const R* dh_last, const R* a, const R* u,
                                      const R* h0, R* da, R* du, R* dh0) const {
   check_arg(dh && a && u && da && du, "dh", "expected non-null dh, a, u, da and du");
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const int64_t B = B_, T = T_, p = p_, kfs = kfs_, sp = p * kfs;  // sp: one step's state spectra
   const RealFFT<R>& fft = *fft_;
   const int64_t Tb = kern::time_block(B, T, B * (p * p + 2 * p) * kfs * int64_t(sizeof(C)));

@@ -43,7 +43,7 @@ void load_a(const RealFFT<R>& fft, const A* a, int64_t B, int64_t T, int64_t t0,
   const int64_t n = fft.n(), nf = n / 2 + 1, rows = B * tb;
   auto grow = [=](int64_t r) { return (r / tb) * T + t0 + r % tb; };
   if constexpr (Fourier) {
-#pragma omp parallel for schedule(static) num_threads(cpu::num_threads())
+#pragma omp parallel for schedule(dynamic, 16) num_threads(cpu::num_threads())
     for (int64_t r = 0; r < rows; ++r) {
       const std::complex<R>* s = a + grow(r) * nf;
       std::complex<R>* d = dst + r * nfs;
@@ -92,6 +92,8 @@ template <class R>
 template <bool Fourier, class A>
 void CirculantScan<R>::run_forward(const A* a, const R* u, const R* h0, R* h) const {
   check_arg(a && u && h, "h", "expected non-null a, u and h");
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const int64_t B = B_, T = T_, nfs = nfs_;
   const RealFFT<R>& fft = *fft_;
   const int64_t Tb = kern::time_block(B, T, 2 * B * nfs * int64_t(sizeof(C)));
@@ -117,6 +119,8 @@ template <bool Fourier, class A, class DA>
 void CirculantScan<R>::run_backward(const R* dh, const R* dh_last, const A* a, const R* u,
                                     const R* h0, DA* da, R* du, R* dh0) const {
   check_arg(dh && a && u && da && du, "dh", "expected non-null dh, a, u, da and du");
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const int64_t B = B_, T = T_, n = n_, nfs = nfs_, nf = n / 2 + 1;
   const RealFFT<R>& fft = *fft_;
   const int64_t Tb = kern::time_block(B, T, 4 * B * nfs * int64_t(sizeof(C)));
@@ -151,7 +155,7 @@ void CirculantScan<R>::run_backward(const R* dh, const R* dh_last, const A* a, c
       // dL/dRe + i dL/dIm of a_hat: a = irfft(a_hat) puts 2/n on interior frequencies, 1/n on
       // the real parts at 0 and n/2, and ignores those imaginary parts (see the header).
       const R two = R(2) / R(n), one = R(1) / R(n);
-#pragma omp parallel for schedule(static) num_threads(cpu::num_threads())
+#pragma omp parallel for schedule(dynamic, 16) num_threads(cpu::num_threads())
       for (int64_t r = 0; r < B * tb; ++r) {
         const C* x = X.data() + r * nfs;
         C* y = da + ((r / tb) * T + t0 + r % tb) * nf;

@@ -20,7 +20,9 @@ int64_t g_time_block = 0;
 int64_t time_block_override() { return g_time_block; }
 
 int64_t scan_chunk(int64_t B, int64_t n) {
-  const int64_t want = 4 * int64_t(num_threads());  // tasks wanted, for load balance
+  // Tasks wanted, for load balance (handed out dynamically: a thread that loses its core on a
+  // shared machine leaves its remaining tasks to the others).
+  const int64_t want = 4 * int64_t(num_threads());
   const int64_t per_b = std::max<int64_t>(1, (want + B - 1) / B);
   int64_t c = (n + per_b - 1) / per_b;
   c = std::max<int64_t>(16, (c + 15) / 16 * 16);
@@ -29,8 +31,10 @@ int64_t scan_chunk(int64_t B, int64_t n) {
 
 template <class S>
 void diag_forward(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const S* h0, S* h) {
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const int64_t chunk = scan_chunk(B, n), nch = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) num_threads(num_threads())
+#pragma omp parallel for schedule(dynamic) num_threads(num_threads())
   for (int64_t task = 0; task < B * nch; ++task) {
     const int64_t bi = task / nch, c0 = (task % nch) * chunk, len = std::min(chunk, n - c0);
     const int64_t base = bi * T * n + c0;
@@ -54,8 +58,10 @@ void diag_forward(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const
 template <class S>
 void diag_backward(int64_t B, int64_t T, int64_t n, const S* dh, const S* dh_last, const S* a,
                    const S* b, const S* h0, S* da, S* db, S* dh0) {
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const int64_t chunk = scan_chunk(B, n), nch = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) num_threads(num_threads())
+#pragma omp parallel for schedule(dynamic) num_threads(num_threads())
   for (int64_t task = 0; task < B * nch; ++task) {
     const int64_t bi = task / nch, c0 = (task % nch) * chunk, len = std::min(chunk, n - c0);
     const int64_t base = bi * T * n + c0;

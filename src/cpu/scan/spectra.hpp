@@ -29,7 +29,7 @@ void rfft_rows(const RealFFT<T>& fft, int64_t rows, int64_t nfs, std::complex<T>
 #pragma omp parallel num_threads(num_threads())
   {
     AlignedBuffer<T> x(n);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 4)
     for (int64_t r = 0; r < rows; ++r) {
       load(r, x.data());
       std::complex<T>* out = dst + r * nfs;
@@ -46,7 +46,7 @@ void irfft_rows(const RealFFT<T>& fft, int64_t rows, int64_t nfs, std::complex<T
 #pragma omp parallel num_threads(num_threads())
   {
     AlignedBuffer<T> x(n);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 4)
     for (int64_t r = 0; r < rows; ++r) {
       fft.inverse(src + r * nfs, x.data());
       store(r, static_cast<const T*>(x.data()));

@@ -68,17 +68,15 @@ struct TileScratch {
   }
 };
 
-// The calling thread's index inside a parallel region (0 outside one).
-int thread_index();
-// Makes BLAS calls of this thread serial for the rest of the enclosing parallel region.
-// Why: OpenBLAS (OpenMP build) threads a call unless omp_in_parallel() -- false in a team of one
-// -- or omp_get_max_threads() == 1; nested BLAS teams under a loaded machine cost milliseconds.
-// omp_set_num_threads inside a region only changes the region's own (task-local) setting.
-void serial_blas_in_region();
+// Thread index and serial BLAS inside a region: cpu/threads.hpp.
+using cpu::serial_blas_in_region;
+using cpu::thread_index;
 
 // out[f * count + c] = scale * rfft(x column c zero-padded to fft.n())[f].
-// Work-shares tiles with an orphaned `omp for`: call it inside a parallel region (every thread
-// of the team must call it) or outside one (then it runs serially). Ends with a barrier.
+// Work-shares tiles with an orphaned `omp for` (dynamic: on a shared machine a thread that
+// loses its core keeps at most one tile from the others): call it inside a parallel region
+// (every thread of the team must call it) or outside one (then it runs serially). Ends with a
+// barrier.
 template <class T>
 void forward_columns(const RealFFT<T>& fft, const T* x, const Columns& cols, cplx<T>* out, T scale,
                      TileScratch<T>& s) {
@@ -88,7 +86,7 @@ void forward_columns(const RealFFT<T>& fft, const T* x, const Columns& cols, cpl
   s.ensure(n);
   T* rbuf = s.fwd.data();
   cplx<T>* cbuf = s.spec.data();
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
   for (int64_t tile = 0; tile < ntiles; ++tile) {
     const int64_t c0 = tile * kTile, g_n = std::min(kTile, count - c0);
     if (ts == 1) {
@@ -123,7 +121,7 @@ void inverse_columns(const RealFFT<T>& fft, const cplx<T>* in, const Columns& co
   s.ensure(n);
   T* rbuf = s.inv.data();
   cplx<T>* cbuf = s.spec.data();
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
   for (int64_t tile = 0; tile < ntiles; ++tile) {
     const int64_t c0 = tile * kTile, g_n = std::min(kTile, count - c0);
     for (int64_t f = 0; f < nf; ++f) {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/threads.hpp"
 #include "cpu/toeplitz/blas.hpp"
 #include "strux/toeplitz.hpp"
 
@@ -20,6 +21,7 @@ void lti_blocks(const T* A, const T* B, const T* C, const T* D, int64_t ns, int6
   check_positive(nm, "Nm");
   check_positive(nt, "nt");
   using cpu::toeplitz::gemm_real;
+  const cpu::BlasThreads blas_threads;  // BLAS takes set_num_threads, not the OpenMP default
   if (nd <= nm) {
     // Few outputs: Y_t = C A^t (nd x ns) costs nd ns^2 per step instead of ns^2 nm; stacked
     // Y (nt*nd, ns) times B (ns, nm) is exactly blocks (nt, nd, nm) in one GEMM.

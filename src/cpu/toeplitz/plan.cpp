@@ -1,10 +1,6 @@
 // BlockToeplitzPlan: Fhat once, then FFT -> per-frequency complex GEMV/GEMM -> inverse FFT.
 #include <mutex>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "cpu/fft.hpp"
 #include "cpu/toeplitz/blas.hpp"
 #include "cpu/toeplitz/columns.hpp"
@@ -27,20 +23,6 @@ const char* toeplitz_layout_name(ToeplitzLayout layout) {
   return layout == ToeplitzLayout::TimeMajor ? "time-major" : "space-major";
 }
 
-namespace cpu::toeplitz {
-int thread_index() {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
-void serial_blas_in_region() {
-#ifdef _OPENMP
-  omp_set_num_threads(1);
-#endif
-}
-}  // namespace cpu::toeplitz
 
 namespace {
 
@@ -98,6 +80,8 @@ void apply(Impl& p, const T* x, T* y, int64_t R, ToeplitzLayout layout, bool adj
   const int64_t nf = p.nfreq, nd = p.nd, nm = p.nm;
   const int64_t n_in = adjoint ? nd : nm, n_out = adjoint ? nm : nd;
   const Columns cin{n_in, R, p.nt, layout}, cout{n_out, R, p.nt, layout};
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   const int nth = cpu::num_threads();
   ScopedWorkspace<Impl, T> sw(p);
   Workspace<T>& w = *sw.w;
@@ -114,7 +98,8 @@ void apply(Impl& p, const T* x, T* y, int64_t R, ToeplitzLayout layout, bool adj
     cpu::toeplitz::forward_columns(fft, x, cin, X, T(1), ts);
     // Frequencies are independent. For the adjoint, F^T in time is Fhat[f]^H per frequency of
     // the half spectrum (F is real): ConjTrans on the same stored Fhat, no transposed copy.
-#pragma omp for schedule(static)
+    // Dynamic: a thread that loses its core mid-loop leaves its frequencies to the others.
+#pragma omp for schedule(dynamic, 4)
     for (int64_t f = 0; f < nf; ++f) {
       const cplx<T>* Ff = F + f * nd * nm;
       const cplx<T>* Xf = X + f * n_in * R;
@@ -158,6 +143,8 @@ BlockToeplitzPlan<T>::BlockToeplitzPlan(const T* blocks, int64_t nt, int64_t nd,
   p.fhat = AlignedBuffer<cplx<T>>(p.nfreq * nd * nm);
   // Every (row, col) entry of the blocks is one time series: time-major columns of count nd*nm.
   const Columns cols{nd * nm, 1, nt, ToeplitzLayout::TimeMajor};
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   Workspace<T> w;
   const int nth = cpu::num_threads();
   w.prepare(0, 0, nth);
@@ -215,6 +202,8 @@ void BlockToeplitzPlan<T>::grad_blocks(const T* m, const T* dd, T* dblocks, int6
   const int64_t nf = p.nfreq, nd = p.nd, nm = p.nm;
   // A gradient call, not the hot matvec: plain buffers.
   AlignedBuffer<cplx<T>> mh(nf * nm * R), dh(nf * nd * R), g(nf * nd * nm);
+  static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
+  const cpu::Team team(tuner);
   Workspace<T> w;
   const int nth = cpu::num_threads();
   w.prepare(0, 0, nth);
@@ -228,7 +217,7 @@ void BlockToeplitzPlan<T>::grad_blocks(const T* m, const T* dd, T* dblocks, int6
     auto& ts = w.tiles[size_t(cpu::toeplitz::thread_index())];
     cpu::toeplitz::forward_columns(fft, m, Columns{nm, R, p.nt, layout}, mh.data(), T(1), ts);
     cpu::toeplitz::forward_columns(fft, dd, Columns{nd, R, p.nt, layout}, dh.data(), T(1), ts);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 4)
     for (int64_t f = 0; f < nf; ++f)
       cpu::toeplitz::gemm(CblasNoTrans, CblasConjTrans, nd, nm, R, alpha, dh.data() + f * nd * R, R,
                           mh.data() + f * nm * R, R, g.data() + f * nd * nm, nm);
