@@ -30,5 +30,6 @@ def info() -> dict:
 
 
 def set_num_threads(n: int) -> None:
-    """Threads of the CPU backend (0 = OpenMP default)."""
-    _ext.set_num_threads(int(n))
+    """Threads of the CPU backend (0 = OpenMP default, at most 1024)."""
+    from ._arrays import integer
+    _ext.set_num_threads(integer(n, "n", 0, 1024))

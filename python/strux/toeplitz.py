@@ -29,7 +29,8 @@ import os
 import numpy as np
 
 from . import _ext
-from ._arrays import choice, compute_dtype, cuda_backend, on_gpu, native, real_array, result, same_dtype
+from ._arrays import (choice, compute_dtype, cuda_backend, integer, on_gpu, native, real_array, result,
+                      same_dtype)
 
 __all__ = ["BlockToeplitz", "read_vector", "write_vector"]
 
@@ -42,11 +43,7 @@ def _plan_class(dt: np.dtype):
 
 
 def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"argument '{name}': expected an integer, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"argument '{name}': expected an integer >= 1, got {value}")
-    return int(value)
+    return integer(value, name, 1, 2**62)
 
 
 def _path(value, name: str) -> str:
@@ -148,8 +145,8 @@ class BlockToeplitz:
         directory = _path(directory, "directory")
         if not isinstance(prefix, str) or not prefix or "\n" in prefix:
             raise ValueError(f"argument 'prefix': expected a non-empty one-line string, got {prefix!r}")
-        is_p2q = int(is_p2q)
-        checksum = int(checksum)
+        is_p2q = integer(is_p2q, "is_p2q", -2**31, 2**31 - 1)
+        checksum = integer(checksum, "checksum", -2**31, 2**31 - 1)
         _ext.toeplitz_write_fftmatvec(directory, np.ascontiguousarray(self._blocks, dtype=np.float64),
                                       prefix, is_p2q, checksum)
 

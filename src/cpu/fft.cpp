@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/checked_size.hpp"
 #include "strux/core.hpp"
 
 #ifdef _OPENMP
@@ -60,8 +61,14 @@ template <> struct Fftw<double> {
 template <class T>
 AlignedBuffer<T>::AlignedBuffer(int64_t count) : n_(count) {
   if (count > 0) {
-    p_ = static_cast<T*>(Fftw<float>::malloc(sizeof(T) * size_t(count)));
-    if (!p_) throw BackendError(msg("strux: out of memory allocating ", count * sizeof(T), " bytes"));
+    // Callers check their size products (core/checked_size.hpp); this bound keeps the byte count
+    // itself from wrapping. Out of memory is MemoryError; bindings add the argument's name.
+    if (count <= kMaxBytes / int64_t(sizeof(T)))
+      p_ = static_cast<T*>(Fftw<float>::malloc(sizeof(T) * size_t(count)));
+    if (!p_)
+      throw MemoryError(msg("out of memory allocating ", count, " x ", sizeof(T), " = ",
+                            count <= kMaxBytes ? msg(count * int64_t(sizeof(T))) : std::string("more than 2^50"),
+                            " bytes"));
   }
 }
 template <class T>
@@ -138,7 +145,8 @@ int num_threads() {
 #endif
 }
 void set_num_threads(int n) {
-  check_arg(n >= 0, "threads", "expected >= 0 (0 = default), got ", n);
+  // An OpenMP team of 10^5 threads exhausts the process's stacks and crashes inside libgomp.
+  check_arg(n >= 0 && n <= kMaxThreads, "threads", "expected 0 (default) to ", kMaxThreads, ", got ", n);
   g_threads = n;
 }
 

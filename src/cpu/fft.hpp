@@ -63,7 +63,9 @@ class RealFFT {
   void* inv_ = nullptr;
 };
 
-// Threads the CPU backend uses (OpenMP), settable; default = omp_get_max_threads().
+// Threads the CPU backend uses (OpenMP), settable (0 = default = omp_get_max_threads(), at most
+// kMaxThreads).
+inline constexpr int kMaxThreads = 1024;
 int num_threads();
 void set_num_threads(int n);
 

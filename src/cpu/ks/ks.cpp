@@ -147,10 +147,11 @@ void KSPlan<T>::forward(const T* x, const T* w, T* y, int64_t batch) const {
   // scatter Y back to the strided output columns.
   const int64_t per_row = d * (b + c);
   const int64_t ch = pick_chunk(batch, a, per_row, 1, nt), nch = ceil_div(batch, ch);
+  // Tiles are allocated before the region: an exception may not leave an OpenMP region.
+  std::vector<T> tiles(size_t(nt) * size_t(ch * per_row));
 #pragma omp parallel num_threads(nt)
   {
-    std::vector<T> tile(size_t(ch * per_row));
-    T* X = tile.data();
+    T* X = tiles.data() + int64_t(omp_get_thread_num()) * ch * per_row;
     T* Y = X + ch * d * c;
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < a * nch; ++it) {
@@ -185,11 +186,13 @@ void KSPlan<T>::backward(const T* dy, const T* x, const T* w, T* dx, T* dw, int6
   // dw: one accumulator per thread in the packed layout (sums over the batch chunks that
   // thread owns), reduced at the end; deterministic for a given thread count.
   std::vector<T> acc(dw ? size_t(nt * nnz) : 0, T(0));
+  const int64_t tile_len = bsl || d == 1 ? 0 : ch * per_row;
+  std::vector<T> tiles(size_t(nt) * size_t(tile_len));  // before the region, as in forward
 
 #pragma omp parallel num_threads(nt)
   {
     T* A = dw ? acc.data() + int64_t(omp_get_thread_num()) * nnz : nullptr;
-    std::vector<T> tile(bsl || d == 1 ? 0 : size_t(ch * per_row));
+    T* tile = tiles.data() + int64_t(omp_get_thread_num()) * tile_len;
 #pragma omp for schedule(static)
     for (int64_t it = 0; it < items; ++it) {
       const int64_t g = it / nch, t0 = (it % nch) * ch, n = std::min(ch, batch - t0);
@@ -209,7 +212,7 @@ void KSPlan<T>::backward(const T* dy, const T* x, const T* w, T* dx, T* dw, int6
       } else {
         // Gather dY (rows, d, b) and X (rows, d, c); dX reuses X's tile once dW has read it.
         const int64_t i = g;
-        T* G = tile.data();
+        T* G = tile;
         T* X = G + ch * d * b;
         for (int64_t r = 0; r < n; ++r) gather_row(dy + (t0 + r) * M + i * b * d, G + r * d * b, b, d);
         if (A)
