@@ -6,6 +6,7 @@
 #include <climits>
 #include <vector>
 
+#include "core/checked_size.hpp"
 #include "cpu/fft.hpp"
 #include "cpu/ks/gemm.hpp"
 #include "cpu/ks/transpose.hpp"
@@ -100,6 +101,7 @@ void ks_check_pattern(const KSPattern& p, const char* arg) {
   check_arg(p.a >= 1 && p.b >= 1 && p.c >= 1 && p.d >= 1, arg,
             "expected (a, b, c, d) with every entry >= 1, got (", p.a, ", ", p.b, ", ", p.c, ", ",
             p.d, ")");
+  checked_count(arg, {p.a, p.b, p.c, p.d});  // nnz; rows and columns are sub-products
 }
 
 template <class T>
