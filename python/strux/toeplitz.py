@@ -46,6 +46,21 @@ def _positive_int(value, name: str) -> int:
     return integer(value, name, 1, 2**62)
 
 
+class _names_file_errors:
+    """Errors about a file below a path argument name that argument (the file is in the message)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, e, tb):
+        if isinstance(e, ValueError) and not str(e).startswith("argument '"):
+            raise ValueError(f"argument '{self.name}': {e}") from None
+        return False
+
+
 def _path(value, name: str) -> str:
     if not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"argument '{name}': expected a path (str or os.PathLike), got {type(value).__name__}")
@@ -134,7 +149,8 @@ class BlockToeplitz:
         dt = np.dtype(dtype)
         if dt.kind != "f":
             raise TypeError(f"argument 'dtype': expected a real floating dtype, got {dt}")
-        blocks, _meta = _ext.toeplitz_read_fftmatvec(directory)
+        with _names_file_errors("directory"):
+            blocks, _meta = _ext.toeplitz_read_fftmatvec(directory)
         return cls(blocks.astype(dt, copy=False), layout=layout)
 
     def save_fftmatvec(self, directory, *, prefix: str = "adj/vec_", is_p2q: int = 0, checksum: int = 0) -> None:
@@ -147,8 +163,9 @@ class BlockToeplitz:
             raise ValueError(f"argument 'prefix': expected a non-empty one-line string, got {prefix!r}")
         is_p2q = integer(is_p2q, "is_p2q", -2**31, 2**31 - 1)
         checksum = integer(checksum, "checksum", -2**31, 2**31 - 1)
-        _ext.toeplitz_write_fftmatvec(directory, np.ascontiguousarray(self._blocks, dtype=np.float64),
-                                      prefix, is_p2q, checksum)
+        with _names_file_errors("directory"):
+            _ext.toeplitz_write_fftmatvec(directory, np.ascontiguousarray(self._blocks, dtype=np.float64),
+                                          prefix, is_p2q, checksum)
 
     # ---- properties --------------------------------------------------------------------------
     @property
@@ -290,7 +307,8 @@ def read_vector(path):
     path = _path(path, "path")
     if not os.path.exists(path):
         raise FileNotFoundError(f"argument 'path': '{path}' does not exist")
-    x, space = _ext.toeplitz_read_vector(path)
+    with _names_file_errors("path"):
+        x, space = _ext.toeplitz_read_vector(path)
     return x, space
 
 
@@ -301,4 +319,5 @@ def write_vector(path, x, *, space: str = "param") -> None:
     path = _path(path, "path")
     choice(space, "space", _SPACES)
     a = real_array(x, "x", ndim=2)
-    _ext.toeplitz_write_vector(path, np.ascontiguousarray(a, dtype=np.float64), space)
+    with _names_file_errors("path"):
+        _ext.toeplitz_write_vector(path, np.ascontiguousarray(a, dtype=np.float64), space)
