@@ -21,7 +21,7 @@ fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q numpy scipy pytest h5py
+.venv/bin/python -m pip install -q numpy scipy pytest h5py hypothesis
 
 # The CUDA backend is compiled whenever nvcc is found; on a machine without a GPU the
 # C++ test build (scripts/test.sh) still compiles it, so the Python build can skip it.

@@ -14,7 +14,11 @@
 #include <complex>
 #include <cstdint>
 #include <initializer_list>
+#include <new>
+#include <utility>
 #include <vector>
+
+#include "core/checked_size.hpp"
 
 namespace nb = nanobind;
 
@@ -28,18 +32,31 @@ using In = nb::ndarray<const T, nb::c_contig, nb::device::cpu>;
 template <class T>
 using Out = nb::ndarray<nb::numpy, T>;
 
-// Allocates an uninitialised numpy array of `shape`, freed when Python drops it.
+// Allocates an uninitialised numpy array of `shape`, freed when Python drops it. `arg` names the
+// argument whose sizes gave the shape: an overflowing shape is a ValueError, an allocation that
+// fails a MemoryError with the byte count, both naming it.
 template <class T>
-Out<T> new_array(const std::vector<int64_t>& shape) {
-  size_t count = 1;
+Out<T> new_array(const std::vector<int64_t>& shape, const char* arg = "result") {
+  int64_t count = 1;
   std::vector<size_t> s;
   for (int64_t v : shape) {
     s.push_back(size_t(v));
-    count *= size_t(v);
+    count = checked_mul(count, v, arg);
   }
-  T* data = new T[count > 0 ? count : 1];
+  const int64_t bytes = checked_bytes_of(arg, count, int64_t(sizeof(T)));
+  T* data = new (std::nothrow) T[size_t(count > 0 ? count : 1)];
+  if (!data)
+    throw MemoryError(msg("argument '", arg, "': out of memory allocating a result of shape ",
+                          shape_str(shape), " (", bytes, " bytes)"));
   nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<T*>(p); });
   return Out<T>(data, s.size(), s.data(), owner);
+}
+
+// Runs f with the GIL released; out-of-memory inside becomes MemoryError naming `arg`.
+template <class F>
+decltype(auto) run_nogil(const char* arg, F&& f) {
+  nb::gil_scoped_release nogil;
+  return with_oom_context(arg, std::forward<F>(f));
 }
 
 template <class Arr>

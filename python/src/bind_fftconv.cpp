@@ -60,17 +60,13 @@ struct PyPlan {
     auto sk = shape_of(k);
     check_arg(sk.size() == 2, "k", "expected 2 dimensions (H, Lk), got shape ", shape_str(sk));
     strux::ConvMode m = strux::parse_conv_mode(mode);
-    nb::gil_scoped_release nogil;
-    return FFTConvPlan<T>(1, sk[0], L, k.data(), sk[1], m);
+    return strux::py::run_nogil("k", [&] { return FFTConvPlan<T>(1, sk[0], L, k.data(), sk[1], m); });
   }
 
   Out<T> forward(const In<T>& u, const Opt<T>& pre, const Opt<T>& post, const Opt<T>& skip) const {
     auto su = check_inputs(plan, u, pre, post, skip);
-    Out<T> y = new_array<T>(su);
-    {
-      nb::gil_scoped_release nogil;
-      plan.with_batch(su[0]).forward(u.data(), ptr(pre), ptr(post), ptr(skip), y.data());
-    }
+    Out<T> y = new_array<T>(su, "u");
+    strux::py::run_nogil("u", [&] { plan.with_batch(su[0]).forward(u.data(), ptr(pre), ptr(post), ptr(skip), y.data()); });
     return y;
   }
 
@@ -79,18 +75,17 @@ struct PyPlan {
     auto su = check_inputs(plan, u, pre, post, skip);
     check_arg(shape_of(dy) == su, "dy", "expected shape ", shape_str(su), " (the shape of u), got ",
               shape_str(shape_of(dy)));
-    Out<T> du = new_array<T>(su);
+    Out<T> du = new_array<T>(su, "u");
     Out<T> dk = new_array<T>({plan.channels(), plan.filter_length()});
     std::optional<Out<T>> dpre, dpost, dskip;
     if (pre) dpre = new_array<T>(su);
     if (post) dpost = new_array<T>(su);
     if (skip) dskip = new_array<T>({su[1]});
-    {
-      nb::gil_scoped_release nogil;
+    strux::py::run_nogil("u", [&] {
       plan.with_batch(su[0]).backward(dy.data(), u.data(), ptr(pre), ptr(post), ptr(skip), du.data(), dk.data(),
                                       dpre ? dpre->data() : nullptr, dpost ? dpost->data() : nullptr,
                                       dskip ? dskip->data() : nullptr);
-    }
+    });
     auto obj = [](std::optional<Out<T>>& a) { return a ? nb::cast(*a) : nb::none(); };
     return nb::make_tuple(du, dk, obj(dpre), obj(dpost), obj(dskip));
   }

@@ -58,11 +58,10 @@ Out<T> matmul(In<T> x, In<T> w, std::vector<int64_t> pat, std::string layout_s) 
   const KSPattern& p = plan.pattern();
   check_w(w, p, "w");
   const int64_t batch = batch_of(x, p.cols(), layout, "x");
-  Out<T> y = py::new_array<T>(act_shape(p.rows(), batch, layout));
-  {
-    nb::gil_scoped_release release;
+  Out<T> y = py::new_array<T>(act_shape(p.rows(), batch, layout), "x");
+  strux::py::run_nogil("x", [&] {
     plan.forward(x.data(), w.data(), y.data(), batch);
-  }
+  });
   return y;
 }
 
@@ -76,12 +75,11 @@ std::pair<Out<T>, Out<T>> matmul_vjp(In<T> dy, In<T> x, In<T> w, std::vector<int
   check_w(w, p, "w");
   const int64_t batch = batch_of(x, p.cols(), layout, "x");
   check_arg(batch_of(dy, p.rows(), layout, "dy") == batch, "dy", "expected batch ", batch);
-  Out<T> dx = py::new_array<T>(act_shape(p.cols(), batch, layout));
-  Out<T> dw = py::new_array<T>({p.a, p.b, p.c, p.d});
-  {
-    nb::gil_scoped_release release;
+  Out<T> dx = py::new_array<T>(act_shape(p.cols(), batch, layout), "dy");
+  Out<T> dw = py::new_array<T>({p.a, p.b, p.c, p.d}, "w");
+  strux::py::run_nogil("x", [&] {
     plan.backward(dy.data(), x.data(), w.data(), dx.data(), dw.data(), batch);
-  }
+  });
   return {dx, dw};
 }
 
@@ -96,11 +94,10 @@ Out<T> chain(In<T> x, std::vector<In<T>> ws, std::vector<int64_t> flat, std::str
     wp.push_back(ws[q].data());
   }
   const int64_t batch = batch_of(x, plan.cols(), layout, "x");
-  Out<T> y = py::new_array<T>(act_shape(plan.rows(), batch, layout));
-  {
-    nb::gil_scoped_release release;
+  Out<T> y = py::new_array<T>(act_shape(plan.rows(), batch, layout), "x");
+  strux::py::run_nogil("x", [&] {
     plan.forward(x.data(), wp.data(), y.data(), batch);
-  }
+  });
   return y;
 }
 
@@ -117,16 +114,15 @@ std::pair<Out<T>, std::vector<Out<T>>> chain_vjp(In<T> dy, In<T> x, std::vector<
     const KSPattern& p = plan.factor(q).pattern();
     check_w(ws[q], p, "ws");
     wp.push_back(ws[q].data());
-    dws.push_back(py::new_array<T>({p.a, p.b, p.c, p.d}));
+    dws.push_back(py::new_array<T>({p.a, p.b, p.c, p.d}, "w"));
     dwp.push_back(dws.back().data());
   }
   const int64_t batch = batch_of(x, plan.cols(), layout, "x");
   check_arg(batch_of(dy, plan.rows(), layout, "dy") == batch, "dy", "expected batch ", batch);
-  Out<T> dx = py::new_array<T>(act_shape(plan.cols(), batch, layout));
-  {
-    nb::gil_scoped_release release;
+  Out<T> dx = py::new_array<T>(act_shape(plan.cols(), batch, layout), "dy");
+  strux::py::run_nogil("x", [&] {
     plan.backward(dy.data(), x.data(), wp.data(), dx.data(), dwp.data(), batch);
-  }
+  });
   return {dx, dws};
 }
 

@@ -62,8 +62,9 @@ void bind_diag(nb::module_& m, const char* sfx) {
           check_same(shape_of(b), s, "b");
           check_opt(h0, {s[0], s[2]}, "h0");
           S* ph = out_ptr(h, s, "h");
-          nb::gil_scoped_release r;
-          DiagScan<S>(s[0], s[1], s[2]).forward(a.data(), b.data(), ptr(h0), ph);
+          strux::py::run_nogil("b", [&] {
+            DiagScan<S>(s[0], s[1], s[2]).forward(a.data(), b.data(), ptr(h0), ph);
+          });
         },
         nb::arg("a"), nb::arg("b"), nb::arg("h0").none(), nb::arg("h"));
   m.def((std::string("scan_diag_bwd_") + sfx).c_str(),
@@ -74,8 +75,9 @@ void bind_diag(nb::module_& m, const char* sfx) {
           check_opt(h0, {s[0], s[2]}, "h0");
           check_opt(dh_last, {s[0], s[2]}, "dh_last");
           S *pa = out_ptr(da, s, "da"), *pb = out_ptr(db, s, "db"), *p0 = out_ptr(dh0, {s[0], s[2]}, "dh0");
-          nb::gil_scoped_release r;
-          DiagScan<S>(s[0], s[1], s[2]).backward(dh.data(), ptr(dh_last), a.data(), b.data(), ptr(h0), pa, pb, p0);
+          strux::py::run_nogil("b", [&] {
+            DiagScan<S>(s[0], s[1], s[2]).backward(dh.data(), ptr(dh_last), a.data(), b.data(), ptr(h0), pa, pb, p0);
+          });
         },
         nb::arg("dh"), nb::arg("dh_last").none(), nb::arg("a"), nb::arg("b"), nb::arg("h0").none(),
         nb::arg("da"), nb::arg("db"), nb::arg("dh0").none());
@@ -93,12 +95,13 @@ void bind_circ_form(nb::module_& m, const std::string& base, const std::string& 
           check_same(shape_of(a), a_shape(s), "a");
           check_opt(h0, {s[0], s[2]}, "h0");
           R* ph = out_ptr(h, s, "h");
-          nb::gil_scoped_release r;
-          CirculantScan<R> plan(s[0], s[1], s[2]);
-          if constexpr (Fourier)
-            plan.forward_fourier(a.data(), u.data(), ptr(h0), ph);
-          else
-            plan.forward(a.data(), u.data(), ptr(h0), ph);
+          strux::py::run_nogil("u", [&] {
+            CirculantScan<R> plan(s[0], s[1], s[2]);
+            if constexpr (Fourier)
+              plan.forward_fourier(a.data(), u.data(), ptr(h0), ph);
+            else
+              plan.forward(a.data(), u.data(), ptr(h0), ph);
+          });
         },
         nb::arg("a"), nb::arg("u"), nb::arg("h0").none(), nb::arg("h"));
   m.def((base + "_bwd_" + sfx).c_str(),
@@ -110,12 +113,13 @@ void bind_circ_form(nb::module_& m, const std::string& base, const std::string& 
           check_opt(dh_last, {s[0], s[2]}, "dh_last");
           A* pa = out_ptr(da, a_shape(s), "da");
           R *pu = out_ptr(du, s, "du"), *p0 = out_ptr(dh0, {s[0], s[2]}, "dh0");
-          nb::gil_scoped_release r;
-          CirculantScan<R> plan(s[0], s[1], s[2]);
-          if constexpr (Fourier)
-            plan.backward_fourier(dh.data(), ptr(dh_last), a.data(), u.data(), ptr(h0), pa, pu, p0);
-          else
-            plan.backward(dh.data(), ptr(dh_last), a.data(), u.data(), ptr(h0), pa, pu, p0);
+          strux::py::run_nogil("u", [&] {
+            CirculantScan<R> plan(s[0], s[1], s[2]);
+            if constexpr (Fourier)
+              plan.backward_fourier(dh.data(), ptr(dh_last), a.data(), u.data(), ptr(h0), pa, pu, p0);
+            else
+              plan.backward(dh.data(), ptr(dh_last), a.data(), u.data(), ptr(h0), pa, pu, p0);
+          });
         },
         nb::arg("dh"), nb::arg("dh_last").none(), nb::arg("a"), nb::arg("u"), nb::arg("h0").none(),
         nb::arg("da"), nb::arg("du"), nb::arg("dh0").none());
@@ -137,8 +141,9 @@ void bind_block(nb::module_& m, const char* sfx) {
           const int64_t n = d[2] * d[3];
           check_opt(h0, {d[0], n}, "h0");
           R* ph = out_ptr(h, shape_of(u), "h");
-          nb::gil_scoped_release r;
-          BlockCirculantScan<R>(d[0], d[1], d[2], d[3]).forward(a.data(), u.data(), ptr(h0), ph);
+          strux::py::run_nogil("u", [&] {
+            BlockCirculantScan<R>(d[0], d[1], d[2], d[3]).forward(a.data(), u.data(), ptr(h0), ph);
+          });
         },
         nb::arg("a"), nb::arg("u"), nb::arg("h0").none(), nb::arg("h"));
   m.def((std::string("scan_block_bwd_") + sfx).c_str(),
@@ -150,9 +155,10 @@ void bind_block(nb::module_& m, const char* sfx) {
           check_opt(dh_last, {d[0], n}, "dh_last");
           R *pa = out_ptr(da, shape_of(a), "da"), *pu = out_ptr(du, shape_of(u), "du");
           R* p0 = out_ptr(dh0, {d[0], n}, "dh0");
-          nb::gil_scoped_release r;
-          BlockCirculantScan<R>(d[0], d[1], d[2], d[3]).backward(dh.data(), ptr(dh_last), a.data(), u.data(),
-                                                                 ptr(h0), pa, pu, p0);
+          strux::py::run_nogil("u", [&] {
+            BlockCirculantScan<R>(d[0], d[1], d[2], d[3]).backward(dh.data(), ptr(dh_last), a.data(), u.data(),
+                                                                   ptr(h0), pa, pu, p0);
+          });
         },
         nb::arg("dh"), nb::arg("dh_last").none(), nb::arg("a"), nb::arg("u"), nb::arg("h0").none(),
         nb::arg("da"), nb::arg("du"), nb::arg("dh0").none());

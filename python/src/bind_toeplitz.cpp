@@ -44,8 +44,7 @@ void bind_plan(nb::module_& m, const char* name) {
              check_arg(blocks.ndim() == 3, "blocks", "expected 3 dimensions (Nt, Nd, Nm), got ",
                        blocks.ndim());
              const auto s = shape_of(blocks);
-             nb::gil_scoped_release nogil;
-             new (self) P(blocks.data(), s[0], s[1], s[2]);
+             strux::py::run_nogil("blocks", [&] { new (self) P(blocks.data(), s[0], s[1], s[2]); });
            })
       .def_prop_ro("nt", &P::nt)
       .def_prop_ro("nd", &P::nd)
@@ -62,18 +61,16 @@ void bind_plan(nb::module_& m, const char* name) {
            [](const P& p, In<T> x, const std::string& layout_s) {
              const ToeplitzLayout layout = strux::parse_toeplitz_layout(layout_s);
              const int64_t R = rhs_count(x, "m", p.nt(), p.nm(), layout);
-             auto y = new_array<T>(vec_shape<T>(p.nt(), p.nd(), R, x.ndim() == 3, layout));
-             nb::gil_scoped_release nogil;
-             p.matvec(x.data(), y.data(), R, layout);
+             auto y = new_array<T>(vec_shape<T>(p.nt(), p.nd(), R, x.ndim() == 3, layout), "m");
+             strux::py::run_nogil("m", [&] { p.matvec(x.data(), y.data(), R, layout); });
              return y;
            })
       .def("rmatvec",
            [](const P& p, In<T> x, const std::string& layout_s) {
              const ToeplitzLayout layout = strux::parse_toeplitz_layout(layout_s);
              const int64_t R = rhs_count(x, "d", p.nt(), p.nd(), layout);
-             auto y = new_array<T>(vec_shape<T>(p.nt(), p.nm(), R, x.ndim() == 3, layout));
-             nb::gil_scoped_release nogil;
-             p.rmatvec(x.data(), y.data(), R, layout);
+             auto y = new_array<T>(vec_shape<T>(p.nt(), p.nm(), R, x.ndim() == 3, layout), "d");
+             strux::py::run_nogil("d", [&] { p.rmatvec(x.data(), y.data(), R, layout); });
              return y;
            })
       .def("grad_blocks", [](const P& p, In<T> mv, In<T> dd, const std::string& layout_s) {
@@ -82,9 +79,8 @@ void bind_plan(nb::module_& m, const char* name) {
         const int64_t Rd = rhs_count(dd, "dd", p.nt(), p.nd(), layout);
         check_arg(Rd == R && dd.ndim() == mv.ndim(), "dd", "expected ", R,
                   " right-hand sides like 'm', got shape ", strux::shape_str(shape_of(dd)));
-        auto g = new_array<T>({p.nt(), p.nd(), p.nm()});
-        nb::gil_scoped_release nogil;
-        p.grad_blocks(mv.data(), dd.data(), g.data(), R, layout);
+        auto g = new_array<T>({p.nt(), p.nd(), p.nm()}, "dd");
+        strux::py::run_nogil("dd", [&] { p.grad_blocks(mv.data(), dd.data(), g.data(), R, layout); });
         return g;
       });
 }
@@ -103,10 +99,9 @@ Out<T> lti(In<T> A, In<T> B, In<T> C, std::optional<In<T>> D, int64_t nt) {
     check_arg(D->ndim() == 2 && int64_t(D->shape(0)) == nd && int64_t(D->shape(1)) == nm, "D",
               "expected shape ", strux::shape_str({nd, nm}), ", got ", strux::shape_str(shape_of(*D)));
   strux::check_positive(nt, "nt");
-  auto out = new_array<T>({nt, nd, nm});
+  auto out = new_array<T>({nt, nd, nm}, "nt");
   const T* dp = D ? D->data() : nullptr;
-  nb::gil_scoped_release nogil;
-  strux::lti_blocks<T>(A.data(), B.data(), C.data(), dp, ns, nd, nm, nt, out.data());
+  strux::py::run_nogil("nt", [&] { strux::lti_blocks<T>(A.data(), B.data(), C.data(), dp, ns, nd, nm, nt, out.data()); });
   return out;
 }
 
@@ -124,7 +119,7 @@ void bind_toeplitz(nb::module_& m) {
   m.def("toeplitz_read_fftmatvec", [](const std::string& dir) {
     strux::FFTMatvecMeta meta;
     std::vector<double> b = strux::read_fftmatvec(dir, &meta);
-    auto out = new_array<double>({meta.nt, meta.nd, meta.nm});
+    auto out = new_array<double>({meta.nt, meta.nd, meta.nm}, "directory");
     std::copy(b.begin(), b.end(), out.data());
     nb::dict info;
     info["Nd"] = meta.nd;
@@ -147,7 +142,7 @@ void bind_toeplitz(nb::module_& m) {
         });
   m.def("toeplitz_read_vector", [](const std::string& path) {
     strux::VectorFile v = strux::read_vector_file(path);
-    auto out = new_array<double>({v.n, v.nt});
+    auto out = new_array<double>({v.n, v.nt}, "path");
     std::copy(v.data.begin(), v.data.end(), out.data());
     return std::make_pair(out, std::string(v.space == strux::VectorSpace::Param ? "param" : "obs"));
   });

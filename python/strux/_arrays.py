@@ -3,9 +3,15 @@
 Every public function turns its inputs into numpy arrays here, checks rank, sizes and dtypes
 with messages that name the argument, picks the compute dtype, and hands C-contiguous arrays
 to the native module. Non-contiguous inputs are copied (documented): the native code only
-reads dense row-major memory.
+reads dense row-major memory. Two more documented copies make every valid array computable in
+its own precision: a byte-swapped array (``>f8`` from HDF5, FITS or MATLAB files) is converted to
+native byte order (so it computes in float64 and the result is native-order float64), and an
+array whose data pointer is not aligned to its element is copied to aligned memory. Lazy torch
+views (conjugate or negative bit set) are resolved before their memory is read.
 """
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 
@@ -18,10 +24,38 @@ def _is_bfloat16(dt) -> bool:
     return getattr(dt, "name", "") == "bfloat16"
 
 
+def resolve_lazy(x):
+    """A torch tensor with its lazy conjugate / negative bit materialised (other objects unchanged).
+
+    ``a.conj()`` and ``c.conj().imag`` are views with a flag set over unchanged memory; DLPack
+    and raw data pointers expose that memory, so the flag must be resolved before either is read
+    (a copy only when a flag is set)."""
+    if hasattr(x, "is_conj") and hasattr(x, "resolve_conj"):
+        if x.is_conj():
+            x = x.resolve_conj()
+        if hasattr(x, "is_neg") and x.is_neg():
+            x = x.resolve_neg()
+    return x
+
+
+def _plain(a: np.ndarray) -> np.ndarray:
+    """Native byte order and aligned data (documented copies, only when needed)."""
+    if not a.dtype.isnative and a.dtype.kind in "fc":
+        a = a.astype(a.dtype.newbyteorder("="))
+    if not a.flags.aligned:
+        a = a.copy()
+    return a
+
+
 def to_numpy(x, name: str) -> np.ndarray:
-    """Any CPU array (numpy, DLPack producer, nested list) as an np.ndarray; never copies an ndarray."""
+    """Any CPU array (numpy, DLPack producer, nested list) as an np.ndarray in native byte order and
+    aligned memory; copies an ndarray only to make it so."""
     if isinstance(x, np.ndarray):
-        return x
+        return _plain(x)
+    return _plain(_to_numpy(resolve_lazy(x), name))
+
+
+def _to_numpy(x, name: str) -> np.ndarray:
     if x is None:
         raise TypeError(f"argument '{name}': expected an array, got None")
     if hasattr(x, "__dlpack__"):
@@ -56,7 +90,7 @@ def complex_or_real_array(x, name: str, ndim: int | None = None) -> np.ndarray:
     """A real floating or complex (complex64, complex128) array of rank `ndim`."""
     a = to_numpy(x, name)
     if a.dtype.kind == "c":
-        if a.dtype not in _NATIVE_COMPLEX:
+        if native_dtype(a.dtype) not in _NATIVE_COMPLEX:
             raise TypeError(f"argument '{name}': expected complex64 or complex128, got {a.dtype}")
         _check_rank(a, name, ndim)
         return a
@@ -79,19 +113,27 @@ def check_shape(a: np.ndarray, name: str, expected: tuple) -> None:
         raise ValueError(f"argument '{name}': expected shape {want}, got {a.shape}")
 
 
+def native_dtype(dt) -> np.dtype:
+    """`dt` in native byte order (dtypes compare by kind and size, never by byte order)."""
+    dt = np.dtype(dt)
+    return dt if dt.isnative else dt.newbyteorder("=")
+
+
 def same_dtype(**arrays) -> np.dtype:
-    """The one dtype shared by all non-None arrays; mixed dtypes are a TypeError naming both."""
+    """The one dtype (native order) shared by all non-None arrays; mixed dtypes are a TypeError naming both."""
     items = [(n, a) for n, a in arrays.items() if a is not None]
     first_name, first = items[0]
+    want = native_dtype(first.dtype)
     for n, a in items[1:]:
-        if a.dtype != first.dtype:
-            raise TypeError(f"argument '{n}': expected dtype {first.dtype} (the dtype of '{first_name}'), got {a.dtype}")
-    return first.dtype
+        if native_dtype(a.dtype) != want:
+            raise TypeError(f"argument '{n}': expected dtype {want} (the dtype of '{first_name}'), got {a.dtype}")
+    return want
 
 
 def compute_dtype(dt: np.dtype) -> np.dtype:
-    """The dtype the native code computes in: float16/bfloat16 -> float32, others unchanged."""
-    dt = np.dtype(dt)
+    """The dtype the native code computes in, by kind and size: float64/complex128/complex64 and
+    float32 as themselves (native order), float16/bfloat16 -> float32."""
+    dt = native_dtype(dt)
     if dt in _NATIVE_REAL or dt in _NATIVE_COMPLEX:
         return dt
     return np.dtype(np.float32)
@@ -105,8 +147,19 @@ def native(a, dt: np.dtype):
 
 
 def result(a: np.ndarray, dt: np.dtype) -> np.ndarray:
-    """Cast a native result back to the caller's dtype."""
+    """Cast a native result back to the caller's dtype (in native byte order)."""
+    dt = native_dtype(dt)
     return a if a.dtype == dt else a.astype(dt)
+
+
+def integer(value, name: str, lo: int = 1, hi: int = 2**62) -> int:
+    """A Python or numpy integer in [lo, hi] (not bool, float or str), as int."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"argument '{name}': expected an integer, got {type(value).__name__} {value!r}")
+    v = int(value)
+    if not lo <= v <= hi:
+        raise ValueError(f"argument '{name}': expected an integer in [{lo}, {hi}], got {v}")
+    return v
 
 
 def choice(value, name: str, allowed) -> str:

@@ -14,7 +14,11 @@ from __future__ import annotations
 import numpy as np
 
 from . import _ext
-from ._arrays import (check_shape, cuda_backend, on_gpu, choice, compute_dtype, native, real_array, result, same_dtype)
+from ._arrays import (check_shape, cuda_backend, on_gpu, choice, compute_dtype, integer, native, real_array, result,
+                      same_dtype)
+
+# FFTW transforms take 32-bit sizes: L (and L + Lk - 1 in causal mode) must fit them.
+_MAX_FFT = 2**31 - 1
 
 _MODES = ("causal", "circular")
 _PLANS = {np.dtype(np.float32): _ext.FFTConvPlanFloat32, np.dtype(np.float64): _ext.FFTConvPlanFloat64}
@@ -28,7 +32,10 @@ def _check_filter(k, L: int, mode: str) -> np.ndarray:
     return k
 
 
-def _check_inputs(u, H, L, pregate, postgate, skip, dy=None):
+_NO_DY = object()
+
+
+def _check_inputs(u, H, L, pregate, postgate, skip, dy=_NO_DY):
     """Validated arrays (u, pregate, postgate, skip, dy); None stays None."""
     u = real_array(u, "u", 3)
     check_shape(u, "u", (None, H, L))
@@ -42,8 +49,8 @@ def _check_inputs(u, H, L, pregate, postgate, skip, dy=None):
         skip = real_array(skip, "skip", 1)
         check_shape(skip, "skip", (H,))
     out.append(skip)
-    if dy is not None:
-        dy = real_array(dy, "dy", 3)
+    if dy is not _NO_DY:
+        dy = real_array(dy, "dy", 3)  # None is a TypeError naming 'dy'
         check_shape(dy, "dy", u.shape)
     out.append(dy)
     return out
@@ -65,10 +72,11 @@ class FFTConv:
 
     def __init__(self, k, L: int, *, mode: str = "causal"):
         mode = choice(mode, "mode", _MODES)
-        if isinstance(L, bool) or not isinstance(L, (int, np.integer)) or L < 1:
-            raise ValueError(f"argument 'L': expected an integer >= 1, got {L!r}")
-        L = int(L)
+        L = integer(L, "L", 1, _MAX_FFT)
         k = _check_filter(k, L, mode)
+        if mode == "causal" and L + min(k.shape[1], L) - 1 > _MAX_FFT:
+            raise ValueError(f"argument 'L': causal mode needs L + min(Lk, L) - 1 <= {_MAX_FFT} "
+                             f"(FFTW's 32-bit sizes), got L = {L}, Lk = {k.shape[1]}")
         self.mode, self.L, self.H, self.Lk = mode, L, k.shape[0], k.shape[1]
         self.dtype = k.dtype
         self._cdt = compute_dtype(k.dtype)

@@ -47,9 +47,12 @@ def _pattern(pattern, name: str = "pattern") -> tuple:
         raise ValueError(f"argument '{name}': expected a 4-tuple (a, b, c, d) of positive integers, "
                          f"got {pattern!r}") from None
     ok = len(p) == 4 and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in p)
-    if not ok or any(int(v) < 1 for v in p):
+    if not ok or any(not 1 <= int(v) <= 2**62 for v in p):
         raise ValueError(f"argument '{name}': expected a 4-tuple (a, b, c, d) of positive integers, "
                          f"got {pattern!r}")
+    if int(np.prod([int(v) for v in p], dtype=object)) > 2**62:
+        raise ValueError(f"argument '{name}': a*b*c*d = {int(np.prod([int(v) for v in p], dtype=object))} "
+                         f"values overflow the sizes strux indexes (2^62), got {pattern!r}")
     return tuple(int(v) for v in p)
 
 

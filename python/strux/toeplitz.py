@@ -30,7 +30,8 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
 from . import _ext
-from ._arrays import choice, compute_dtype, cuda_backend, on_gpu, native, real_array, result, same_dtype
+from ._arrays import (choice, compute_dtype, cuda_backend, integer, on_gpu, native, real_array, result,
+                      same_dtype)
 
 __all__ = ["BlockToeplitz", "read_vector", "write_vector"]
 
@@ -43,11 +44,22 @@ def _plan_class(dt: np.dtype):
 
 
 def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"argument '{name}': expected an integer, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"argument '{name}': expected an integer >= 1, got {value}")
-    return int(value)
+    return integer(value, name, 1, 2**62)
+
+
+class _names_file_errors:
+    """Errors about a file below a path argument name that argument (the file is in the message)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, e, tb):
+        if isinstance(e, ValueError) and not str(e).startswith("argument '"):
+            raise ValueError(f"argument '{self.name}': {e}") from None
+        return False
 
 
 def _path(value, name: str) -> str:
@@ -155,7 +167,8 @@ class BlockToeplitz(LinearOperator):
         dt = np.dtype(dtype)
         if dt.kind != "f":
             raise TypeError(f"argument 'dtype': expected a real floating dtype, got {dt}")
-        blocks, _meta = _ext.toeplitz_read_fftmatvec(directory)
+        with _names_file_errors("directory"):
+            blocks, _meta = _ext.toeplitz_read_fftmatvec(directory)
         return cls(blocks.astype(dt, copy=False), layout=layout)
 
     def save_fftmatvec(self, directory, *, prefix: str = "adj/vec_", is_p2q: int = 0, checksum: int = 0) -> None:
@@ -166,10 +179,11 @@ class BlockToeplitz(LinearOperator):
         directory = _path(directory, "directory")
         if not isinstance(prefix, str) or not prefix or "\n" in prefix:
             raise ValueError(f"argument 'prefix': expected a non-empty one-line string, got {prefix!r}")
-        is_p2q = int(is_p2q)
-        checksum = int(checksum)
-        _ext.toeplitz_write_fftmatvec(directory, np.ascontiguousarray(self._blocks, dtype=np.float64),
-                                      prefix, is_p2q, checksum)
+        is_p2q = integer(is_p2q, "is_p2q", -2**31, 2**31 - 1)
+        checksum = integer(checksum, "checksum", -2**31, 2**31 - 1)
+        with _names_file_errors("directory"):
+            _ext.toeplitz_write_fftmatvec(directory, np.ascontiguousarray(self._blocks, dtype=np.float64),
+                                          prefix, is_p2q, checksum)
 
     # ---- properties --------------------------------------------------------------------------
     # `shape` (Nt*Nd, Nt*Nm) and `dtype` (the blocks' dtype) are LinearOperator attributes.
@@ -330,7 +344,8 @@ def read_vector(path):
     path = _path(path, "path")
     if not os.path.exists(path):
         raise FileNotFoundError(f"argument 'path': '{path}' does not exist")
-    x, space = _ext.toeplitz_read_vector(path)
+    with _names_file_errors("path"):
+        x, space = _ext.toeplitz_read_vector(path)
     return x, space
 
 
@@ -341,4 +356,5 @@ def write_vector(path, x, *, space: str = "param") -> None:
     path = _path(path, "path")
     choice(space, "space", _SPACES)
     a = real_array(x, "x", ndim=2)
-    _ext.toeplitz_write_vector(path, np.ascontiguousarray(a, dtype=np.float64), space)
+    with _names_file_errors("path"):
+        _ext.toeplitz_write_vector(path, np.ascontiguousarray(a, dtype=np.float64), space)

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/checked_size.hpp"
 #include "strux/core.hpp"
 
 namespace strux::cpu {
@@ -145,8 +146,14 @@ void save_wisdom(const std::string& dir) {
 template <class T>
 AlignedBuffer<T>::AlignedBuffer(int64_t count) : n_(count) {
   if (count > 0) {
-    p_ = static_cast<T*>(Fftw<float>::malloc(sizeof(T) * size_t(count)));
-    if (!p_) throw BackendError(msg("strux: out of memory allocating ", count * sizeof(T), " bytes"));
+    // Callers check their size products (core/checked_size.hpp); this bound keeps the byte count
+    // itself from wrapping. Out of memory is MemoryError; bindings add the argument's name.
+    if (count <= kMaxBytes / int64_t(sizeof(T)))
+      p_ = static_cast<T*>(Fftw<float>::malloc(sizeof(T) * size_t(count)));
+    if (!p_)
+      throw MemoryError(msg("out of memory allocating ", count, " x ", sizeof(T), " = ",
+                            count <= kMaxBytes ? msg(count * int64_t(sizeof(T))) : std::string("more than 2^50"),
+                            " bytes"));
   }
 }
 template <class T>

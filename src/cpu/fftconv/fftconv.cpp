@@ -14,6 +14,7 @@
 
 #include "cpu/fft.hpp"
 #include "cpu/fftconv/spectral.hpp"
+#include "cpu/thread_scratch.hpp"
 #include "strux/core.hpp"
 
 namespace strux {
@@ -48,6 +49,10 @@ FFTConvPlan<T>::FFTConvPlan(int64_t B, int64_t H, int64_t L, const T* k, int64_t
   check_arg(k != nullptr, "k", "expected a filter pointer, got null");
   check_arg(mode == ConvMode::Causal || Lk <= L, "k",
             "circular mode needs a filter no longer than the sequence (Lk <= L), got Lk = ", Lk, ", L = ", L);
+  // FFTW takes 32-bit sizes; checked before the smooth-size search so that a huge L fails at once.
+  check_arg(L <= INT32_MAX && (mode == ConvMode::Circular || L + std::min(Lk, L) - 1 <= INT32_MAX), "L",
+            "expected an FFT length of at most 2^31-1 (L, or L + min(Lk, L) - 1 in causal mode), got L = ", L,
+            ", Lk = ", Lk);
   auto p = std::make_shared<Impl>();
   p->H = H;
   p->L = L;
@@ -58,22 +63,24 @@ FFTConvPlan<T>::FFTConvPlan(int64_t B, int64_t H, int64_t L, const T* k, int64_t
   p->nfreq = p->nfft / 2 + 1;
   p->cs = cpu::spectrum_stride(p->nfreq);
   p->fft = RealFFT<T>::get(p->nfft);
-  p->K = AlignedBuffer<cplx<T>>(H * p->cs);
+  p->K = AlignedBuffer<cplx<T>>(checked_bytes("k", {H, p->cs}, sizeof(cplx<T>)) / int64_t(sizeof(cplx<T>)));
 
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
   const Impl& c = *p;
   const T scale = T(1) / T(c.nfft);
-#pragma omp parallel num_threads(cpu::num_threads()) if (H > 1)
+  const int nth = cpu::num_threads();
+  const cpu::ThreadScratch<T> sa(nth, c.nfft);
+#pragma omp parallel num_threads(nth) if (H > 1)
   {
-    AlignedBuffer<T> a(c.nfft);
+    T* a = sa.mine();
 #pragma omp for schedule(dynamic)
     for (int64_t h = 0; h < H; ++h) {
       const T* kr = k + h * Lk;
       // Prescaling by 1/nfft here folds the inverse FFT's normalisation into the product.
       for (int64_t s = 0; s < c.Lk_used; ++s) a[s] = kr[s] * scale;
-      std::fill(a.data() + c.Lk_used, a.data() + c.nfft, T(0));
-      c.fft->forward(a.data(), c.K.data() + h * c.cs);
+      std::fill(a + c.Lk_used, a + c.nfft, T(0));
+      c.fft->forward(a, c.K.data() + h * c.cs);
     }
   }
   impl_ = std::move(p);
@@ -103,10 +110,13 @@ void FFTConvPlan<T>::forward(const T* u, const T* pre, const T* post, const T* s
   const cpu::Team team(tuner);
   const Impl& c = *impl_;
   const int64_t L = c.L, nfft = c.nfft, nfreq = c.nfreq, H = c.H, rows = B_ * H;
-#pragma omp parallel num_threads(cpu::num_threads()) if (rows > 1)
+  const int nth = cpu::num_threads();
+  const cpu::ThreadScratch<T> sa(nth, nfft);
+  const cpu::ThreadScratch<cplx<T>> sx(nth, nfreq);
+#pragma omp parallel num_threads(nth) if (rows > 1)
   {
-    AlignedBuffer<T> a(nfft);
-    AlignedBuffer<cplx<T>> X(nfreq);
+    const cpu::AlignedView<T> a{sa.mine()};
+    const cpu::AlignedView<cplx<T>> X{sx.mine()};
 #pragma omp for schedule(dynamic)
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t h = r % H, o = r * L;
@@ -174,10 +184,12 @@ void FFTConvPlan<T>::backward(const T* dy, const T* u, const T* pre, const T* po
   if (!pre) dpre = nullptr;
   if (!post) dpost = nullptr;
 
+  const cpu::ThreadScratch<T> sa(nth, nfft);
+  const cpu::ThreadScratch<cplx<T>> sv(nth, nfreq), sw(nth, nfreq);
 #pragma omp parallel num_threads(nth) if (ntask > 1)
   {
-    AlignedBuffer<T> a(nfft);
-    AlignedBuffer<cplx<T>> V(nfreq), W(nfreq);
+    const cpu::AlignedView<T> a{sa.mine()};
+    const cpu::AlignedView<cplx<T>> V{sv.mine()}, W{sw.mine()};
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < ntask; ++task) {
       const int64_t h = task / nchunk, chunk = task % nchunk;

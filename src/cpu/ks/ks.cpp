@@ -6,6 +6,7 @@
 #include <climits>
 #include <vector>
 
+#include "core/checked_size.hpp"
 #include "cpu/threads.hpp"
 #include "cpu/ks/gemm.hpp"
 #include "cpu/ks/transpose.hpp"
@@ -100,6 +101,7 @@ void ks_check_pattern(const KSPattern& p, const char* arg) {
   check_arg(p.a >= 1 && p.b >= 1 && p.c >= 1 && p.d >= 1, arg,
             "expected (a, b, c, d) with every entry >= 1, got (", p.a, ", ", p.b, ", ", p.c, ", ",
             p.d, ")");
+  checked_count(arg, {p.a, p.b, p.c, p.d});  // nnz; rows and columns are sub-products
 }
 
 template <class T>
@@ -158,11 +160,12 @@ void KSPlan<T>::forward(const T* x, const T* w, T* y, int64_t batch) const {
   // scatter Y back to the strided output columns.
   const int64_t per_row = d * (b + c);
   const int64_t ch = pick_chunk(batch, a, per_row, 1, np), nch = ceil_div(batch, ch);
+  // Tiles are allocated before the region: an exception may not leave an OpenMP region.
+  std::vector<T> tiles(size_t(nt) * size_t(ch * per_row));
 #pragma omp parallel num_threads(nt)
   {
     cpu::serial_blas_in_region();
-    std::vector<T> tile(size_t(ch * per_row));
-    T* X = tile.data();
+    T* X = tiles.data() + int64_t(cpu::thread_index()) * ch * per_row;
     T* Y = X + ch * d * c;
 #pragma omp for schedule(dynamic)
     for (int64_t it = 0; it < a * nch; ++it) {
@@ -201,11 +204,14 @@ void KSPlan<T>::backward(const T* dy, const T* x, const T* w, T* dx, T* dw, int6
   // is deterministic for a given setting even when the team adapts (threads.hpp).
   const int64_t nparts = std::min<int64_t>(np, items);
   std::vector<T> acc(dw ? size_t(nparts * nnz) : 0, T(0));
+  const int nrun = int(std::min<int64_t>(nt, nparts));
+  const int64_t tile_len = bsl || d == 1 ? 0 : ch * per_row;
+  std::vector<T> tiles(size_t(nrun) * size_t(tile_len));  // before the region, as in forward
 
-#pragma omp parallel num_threads(int(std::min<int64_t>(nt, nparts)))
+#pragma omp parallel num_threads(nrun)
   {
     cpu::serial_blas_in_region();
-    std::vector<T> tile(bsl || d == 1 ? 0 : size_t(ch * per_row));
+    T* tile = tiles.data() + int64_t(cpu::thread_index()) * tile_len;
 #pragma omp for schedule(dynamic)
     for (int64_t part = 0; part < nparts; ++part) {
       T* A = dw ? acc.data() + part * nnz : nullptr;
@@ -227,7 +233,7 @@ void KSPlan<T>::backward(const T* dy, const T* x, const T* w, T* dx, T* dw, int6
         } else {
           // Gather dY (rows, d, b) and X (rows, d, c); dX reuses X's tile once dW has read it.
           const int64_t i = g;
-          T* G = tile.data();
+          T* G = tile;
           T* X = G + ch * d * b;
           for (int64_t r = 0; r < n; ++r) gather_row(dy + (t0 + r) * M + i * b * d, G + r * d * b, b, d);
           if (A)

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/checked_size.hpp"
 #include "strux/ks.hpp"
 
 namespace strux {
@@ -19,6 +20,7 @@ KSChainPlan<T>::KSChainPlan(std::vector<KSPattern> patterns, KSLayout layout, in
     check_arg(q.a >= 1 && q.b >= 1 && q.c >= 1 && q.d >= 1, "patterns", "entry ", p,
               ": expected (a, b, c, d) with every entry >= 1, got (", q.a, ", ", q.b, ", ", q.c,
               ", ", q.d, ")");
+    checked_count("patterns", {q.a, q.b, q.c, q.d});
     if (p + 1 < patterns.size())
       check_arg(q.cols() == patterns[p + 1].rows(), "patterns", "entries ", p, " and ", p + 1,
                 " are not compatible: a·c·d of entry ", p, " is ", q.cols(), " but a·b·d of entry ",
@@ -40,7 +42,8 @@ void KSChainPlan<T>::reserve(int64_t batch) {
   if (batch <= batch_cap_) return;
   // Offsets are in units of the batch capacity, so growing re-lays the whole buffer (it holds
   // nothing that outlives a call).
-  ws_.assign(size_t((act_total_ + 2 * max_width_) * batch), T(0));
+  const int64_t n = checked_bytes("batch", {act_total_ + 2 * max_width_, batch}, sizeof(T)) / int64_t(sizeof(T));
+  ws_.assign(size_t(n), T(0));
   batch_cap_ = batch;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "cpu/fft.hpp"
+#include "cpu/thread_scratch.hpp"
 
 namespace strux::cpu::scan {
 
@@ -26,9 +27,11 @@ inline int64_t padded_stride(int64_t nf) {
 template <class T, class Load>
 void rfft_rows(const RealFFT<T>& fft, int64_t rows, int64_t nfs, std::complex<T>* dst, Load load) {
   const int64_t n = fft.n(), nf = fft.nfreq();
-#pragma omp parallel num_threads(num_threads())
+  const int nth = num_threads();
+  const ThreadScratch<T> sx(nth, n);  // allocated outside the region (see thread_scratch.hpp)
+#pragma omp parallel num_threads(nth)
   {
-    AlignedBuffer<T> x(n);
+    const AlignedView<T> x{sx.mine()};
 #pragma omp for schedule(dynamic, 4)
     for (int64_t r = 0; r < rows; ++r) {
       load(r, x.data());
@@ -43,9 +46,11 @@ void rfft_rows(const RealFFT<T>& fft, int64_t rows, int64_t nfs, std::complex<T>
 template <class T, class Store>
 void irfft_rows(const RealFFT<T>& fft, int64_t rows, int64_t nfs, std::complex<T>* src, Store store) {
   const int64_t n = fft.n();
-#pragma omp parallel num_threads(num_threads())
+  const int nth = num_threads();
+  const ThreadScratch<T> sx(nth, n);
+#pragma omp parallel num_threads(nth)
   {
-    AlignedBuffer<T> x(n);
+    const AlignedView<T> x{sx.mine()};
 #pragma omp for schedule(dynamic, 4)
     for (int64_t r = 0; r < rows; ++r) {
       fft.inverse(src + r * nfs, x.data());

@@ -2,13 +2,19 @@
 //
 // Errors name the file. Reading is lenient where FFTMatvec's own data varies (its test matrices
 // have an eight-line meta_adj without the checksum line and the prefix "adj/vec_").
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <sstream>
 
+#include "core/checked_size.hpp"
 #include "strux/toeplitz.hpp"
 
 #ifdef STRUX_HAVE_HDF5
@@ -91,6 +97,9 @@ FFTMatvecMeta read_fftmatvec_meta(const std::string& dir) {
   m.is_p2q = parse_int(v[6], file, lineno[6], "is_p2q");
   m.reverse_dof = parse_int(v[7], file, lineno[7], "reverse_dof");
   if (v.size() > 8) m.checksum = parse_int(v[8], file, lineno[8], "checksum");
+  // FFTMatvec parses the checksum with std::stoi and stores it as an int attribute.
+  if (m.checksum < INT32_MIN || m.checksum > INT32_MAX)
+    throw ValueError(msg("file '", file, "': checksum ", m.checksum, " does not fit 32 bits"));
   const char* names[3] = {"Nd", "Nm", "Nt"};
   const int64_t sizes[3] = {m.nd, m.nm, m.nt};
   for (int i = 0; i < 3; ++i)
@@ -180,11 +189,64 @@ struct Dataset {
       throw ValueError(msg("file '", file, "': attribute ", name, " = ", v, ", expected ", want, " (",
                            what, ")"));
   }
+  // The dataset's bytes on disk cover `count` values: a small file cannot declare (through a
+  // compressed or never-written dataset) more values than it holds and so size a huge buffer.
+  void check_stored(int64_t count) const {
+    H5Id type(H5Dget_type(d.id), H5Tclose);
+    const int64_t elem = type.ok() ? int64_t(H5Tget_size(type.id)) : 0;
+    const int64_t stored = int64_t(H5Dget_storage_size(d.id));
+    if (elem < 1 || count > stored / elem)
+      throw ValueError(msg("file '", file, "': dataset 'vec' stores ", stored, " bytes, too few for its ",
+                           count, " values (compressed or unwritten datasets are not read)"));
+  }
   void read(double* out) const {
     if (H5Dread(d.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
       throw ValueError(msg("file '", file, "': dataset 'vec' could not be read as numbers"));
   }
 };
+
+// A file name from meta_adj (or a prefix argument) stays inside the matrix directory: relative,
+// no '..' component. Checked on the text before the file system is touched, so a crafted
+// meta_adj learns nothing about paths outside the directory (the error never says whether they
+// exist). `what` names the source in the message.
+void check_confined(const std::string& name, const std::string& what) {
+  const fs::path p(name);
+  bool ok = !name.empty() && name.find('\0') == std::string::npos && !p.has_root_path();
+  for (const auto& part : p)
+    if (part == "..") ok = false;
+  if (!ok)
+    throw ValueError(msg(what, ": expected a file name relative to the matrix directory (sub-folders "
+                         "such as 'adj/' allowed; no absolute path, no '..'), got '", name, "'"));
+}
+
+// The same after the file system resolved symbolic links: `path` (existing or about to be
+// created) must lie below `base`.
+void check_below(const fs::path& base, const fs::path& path, const std::string& what) {
+  std::error_code e1, e2;
+  fs::path b = fs::weakly_canonical(base, e1);
+  const fs::path q = fs::weakly_canonical(path, e2);
+  if (!b.has_filename()) b = b.parent_path();
+  const auto mis = std::mismatch(b.begin(), b.end(), q.begin(), q.end());
+  if (e1 || e2 || mis.first != b.end())
+    throw ValueError(msg(what, ": resolves (through a symbolic link) outside the matrix directory"));
+}
+
+// errno in words, for messages about files the operating system refused.
+std::string os_reason(int err) { return err ? std::string(": ") + std::strerror(err) : std::string(); }
+
+// Creates (or truncates) `path` as a plain file first, so that the operating system's refusal
+// arrives with errno, and HDF5 is only ever handed a regular file (HDF5 1.10 leaks internal
+// state on a failed H5Fcreate of a device or a folder and prints garbage at exit).
+void create_plain_file(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    throw ValueError(msg("file '", path, "': cannot be created: the name is taken by a folder or a device"));
+  errno = 0;
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw ValueError(msg("file '", path, "': cannot be created", os_reason(errno)));
+  std::fclose(f);
+}
 
 void write_h5(const std::string& path, const double* x, int64_t count,
               const std::vector<std::pair<const char*, int64_t>>& attrs) {
@@ -192,23 +254,34 @@ void write_h5(const std::string& path, const double* x, int64_t count,
   const fs::path p(path);
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
   if (ec) throw ValueError(msg("file '", path, "': cannot create its folder: ", ec.message()));
-  H5Id f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!f.ok()) throw ValueError(msg("file '", path, "': cannot be created"));
-  hsize_t dims[1] = {hsize_t(count)};
-  H5Id sp(H5Screate_simple(1, dims, nullptr), H5Sclose);
-  H5Id d(H5Dcreate2(f.id, "vec", H5T_IEEE_F64LE, sp.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-         H5Dclose);
-  if (!sp.ok() || !d.ok() || H5Dwrite(d.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0)
-    throw BackendError(msg("file '", path, "': writing dataset 'vec' failed"));
-  H5Id scalar(H5Screate(H5S_SCALAR), H5Sclose);
-  for (const auto& [name, value] : attrs) {
-    // 32-bit integers, as FFTMatvec (HighFive createAttribute<int>) writes them.
+  for (const auto& [name, value] : attrs)  // 32-bit integers, as FFTMatvec (HighFive <int>) writes them
     if (value > INT32_MAX || value < INT32_MIN)
       throw ValueError(msg("file '", path, "': attribute ", name, " = ", value, " does not fit 32 bits"));
-    const int v32 = int(value);
-    H5Id a(H5Acreate2(d.id, name, H5T_STD_I32LE, scalar.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-    if (!a.ok() || H5Awrite(a.id, H5T_NATIVE_INT, &v32) < 0)
-      throw BackendError(msg("file '", path, "': writing attribute ", name, " failed"));
+  create_plain_file(path);
+  try {
+    H5Id f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    if (!f.ok()) throw ValueError(msg("file '", path, "': HDF5 cannot create it", os_reason(errno)));
+    hsize_t dims[1] = {hsize_t(count)};
+    H5Id sp(H5Screate_simple(1, dims, nullptr), H5Sclose);
+    H5Id d(sp.ok() ? H5Dcreate2(f.id, "vec", H5T_IEEE_F64LE, sp.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1,
+           H5Dclose);
+    errno = 0;
+    if (!d.ok() || H5Dwrite(d.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) < 0)
+      throw BackendError(msg("file '", path, "': writing dataset 'vec' failed", os_reason(errno)));
+    H5Id scalar(H5Screate(H5S_SCALAR), H5Sclose);
+    for (const auto& [name, value] : attrs) {
+      const int v32 = int(value);
+      H5Id a(H5Acreate2(d.id, name, H5T_STD_I32LE, scalar.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+      if (!a.ok() || H5Awrite(a.id, H5T_NATIVE_INT, &v32) < 0)
+        throw BackendError(msg("file '", path, "': writing attribute ", name, " failed", os_reason(errno)));
+    }
+    errno = 0;
+    if (H5Fflush(f.id, H5F_SCOPE_LOCAL) < 0)
+      throw BackendError(msg("file '", path, "': flushing failed", os_reason(errno)));
+  } catch (...) {
+    H5Eclear2(H5E_DEFAULT);
+    fs::remove(p, ec);  // no half-written file stays behind
+    throw;
   }
 }
 
@@ -223,31 +296,68 @@ std::string row_name(const std::string& prefix, int64_t row, const std::string& 
 std::vector<double> read_fftmatvec(const std::string& dir, FFTMatvecMeta* meta_out) {
   const FFTMatvecMeta meta = read_fftmatvec_meta(dir);
   const int64_t nd = meta.nd, nm = meta.nm, nt = meta.nt;
-  const fs::path base = fs::path(meta.meta_path).parent_path();
-  std::vector<double> blocks(size_t(nt * nd * nm)), row(size_t(nm * nt));
+  const std::string& mp = meta.meta_path;
+  const fs::path base = fs::path(mp).parent_path();
+  check_confined(row_name(meta.prefix, 0, meta.extension), msg("file '", mp, "': prefix and extension"));
+  // One row holds Nm*Nt values; nothing is sized until row 0 has shown it holds them.
+  const int64_t per_row = checked_count("directory", {nm, nt});
   QuietH5 quiet;
-  for (int64_t r = 0; r < nd; ++r) {
+  // The prefix is relative to meta_adj's folder; bare prefixes may also live in adj/.
+  auto row_path = [&](int64_t r) {
     const std::string name = row_name(meta.prefix, r, meta.extension);
-    // The prefix is relative to meta_adj's folder; bare prefixes may also live in adj/.
     fs::path path = base / name;
     std::error_code ec;
     if (!fs::is_regular_file(path, ec) && fs::is_regular_file(base / "adj" / name, ec))
       path = base / "adj" / name;
     if (!fs::is_regular_file(path, ec))
-      throw ValueError(msg("file '", path.string(), "' (block row ", r, " of ", nd, " named in '",
-                           meta.meta_path, "') does not exist",
+      throw ValueError(msg("file '", path.string(), "' (block row ", r, " of ", nd, " named in '", mp,
+                           "') does not exist",
                            (name.find('/') == std::string::npos
                                 ? msg(" (nor does '", (base / "adj" / name).string(), "')")
                                 : std::string())));
-    const Dataset ds(path.string());
-    if (ds.npoints != nm * nt)
+    check_below(base, path, msg("file '", path.string(), "' (block row ", r, " named in '", mp, "')"));
+    return path;
+  };
+  auto open_row = [&](int64_t r) {
+    auto owned = std::make_unique<Dataset>(row_path(r).string());
+    const Dataset& ds = *owned;
+    if (ds.npoints != per_row)
       throw ValueError(msg("file '", ds.file, "': dataset 'vec' has ", ds.npoints,
-                           " values, expected Nm*Nt = ", nm, "*", nt, " = ", nm * nt,
-                           " (sizes from '", meta.meta_path, "')"));
+                           " values, expected Nm*Nt = ", nm, "*", nt, " = ", per_row, " (sizes from '", mp,
+                           "')"));
+    ds.check_stored(per_row);
     ds.expect_attr("n_param", nm, "Nm from meta_adj");
     ds.expect_attr("param_steps", nt, "Nt from meta_adj");
     ds.expect_attr("reindex", 1, "space-major order");
-    ds.read(row.data());
+    // As FFTMatvec checks it: a nonzero checksum in meta_adj must be every row's attribute.
+    if (meta.checksum != 0) {
+      int64_t c = 0;
+      if (!ds.attr("checksum", &c))
+        throw ValueError(msg("file '", ds.file, "': no attribute 'checksum' on dataset 'vec', but '", mp,
+                             "' declares checksum ", meta.checksum));
+      if (c != meta.checksum)
+        throw ValueError(msg("file '", ds.file, "': checksum ", c, " does not match ", meta.checksum,
+                             " declared in '", mp, "'"));
+    }
+    return owned;
+  };
+  open_row(0);
+  // Every row file must exist and be large enough before Nd rows are allocated: a meta_adj
+  // declaring 2^40 rows beside two files fails at the third, having allocated nothing.
+  const int64_t row_bytes = checked_bytes("directory", {per_row}, int64_t(sizeof(double)));
+  for (int64_t r = 1; r < nd; ++r) {
+    const fs::path path = row_path(r);
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (ec || int64_t(size) < row_bytes)
+      throw ValueError(msg("file '", path.string(), "': ", ec ? std::string("size unreadable")
+                                                              : msg(size, " bytes"),
+                           ", too small for the Nm*Nt = ", per_row, " values declared in '", mp, "'"));
+  }
+  const int64_t total = checked_bytes("directory", {nt, nd, nm}, 8) / 8;
+  std::vector<double> blocks(static_cast<size_t>(total)), row(static_cast<size_t>(per_row));
+  for (int64_t r = 0; r < nd; ++r) {
+    open_row(r)->read(row.data());
     for (int64_t m = 0; m < nm; ++m)
       for (int64_t t = 0; t < nt; ++t) blocks[size_t((t * nd + r) * nm + m)] = row[size_t(m * nt + t)];
   }
@@ -261,28 +371,45 @@ void write_fftmatvec(const std::string& dir, const double* blocks, int64_t nt, i
   check_positive(nt, "Nt");
   check_positive(nd, "Nd");
   check_positive(nm, "Nm");
-  check_arg(!prefix.empty() && prefix.find('\n') == std::string::npos, "prefix",
-            "expected a non-empty one-line file name prefix, got '", prefix, "'");
+  check_arg(!prefix.empty() && prefix.find('\n') == std::string::npos && prefix.find('\r') == std::string::npos,
+            "prefix", "expected a non-empty one-line file name prefix, got '", prefix, "'");
+  check_confined(prefix, "argument 'prefix'");
+  // FFTMatvec reads these with std::stoi and HighFive int attributes.
+  check_arg(checksum >= INT32_MIN && checksum <= INT32_MAX, "checksum", "expected a 32-bit integer, got ",
+            checksum);
+  check_arg(is_p2q >= INT32_MIN && is_p2q <= INT32_MAX, "is_p2q", "expected a 32-bit integer, got ", is_p2q);
+  const int64_t per_row = checked_count("blocks", {nm, nt});
+  checked_bytes("blocks", {per_row}, int64_t(sizeof(double)));
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw ValueError(msg("argument 'directory': cannot create '", dir, "': ", ec.message()));
   const fs::path base(dir);
-  {
+  check_below(base, base / prefix, "argument 'prefix'");
+  std::vector<double> row(static_cast<size_t>(per_row));
+  std::vector<std::string> written;
+  try {
+    for (int64_t r = 0; r < nd; ++r) {
+      for (int64_t m = 0; m < nm; ++m)
+        for (int64_t t = 0; t < nt; ++t) row[size_t(m * nt + t)] = blocks[size_t((t * nd + r) * nm + m)];
+      std::vector<std::pair<const char*, int64_t>> attrs = {
+          {"reindex", 1}, {"n_param", nm}, {"param_steps", nt}};
+      if (checksum != 0) attrs.push_back({"checksum", checksum});
+      const std::string path = (base / row_name(prefix, r, ".h5")).string();
+      written.push_back(path);
+      write_h5(path, row.data(), per_row, attrs);
+    }
+    // meta_adj last: a directory whose write failed part-way has no meta_adj naming its rows.
     const std::string mp = (base / "meta_adj").string();
+    written.push_back(mp);
+    errno = 0;
     std::ofstream out(mp);
     out << nd << '\n' << nm << '\n' << nt << '\n' << prefix << "\n.h5\n1\n" << is_p2q << "\n1\n"
         << checksum << '\n';
-    if (!out) throw ValueError(msg("file '", mp, "': writing failed"));
-  }
-  std::vector<double> row(size_t(nm * nt));
-  QuietH5 quiet;
-  for (int64_t r = 0; r < nd; ++r) {
-    for (int64_t m = 0; m < nm; ++m)
-      for (int64_t t = 0; t < nt; ++t) row[size_t(m * nt + t)] = blocks[size_t((t * nd + r) * nm + m)];
-    std::vector<std::pair<const char*, int64_t>> attrs = {
-        {"reindex", 1}, {"n_param", nm}, {"param_steps", nt}};
-    if (checksum != 0) attrs.push_back({"checksum", checksum});
-    write_h5((base / row_name(prefix, r, ".h5")).string(), row.data(), nm * nt, attrs);
+    out.flush();
+    if (!out) throw ValueError(msg("file '", mp, "': writing failed", os_reason(errno)));
+  } catch (...) {
+    for (const std::string& f : written) fs::remove(f, ec);
+    throw;
   }
 }
 
@@ -302,10 +429,11 @@ VectorFile read_vector_file(const std::string& path) {
     n = n2;
     steps = steps2;
   }
-  if (n < 1 || steps < 1 || ds.npoints != n * steps)
+  if (n < 1 || steps < 1 || n > INT32_MAX || steps > INT32_MAX || ds.npoints != n * steps)
     throw ValueError(msg("file '", path, "': dataset 'vec' has ", ds.npoints, " values, expected ",
                          obs ? "n_obs*obs_steps = " : "n_param*param_steps = ", n, "*", steps));
   ds.expect_attr("reindex", 1, "space-major order");
+  ds.check_stored(ds.npoints);
   v.n = n;
   v.nt = steps;
   v.space = obs ? VectorSpace::Obs : VectorSpace::Param;

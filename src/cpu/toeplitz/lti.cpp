@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/checked_size.hpp"
 #include "cpu/threads.hpp"
 #include "cpu/toeplitz/blas.hpp"
 #include "strux/toeplitz.hpp"
@@ -20,6 +21,9 @@ void lti_blocks(const T* A, const T* B, const T* C, const T* D, int64_t ns, int6
   check_positive(nd, "Nd");
   check_positive(nm, "Nm");
   check_positive(nt, "nt");
+  checked_bytes("nt", {nt, nd, nm}, sizeof(T));
+  checked_bytes("nt", {nt, nd, ns}, sizeof(T));
+  checked_bytes("A", {ns, std::max(ns, nm)}, sizeof(T));
   using cpu::toeplitz::gemm_real;
   const cpu::BlasThreads blas_threads;  // BLAS takes set_num_threads, not the OpenMP default
   if (nd <= nm) {

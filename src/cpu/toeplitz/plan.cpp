@@ -1,6 +1,8 @@
 // BlockToeplitzPlan: Fhat once, then FFT -> per-frequency complex GEMV/GEMM -> inverse FFT.
+#include <climits>
 #include <mutex>
 
+#include "core/checked_size.hpp"
 #include "cpu/fft.hpp"
 #include "cpu/toeplitz/blas.hpp"
 #include "cpu/toeplitz/columns.hpp"
@@ -33,10 +35,13 @@ struct Workspace {
   AlignedBuffer<cplx<T>> in, out;
   std::vector<cpu::toeplitz::TileScratch<T>> tiles;
 
-  void prepare(int64_t n_in, int64_t n_out, int nthreads) {
+  // Everything is allocated here, before the parallel region: an allocation failing inside
+  // one would throw across OpenMP and terminate the process.
+  void prepare(int64_t n_in, int64_t n_out, int nthreads, int64_t nfft) {
     if (in.size() < n_in) in = AlignedBuffer<cplx<T>>(n_in);
     if (out.size() < n_out) out = AlignedBuffer<cplx<T>>(n_out);
     if (int(tiles.size()) < nthreads) tiles.resize(size_t(nthreads));
+    for (auto& t : tiles) t.ensure(nfft);
   }
 };
 
@@ -85,7 +90,7 @@ void apply(Impl& p, const T* x, T* y, int64_t R, ToeplitzLayout layout, bool adj
   const int nth = cpu::num_threads();
   ScopedWorkspace<Impl, T> sw(p);
   Workspace<T>& w = *sw.w;
-  w.prepare(nf * n_in * R, nf * n_out * R, nth);
+  w.prepare(nf * n_in * R, nf * n_out * R, nth, p.nfft);
   const cplx<T>* F = p.fhat.data();
   cplx<T>* X = w.in.data();
   cplx<T>* Y = w.out.data();
@@ -132,6 +137,11 @@ BlockToeplitzPlan<T>::BlockToeplitzPlan(const T* blocks, int64_t nt, int64_t nd,
   check_positive(nt, "Nt");
   check_positive(nd, "Nd");
   check_positive(nm, "Nm");
+  checked_bytes("blocks", {nt, nd, nm}, sizeof(T));
+  // FFTW transforms take 32-bit sizes.
+  check_arg(nt <= (int64_t(INT32_MAX) + 1) / 2, "blocks", "expected Nt <= 2^30 (the FFT of 2 Nt - 1 points ",
+            "must fit FFTW's 32-bit sizes), got Nt = ", nt);
+  checked_bytes("blocks", {nt + 1, nd, nm}, sizeof(cplx<T>));
   Impl& p = *impl_;
   p.nt = nt;
   p.nd = nd;
@@ -147,7 +157,7 @@ BlockToeplitzPlan<T>::BlockToeplitzPlan(const T* blocks, int64_t nt, int64_t nd,
   const cpu::Team team(tuner);
   Workspace<T> w;
   const int nth = cpu::num_threads();
-  w.prepare(0, 0, nth);
+  w.prepare(0, 0, nth, p.nfft);
 #pragma omp parallel num_threads(nth) if (nth > 1)
   cpu::toeplitz::forward_columns(*p.fft, blocks, cols, p.fhat.data(), T(1) / T(p.nfft),
                                  w.tiles[size_t(cpu::toeplitz::thread_index())]);
@@ -159,7 +169,7 @@ BlockToeplitzPlan<T> BlockToeplitzPlan<T>::from_lti(const T* A, const T* B, cons
   check_positive(nt, "nt");
   check_positive(nd, "Nd");
   check_positive(nm, "Nm");
-  std::vector<T> blocks(size_t(nt * nd * nm));
+  std::vector<T> blocks(size_t(checked_bytes("nt", {nt, nd, nm}, sizeof(T)) / int64_t(sizeof(T))));
   lti_blocks(A, B, C, D, ns, nd, nm, nt, blocks.data());
   return BlockToeplitzPlan(blocks.data(), nt, nd, nm);
 }
@@ -206,7 +216,7 @@ void BlockToeplitzPlan<T>::grad_blocks(const T* m, const T* dd, T* dblocks, int6
   const cpu::Team team(tuner);
   Workspace<T> w;
   const int nth = cpu::num_threads();
-  w.prepare(0, 0, nth);
+  w.prepare(0, 0, nth, p.nfft);
   // Cross-correlation c[k] = sum_i dd[i] m[i-k]^T is DD[f] M[f]^H per frequency; with
   // nfft >= 2 Nt - 1 the negative lags wrap past index Nt - 1 and never reach k < Nt.
   const cplx<T> alpha(T(1) / T(p.nfft));
