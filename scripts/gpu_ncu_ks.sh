@@ -13,10 +13,10 @@ echo "== $(date -u) $(hostname)"
 GPU_CMAKE_ARGS=(-DSTRUX_BUILD_TESTS=OFF)
 source scripts/gpu_build.sh
 gpu_build || exit 1
-for path in stream tc; do
-  STRUX_KS_PATH=$path timeout 120 ncu --clock-control none --set detailed \
+for path in stream kernels; do
+  timeout 120 ncu --clock-control none --set detailed \
     --section WarpStateStats --section SourceCounters -k "regex:${KS_NCU_KERNEL:-stream_kernel|tf32x3}" --launch-skip 2 -c 1 \
-    python3 -m strux.bench.ks_one "${KS_PATTERN:-6,64,64,1}" > "$OUT/ncu_$path.txt" 2>&1
+    python3 -m strux.bench.ks_one "${KS_PATTERN:-6,64,64,1}" 25088 "$path" > "$OUT/ncu_$path.txt" 2>&1
   echo "== ncu $path rc=$?"
   grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Registers|Achieved Occupancy|Block Limit|Warp Cycles Per Issued|Issue Slots Busy|Stall|stall" "$OUT/ncu_$path.txt" | head -40
 done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Focused GPU run for the scan family (< 5 min): build the extension for this chip, run the GPU
 # scan tests, time the scan cases (strux.bench.gpu_ks_scan.scan_cases, every diag_scan kernel
-# forced in turn through STRUX_DIAG_SCAN). FFTW/BLAS .debs from $DEPS (default .deps, see
+# forced in turn through options={"path": ...}). FFTW/BLAS .debs from $DEPS (default .deps, see
 # scripts/gpu_build.sh). Writes build.log, pytest.log, scan_bench.json
 # under $OUT (default ./out).
 set -uo pipefail
@@ -26,11 +26,9 @@ bw = 2 * 4 * n / (G.timeit(lambda: y.copy_(x), reps=10) * 1e-3); del x, y
 print(f"copy {bw / 1e12:.2f} TB/s", flush=True)
 res = dict(copy_bw=bw, device=torch.cuda.get_device_name(), rows={})
 for algo in ("", "lookback", "seq1", "seqv"):
-    os.environ["STRUX_DIAG_SCAN"] = algo
-    print(f"== STRUX_DIAG_SCAN={algo or 'auto'}", flush=True)
-    rows = (G.scan_cases(bw, False) if algo == "" else []) + G.diag_cases(bw)
+    print(f"== diag_scan path {algo or 'auto'}", flush=True)
+    rows = (G.scan_cases(bw, False) if algo == "" else []) + G.diag_cases(bw, options={"path": algo} if algo else None)
     res["rows"][algo or "auto"] = rows
-os.environ["STRUX_DIAG_SCAN"] = ""
 # circulant (16, 2048, 256): spatial and Fourier forward, native backward, vs a float32 diag_scan
 # of the same shape (same bytes: read a, u, write h) and its backward.
 B, T, n = 16, 2048, 256

@@ -15,12 +15,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <unordered_map>
 #include <vector>
 
 #include "arrays.hpp"
+#include "cuda_options.hpp"
 #include "cuda/check.hpp"
 #include "strux/core.hpp"
 #include "strux/cuda/ks.hpp"
@@ -32,15 +31,13 @@ using strux::cuda::DType;
 using strux::cuda::KsPattern;
 using strux::cuda::KsPlan;
 
-// Everything a KsPlan's construction depends on: its arguments, the device whose cuBLAS
-// resources it reserved, and the STRUX_KS_* knobs it reads (hashed, so a test or bench that
-// changes a knob between calls gets a plan built under the new value).
+// Everything a KsPlan's construction depends on: its arguments, its options (packed, see
+// cuda_options.hpp) and the device whose cuBLAS resources it reserved.
 struct Key {
-  int64_t a, b, c, d, batch;
-  uint64_t knob;
+  int64_t a, b, c, d, batch, opts;
   int device, flags;  // flags: batch_last | dtype << 1
   bool operator==(const Key& o) const {
-    return a == o.a && b == o.b && c == o.c && d == o.d && batch == o.batch && knob == o.knob &&
+    return a == o.a && b == o.b && c == o.c && d == o.d && batch == o.batch && opts == o.opts &&
            device == o.device && flags == o.flags;
   }
 };
@@ -49,39 +46,29 @@ struct KeyHash {
   size_t operator()(const Key& k) const {
     uint64_t h = 1469598103934665603ull;
     for (uint64_t v : {uint64_t(k.a), uint64_t(k.b), uint64_t(k.c), uint64_t(k.d), uint64_t(k.batch),
-                       k.knob, uint64_t(k.device), uint64_t(k.flags)})
+                       uint64_t(k.opts), uint64_t(k.device), uint64_t(k.flags)})
       h = (h ^ v) * 1099511628211ull;
     return size_t(h);
   }
 };
 
-uint64_t knob_hash() {
-  uint64_t h = 0;
-  // (STRUX_KS_DW_PTRS: backward_w's pointer-array GEMMs on / off; STRUX_KS_STREAM_TN / _MT: the
-  // streaming kernel's tile; ks_plan.cu)
-  for (const char* name :
-       {"STRUX_KS_PATH", "STRUX_KS_DW_PTRS", "STRUX_KS_STREAM_TN", "STRUX_KS_STREAM_MT"}) {
-    const char* e = std::getenv(name);
-    if (!e) continue;
-    if (!h) h = 1469598103934665603ull;
-    for (const char* t : {name, "=", e, ";"})  // hashes "NAME=value;"
-      for (; *t; ++t) h = (h ^ uint64_t(uint8_t(*t))) * 1099511628211ull;
-    h |= 1;  // never 0 (0 is "both unset")
-  }
-  return h;
-}
-
 // One cache per host thread: a plan reserves the cuBLAS resources of the thread that builds it
 // (ks_blas.cu keeps them per thread and device), and autograd runs backward on its own threads.
 // Bounded: a workload with ever-new batch sizes rebuilds instead of growing without limit.
+std::unordered_map<Key, KsPlan, KeyHash>& cache() {
+  thread_local std::unordered_map<Key, KsPlan, KeyHash> c;
+  return c;
+}
+
 const KsPlan& plan(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl, int dtype,
-                   int device) {
-  thread_local std::unordered_map<Key, KsPlan, KeyHash> cache;
-  const Key k{a, b, c, d, batch, knob_hash(), device, int(bl) | (dtype << 1)};
-  auto it = cache.find(k);
-  if (it != cache.end()) return it->second;
-  if (cache.size() >= 4096) cache.clear();
-  return cache.try_emplace(k, KsPattern{a, b, c, d}, batch, bl, DType(dtype)).first->second;
+                   int device, int64_t opts) {
+  auto& cc = cache();
+  const Key k{a, b, c, d, batch, opts, device, int(bl) | (dtype << 1)};
+  auto it = cc.find(k);
+  if (it != cc.end()) return it->second;
+  if (cc.size() >= 4096) cc.clear();
+  return cc.try_emplace(k, KsPattern{a, b, c, d}, batch, bl, DType(dtype), strux::py::ks_options(opts))
+      .first->second;
 }
 
 // Launches go to `device` (the arrays' device), whatever the thread's current device is; the
@@ -126,24 +113,24 @@ size_t factors(const std::vector<int64_t>& flat, size_t nw) {
 }
 
 const KsPlan& plan_q(const std::vector<int64_t>& flat, size_t q, int64_t batch, bool bl, int dtype,
-                     int device) {
+                     int device, int64_t opts) {
   const KsPattern p = pat(flat, q);
-  return plan(p.a, p.b, p.c, p.d, batch, bl, dtype, device);
+  return plan(p.a, p.b, p.c, p.d, batch, bl, dtype, device, opts);
 }
 
 // y = x K^T ("bsf") or K x ("bsl") for one factor.
 void forward(uintptr_t x, uintptr_t w, uintptr_t y, int64_t a, int64_t b, int64_t c, int64_t d,
-             int64_t batch, bool bl, int dtype, int device, uintptr_t stream) {
+             int64_t batch, bool bl, int dtype, int device, int64_t opts, uintptr_t stream) {
   DeviceGuard g(device);
-  plan(a, b, c, d, batch, bl, dtype, device).forward(ptr(x), ptr(w), ptr(y), ptr(stream));
+  plan(a, b, c, d, batch, bl, dtype, device, opts).forward(ptr(x), ptr(w), ptr(y), ptr(stream));
 }
 
 // dx (0: skipped) and dw32 (float32, zeroed here first; 0: skipped) of one factor.
 void backward(uintptr_t dy, uintptr_t x, uintptr_t w, uintptr_t dx, uintptr_t dw32, int64_t a,
               int64_t b, int64_t c, int64_t d, int64_t batch, bool bl, int dtype, int device,
-              uintptr_t stream) {
+              int64_t opts, uintptr_t stream) {
   DeviceGuard g(device);
-  const KsPlan& pl = plan(a, b, c, d, batch, bl, dtype, device);
+  const KsPlan& pl = plan(a, b, c, d, batch, bl, dtype, device, opts);
   auto s = static_cast<cudaStream_t>(ptr(stream));
   if (dw32) STRUX_CUDA(cudaMemsetAsync(ptr(dw32), 0, size_t(a * b * c * d) * sizeof(float), s));
   pl.backward(ptr(dy), ptr(x), ptr(w), ptr(dx), static_cast<float*>(ptr(dw32)), s);
@@ -153,7 +140,7 @@ void backward(uintptr_t dy, uintptr_t x, uintptr_t w, uintptr_t dx, uintptr_t dw
 // region(max rows of factors 2..P * batch) elements each (one region when P == 2).
 void chain_forward(uintptr_t x, const std::vector<uintptr_t>& ws, uintptr_t y, uintptr_t scratch,
                    int64_t scratch_elems, const std::vector<int64_t>& flat, int64_t batch, bool bl,
-                   int dtype, int device, uintptr_t stream) {
+                   int dtype, int device, int64_t opts, uintptr_t stream) {
   const size_t P = factors(flat, ws.size());
   int64_t inter = 0;
   for (size_t q = 1; q < P; ++q) {
@@ -167,7 +154,7 @@ void chain_forward(uintptr_t x, const std::vector<uintptr_t>& ws, uintptr_t y, u
   uintptr_t in = x;
   for (size_t q = P; q-- > 0;) {
     const uintptr_t out = q == 0 ? y : scratch + ((P - 1 - q) % 2) * inter * eb;
-    plan_q(flat, q, batch, bl, dtype, device).forward(ptr(in), ptr(ws[q]), ptr(out), ptr(stream));
+    plan_q(flat, q, batch, bl, dtype, device, opts).forward(ptr(in), ptr(ws[q]), ptr(out), ptr(stream));
     in = out;
   }
 }
@@ -179,7 +166,7 @@ void chain_forward(uintptr_t x, const std::vector<uintptr_t>& ws, uintptr_t y, u
 void chain_backward(uintptr_t dy, uintptr_t x, const std::vector<uintptr_t>& ws, uintptr_t dx,
                     const std::vector<uintptr_t>& dws32, uintptr_t scratch, int64_t scratch_elems,
                     const std::vector<int64_t>& flat, int64_t batch, bool bl, int dtype, int device,
-                    uintptr_t stream) {
+                    int64_t opts, uintptr_t stream) {
   const size_t P = factors(flat, ws.size());
   check_arg(dws32.size() == P, "dws32", "expected ", P, " pointers, got ", dws32.size());
   const size_t eb = elem_bytes(dtype);
@@ -198,10 +185,10 @@ void chain_backward(uintptr_t dy, uintptr_t x, const std::vector<uintptr_t>& ws,
   DeviceGuard g(device);
   auto s = static_cast<cudaStream_t>(ptr(stream));
   for (size_t q = P - 1; q-- > 0;)
-    plan_q(flat, q + 1, batch, bl, dtype, device).forward(ptr(act[q + 1]), ptr(ws[q + 1]), ptr(act[q]), s);
+    plan_q(flat, q + 1, batch, bl, dtype, device, opts).forward(ptr(act[q + 1]), ptr(ws[q + 1]), ptr(act[q]), s);
   uintptr_t gin = dy;
   for (size_t q = 0; q < P; ++q) {
-    const KsPlan& pl = plan_q(flat, q, batch, bl, dtype, device);
+    const KsPlan& pl = plan_q(flat, q, batch, bl, dtype, device, opts);
     if (dws32[q]) {
       const KsPattern p = pat(flat, q);
       STRUX_CUDA(cudaMemsetAsync(ptr(dws32[q]), 0, size_t(p.a * p.b * p.c * p.d) * sizeof(float), s));
@@ -219,17 +206,19 @@ void chain_backward(uintptr_t dy, uintptr_t x, const std::vector<uintptr_t>& ws,
 void bind_cuda_ks_raw(nb::module_& m) {
   m.def("cuda_ks_forward_raw", &forward, nb::arg("x"), nb::arg("w"), nb::arg("y"), nb::arg("a"),
         nb::arg("b"), nb::arg("c"), nb::arg("d"), nb::arg("batch"), nb::arg("batch_last"),
-        nb::arg("dtype"), nb::arg("device"), nb::arg("stream"));
+        nb::arg("dtype"), nb::arg("device"), nb::arg("options"), nb::arg("stream"));
   m.def("cuda_ks_backward_raw", &backward, nb::arg("dy"), nb::arg("x"), nb::arg("w"), nb::arg("dx"),
         nb::arg("dw32"), nb::arg("a"), nb::arg("b"), nb::arg("c"), nb::arg("d"), nb::arg("batch"),
-        nb::arg("batch_last"), nb::arg("dtype"), nb::arg("device"), nb::arg("stream"));
+        nb::arg("batch_last"), nb::arg("dtype"), nb::arg("device"), nb::arg("options"),
+        nb::arg("stream"));
   m.def("cuda_ks_chain_forward_raw", &chain_forward, nb::arg("x"), nb::arg("ws"), nb::arg("y"),
         nb::arg("scratch"), nb::arg("scratch_elems"), nb::arg("patterns"), nb::arg("batch"),
-        nb::arg("batch_last"), nb::arg("dtype"), nb::arg("device"), nb::arg("stream"));
+        nb::arg("batch_last"), nb::arg("dtype"), nb::arg("device"), nb::arg("options"),
+        nb::arg("stream"));
   m.def("cuda_ks_chain_backward_raw", &chain_backward, nb::arg("dy"), nb::arg("x"), nb::arg("ws"),
         nb::arg("dx"), nb::arg("dws32"), nb::arg("scratch"), nb::arg("scratch_elems"),
         nb::arg("patterns"), nb::arg("batch"), nb::arg("batch_last"), nb::arg("dtype"),
-        nb::arg("device"), nb::arg("stream"));
+        nb::arg("device"), nb::arg("options"), nb::arg("stream"));
 }
 
 #endif  // STRUX_HAVE_CUDA

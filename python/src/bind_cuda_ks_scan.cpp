@@ -5,7 +5,6 @@
 // from ever misreading memory.
 #ifdef STRUX_HAVE_CUDA
 
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,6 +15,7 @@
 #include <nanobind/stl/pair.h>
 
 #include "arrays.hpp"
+#include "cuda_options.hpp"
 #include "strux/core.hpp"
 #include "strux/cuda/ks.hpp"
 #include "strux/cuda/scan.hpp"
@@ -88,7 +88,7 @@ strux::cuda::KsPattern pattern_of(const std::vector<int64_t>& p) {
 
 // x (batch, a*c*d) or (a*c*d, batch) -> y (batch, a*b*d) or (a*b*d, batch).
 void ks_forward(const Arr& x, const Arr& w, const Arr& y, const std::vector<int64_t>& pat,
-                bool batch_last, uintptr_t stream) {
+                bool batch_last, int64_t options, uintptr_t stream) {
   const auto p = pattern_of(pat);
   View xv = view(x, "x", 2), wv = view(w, "w", 4), yv = view(y, "y", 2);
   same(xv, wv, "w");
@@ -99,12 +99,12 @@ void ks_forward(const Arr& x, const Arr& w, const Arr& y, const std::vector<int6
   check_arg(wv.shape == std::vector<int64_t>{p.a, p.b, p.c, p.d}, "w", "expected the pattern's shape");
   check_shape(yv.shape == (batch_last ? std::vector<int64_t>{M, batch} : std::vector<int64_t>{batch, M}),
               "y", "wrong output shape", yv.shape);
-  strux::cuda::KsPlan(p, batch, batch_last, xv.dt).forward(xv.p, wv.p, yv.p, stream_ptr(stream));
+  strux::cuda::KsPlan(p, batch, batch_last, xv.dt, strux::py::ks_options(options)).forward(xv.p, wv.p, yv.p, stream_ptr(stream));
 }
 
 void ks_backward(const Arr& dy, const Arr& x, const Arr& w, std::optional<Arr> dx,
                  std::optional<Arr> dw32, const std::vector<int64_t>& pat, bool batch_last,
-                 uintptr_t stream) {
+                 int64_t options, uintptr_t stream) {
   const auto p = pattern_of(pat);
   View dyv = view(dy, "dy", 2), xv = view(x, "x", 2), wv = view(w, "w", 4);
   same(dyv, xv, "x");
@@ -116,7 +116,7 @@ void ks_backward(const Arr& dy, const Arr& x, const Arr& w, std::optional<Arr> d
   check_shape(dyv.shape == (batch_last ? std::vector<int64_t>{M, batch} : std::vector<int64_t>{batch, M}),
               "dy", "wrong shape", dyv.shape);
   check_arg(wv.shape == std::vector<int64_t>{p.a, p.b, p.c, p.d}, "w", "expected the pattern's shape");
-  strux::cuda::KsPlan plan(p, batch, batch_last, xv.dt);
+  strux::cuda::KsPlan plan(p, batch, batch_last, xv.dt, strux::py::ks_options(options));
   void* dxp = nullptr;
   float* dwp = nullptr;
   if (dx) {
@@ -134,27 +134,41 @@ void ks_backward(const Arr& dy, const Arr& x, const Arr& w, std::optional<Arr> d
   plan.backward(dyv.p, xv.p, wv.p, dxp, dwp, stream_ptr(stream));
 }
 
+strux::cuda::KsPlan ks_plan(const std::vector<int64_t>& pat, int64_t batch, bool batch_last, int dtype,
+                            int64_t options) {
+  return strux::cuda::KsPlan(pattern_of(pat), batch, batch_last, DType(dtype), strux::py::ks_options(options));
+}
+
 // Which product path a plan picks: "blas" (cuBLAS on strided views), "stream" (batch-last,
 // W in shared memory), "tr" (batch-first d > 1: transpositions + cuBLAS) or "kernels", for
-// forward and backward_x (tests and bench; STRUX_KS_PATH forces one).
+// forward and backward_x (tests and bench; options force one).
 std::pair<std::string, std::string> ks_path(const std::vector<int64_t>& pat, int64_t batch,
-                                            bool batch_last, int dtype) {
-  strux::cuda::KsPlan plan(pattern_of(pat), batch, batch_last, DType(dtype));
+                                            bool batch_last, int dtype, int64_t options) {
+  const auto plan = ks_plan(pat, batch, batch_last, dtype, options);
   return {strux::cuda::ks_path_name(plan.forward_path()),
           strux::cuda::ks_path_name(plan.backward_x_path())};
 }
 
 // backward_w's path: ("blas" or "tr", batch chunk of one GEMM accumulation) or ("kernels", 0).
 std::pair<std::string, int64_t> ks_dw_path(const std::vector<int64_t>& pat, int64_t batch,
-                                           bool batch_last, int dtype) {
-  strux::cuda::KsPlan plan(pattern_of(pat), batch, batch_last, DType(dtype));
+                                           bool batch_last, int dtype, int64_t options) {
+  const auto plan = ks_plan(pat, batch, batch_last, dtype, options);
   return {strux::cuda::ks_path_name(plan.backward_w_path()), plan.backward_w_chunk()};
+}
+
+std::string ks_describe(const std::vector<int64_t>& pat, int64_t batch, bool batch_last, int dtype,
+                        int64_t options) {
+  return ks_plan(pat, batch, batch_last, dtype, options).describe();
 }
 
 std::tuple<int64_t, int64_t, int64_t> btn(const View& v) { return {v.shape[0], v.shape[1], v.shape[2]}; }
 
 int64_t diag_scan_workspace(int64_t B, int64_t T, int64_t n, int dtype) {
-  return strux::cuda::DiagScanPlan(B, T, n, DType(dtype)).workspace_bytes();
+  return strux::cuda::DiagScanPlan(B, T, n, DType(dtype), {strux::cuda::DiagScanAlgo::lookback}).workspace_bytes();
+}
+
+std::string diag_scan_describe(int64_t B, int64_t T, int64_t n, int dtype, int algo) {
+  return strux::cuda::DiagScanPlan(B, T, n, DType(dtype), strux::py::diag_scan_options(algo)).describe();
 }
 
 void check_h0(const std::optional<Arr>& h0, const View& ref, const char* name) {
@@ -165,21 +179,21 @@ void check_h0(const std::optional<Arr>& h0, const View& ref, const char* name) {
 }
 
 void diag_scan_forward(const Arr& a, const Arr& b, std::optional<Arr> h0, const Arr& h,
-                       const Arr& ws, double scale, uintptr_t stream) {
+                       const Arr& ws, double scale, int algo, uintptr_t stream) {
   View av = view(a, "a", 3), bv = view(b, "b", 3), hv = view(h, "h", 3);
   same(av, bv, "b");
   same(av, hv, "h");
   check_arg(bv.shape == av.shape && hv.shape == av.shape, "b", "expected the shape of a");
   check_h0(h0, av, "h0");
   auto [B, T, n] = btn(av);
-  strux::cuda::DiagScanPlan plan(B, T, n, av.dt);
+  strux::cuda::DiagScanPlan plan(B, T, n, av.dt, strux::py::diag_scan_options(algo));
   check_arg(int64_t(ws.nbytes()) >= plan.workspace_bytes(), "workspace", "too small");
   plan.forward(av.p, bv.p, h0 ? h0->data() : nullptr, hv.p, scratch(ws), stream_ptr(stream), scale);
 }
 
 void diag_scan_backward(const Arr& a, const Arr& h, std::optional<Arr> h0, const Arr& dh,
                         const Arr& da, const Arr& db, std::optional<Arr> dh0, const Arr& ws,
-                        uintptr_t stream) {
+                        int algo, uintptr_t stream) {
   View av = view(a, "a", 3), hv = view(h, "h", 3), dhv = view(dh, "dh", 3), dav = view(da, "da", 3),
        dbv = view(db, "db", 3);
   for (auto* v : {&hv, &dhv, &dav, &dbv}) {
@@ -189,7 +203,7 @@ void diag_scan_backward(const Arr& a, const Arr& h, std::optional<Arr> h0, const
   check_h0(h0, av, "h0");
   check_h0(dh0, av, "dh0");
   auto [B, T, n] = btn(av);
-  strux::cuda::DiagScanPlan plan(B, T, n, av.dt);
+  strux::cuda::DiagScanPlan plan(B, T, n, av.dt, strux::py::diag_scan_options(algo));
   check_arg(int64_t(ws.nbytes()) >= plan.workspace_bytes(), "workspace", "too small");
   plan.backward(av.p, hv.p, h0 ? h0->data() : nullptr, dhv.p, dav.p, dbv.p,
                 dh0 ? dh0->data() : nullptr, scratch(ws), stream_ptr(stream));
@@ -275,29 +289,30 @@ void circulant_scan_backward(const Arr& a, bool fourier, const Arr& u, std::opti
                  dav.p, duv.p, dh0 ? dh0->data() : nullptr, scratch(ws), stream_ptr(stream));
 }
 
-// One BlockCirculantScanPlan per (device, B, T, p, k, STRUX_BC_SCAN): the plan picks its kernels
-// when built, reading that variable, so a forced choice must not reuse another choice's plan.
+// One BlockCirculantScanPlan per (device, B, T, p, k, options): the plan picks its kernels when
+// built, so a forced choice must not reuse another choice's plan.
 std::shared_ptr<strux::cuda::BlockCirculantScanPlan> block_plan(int device, int64_t B, int64_t T, int64_t p,
-                                                                int64_t k) {
+                                                                int64_t k, int registers, int64_t chunk) {
   static std::mutex mu;
-  static std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, std::string>,
+  static std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, int, int64_t>,
                   std::shared_ptr<strux::cuda::BlockCirculantScanPlan>> cache;
-  const char* env = std::getenv("STRUX_BC_SCAN");
   std::lock_guard<std::mutex> lock(mu);
-  auto key = std::make_tuple(device, B, T, p, k, std::string(env ? env : ""));
+  auto key = std::make_tuple(device, B, T, p, k, registers, chunk);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  auto pl = std::make_shared<strux::cuda::BlockCirculantScanPlan>(B, T, p, k);
+  auto pl = std::make_shared<strux::cuda::BlockCirculantScanPlan>(B, T, p, k,
+                                                                  strux::py::block_scan_options(registers, chunk));
   cache[key] = pl;
   return pl;
 }
 
-int64_t block_circulant_scan_workspace(int device, int64_t B, int64_t T, int64_t p, int64_t k) {
-  return block_plan(device, B, T, p, k)->workspace_bytes();
+int64_t block_circulant_scan_workspace(int device, int64_t B, int64_t T, int64_t p, int64_t k, int registers,
+                                       int64_t chunk) {
+  return block_plan(device, B, T, p, k, registers, chunk)->workspace_bytes();
 }
 
 void block_circulant_scan_forward(const Arr& a, const Arr& u, std::optional<Arr> h0, const Arr& h, const Arr& ws,
-                                  uintptr_t stream) {
+                                  int registers, int64_t chunk, uintptr_t stream) {
   View av = view(a, "a", 5), uv = view(u, "u", 3), hv = view(h, "h", 3);
   check_arg(av.dt == DType::f32, "a", "expected float32");
   same(av, uv, "u");
@@ -307,7 +322,7 @@ void block_circulant_scan_forward(const Arr& a, const Arr& u, std::optional<Arr>
   check_arg(av.shape == std::vector<int64_t>{B, T, p, p, k} && p * k == n, "a", "expected (B, T, p, p, k), n = p k");
   check_arg(hv.shape == uv.shape, "h", "expected the shape of u");
   check_h0(h0, uv, "h0");
-  auto plan = block_plan(u.device_id(), B, T, p, k);
+  auto plan = block_plan(u.device_id(), B, T, p, k, registers, chunk);
   check_arg(int64_t(ws.nbytes()) >= plan->workspace_bytes(), "workspace", "too small");
   plan->forward(static_cast<const float*>(av.p), static_cast<const float*>(uv.p),
                 h0 ? static_cast<const float*>(h0->data()) : nullptr, static_cast<float*>(hv.p), scratch(ws),
@@ -315,19 +330,26 @@ void block_circulant_scan_forward(const Arr& a, const Arr& u, std::optional<Arr>
 }
 
 
-int64_t block_circulant_scan_backward_workspace(int device, int64_t B, int64_t T, int64_t p, int64_t k) {
-  return block_plan(device, B, T, p, k)->backward_workspace_bytes();
+int64_t block_circulant_scan_backward_workspace(int device, int64_t B, int64_t T, int64_t p, int64_t k,
+                                                int registers, int64_t chunk) {
+  return block_plan(device, B, T, p, k, registers, chunk)->backward_workspace_bytes();
 }
 
 // (register kernels?, chunk length) of the plan for this shape: tests and benchmarks.
-std::pair<bool, int64_t> block_circulant_scan_path(int device, int64_t B, int64_t T, int64_t p, int64_t k) {
-  auto pl = block_plan(device, B, T, p, k);
+std::pair<bool, int64_t> block_circulant_scan_path(int device, int64_t B, int64_t T, int64_t p, int64_t k,
+                                                   int registers, int64_t chunk) {
+  auto pl = block_plan(device, B, T, p, k, registers, chunk);
   return {pl->register_kernels(), pl->chunk_length()};
+}
+
+std::string block_circulant_scan_describe(int device, int64_t B, int64_t T, int64_t p, int64_t k, int registers,
+                                          int64_t chunk) {
+  return block_plan(device, B, T, p, k, registers, chunk)->describe();
 }
 
 void block_circulant_scan_backward(const Arr& a, const Arr& u, std::optional<Arr> h0, const Arr& dh,
                                    std::optional<Arr> dh_last, const Arr& da, const Arr& du, std::optional<Arr> dh0,
-                                   const Arr& ws, uintptr_t stream) {
+                                   const Arr& ws, int registers, int64_t chunk, uintptr_t stream) {
   View av = view(a, "a", 5), uv = view(u, "u", 3), dhv = view(dh, "dh", 3), dav = view(da, "da", 5),
        duv = view(du, "du", 3);
   check_arg(av.dt == DType::f32, "a", "expected float32");
@@ -342,7 +364,7 @@ void block_circulant_scan_backward(const Arr& a, const Arr& u, std::optional<Arr
   check_h0(h0, uv, "h0");
   check_h0(dh_last, uv, "dh_last");
   check_h0(dh0, uv, "dh0");
-  auto plan = block_plan(u.device_id(), B, T, p, k);
+  auto plan = block_plan(u.device_id(), B, T, p, k, registers, chunk);
   check_arg(int64_t(ws.nbytes()) >= plan->backward_workspace_bytes(), "workspace", "too small");
   auto f = [](const std::optional<Arr>& x) { return x ? static_cast<float*>(x->data()) : nullptr; };
   plan->backward(static_cast<const float*>(av.p), static_cast<const float*>(uv.p), f(h0),
@@ -354,20 +376,27 @@ void block_circulant_scan_backward(const Arr& a, const Arr& u, std::optional<Arr
 
 void bind_cuda_ks_scan(nb::module_& m) {
   m.def("cuda_ks_forward", &ks_forward, nb::arg("x"), nb::arg("w"), nb::arg("y"), nb::arg("pattern"),
-        nb::arg("batch_last"), nb::arg("stream"));
+        nb::arg("batch_last"), nb::arg("options"), nb::arg("stream"));
   m.def("cuda_ks_backward", &ks_backward, nb::arg("dy"), nb::arg("x"), nb::arg("w"),
         nb::arg("dx").none(), nb::arg("dw32").none(), nb::arg("pattern"), nb::arg("batch_last"),
-        nb::arg("stream"));
+        nb::arg("options"), nb::arg("stream"));
   m.def("cuda_ks_path", &ks_path, nb::arg("pattern"), nb::arg("batch"), nb::arg("batch_last"),
-        nb::arg("dtype"));
+        nb::arg("dtype"), nb::arg("options") = 0);
   m.def("cuda_ks_dw_path", &ks_dw_path, nb::arg("pattern"), nb::arg("batch"), nb::arg("batch_last"),
-        nb::arg("dtype"));
+        nb::arg("dtype"), nb::arg("options") = 0);
+  m.def("cuda_ks_describe", &ks_describe, nb::arg("pattern"), nb::arg("batch"), nb::arg("batch_last"),
+        nb::arg("dtype"), nb::arg("options") = 0);
+  m.def("cuda_diag_scan_describe", &diag_scan_describe, nb::arg("B"), nb::arg("T"), nb::arg("n"),
+        nb::arg("dtype"), nb::arg("algo") = -1);
+  m.def("cuda_block_circulant_scan_describe", &block_circulant_scan_describe, nb::arg("device"), nb::arg("B"),
+        nb::arg("T"), nb::arg("p"), nb::arg("k"), nb::arg("registers") = -1, nb::arg("chunk") = 0);
   m.def("cuda_diag_scan_workspace", &diag_scan_workspace);
   m.def("cuda_diag_scan_forward", &diag_scan_forward, nb::arg("a"), nb::arg("b"),
-        nb::arg("h0").none(), nb::arg("h"), nb::arg("workspace"), nb::arg("scale"), nb::arg("stream"));
+        nb::arg("h0").none(), nb::arg("h"), nb::arg("workspace"), nb::arg("scale"), nb::arg("algo"),
+        nb::arg("stream"));
   m.def("cuda_diag_scan_backward", &diag_scan_backward, nb::arg("a"), nb::arg("h"),
         nb::arg("h0").none(), nb::arg("dh"), nb::arg("da"), nb::arg("db"), nb::arg("dh0").none(),
-        nb::arg("workspace"), nb::arg("stream"));
+        nb::arg("workspace"), nb::arg("algo"), nb::arg("stream"));
   m.def("cuda_circulant_scan_workspace", &circulant_scan_workspace);
   m.def("cuda_circulant_scan_forward", &circulant_scan_forward, nb::arg("a"), nb::arg("u"),
         nb::arg("h0").none(), nb::arg("h"), nb::arg("workspace"), nb::arg("stream"));
@@ -378,13 +407,14 @@ void bind_cuda_ks_scan(nb::module_& m) {
         nb::arg("workspace"), nb::arg("stream"));
   m.def("cuda_block_circulant_scan_workspace", &block_circulant_scan_workspace);
   m.def("cuda_block_circulant_scan_forward", &block_circulant_scan_forward, nb::arg("a"), nb::arg("u"),
-        nb::arg("h0").none(), nb::arg("h"), nb::arg("workspace"), nb::arg("stream"));
+        nb::arg("h0").none(), nb::arg("h"), nb::arg("workspace"), nb::arg("registers"), nb::arg("chunk"),
+        nb::arg("stream"));
   m.def("cuda_block_circulant_scan_backward_workspace", &block_circulant_scan_backward_workspace);
   m.def("cuda_block_circulant_scan_path", &block_circulant_scan_path);
   m.def("cuda_block_scan_stale_errors", &strux::cuda::block_scan_stale_errors);
   m.def("cuda_block_circulant_scan_backward", &block_circulant_scan_backward, nb::arg("a"), nb::arg("u"),
         nb::arg("h0").none(), nb::arg("dh"), nb::arg("dh_last").none(), nb::arg("da"), nb::arg("du"),
-        nb::arg("dh0").none(), nb::arg("workspace"), nb::arg("stream"));
+        nb::arg("dh0").none(), nb::arg("workspace"), nb::arg("registers"), nb::arg("chunk"), nb::arg("stream"));
 }
 
 #endif  // STRUX_HAVE_CUDA

@@ -11,7 +11,6 @@ streams. Non-contiguous inputs are copied to contiguous ones (documented copy).
 """
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 
 from . import _ext
@@ -256,6 +255,12 @@ class FFTConvCUDA:
                                                fftconv_algo)
         self.set_filter(k)
 
+    def describe(self) -> str:
+        """What the plan chose, in words."""
+        p = self._plan
+        return (f"fftconv (B={self.B}, H={self.H}, L={self.L}, Lk={self.Lk}) {self.mode} {self.dtype}: "
+                + ("the fused single-kernel path" if p.fused else f"cuFFT, nfft {p.nfft}"))
+
     def set_filter(self, k):
         k = _check_array(k, "k", self._kind, ndim=2, dtype=self.dtype, device=self.device)
         _shape(k, "k", (self.H, self.Lk))
@@ -321,8 +326,8 @@ class BlockToeplitzCUDA:
     frequency (F̂ read as a real Nd × 2Nm matrix; 0 elsewhere; the float32 default for R > 1 with
     fft 2). 0 and 1 stay for comparison. `fft`: the transform layout,
     -1 = automatic (toeplitz_auto_fft); 0 = strided R2C/C2R; 1 = two real columns per complex
-    column through one strided C2C; 2 = contiguous R2C/C2R with tiled transposes (for benchmarks;
-    the environment variable STRUX_TOEPLITZ_FFT sets the default of new operators).
+    column through one strided C2C; 2 = contiguous R2C/C2R with tiled transposes (for benchmarks).
+    None is -1. What a plan chose: ``describe(R)``.
     """
 
     def __init__(self, blocks, layout: str = "time-major", algo: int = -1, fft: int | None = None):
@@ -341,11 +346,7 @@ class BlockToeplitzCUDA:
         if algo not in (-1, 0, 1, 2, 3):
             raise ValueError(f"argument 'algo': expected -1 (automatic), 0, 1, 2 or 3, got {algo!r}")
         if fft is None:
-            env = os.environ.get("STRUX_TOEPLITZ_FFT", "-1")
-            try:
-                fft = int(env)
-            except ValueError:
-                raise ValueError(f"STRUX_TOEPLITZ_FFT: expected -1, 0, 1 or 2, got {env!r}") from None
+            fft = -1
         if fft not in (-1, 0, 1, 2):
             raise ValueError(f"argument 'fft': expected -1 (automatic), 0, 1 or 2, got {fft!r}")
         self._kind, self.fhat = kind, fhat
@@ -404,6 +405,13 @@ class BlockToeplitzCUDA:
                 self._plans[key] = _ext.cuda.ToeplitzPlan(self.Nt, self.Nd, self.Nm, R, self.layout, self.dtype,
                                                           self.algo, self.fft)
         return self._plans[key]
+
+    def describe(self, R: int = 1) -> str:
+        """What the plan for R right-hand sides chose, in words (algo and fft codes as in the
+        class docstring)."""
+        p = self._plan(int(R))
+        return (f"toeplitz (Nt={self.Nt}, Nd={self.Nd}, Nm={self.Nm}, R={int(R)}) {self.layout} {self.dtype}: "
+                f"matvec algo {p.algo}, rmatvec algo {p.rmatvec_algo}, fft {p.fft}, nfft {p.nfft}")
 
     def _vec(self, x, name, n):
         x = _check_array(x, name, self._kind, dtype=self.dtype, device=self.device)

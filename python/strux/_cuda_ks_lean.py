@@ -118,11 +118,12 @@ def ks_ok(x, w, p, bl):
     return (batch, dt, dev) if batch else None
 
 
-def ks_forward(x, w, p, bl, batch, dt, dev):
+def ks_forward(x, w, p, bl, batch, dt, dev, opts=0):
+    """opts: the packed plan options (strux._cuda_options.ks_code; 0: the solver table)."""
     a, b, c, d = p
     M = a * b * d
     y = x.new_empty((M, batch) if bl else (batch, M))
-    _ext.cuda_ks_forward_raw(x.data_ptr(), w.data_ptr(), y.data_ptr(), a, b, c, d, batch, bl, dt, dev,
+    _ext.cuda_ks_forward_raw(x.data_ptr(), w.data_ptr(), y.data_ptr(), a, b, c, d, batch, bl, dt, dev, opts,
                              _stream(dev))
     return y
 
@@ -135,13 +136,13 @@ def vjp_ok(dy, x, w, p, bl):
     return r
 
 
-def ks_backward(dy, x, w, p, bl, batch, dt, dev, need_dx=True, need_dw=True):
+def ks_backward(dy, x, w, p, bl, batch, dt, dev, need_dx=True, need_dw=True, opts=0):
     """(dx, dw), each None where not needed; dw summed in float32, returned in x's dtype."""
     dx = x.new_empty(x.shape) if need_dx else None
     dw32 = w.new_empty(p, dtype=_F32) if need_dw else None
     a, b, c, d = p
     _ext.cuda_ks_backward_raw(dy.data_ptr(), x.data_ptr(), w.data_ptr(), 0 if dx is None else dx.data_ptr(),
-                              0 if dw32 is None else dw32.data_ptr(), a, b, c, d, batch, bl, dt, dev,
+                              0 if dw32 is None else dw32.data_ptr(), a, b, c, d, batch, bl, dt, dev, opts,
                               _stream(dev))
     return dx, (dw32 if dw32 is None or dt == 0 else dw32.to(x.dtype))
 
@@ -168,18 +169,18 @@ def _region(n):
     return (n + 127) // 128 * 128
 
 
-def chain_forward(x, ws, ps, flat, bl, batch, dt, dev):
+def chain_forward(x, ws, ps, flat, bl, batch, dt, dev, opts=0):
     P = len(ps)
     a, b, _, d = ps[0]
     y = x.new_empty((a * b * d, batch) if bl else (batch, a * b * d))
     if P == 1:
-        _ext.cuda_ks_forward_raw(x.data_ptr(), ws[0].data_ptr(), y.data_ptr(), *ps[0], batch, bl, dt, dev,
+        _ext.cuda_ks_forward_raw(x.data_ptr(), ws[0].data_ptr(), y.data_ptr(), *ps[0], batch, bl, dt, dev, opts,
                                  _stream(dev))
         return y
     inter = max(_region(q[0] * q[1] * q[3] * batch) for q in ps[1:]) * min(P - 1, 2)
     s = x.new_empty((inter,))
     _ext.cuda_ks_chain_forward_raw(x.data_ptr(), [w.data_ptr() for w in ws], y.data_ptr(), s.data_ptr(),
-                                   inter, flat, batch, bl, dt, dev, _stream(dev))
+                                   inter, flat, batch, bl, dt, dev, opts, _stream(dev))
     return y
 
 
@@ -191,12 +192,12 @@ def chain_vjp_ok(dy, x, ws, ps, bl):
     return r if _act_batch(dy, r[1], r[2], a * b * d, bl) == r[0] else None
 
 
-def chain_backward(dy, x, ws, ps, flat, bl, batch, dt, dev, need_dx=True, need_dw=None):
+def chain_backward(dy, x, ws, ps, flat, bl, batch, dt, dev, need_dx=True, need_dw=None, opts=0):
     """(dx or None, [dw_q or None]); the forward intermediates are recomputed on the GPU."""
     P = len(ps)
     if P == 1:
         dx, dw = ks_backward(dy, x, ws[0], ps[0], bl, batch, dt, dev, need_dx,
-                             True if need_dw is None else need_dw[0])
+                             True if need_dw is None else need_dw[0], opts)
         return dx, [dw]
     dx = x.new_empty(x.shape) if need_dx else None
     dw32 = [w.new_empty(p, dtype=_F32) if need_dw is None or need_dw[q] else None
@@ -207,7 +208,7 @@ def chain_backward(dy, x, ws, ps, flat, bl, batch, dt, dev, need_dx=True, need_d
     _ext.cuda_ks_chain_backward_raw(dy.data_ptr(), x.data_ptr(), [w.data_ptr() for w in ws],
                                     0 if dx is None else dx.data_ptr(),
                                     [0 if g is None else g.data_ptr() for g in dw32], s.data_ptr(), n, flat,
-                                    batch, bl, dt, dev, _stream(dev))
+                                    batch, bl, dt, dev, opts, _stream(dev))
     if dt != 0:
         dw32 = [None if g is None else g.to(x.dtype) for g in dw32]
     return dx, dw32

@@ -15,10 +15,14 @@ Functions mirror the CPU API (``strux.ks``, ``strux.scan``): ks_matmul, ks_matmu
 ks_chain_vjp, diag_scan, diag_scan_vjp, circulant_scan, circulant_scan_vjp, block_circulant_scan,
 block_circulant_scan_vjp. Layouts: "bsf" (batch-size-first,
 x (batch, N) -> x K^T) and "bsl" (batch-size-last, x (N, batch) -> K x).
+
+Each takes ``options=None``: explicit kernel choices for tests and benchmarks (a dict, see
+strux._cuda_options), passed to the plan; ``*_describe`` say in words what a plan chose.
 """
 from __future__ import annotations
 
 from . import _cuda_ks_lean as _L
+from . import _cuda_options as _O
 from . import _ext
 from ._arrays import choice as _choice
 from .ks import _pattern, _patterns  # one validation of patterns for both backends
@@ -223,31 +227,39 @@ def _ks_bwd_f64(dy, x, w, p, layout, need_dx, need_dw):
     return dx, dw
 
 
-def _ks_fwd(x, w, p, layout):
+def _no_options_f64(opts):
+    if opts:
+        raise ValueError("argument 'options': float64 ks runs as einsums of the array library (no "
+                         "kernel choice), got options for the float32 / half plans")
+
+
+def _ks_fwd(x, w, p, layout, opts=0):
     if _dtname(x) == "float64":
+        _no_options_f64(opts)
         return _ks_fwd_f64(x, w, p, layout)
     M = _rows(p)
     b = _batch(x, layout)
     y = _empty(x, (b, M) if layout == "bsf" else (M, b))
-    _ext.cuda_ks_forward(x, w, y, list(p), layout == "bsl", _stream(x))
+    _ext.cuda_ks_forward(x, w, y, list(p), layout == "bsl", opts, _stream(x))
     return y
 
 
-def ks_matmul(x, w, pattern, *, layout: str = "bsf"):
+def ks_matmul(x, w, pattern, *, layout: str = "bsf", options=None):
     """One KS factor on the GPU: ``x @ K.T`` ("bsf", x (batch, N)) or ``K @ x`` ("bsl", x (N, batch)).
 
     ``w`` has shape ``pattern = (a, b, c, d)``, K[i*b*d + k*d + j, i*c*d + l*d + j] = w[i, k, l, j].
     Returns (batch, M) or (M, batch), M = a*b*d, in the dtype of x, on x's device and stream.
     """
+    opts = 0 if options is None else _O.ks_code(options)
     if type(x) in _L.TT:  # torch tensors: the lean path when every check passes (see _cuda_ks_lean)
         p, bl = _L.pattern(pattern), _L.layout(layout)
         r = None if p is None or bl is None else _L.ks_ok(x, w, p, bl)
         if r is not None:
-            return _L.ks_forward(x, w, p, bl, *r)
-    return _ks_matmul_checked(x, w, pattern, layout)
+            return _L.ks_forward(x, w, p, bl, *r, opts)
+    return _ks_matmul_checked(x, w, pattern, layout, opts)
 
 
-def _ks_matmul_checked(x, w, pattern, layout):
+def _ks_matmul_checked(x, w, pattern, layout, opts=0):
     """ks_matmul with every check, copies of non-contiguous inputs and the DLPack entry: the
     path of CuPy arrays and of any torch call the lean path declines."""
     _need()
@@ -257,19 +269,20 @@ def _ks_matmul_checked(x, w, pattern, layout):
     w = _weights(w, "w", p)
     _same(x, "x", w=w)
     _seen(x)
-    return _ks_fwd(_contig(x), _contig(w), p, layout)
+    return _ks_fwd(_contig(x), _contig(w), p, layout, opts)
 
 
-def _ks_bwd(dy, x, w, p, layout, need_dx=True, need_dw=True):
+def _ks_bwd(dy, x, w, p, layout, need_dx=True, need_dw=True, opts=0):
     if _dtname(x) == "float64":
+        _no_options_f64(opts)
         return _ks_bwd_f64(dy, x, w, p, layout, need_dx, need_dw)
     dx = _empty(x, tuple(x.shape)) if need_dx else None
     dw32 = _zeros(x, tuple(p), "float32") if need_dw else None
-    _ext.cuda_ks_backward(dy, x, w, dx, dw32, list(p), layout == "bsl", _stream(x))
+    _ext.cuda_ks_backward(dy, x, w, dx, dw32, list(p), layout == "bsl", opts, _stream(x))
     return dx, (_cast(dw32, _dtname(x)) if need_dw else None)
 
 
-def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf"):
+def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf", options=None):
     """Gradients of ``y = ks_matmul(x, w, pattern, layout=layout)`` on the GPU.
 
     Arguments: ``dy`` (shaped like y), then x, w, pattern as in ks_matmul. Returns ``(dx, dw)``:
@@ -277,11 +290,12 @@ def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf"):
     ``dw[i, k, l, j] = Σ_batch dy[., i*b*d + k*d + j] x[., i*c*d + l*d + j]``, shaped like w, both in
     x's dtype (dw is summed in float32).
     """
+    opts = 0 if options is None else _O.ks_code(options)
     if type(x) in _L.TT:
         p, bl = _L.pattern(pattern), _L.layout(layout)
         r = None if p is None or bl is None else _L.vjp_ok(dy, x, w, p, bl)
         if r is not None:
-            return _L.ks_backward(dy, x, w, p, bl, *r)
+            return _L.ks_backward(dy, x, w, p, bl, *r, True, True, opts)
     _need()
     layout = _choice(layout, "layout", _LAYOUTS)
     p = _pattern(pattern)
@@ -292,7 +306,7 @@ def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf"):
     if _batch(dy, layout) != _batch(x, layout):
         raise ValueError(f"argument 'dy': expected batch {_batch(x, layout)} (that of 'x'), got shape {tuple(dy.shape)}")
     _seen(x)
-    return _ks_bwd(_contig(dy), _contig(x), _contig(w), p, layout)
+    return _ks_bwd(_contig(dy), _contig(x), _contig(w), p, layout, opts=opts)
 
 
 def _chain_args(x, ws, patterns, layout):
@@ -307,35 +321,37 @@ def _chain_args(x, ws, patterns, layout):
     return _contig(x), ws, ps, layout
 
 
-def ks_chain(x, ws, patterns, *, layout: str = "bsf"):
+def ks_chain(x, ws, patterns, *, layout: str = "bsf", options=None):
     """A chain of KS factors on the GPU: ``x @ (K_1 ⋯ K_P).T`` ("bsf") or ``K_1 ⋯ K_P @ x`` ("bsl").
 
     One fused launch per factor (K_P first); intermediates are fresh arrays of x's kind.
     """
+    opts = 0 if options is None else _O.ks_code(options)
     if type(x) in _L.TT:
         pf, bl = _L.patterns(patterns), _L.layout(layout)
         r = None if pf is None or bl is None else _L.chain_ok(x, ws, pf[0], bl)
         if r is not None:
-            return _L.chain_forward(x, ws, pf[0], pf[1], bl, *r)
+            return _L.chain_forward(x, ws, pf[0], pf[1], bl, *r, opts)
     _need()
     x, ws, ps, layout = _chain_args(x, ws, patterns, layout)
     _seen(x)
     y = x
     for w, p in zip(reversed(ws), reversed(ps)):
-        y = _ks_fwd(y, w, p, layout)
+        y = _ks_fwd(y, w, p, layout, opts)
     return y
 
 
-def ks_chain_vjp(dy, x, ws, patterns, *, layout: str = "bsf"):
+def ks_chain_vjp(dy, x, ws, patterns, *, layout: str = "bsf", options=None):
     """Gradients of ``y = ks_chain(x, ws, patterns, layout=layout)``: returns ``(dx, [dw_1, …, dw_P])``.
 
     The forward intermediates are recomputed.
     """
+    opts = 0 if options is None else _O.ks_code(options)
     if type(x) in _L.TT:
         pf, bl = _L.patterns(patterns), _L.layout(layout)
         r = None if pf is None or bl is None else _L.chain_vjp_ok(dy, x, ws, pf[0], bl)
         if r is not None:
-            return _L.chain_backward(dy, x, ws, pf[0], pf[1], bl, *r)
+            return _L.chain_backward(dy, x, ws, pf[0], pf[1], bl, *r, True, None, opts)
     _need()
     x, ws, ps, layout = _chain_args(x, ws, patterns, layout)
     _seen(x)
@@ -345,13 +361,31 @@ def ks_chain_vjp(dy, x, ws, patterns, *, layout: str = "bsf"):
         raise ValueError(f"argument 'dy': expected batch {_batch(x, layout)} (that of 'x'), got shape {tuple(dy.shape)}")
     acts = [x]  # acts[q] is the input of factor P-1-q
     for w, p in zip(reversed(ws[1:]), reversed(ps[1:])):
-        acts.append(_ks_fwd(acts[-1], w, p, layout))
+        acts.append(_ks_fwd(acts[-1], w, p, layout, opts))
     dws = [None] * len(ps)
     g = dy
     for q in range(len(ps)):
         inp = acts[len(ps) - 1 - q]
-        g, dws[q] = _ks_bwd(g, inp, ws[q], ps[q], layout)
+        g, dws[q] = _ks_bwd(g, inp, ws[q], ps[q], layout, opts=opts)
     return g, dws
+
+
+def ks_paths(pattern, batch: int, *, layout: str = "bsf", dtype: str = "float32", options=None):
+    """(forward path, backward_x path, (backward_w path, its batch chunk)) a plan picks: "kernels",
+    "blas", "stream" or "tr" (tests, bench)."""
+    _need()
+    p, bl = list(_pattern(pattern)), _choice(layout, "layout", _LAYOUTS) == "bsl"
+    dt, code = _DTYPE_CODE[_choice(dtype, "dtype", _KS_DTYPES[:3])], _O.ks_code(options)
+    fwd, bx = _ext.cuda_ks_path(p, int(batch), bl, dt, code)
+    return fwd, bx, tuple(_ext.cuda_ks_dw_path(p, int(batch), bl, dt, code))
+
+
+def ks_describe(pattern, batch: int, *, layout: str = "bsf", dtype: str = "float32", options=None) -> str:
+    """What the ks plan for these arguments chose, in words."""
+    _need()
+    return _ext.cuda_ks_describe(list(_pattern(pattern)), int(batch),
+                                 _choice(layout, "layout", _LAYOUTS) == "bsl",
+                                 _DTYPE_CODE[_choice(dtype, "dtype", _KS_DTYPES[:3])], _O.ks_code(options))
 
 
 # ---- scans ------------------------------------------------------------------------------------
@@ -376,15 +410,15 @@ def _flag(v, name):
     return v
 
 
-def _diag_fwd(a, b, h0, scale=1.0):
+def _diag_fwd(a, b, h0, scale=1.0, algo=-1):
     B, T, n = a.shape
     h = _empty(a, tuple(a.shape))
     ws = _bytes(a, _ext.cuda_diag_scan_workspace(B, T, n, _DTYPE_CODE[_dtname(a)]))
-    _ext.cuda_diag_scan_forward(a, b, h0, h, ws, float(scale), _stream(a))
+    _ext.cuda_diag_scan_forward(a, b, h0, h, ws, float(scale), algo, _stream(a))
     return h
 
 
-def diag_scan(a, b, *, h0=None, return_final=False):
+def diag_scan(a, b, *, h0=None, return_final=False, options=None):
     """h_t = a_t ⊙ h_{t-1} + b_t on the GPU, h_{-1} = h0 (zeros when None); a, b (B, T, n).
 
     One pass over a and b (chunked along T with a decoupled look-back, so long sequences fill
@@ -392,21 +426,29 @@ def diag_scan(a, b, *, h0=None, return_final=False):
     """
     _need()
     return_final = _flag(return_final, "return_final")
+    algo = _O.diag_scan_code(options)
     a, b, h0 = _scan_args(a, b, h0)
-    h = _diag_fwd(a, b, h0)
+    h = _diag_fwd(a, b, h0, 1.0, algo)
     return (h, h[:, -1]) if return_final else h
 
 
-def _diag_bwd(dh, a, h, h0):
+def _diag_bwd(dh, a, h, h0, algo=-1):
     B, T, n = a.shape
     da, db = _empty(a, tuple(a.shape)), _empty(a, tuple(a.shape))
     dh0 = _empty(a, (B, n)) if h0 is not None else None
     ws = _bytes(a, _ext.cuda_diag_scan_workspace(B, T, n, _DTYPE_CODE[_dtname(a)]))
-    _ext.cuda_diag_scan_backward(a, h, h0, dh, da, db, dh0, ws, _stream(a))
+    _ext.cuda_diag_scan_backward(a, h, h0, dh, da, db, dh0, ws, algo, _stream(a))
     return da, db, dh0
 
 
-def diag_scan_vjp(dh, a, b, *, h0=None, dh_last=None, h=None):
+def diag_scan_describe(B: int, T: int, n: int, dtype: str = "float32", options=None) -> str:
+    """What the diag_scan plan for this shape and dtype chose, in words."""
+    _need()
+    return _ext.cuda_diag_scan_describe(int(B), int(T), int(n), _DTYPE_CODE[_choice(dtype, "dtype", _SCAN_DTYPES)],
+                                        _O.diag_scan_code(options))
+
+
+def diag_scan_vjp(dh, a, b, *, h0=None, dh_last=None, h=None, options=None):
     """Gradients of ``diag_scan`` on the GPU: returns (da, db, dh0); dh0 is None when h0 is None.
 
     dh (B, T, n) = dL/dconj(h); dh_last (B, n) or None, the cotangent of h[:, -1] (added to
@@ -414,6 +456,7 @@ def diag_scan_vjp(dh, a, b, *, h0=None, dh_last=None, h=None):
     g_t = dh_t + conj(a_{t+1}) g_{t+1}, db = g, da_t = g_t conj(h_{t-1}), dh0 = conj(a_0) g_0.
     """
     _need()
+    algo = _O.diag_scan_code(options)
     a, b, h0 = _scan_args(a, b, h0)
     dh = _dev_array(dh, "dh", 3, _SCAN_DTYPES)
     if tuple(dh.shape) != tuple(a.shape):
@@ -428,14 +471,14 @@ def diag_scan_vjp(dh, a, b, *, h0=None, dh_last=None, h=None):
         dh = dh.clone() if _is_torch(dh) else dh.copy()
         dh[:, -1] += dh_last
     if h is None:
-        h = _diag_fwd(a, b, h0)
+        h = _diag_fwd(a, b, h0, 1.0, algo)
     else:
         h = _dev_array(h, "h", 3, _SCAN_DTYPES)
         if tuple(h.shape) != tuple(a.shape):
             raise ValueError(f"argument 'h': expected shape {tuple(a.shape)}, got {tuple(h.shape)}")
         _same(a, "a", h=h)
         h = _contig(h)
-    return _diag_bwd(dh, a, h, h0)
+    return _diag_bwd(dh, a, h, h0, algo)
 
 
 _REALS = ("float32", "float16", "bfloat16", "float64")  # real scans (circulant, block-circulant)
@@ -629,7 +672,15 @@ def _block_bwd_f64(dh, a, u, h0, p, k):
     return da, du, dh0
 
 
-def block_circulant_scan(a, u, *, h0=None, return_final=False):
+def _block_code(options, dt):
+    code = _O.block_scan_code(options)
+    if dt == "float64" and code != (-1, 0):
+        raise ValueError("argument 'options': float64 block_circulant_scan runs in the array library (no "
+                         "kernel choice), got options for the float32 plan")
+    return code
+
+
+def block_circulant_scan(a, u, *, h0=None, return_final=False, options=None):
     """Block-circulant h_t = A_t h_{t-1} + u_t on the GPU; a (B, T, p, p, k) real, u (B, T, n = p k).
 
     A_t is the p x p grid of k x k circulant blocks, block (i, j) = circ(a_t[i, j]); state index
@@ -641,18 +692,19 @@ def block_circulant_scan(a, u, *, h0=None, return_final=False):
     _need()
     return_final = _flag(return_final, "return_final")
     a32, u32, h032, (p, k), dt = _block_args(a, u, h0)
+    reg, chunk = _block_code(options, dt)
     B, T, n = u32.shape
     if dt == "float64":
         h = _block_fwd_f64(a32, u32, h032, p, k)
         return (h, h[:, -1]) if return_final else h
     h = _empty(u32, (B, T, n))
-    ws = _bytes(u32, _ext.cuda_block_circulant_scan_workspace(_device_id(u32), B, T, p, k))
-    _ext.cuda_block_circulant_scan_forward(a32, u32, h032, h, ws, _stream(u32))
+    ws = _bytes(u32, _ext.cuda_block_circulant_scan_workspace(_device_id(u32), B, T, p, k, reg, chunk))
+    _ext.cuda_block_circulant_scan_forward(a32, u32, h032, h, ws, reg, chunk, _stream(u32))
     h = _cast(h, dt)
     return (h, h[:, -1]) if return_final else h
 
 
-def block_circulant_scan_vjp(dh, a, u, *, h0=None, dh_last=None):
+def block_circulant_scan_vjp(dh, a, u, *, h0=None, dh_last=None, options=None):
     """Gradients of ``block_circulant_scan`` on the GPU: returns (da, du, dh0); dh0 is None when h0 is None.
 
     dh (B, T, n) real = dL/dh; dh_last (B, n) or None, the cotangent of h[:, -1] (added to
@@ -664,6 +716,7 @@ def block_circulant_scan_vjp(dh, a, u, *, h0=None, dh_last=None):
     """
     _need()
     a32, u32, h032, (p, k), dt = _block_args(a, u, h0)
+    reg, chunk = _block_code(options, dt)
     B, T, n = u32.shape
     real = _dtname(u32)
     dh, dh_last = _real_cotangents(dh, dh_last, u, (B, T, n), real)
@@ -672,13 +725,21 @@ def block_circulant_scan_vjp(dh, a, u, *, h0=None, dh_last=None):
     da = _empty(a32, tuple(a32.shape))
     du = _empty(u32, (B, T, n))
     dh0 = _empty(u32, (B, n)) if h032 is not None else None
-    ws = _bytes(u32, _ext.cuda_block_circulant_scan_backward_workspace(_device_id(u32), B, T, p, k))
-    _ext.cuda_block_circulant_scan_backward(a32, u32, h032, dh, dh_last, da, du, dh0, ws, _stream(u32))
+    ws = _bytes(u32, _ext.cuda_block_circulant_scan_backward_workspace(_device_id(u32), B, T, p, k, reg, chunk))
+    _ext.cuda_block_circulant_scan_backward(a32, u32, h032, dh, dh_last, da, du, dh0, ws, reg, chunk, _stream(u32))
     back = lambda x: None if x is None else _cast(x, dt)
     return back(da), back(du), back(dh0)
 
 
-def block_circulant_scan_path(B, T, p, k, device=0):
+def block_circulant_scan_path(B, T, p, k, device=0, options=None):
     """(register kernels?, time steps per chunk) the GPU plan picks for this shape (tests, bench)."""
     _need()
-    return tuple(_ext.cuda_block_circulant_scan_path(int(device), int(B), int(T), int(p), int(k)))
+    return tuple(_ext.cuda_block_circulant_scan_path(int(device), int(B), int(T), int(p), int(k),
+                                                     *_O.block_scan_code(options)))
+
+
+def block_circulant_scan_describe(B, T, p, k, device=0, options=None) -> str:
+    """What the float32 block_circulant_scan plan for this shape chose, in words."""
+    _need()
+    return _ext.cuda_block_circulant_scan_describe(int(device), int(B), int(T), int(p), int(k),
+                                                   *_O.block_scan_code(options))

@@ -1,5 +1,8 @@
 """GPU Kronecker-sparse products (strux._cuda_ks_scan, strux.torch_ks_scan) against float64
 einsum references of the DESIGN.md formula. Skipped without PyTorch, a GPU or the CUDA build."""
+import functools
+import sys
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -9,6 +12,22 @@ pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and K.available()
                                 reason="needs a CUDA GPU and strux built with CUDA")
 DEV = "cuda"
 TOL = {torch.float32: 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}
+
+# Forced kernel choices are options passed to the plans (strux._cuda_options): force() makes the
+# test's K calls and path queries pass them.
+_PLAIN = {n: getattr(K, n) for n in ("ks_matmul", "ks_matmul_vjp", "ks_chain", "ks_chain_vjp")}
+_FORCED: dict = {}
+
+
+def force(monkeypatch, **options):
+    """K.ks_* and ks_path / dw_path with these options (none: the plans' own choice)."""
+    monkeypatch.setattr(sys.modules[__name__], "_FORCED", options)
+    for name, f in _PLAIN.items():
+        monkeypatch.setattr(K, name, functools.partial(f, options=options) if options else f)
+
+
+def _code():
+    return K._O.ks_code(_FORCED or None)
 
 
 def dense_loop(w, p):
@@ -218,7 +237,7 @@ def test_float32_tensor_core_accuracy(p, layout, path, monkeypatch):
     now sums each k8 step afresh and adds it with rounding, so every K (here up to 1031, forward
     and dx) must stay within 2e-6."""
     if path == "tc":  # the kernels even where the plan's rule picks cuBLAS (batch-last)
-        monkeypatch.setenv("STRUX_KS_PATH", "tc")
+        force(monkeypatch, path="kernels")
     a, b, c, d = p
     tol = lambda k: 2e-6  # noqa: E731
     N, M = a * c * d, a * b * d
@@ -275,7 +294,7 @@ def test_float32_infinity_stays_infinite(p):
 
 def ks_path(p, batch, layout, dtype="float32"):
     """(forward, backward_x) path a plan picks: "blas" (cuBLAS on strided views) or "kernels"."""
-    return tuple(K._ext.cuda_ks_path(list(p), batch, layout == "bsl", K._DTYPE_CODE[dtype]))
+    return tuple(K._ext.cuda_ks_path(list(p), batch, layout == "bsl", K._DTYPE_CODE[dtype], _code()))
 
 
 BLAS_PATTERNS = [(1, 1, 1, 1), (3, 5, 7, 2), (2, 17, 19, 3), (1, 48, 48, 16), (2, 40, 33, 1),
@@ -286,15 +305,20 @@ BLAS_PATTERNS = [(1, 1, 1, 1), (3, 5, 7, 2), (2, 17, 19, 3), (1, 48, 48, 16), (2
 @pytest.mark.parametrize("p", BLAS_PATTERNS)
 @pytest.mark.parametrize("layout", ["bsf", "bsl"])
 def test_float32_blas_path(p, layout, monkeypatch):
-    """cuBLAS on strided views (STRUX_KS_PATH=blas): taken for batch-last (any d) and batch-first
+    """cuBLAS on strided views (options path "blas"): taken for batch-last (any d) and batch-first
     d == 1, float32 accuracy (no TF32) vs float64 for forward and dx, odd batches, no output left
     unwritten; batch-first d > 1 stays on the kernels."""
-    monkeypatch.setenv("STRUX_KS_PATH", "blas")
+    force(monkeypatch, path="blas")
     a, b, c, d = p
     N, M = a * c * d, a * b * d
     applies = layout == "bsl" or d == 1
-    assert ks_path(p, 7, layout) == (("blas",) * 2 if applies else ("kernels",) * 2)
-    assert ks_path(p, 7, layout, "float16") == (("blas",) * 2 if applies else ("kernels",) * 2)
+    if not applies:  # a forced path that applies to no operation of the plan
+        for dt in ("float32", "float16"):
+            with pytest.raises(ValueError, match="path"):
+                ks_path(p, 7, layout, dt)
+        return
+    assert ks_path(p, 7, layout) == ("blas",) * 2
+    assert ks_path(p, 7, layout, "float16") == ("blas",) * 2
     w = rnd(*p)
     Kd = dense(w, p)
     for batch in (1, 7, 301):
@@ -311,20 +335,20 @@ def test_float32_blas_path(p, layout, monkeypatch):
         scdx = dy.double().abs() @ Kd.abs() if layout == "bsf" else Kd.abs().T @ dy.double().abs()
         assert not torch.isnan(dx).any() and rel(dx, refdx, scdx) < 1e-6
     # forcing the kernels gives the same values to float32 accuracy
-    monkeypatch.setenv("STRUX_KS_PATH", "tc")
+    force(monkeypatch, path="kernels")
     assert ks_path(p, 7, layout) == ("kernels", "kernels")
     assert rel(K.ks_matmul(x, w, p, layout=layout), y.double()) < 2e-6
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_knob_forces_half_types(dtype, monkeypatch):
-    """STRUX_KS_PATH=tc puts half types back on the FFMA kernels (forward, dx and dw), =blas on
+    """Forcing the kernels puts half types back on the FFMA kernels (forward, dx and dw), =blas on
     cuBLAS; both give the same product to half accuracy."""
     p = (2, 40, 33, 2)
     x, w = rnd(2 * 33 * 2, 9, dtype=dtype), rnd(*p, dtype=dtype)
     name = str(dtype)[6:]
-    for path, want in (("tc", "kernels"), ("blas", "blas")):
-        monkeypatch.setenv("STRUX_KS_PATH", path)
+    for path, want in (("kernels", "kernels"), ("blas", "blas")):
+        force(monkeypatch, path=path)
         assert ks_path(p, 9, "bsl", name) == (want, want) and dw_path(p, 9, "bsl", name)[0] == want
         y = K.ks_matmul(x, w, p, layout="bsl")
         assert y.dtype == dtype and rel(y, dense(w, p) @ x.double()) < TOL[dtype]
@@ -334,7 +358,7 @@ def test_knob_forces_half_types(dtype, monkeypatch):
 def test_float32_blas_nan_and_stream(layout, monkeypatch):
     """A NaN reaches exactly the outputs of its group and batch column; work goes on the caller's
     stream."""
-    monkeypatch.setenv("STRUX_KS_PATH", "blas")
+    force(monkeypatch, path="blas")
     p = (2, 64, 40, 1) if layout == "bsf" else (2, 64, 40, 2)
     a, b, c, d = p
     w = rnd(*p)
@@ -360,7 +384,7 @@ def test_float32_blas_nan_and_stream(layout, monkeypatch):
     assert rel(y2, ref) < 1e-6
 
 
-# The batch-last streaming kernel (STRUX_KS_PATH=stream; W of a group held in shared memory):
+# The batch-last streaming kernel (options path "stream"; W of a group held in shared memory):
 # b or c of 1, 2, odd, primes, not multiples of the 16 x 8 mma tile, b = c = 128, c large with
 # b small, more groups than resident blocks (a block's run of items crosses groups).
 STREAM_PATTERNS = [(1, 1, 1, 1), (2, 2, 2, 4), (3, 5, 7, 2), (2, 17, 19, 3), (1, 1, 13, 3),
@@ -393,19 +417,21 @@ def test_float32_stream_path(p, monkeypatch):
     """Forced streaming path: taken for batch-last float32 (forward and dx), never batch-first or
     half types (they keep their own rule); float32 accuracy vs float64 at batch tails of every
     tile width, aligned or not."""
-    monkeypatch.setenv("STRUX_KS_PATH", "stream")
+    force(monkeypatch, path="stream")
     assert ks_path(p, 7, "bsl") == ("stream", "stream")
-    assert ks_path(p, 7, "bsf") == ("kernels", "kernels")
-    assert ks_path(p, 7, "bsl", "bfloat16") == ("blas", "blas")  # stream: float32 only
+    with pytest.raises(ValueError, match="path"):  # batch-last only
+        ks_path(p, 7, "bsf")
+    with pytest.raises(ValueError, match="path"):  # float32 only
+        ks_path(p, 7, "bsl", "bfloat16")
     for batch in (1, 7, 32, 301, 300):
         for offset in (0, 1):
             y = stream_check(p, batch, offset)
     # the kernels give the same values to float32 accuracy
-    monkeypatch.setenv("STRUX_KS_PATH", "tc")
+    force(monkeypatch, path="kernels")
     x = rnd(p[0] * p[2] * p[3], 300)
     w = rnd(*p)
     y = K.ks_matmul(x, w, p, layout="bsl")
-    monkeypatch.setenv("STRUX_KS_PATH", "stream")
+    force(monkeypatch, path="stream")
     assert rel(K.ks_matmul(x, w, p, layout="bsl"), y.double()) < 2e-6
 
 
@@ -413,11 +439,9 @@ def test_float32_stream_path(p, monkeypatch):
 @pytest.mark.parametrize("tn", ["32", "64", "128"])
 @pytest.mark.parametrize("p", [(2, 17, 19, 3), (6, 64, 64, 1), (64, 16, 16, 8), (1, 48, 33, 2)])
 def test_float32_stream_tiles(p, tn, mt, monkeypatch):
-    """Every batch tile width and warp item height (STRUX_KS_STREAM_TN, _MT), at batches that
+    """Every batch tile width and warp item height (options stream_tn, stream_mt), at batches that
     divide none of the tiles."""
-    monkeypatch.setenv("STRUX_KS_PATH", "stream")
-    monkeypatch.setenv("STRUX_KS_STREAM_TN", tn)
-    monkeypatch.setenv("STRUX_KS_STREAM_MT", mt)
+    force(monkeypatch, path="stream", stream_tn=int(tn), stream_mt=int(mt))
     for batch in (33, 97, 300, 1029):
         stream_check(p, batch)
 
@@ -425,7 +449,7 @@ def test_float32_stream_tiles(p, tn, mt, monkeypatch):
 @pytest.mark.parametrize("batch", [25088, 25091])
 def test_float32_stream_large_batch(batch, monkeypatch):
     """The bench shapes at full batch (16-byte copies) and one past it (4-byte copies)."""
-    monkeypatch.setenv("STRUX_KS_PATH", "stream")
+    force(monkeypatch, path="stream")
     for p in [(6, 64, 64, 1), (2, 192, 48, 4)]:
         stream_check(p, batch, tol=1e-6)
 
@@ -433,7 +457,7 @@ def test_float32_stream_large_batch(batch, monkeypatch):
 def test_float32_stream_nan_inf_and_stream(monkeypatch):
     """A NaN reaches exactly the outputs of its group and batch column; an infinite input with
     positive weights gives infinities, never NaN; work goes on the caller's stream."""
-    monkeypatch.setenv("STRUX_KS_PATH", "stream")
+    force(monkeypatch, path="stream")
     p = (2, 64, 40, 2)
     a, b, c, d = p
     w = rnd(*p)
@@ -476,7 +500,7 @@ def test_stream_is_the_default_for_small_batch_last_groups():
 
 def dw_path(p, batch, layout, dtype="float32"):
     """backward_w's path and batch chunk: ("blas", rows per GEMM accumulation) or ("kernels", 0)."""
-    return tuple(K._ext.cuda_ks_dw_path(list(p), batch, layout == "bsl", K._DTYPE_CODE[dtype]))
+    return tuple(K._ext.cuda_ks_dw_path(list(p), batch, layout == "bsl", K._DTYPE_CODE[dtype], _code()))
 
 
 def refs(x, w, dy, p, layout):
@@ -527,12 +551,13 @@ def test_half_types_on_blas(p, layout, dtype, path, monkeypatch):
     default and forced, against float64: only the rounding of inputs and outputs to the half
     type remains (TOL). Batches with tails of every tile, one chunk and several chunks of the dw
     sum (2051: a 3-row last chunk; 4096: chunks that divide the batch); no output left unwritten."""
-    if path == "blas":
-        monkeypatch.setenv("STRUX_KS_PATH", "blas")
-    else:
-        monkeypatch.delenv("STRUX_KS_PATH", raising=False)
+    force(monkeypatch, **({"path": "blas"} if path == "blas" else {}))
     name = str(dtype)[6:]
     applies = layout == "bsl" or p[3] == 1
+    if path == "blas" and not applies:  # a forced path that applies to no operation of the plan
+        with pytest.raises(ValueError, match="path"):
+            ks_path(p, 7, layout, name)
+        return
     want = "blas" if applies else "kernels"
     assert ks_path(p, 7, layout, name) == (want, want) and dw_path(p, 7, layout, name)[0] == want
     w = rnd(*p, dtype=dtype)
@@ -572,9 +597,9 @@ def test_float32_dw_on_blas(p, layout, loop, monkeypatch):
     float64, for batches of one chunk (direct beta = 1 GEMM into dw when d == 1), several chunks
     with a short last one (1029 = 2*512 + 5) and chunks that divide the batch (1536), with the
     GEMMs that one strided call cannot cover as one pointer-array call (default) or a host loop
-    (STRUX_KS_DW_PTRS=0); the old kernel (STRUX_KS_PATH=tc) agrees."""
+    (options dw_ptrs=False); the old kernel (path "kernels") agrees."""
     if loop:
-        monkeypatch.setenv("STRUX_KS_DW_PTRS", "0")
+        force(monkeypatch, dw_ptrs=False)
     a, b, c, d = p
     applies = layout == "bsl" or d == 1
     for batch in (1, 7, 301, 1029, 1536):
@@ -587,7 +612,7 @@ def test_float32_dw_on_blas(p, layout, loop, monkeypatch):
         _, _, rdw = refs(x, x.new_zeros(p), dy, p, layout)
         _, dw = K.ks_matmul_vjp(dy, x, rnd(*p), p, layout=layout)
         assert not torch.isnan(dw).any() and dw_err(dw, rdw) < dw_tol(chunk), (batch, dw_err(dw, rdw))
-    monkeypatch.setenv("STRUX_KS_PATH", "tc")
+    force(monkeypatch, path="kernels")
     assert dw_path(p, batch, layout) == ("kernels", 0)
     _, dwk = K.ks_matmul_vjp(dy, x, rnd(*p), p, layout=layout)
     assert dw_err(dwk, rdw) < 1e-5 and dw_err(dw, (dwk.double(), rdw[1])) < 1e-5
@@ -665,7 +690,7 @@ def test_float64_on_gpu(layout):
     assert rel(y, x @ Kc.T if layout == "bsf" else Kc @ x) < 1e-13
 
 
-# ks v5b: batch-first d > 1 through in-row transpositions + cuBLAS (STRUX_KS_PATH=tr).
+# ks v5b: batch-first d > 1 through in-row transpositions + cuBLAS (options path "tr").
 # b or c = 1, 2, odd, primes, d = 2, 3, 5, 16; segment sizes with and without 16-byte passes.
 TR_PATTERNS = [(1, 1, 1, 2), (2, 2, 2, 2), (3, 5, 7, 3), (2, 17, 19, 5), (1, 48, 48, 16), (1, 1, 7, 3),
                (2, 7, 1, 2), (1, 13, 11, 16), (3, 2, 50, 2), (1, 192, 96, 2), (2, 31, 37, 4),
@@ -676,11 +701,12 @@ TR_PATTERNS = [(1, 1, 1, 2), (2, 2, 2, 2), (3, 5, 7, 3), (2, 17, 19, 5), (1, 48,
 def test_float32_tr_path(p, monkeypatch):
     """Forced tr path: forward and dx within 1e-6 of float64 at batches 1 / 7 / 301, every output
     written (NaN-poisoned pool), same values as the kernels to float32 accuracy."""
-    monkeypatch.setenv("STRUX_KS_PATH", "tr")
+    force(monkeypatch, path="tr")
     a, b, c, d = p
     N, M = a * c * d, a * b * d
     assert ks_path(p, 7, "bsf") == ("tr", "tr")
-    assert "tr" not in ks_path(p, 7, "bsl")
+    with pytest.raises(ValueError, match="path"):  # batch-first only
+        ks_path(p, 7, "bsl")
     assert ks_path(p, 7, "bsf", "float16") == ("tr", "tr")  # every dtype since ks v5d
     w = rnd(*p)
     Kd = dense(w, p)
@@ -695,7 +721,7 @@ def test_float32_tr_path(p, monkeypatch):
         poisoned_pool(4 * batch * N)
         dx, _ = K.ks_matmul_vjp(dy, x, w, p)
         assert not torch.isnan(dx).any() and rel(dx, dy.double() @ Kd, dy.double().abs() @ Kd.abs()) < 1e-6
-    monkeypatch.setenv("STRUX_KS_PATH", "tc")
+    force(monkeypatch, path="kernels")
     assert ks_path(p, 7, "bsf") == ("kernels", "kernels")
     assert rel(K.ks_matmul(x, w, p), y.double()) < 2e-6
 
@@ -704,7 +730,7 @@ def test_tr_rule_and_limits(monkeypatch):
     """The default rule takes tr for the bench's batch-first d > 1 patterns at batch 25088, every
     dtype, forward, dx and dw (ks v5d: halves and dw too; not for d == 1 or batch-last), the
     kernels below batch 1024; segments too large for one block's shared memory keep the kernels
-    even when forced."""
+    and forcing tr there is a ValueError."""
     for p in [(1, 48, 48, 16), (2, 96, 384, 4), (2, 192, 48, 4), (1, 768, 192, 2), (4, 64, 64, 4),
               (1, 256, 256, 4), (4, 96, 96, 2)]:
         for dt in ("float32", "float16", "bfloat16"):
@@ -714,8 +740,11 @@ def test_tr_rule_and_limits(monkeypatch):
             assert dw_path(p, 1000, "bsf", dt) == ("kernels", 0), (p, dt)
             assert "tr" not in ks_path(p, 25088, "bsl", dt) and dw_path(p, 25088, "bsl", dt)[0] == "blas"
     assert ks_path((1, 768, 768, 1), 25088, "bsf")[0] != "tr"
-    monkeypatch.setenv("STRUX_KS_PATH", "tr")
-    big = (1, 7000, 7, 2)  # y segment 2 x 7000 > 12288 floats padded: no tr forward
+    force(monkeypatch, path="tr")
+    big = (1, 7000, 7, 2)  # y segment 2 x 7000 > 12288 floats padded: no tr forward, dx or dw
+    with pytest.raises(ValueError, match="path"):
+        ks_path(big, 7, "bsf")
+    force(monkeypatch)
     assert ks_path(big, 7, "bsf")[0] == "kernels"
     x, w = rnd(3, 14), rnd(*big)
     assert rel(K.ks_matmul(x, w, big), x.double() @ dense(w, big).T) < 2e-6
@@ -724,7 +753,7 @@ def test_tr_rule_and_limits(monkeypatch):
 def test_float32_tr_workspace_passes(monkeypatch):
     """Rows of 8192 input floats: the 256 MB x' workspace takes 8192 rows, so batch 8300 runs in
     two equal passes (4150 rows), forward and dx; both within 1e-6 of float64."""
-    monkeypatch.setenv("STRUX_KS_PATH", "tr")
+    force(monkeypatch, path="tr")
     p = (1, 3, 512, 16)
     a, b, c, d = p
     assert ks_path(p, 8300, "bsf") == ("tr", "tr")
@@ -745,7 +774,7 @@ def test_float32_tr_nan_inf_and_stream(monkeypatch):
     positive weights gives inf, never NaN; the call is ordered on the caller's (side) stream:
     an input written just before on that stream behind a long sleep is the one used, and a copy
     of y enqueued right after sees the finished result."""
-    monkeypatch.setenv("STRUX_KS_PATH", "tr")
+    force(monkeypatch, path="tr")
     p = (2, 64, 40, 2)
     a, b, c, d = p
     w = rnd(*p)
@@ -790,10 +819,7 @@ def test_half_tr_path(p, dtype, path, monkeypatch):
     accumulation; dw on transposed copies of x and dy, chunked float32 sums), forced and by the
     default rule (tr from batch 1024, the FFMA kernels below), forward, dx and dw against float64
     within the half type's output rounding (TOL); every output written (NaN-poisoned pool)."""
-    if path == "tr":
-        monkeypatch.setenv("STRUX_KS_PATH", "tr")
-    else:
-        monkeypatch.delenv("STRUX_KS_PATH", raising=False)
+    force(monkeypatch, **({"path": "tr"} if path == "tr" else {}))
     name = str(dtype)[6:]
     w = rnd(*p, dtype=dtype)
     for batch in (1, 7, 301, 2051):
@@ -819,10 +845,7 @@ def test_float32_dw_tr(p, path, monkeypatch):
     default from batch 1024), against float64 in the units of the v5c dw tests (dw_err, dw_tol:
     512-row chunks keep ~4e-7); batches of one chunk, several with a short last one (1029,
     2051) and chunks that divide the batch (1536); the old kernel agrees."""
-    if path == "tr":
-        monkeypatch.setenv("STRUX_KS_PATH", "tr")
-    else:
-        monkeypatch.delenv("STRUX_KS_PATH", raising=False)
+    force(monkeypatch, **({"path": "tr"} if path == "tr" else {}))
     w = rnd(*p)
     for batch in (1, 7, 301, 1029, 1536, 2051):
         want = "tr" if path == "tr" or batch >= 1024 else "kernels"
@@ -835,7 +858,7 @@ def test_float32_dw_tr(p, path, monkeypatch):
         if want == "tr":
             assert chunk == (batch if batch <= 512 else 512)
         assert not torch.isnan(dw).any() and dw_err(dw, rdw) < tol, (batch, dw_err(dw, rdw))
-    monkeypatch.setenv("STRUX_KS_PATH", "tc")
+    force(monkeypatch, path="kernels")
     assert dw_path(p, batch, "bsf") == ("kernels", 0)
     _, dwk = K.ks_matmul_vjp(dy, x, w, p)
     assert dw_err(dwk, rdw) < 1e-5 and dw_err(dw, (dwk.double(), rdw[1])) < 1e-5
@@ -855,7 +878,7 @@ def test_float32_dw_tr_long_batch():
 def test_dw_tr_workspace_passes(monkeypatch):
     """Rows of (8192 + 48) floats of x and dy: the 256 MB buffer takes 8144 rows, so batch 8300
     runs dw in two equal passes (4150 rows) that both add into dw; within dw_tol of float64."""
-    monkeypatch.setenv("STRUX_KS_PATH", "tr")
+    force(monkeypatch, path="tr")
     p = (1, 3, 512, 16)
     path, chunk = dw_path(p, 8300, "bsf")
     assert path == "tr"
@@ -876,7 +899,7 @@ def test_tr_halves_and_dw_nan_and_stream(dtype, monkeypatch):
     exactly dw[i, :, l, j] (a middle chunk of 1300 rows); dy's NaN exactly dx's group row; on a
     side stream behind a long sleep the input written just before is the one used (forward, dx,
     dw), and results equal those of the default stream."""
-    monkeypatch.setenv("STRUX_KS_PATH", "tr")
+    force(monkeypatch, path="tr")
     p = (2, 64, 40, 2)
     a, b, c, d = p
     name = str(dtype)[6:]

@@ -77,7 +77,7 @@ def forward_cases():
                 "op strux::ks_matmul": lambda: torch.ops.strux.ks_matmul(x, w, list(p), bl),
                 "checked path (before)": lambda: K._ks_matmul_checked(x, w, p, layout),
                 "raw entry only": lambda: _ext.cuda_ks_forward_raw(
-                    xp, wp, yp, a, b, c, d, BATCH, bl, 0, 0, torch._C._cuda_getCurrentRawStream(0)),
+                    xp, wp, yp, a, b, c, d, BATCH, bl, 0, 0, 0, torch._C._cuda_getCurrentRawStream(0)),
                 "bmm_f32": lambda: bmm_f32(x, wl, wf, p, layout),
                 "part: lean checks (ks_ok)": lambda: L.ks_ok(x, w, p, bl),
                 "part: output new_empty": lambda: x.new_empty(y.shape),

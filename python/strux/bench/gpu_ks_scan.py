@@ -179,9 +179,9 @@ def scan_cases(bw, quick):
     return rows
 
 
-def diag_cases(bw, shapes=((16, 2048, 4096), (4, 8192, 4096), (64, 512, 4096))):
-    """diag_scan forward and backward for each dtype at the given shapes (whichever kernel
-    STRUX_DIAG_SCAN selects), with the error of 64 channels against a complex128/float64 loop.
+def diag_cases(bw, shapes=((16, 2048, 4096), (4, 8192, 4096), (64, 512, 4096)), options=None):
+    """diag_scan forward and backward for each dtype at the given shapes (the plan's own kernel, or
+    the one forced by options={"path": ...}), with the error of 64 channels against a complex128/float64 loop.
     Bytes: forward reads a, b and writes h; backward reads dh, a, h and writes da, db."""
     rows = []
     for B, T, n in shapes:
@@ -190,14 +190,15 @@ def diag_cases(bw, shapes=((16, 2048, 4096), (4, 8192, 4096), (64, 512, 4096))):
             a = (torch.polar(mag, torch.rand_like(mag)) if dt == torch.complex64 else mag).to(dt)
             b = torch.randn(B, T, n, device="cuda", dtype=torch.complex64 if dt == torch.complex64 else torch.float32).to(dt)
             del mag
-            h = K.diag_scan(a, b)
+            h = K.diag_scan(a, b, options=options)
             wide = torch.complex128 if dt == torch.complex64 else torch.float64
             ref = loop_scan(a[:, :, :64].to(wide), b[:, :, :64].to(wide))
             err = rel(torch.view_as_real(h[:, :, :64].to(wide)), torch.view_as_real(ref)) if dt == torch.complex64 \
                 else rel(h[:, :, :64], ref)
             dh = torch.randn_like(b)
-            t_f = timeit(lambda: K.diag_scan(a, b))
-            t_b = timeit(lambda: K._diag_bwd(dh, a, h, None))
+            t_f = timeit(lambda: K.diag_scan(a, b, options=options))
+            algo = K._O.diag_scan_code(options)
+            t_b = timeit(lambda: K._diag_bwd(dh, a, h, None, algo))
             el, es = B * T * n, a.element_size()
             fb, bb = 3 * es * el, 5 * es * el
             for op, t, by in (("fwd", t_f, fb), ("bwd", t_b, bb)):
