@@ -18,7 +18,7 @@ tail -5 "$OUT/pytest.log"; echo "== pytest rc=$rc in $(( $(date +%s) - t0 )) s"
 timeout 150 python3 - "$OUT" <<'PY'
 import json, os, sys, statistics, torch
 from strux.bench import gpu_ks_scan as G
-from strux import _cuda_ks_scan as K
+from strux import _cuda_scan as K
 torch.manual_seed(0)
 n = 1 << 29
 x = torch.empty(n, device="cuda").uniform_(); y = torch.empty_like(x)

@@ -6,8 +6,12 @@ Families (each also has a vector-Jacobian function for gradients):
   ks_matmul, ks_chain           Kronecker-sparse (butterfly / Monarch) products
   diag_scan, circulant_scan,    linear recurrences with diagonal, circulant and
   block_circulant_scan          block-circulant transitions
+
+GPU plans (cuFFT / cuBLAS handles, workspace) live in one bounded cache per family, keyed by
+problem, options and device; clear_plan_cache() drops them all.
 """
 from . import _ext
+from ._cuda import clear_plan_cache
 from .fftconv import fftconv, fftconv_vjp, FFTConv
 from .toeplitz import BlockToeplitz, read_vector, write_vector
 from .ks import ks_matmul, ks_matmul_vjp, ks_chain, ks_chain_vjp, ks_dense

@@ -1,4 +1,4 @@
-"""GPU block_circulant_scan forward and backward (strux._cuda_ks_scan, the strux.scan dispatch of
+"""GPU block_circulant_scan forward and backward (strux._cuda_scan, the strux.scan dispatch of
 CUDA arrays, the strux.torch op) against strux's float64 CPU backend. Skipped without PyTorch,
 a GPU or the CUDA build."""
 import functools
@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import strux  # noqa: E402
-from strux import _cuda_ks_scan as K  # noqa: E402
+from strux import _cuda_scan as K  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and K.available()),
                                 reason="needs a CUDA GPU and strux built with CUDA")
@@ -205,7 +205,7 @@ def test_torch_autograd_native(with_h0, dtype, tol, monkeypatch):
     """strux.torch's op on CUDA runs the native backward (the PyTorch time loop is patched to
     fail) and matches the op's float64 CPU path (its time-loop formulas, gradchecked in
     test_cuda_scan.test_torch_ops)."""
-    from strux import torch_ks_scan as TS
+    from strux.torch import _scan as TS
     B, T, p, k = 2, 23, 3, 10
     a, u, h0, dh, dl = make(B, T, p, k, with_h0, seed=2, dtype=dtype)
     cpu = [None if x is None else x.detach().cpu().double().requires_grad_() for x in (a, u, h0)]

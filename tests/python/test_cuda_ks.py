@@ -1,4 +1,4 @@
-"""GPU Kronecker-sparse products (strux._cuda_ks_scan, strux.torch_ks_scan) against float64
+"""GPU Kronecker-sparse products (strux._cuda_ks, strux.torch) against float64
 einsum references of the DESIGN.md formula. Skipped without PyTorch, a GPU or the CUDA build."""
 import functools
 import sys
@@ -6,7 +6,7 @@ import sys
 import pytest
 
 torch = pytest.importorskip("torch")
-from strux import _cuda_ks_scan as K  # noqa: E402
+from strux import _cuda_ks as K  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and K.available()),
                                 reason="needs a CUDA GPU and strux built with CUDA")
@@ -145,7 +145,7 @@ def dense_autograd(wd, ps):
 
 
 def test_torch_ops_autograd_and_gradcheck():
-    from strux import torch_ks_scan as T
+    from strux.torch import _ks as T
     p = (2, 3, 5, 2)
     # float64 takes the PyTorch path of the same op: gradcheck checks its backward op.
     x = torch.randn(4, 20, dtype=torch.float64, requires_grad=True)
@@ -169,7 +169,7 @@ def test_torch_ops_autograd_and_gradcheck():
 
 
 def test_kslinear():
-    from strux import torch_ks_scan as T
+    from strux.torch import _ks as T
     m = T.KSLinear([(2, 3, 4, 3), (4, 3, 5, 2)], bias=True).cuda()
     assert (m.in_features, m.out_features) == (40, 18)
     x = torch.randn(2, 5, 40, device=DEV, requires_grad=True)

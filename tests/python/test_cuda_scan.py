@@ -1,11 +1,11 @@
-"""GPU scans (strux._cuda_ks_scan, strux.torch_ks_scan) against float64 loops of the DESIGN.md
+"""GPU scans (strux._cuda_scan, strux.torch) against float64 loops of the DESIGN.md
 recurrences. Skipped without PyTorch, a GPU or the CUDA build."""
 import functools
 
 import pytest
 
 torch = pytest.importorskip("torch")
-from strux import _cuda_ks_scan as K  # noqa: E402
+from strux import _cuda_scan as K  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and K.available()),
                                 reason="needs a CUDA GPU and strux built with CUDA")
@@ -138,8 +138,7 @@ def test_streaming_nan_and_in_place(algo):
     # in place (b's buffer as h), as circulant_scan's spectra use it
     a, b = coeffs(3, 45, 16, torch.complex64)
     ref = ref_scan(a, b)
-    ws = K._bytes(a, K._ext.cuda_diag_scan_workspace(3, 45, 16, 4))
-    K._ext.cuda_diag_scan_forward(a, b, None, b, ws, 1.0, K._O.diag_scan_code({"path": algo}), K._stream(a))
+    K._diag_fwd(a, b, None, 1.0, K._O.diag_scan_code({"path": algo}), out=b)
     assert rel(b, ref) < TOL[torch.complex64]
 
 
@@ -195,7 +194,7 @@ def test_circulant_scan(n):
 
 
 def test_torch_ops():
-    from strux import torch_ks_scan as TS
+    from strux.torch import _scan as TS
     # complex128 / float64 run the PyTorch path of the same op: gradcheck checks its backward op
     a = (0.5 * torch.randn(2, 6, 3, dtype=torch.complex128)).requires_grad_()
     b = torch.randn(2, 6, 3, dtype=torch.complex128, requires_grad=True)

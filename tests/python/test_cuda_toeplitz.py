@@ -2,7 +2,9 @@
 import numpy as np
 import pytest
 
-from cuda_common import _cuda, needs_gpu, ref_toeplitz, rel, torch
+from cuda_common import needs_gpu, ref_toeplitz, rel, torch
+
+from strux import _cuda_toeplitz as _cuda  # noqa: E402
 
 pytestmark = needs_gpu
 

@@ -15,8 +15,8 @@ import os
 
 import torch
 
-from strux import _cuda_ks_scan as K
-from strux import torch_ks_scan as TS
+from strux import _cuda_scan as K
+from strux.torch import _scan as TS
 from strux.bench.gpu import time_ms
 
 

@@ -102,47 +102,36 @@ def _path_opts(path, **extra):
     return o
 
 
-def _K():
-    from strux import _cuda_ks_scan as K
-    return K
-
-
 def mm(x, w, p, layout="bsf"):
-    return _K().ks_matmul(x, w, p, layout=layout, options=_OPTS)
+    from strux import _cuda_ks as K
+    return K.ks_matmul(x, w, p, layout=layout, options=_OPTS)
 
 
 def vjp(dy, x, w, p, layout="bsf"):
-    return _K().ks_matmul_vjp(dy, x, w, p, layout=layout, options=_OPTS)
+    from strux import _cuda_ks as K
+    return K.ks_matmul_vjp(dy, x, w, p, layout=layout, options=_OPTS)
 
 
 def bwd(dy, x, w, p, layout, **kw):
-    K = _K()
+    from strux import _cuda_ks as K
     return K._ks_bwd(dy, x, w, p, layout, opts=K._O.ks_code(_OPTS), **kw)
 
 
-def ks_path(p, batch, bl, dtype_code):
-    """(forward, dx) path of the plan under the current options; ("n/a", "n/a") where a forced
-    path applies to no operation of the plan (the plan raises ValueError)."""
-    K = _K()
+def ks_path(p, batch, bl, dtype_code, dw=False):
+    """(forward, dx) path of the plan under the current options (dw: (backward_w path, chunk));
+    "n/a" where a forced path applies to no operation of the plan (the plan raises ValueError)."""
+    from strux import _cuda_ks as K
     try:
-        return tuple(K._ext.cuda_ks_path(list(p), batch, bl, dtype_code, K._O.ks_code(_OPTS)))
+        f = K._ext.cuda_ks_dw_path if dw else K._ext.cuda_ks_path
+        return tuple(f(list(p), batch, bl, dtype_code, K._O.ks_code(_OPTS)))
     except ValueError:
-        return ("n/a", "n/a")
-
-
-def ks_dw_path(p, batch, bl, dtype_code):
-    K = _K()
-    try:
-        return tuple(K._ext.cuda_ks_dw_path(list(p), batch, bl, dtype_code, K._O.ks_code(_OPTS)))
-    except ValueError:
-        return ("n/a", 0)
+        return ("n/a", 0 if dw else "n/a")
 
 
 def b2b_times(batch=25088):
     """{"pattern layout": [ours ms, bmm ms, blas ms, stream ms]}, back to back (no host overhead in
     the figure); the forced paths for batch-last only (nan where a path does not apply)."""
     import torch
-    from strux import _cuda_ks_scan as K
     out = {}
     for p in PATS:
         a, b, c, d = p
@@ -168,7 +157,6 @@ def quick(batch=25088):
     item, batch tile), bmm's forward, and the float64 error of the streaming forward and dx.
     Returns (lines, data)."""
     import torch
-    from strux import _cuda_ks_scan as K
     torch.manual_seed(0)
     cols = [("auto", None), ("tc", _path_opts("kernels")), ("blas", _path_opts("blas")),
             ("stream", _path_opts("stream"))] + \
@@ -227,7 +215,6 @@ def bsf_tr_table(batches=(25088,)):
     forced), of the default rule and of bmm (per call), the same back to back for the default
     and bmm, the float64 errors of tr (forward and dx), and the default's path."""
     import torch
-    from strux import _cuda_ks_scan as K
     from strux.bench.gpu_ks_scan import timeit
     out = {}
     for batch in batches:
@@ -273,7 +260,6 @@ def profile_bsf(pats=((1, 768, 192, 2), (2, 192, 48, 4), (1, 256, 256, 4)), batc
     which piece costs what."""
     import torch
     from torch.profiler import ProfilerActivity, profile
-    from strux import _cuda_ks_scan as K
     res = {}
     for p in pats:
         a, b, c, d = p
@@ -305,7 +291,6 @@ def profile_bsf(pats=((1, 768, 192, 2), (2, 192, 48, 4), (1, 256, 256, 4)), batc
 def forward_times(batch=25088):
     """{"pattern layout": [ms, rel err vs float64]} of the current process's kernels."""
     import torch
-    from strux import _cuda_ks_scan as K
     from strux.bench.gpu_ks_scan import timeit
     out = {}
     for p in PATS:
@@ -345,7 +330,7 @@ def _rel(y, ref):
 def half_rows(batch=25088):
     """Forward in bf16 / fp16: ours (default rule), the FFMA kernels forced, bmm in the same dtype."""
     import torch
-    from strux import _cuda_ks_scan as K
+    from strux import _cuda_ks as K
     from strux.bench.gpu_ks_scan import timeit
     rows = []
     for p in PATS:
@@ -379,7 +364,7 @@ def backward_rows(batch=25088):
     kernel, vs torch autograd of the bmm recipe (the permutations included), float32 and bf16;
     dw errors vs float64."""
     import torch
-    from strux import _cuda_ks_scan as K
+    from strux import _cuda_ks as K
     from strux.bench.gpu_ks_scan import timeit
     rows = []
     for p in PATS:
@@ -406,7 +391,7 @@ def backward_rows(batch=25088):
                 err_t = _rel(torch_bwd()[1].float(), ref)
                 err_l = _forced(None, lambda: _rel(dw32(), ref), dw_ptrs=False)
                 rows.append(dict(pattern=p, layout=layout, dtype=str(dt)[6:],
-                                 dw_path=list(ks_dw_path(p, batch, layout == "bsl", code)),
+                                 dw_path=list(ks_path(p, batch, layout == "bsl", code, dw=True)),
                                  vjp_ms=timeit(ours, reps=10), dw_ms=timeit(dw_only, reps=10),
                                  dw_kernel_ms=_forced("tc", lambda: timeit(dw_only, reps=10)),
                                  dw_loop_ms=_forced(None, lambda: timeit(dw_only, reps=10), dw_ptrs=False),
@@ -423,8 +408,11 @@ def backward_rows(batch=25088):
 def _dw32(K, dy, x, w, p, layout):
     """The float32 dw sums (K._ks_bwd casts them to the input dtype)."""
     import torch
-    dw32 = torch.zeros(*p, device="cuda", dtype=torch.float32)
-    K._ext.cuda_ks_backward(dy, x, w, None, dw32, list(p), layout == "bsl", K._O.ks_code(_OPTS), K._stream(x))
+    dw32 = torch.empty(*p, device="cuda", dtype=torch.float32)  # zeroed by the entry
+    bl = layout == "bsl"
+    K._ext.cuda_ks_backward(dy.data_ptr(), x.data_ptr(), w.data_ptr(), 0, dw32.data_ptr(), *p,
+                            x.shape[1] if bl else x.shape[0], bl, K._DTYPE_CODE[str(x.dtype)[6:]], x.get_device(),
+                            K._O.ks_code(_OPTS), K._a.stream(x))
     return dw32
 
 
@@ -476,7 +464,7 @@ def v5d_forward(batch=25088):
     """Half forward, batch-first d > 1: ours (default rule = tr), the FFMA kernels forced, bmm in
     the same dtype; per call and back to back; errors vs float64."""
     import torch
-    from strux import _cuda_ks_scan as K
+    from strux import _cuda_ks as K
     from strux.bench.gpu_ks_scan import timeit
     rows = []
     for p in BSF_PATS:
@@ -507,7 +495,7 @@ def v5d_backward(batch=25088):
     alone (default = tr) and on the old kernel, vs torch autograd of the bmm recipe; dw32 errors
     vs float64 (||dw - dw64|| / ||dw64||)."""
     import torch
-    from strux import _cuda_ks_scan as K
+    from strux import _cuda_ks as K
     from strux.bench.gpu_ks_scan import timeit
     rows = []
     for p in BSF_PATS:
@@ -531,7 +519,7 @@ def v5d_backward(batch=25088):
             err_t = _rel(torch_bwd()[1].float(), ref)
             del ref
             r = dict(pattern=p, dtype=name, path=list(ks_path(p, batch, False, code)),
-                     dw_path=list(ks_dw_path(p, batch, False, code)),
+                     dw_path=list(ks_path(p, batch, False, code, dw=True)),
                      vjp_ms=timeit(ours, reps=10), dx_ms=timeit(dx_only, reps=10), dw_ms=timeit(dw_only, reps=10),
                      dw_kernel_ms=_forced("tc", lambda: timeit(dw_only, reps=5)),
                      vjp_kernels_ms=_forced("tc", lambda: timeit(ours, reps=5)),
@@ -550,7 +538,6 @@ def v5d_dx_bsl(batch=25088, layout="bsl", pats=PATS):
     back to back: checks backward_x's own rule (batch-last by default; batch-first d == 1 with
     layout="bsf" and those patterns)."""
     import torch
-    from strux import _cuda_ks_scan as K
     from strux.bench.gpu_ks_scan import timeit
     rows = []
     bl = layout == "bsl"
@@ -572,7 +559,6 @@ def v5d_dx_bsl(batch=25088, layout="bsl", pats=PATS):
 def v5d_small():
     """Smaller batches, batch-first d > 1: forward and dw, tr forced vs the kernels forced, per call."""
     import torch
-    from strux import _cuda_ks_scan as K
     from strux.bench.gpu_ks_scan import timeit
     rows = []
     for p in [(1, 48, 48, 16), (2, 192, 48, 4), (1, 768, 192, 2), (4, 96, 96, 2)]:
@@ -654,7 +640,6 @@ def main():
     print(f"device {torch.cuda.get_device_name()}: copy {bw / 1e12:.2f} TB/s, fp32 {fl / 1e12:.1f} TFLOP/s", flush=True)
     rows = ks_cases(bw, fl, 25088, False)
     var = {"table": forward_times()}
-    from strux import _cuda_ks_scan as K
     for path in ("tc", "blas", "stream", "tr"):
         var[path] = forced(_path_opts(path), forward_times)
     b2b = b2b_times()

@@ -16,7 +16,8 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from strux import _cuda_ks_scan as K
+from strux import _cuda_ks as K
+from strux import _cuda_scan as S
 from strux.bench.gpu import time_ms
 
 
@@ -125,13 +126,13 @@ def scan_cases(bw, quick):
     del mag
     b = torch.randn(B, T, n, device="cuda", dtype=torch.complex64)
     el = B * T * n
-    h = K.diag_scan(a, b)
+    h = S.diag_scan(a, b)
     ref = loop_scan(a.to(torch.complex128), b.to(torch.complex128)) if quick else None
     err = rel(torch.view_as_real(h), torch.view_as_real(ref)) if ref is not None else float("nan")
     del ref
-    t_f = timeit(lambda: K.diag_scan(a, b), reps=20)
+    t_f = timeit(lambda: S.diag_scan(a, b), reps=20)
     dh = torch.randn_like(b)
-    t_b = timeit(lambda: K._diag_bwd(dh, a, h, None), reps=20)
+    t_b = timeit(lambda: S._diag_bwd(dh, a, h, None), reps=20)
     t_log = timeit(lambda: logcumsum_scan(a, b), reps=5)
     t_loop = timeit(lambda: loop_scan(a, b), reps=2, warm=1)
     fb, bb = 3 * 8 * el, 5 * 8 * el
@@ -147,7 +148,7 @@ def scan_cases(bw, quick):
     for dt in (torch.float32, torch.bfloat16):
         a = (0.9 + 0.1 * torch.rand(B, T, n, device="cuda")).to(dt)
         b = torch.randn(B, T, n, device="cuda").to(dt)
-        t = timeit(lambda: K.diag_scan(a, b))
+        t = timeit(lambda: S.diag_scan(a, b))
         by = 3 * a.element_size() * el
         rows.append(dict(op="diag_scan fwd", shape=(B, T, n), dtype=str(dt)[6:], ms=t, bytes=by,
                          floor_ms=by / bw * 1e3, frac_of_copy_bw=by / bw * 1e3 / t))
@@ -157,8 +158,8 @@ def scan_cases(bw, quick):
     B, T, n = 16, 2048, 256
     a = torch.randn(B, T, n, device="cuda") * (0.9 / n)
     u = torch.randn(B, T, n, device="cuda")
-    t_c = timeit(lambda: K.circulant_scan(a, u))
-    t_d = timeit(lambda: K.diag_scan(a, u))
+    t_c = timeit(lambda: S.circulant_scan(a, u))
+    t_d = timeit(lambda: S.diag_scan(a, u))
 
     def torch_recipe():
         A, U = torch.fft.rfft(a, dim=-1), torch.fft.rfft(u, dim=-1)
@@ -169,7 +170,7 @@ def scan_cases(bw, quick):
     hh = torch.zeros(2, n, dtype=torch.float64)
     for t in range(64):
         hh = (ar[:, t][:, idx] @ hh[..., None])[..., 0] + ur[:, t]
-    err = rel(K.circulant_scan(a[:2, :64].contiguous(), u[:2, :64].contiguous())[:, -1].cpu(), hh)
+    err = rel(S.circulant_scan(a[:2, :64].contiguous(), u[:2, :64].contiguous())[:, -1].cpu(), hh)
     by = 3 * 4 * B * T * n
     rows.append(dict(op="circulant_scan fwd", shape=(B, T, n), dtype="float32", ms=t_c, bytes=by,
                      floor_ms=by / bw * 1e3, same_bytes_diag_scan_ms=t_d, ratio_to_diag=t_c / t_d,
@@ -190,15 +191,15 @@ def diag_cases(bw, shapes=((16, 2048, 4096), (4, 8192, 4096), (64, 512, 4096)), 
             a = (torch.polar(mag, torch.rand_like(mag)) if dt == torch.complex64 else mag).to(dt)
             b = torch.randn(B, T, n, device="cuda", dtype=torch.complex64 if dt == torch.complex64 else torch.float32).to(dt)
             del mag
-            h = K.diag_scan(a, b, options=options)
+            h = S.diag_scan(a, b, options=options)
             wide = torch.complex128 if dt == torch.complex64 else torch.float64
             ref = loop_scan(a[:, :, :64].to(wide), b[:, :, :64].to(wide))
             err = rel(torch.view_as_real(h[:, :, :64].to(wide)), torch.view_as_real(ref)) if dt == torch.complex64 \
                 else rel(h[:, :, :64], ref)
             dh = torch.randn_like(b)
-            t_f = timeit(lambda: K.diag_scan(a, b, options=options))
-            algo = K._O.diag_scan_code(options)
-            t_b = timeit(lambda: K._diag_bwd(dh, a, h, None, algo))
+            t_f = timeit(lambda: S.diag_scan(a, b, options=options))
+            algo = S._O.diag_scan_code(options)
+            t_b = timeit(lambda: S._diag_bwd(dh, a, h, None, algo))
             el, es = B * T * n, a.element_size()
             fb, bb = 3 * es * el, 5 * es * el
             for op, t, by in (("fwd", t_f, fb), ("bwd", t_b, bb)):

@@ -10,7 +10,7 @@ import sys
 
 def main():
     import torch
-    from strux import _cuda_ks_scan as K
+    from strux import _cuda_ks as K
     p = tuple(int(v) for v in sys.argv[1].split(","))
     batch = int(sys.argv[2]) if len(sys.argv) > 2 else 25088
     opts = {"path": sys.argv[3]} if len(sys.argv) > 3 else None

@@ -1,29 +1,23 @@
-"""PyTorch custom ops (torch.library) with autograd for the GPU ks and scan kernels, and KSLinear.
+"""strux::ks_matmul and strux::ks_chain (each with a backward op): torch custom ops with autograd,
+and KSLinear (strux.torch).
 
-Ops: ``strux::ks_matmul``, ``strux::ks_chain``, ``strux::diag_scan``, ``strux::block_circulant_scan``
-(each with a backward op),
-usable under ``torch.compile`` (fake kernels registered). CUDA float32/float16/bfloat16 (and
-complex64 for diag_scan) run the strux kernels on the current stream; float64/complex128 and CPU
-tensors run a plain PyTorch path of the same formulas (einsum / time loop), so gradcheck in
-float64 checks the same op and the same backward formulas.
-
-``strux::block_circulant_scan`` (with its backward op) runs the native GPU forward and backward
-on CUDA float32/float16/bfloat16, and a PyTorch time loop of the same Fourier-domain formulas
-otherwise. ``circulant_scan`` is a composition: rfft over n, the diag_scan op, irfft; its
-gradient comes from autograd through these pieces.
+CUDA float32/float16/bfloat16 run the strux kernels (strux._cuda_ks) on the current stream;
+float64 and CPU tensors a plain PyTorch einsum of the same formulas, so gradcheck in float64
+checks the same op and the same backward formulas. Usable under torch.compile (fake kernels
+registered) and CUDA graph capture.
 """
 import math
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from . import _cuda_ks_lean as _L
-from . import _cuda_ks_scan as _K
+from .. import _cuda as _a
+from .. import _cuda_ks as _K
 
 _FAST = (torch.float32, torch.float16, torch.bfloat16)
-_L.init()  # the lean ks path (a no-op in a build without the CUDA entries)
+_K.fast_types(torch.empty(0))  # the cheap checks' torch types (strux._cuda_ks)
 
 # Eager calls of ks_matmul / ks_chain skip the custom-op dispatch (tens of microseconds of
 # Python per call) when a direct kernel call is indistinguishable from the op: not under
@@ -43,9 +37,8 @@ def _plain_eager() -> bool:
     return _tf_len() == 0 and _td_len() == 0 and not _ft_on() and _tracing() is None
 
 
-def _gpu(*ts, complex_ok=False) -> bool:
-    ok = _FAST + ((torch.complex64,) if complex_ok else ())
-    return all(t.is_cuda and t.dtype in ok for t in ts if t is not None) and _K.available()
+def _gpu(*ts) -> bool:
+    return all(t.is_cuda and t.dtype in _FAST for t in ts if t is not None) and _K.available()
 
 
 def _lay(batch_last: bool) -> str:
@@ -114,7 +107,7 @@ def _ks_backward(ctx, dy):
     return dx, dw, None, None
 
 
-torch.library.register_autograd("strux::ks_matmul", _ks_backward, setup_context=_ks_setup)
+_ks_matmul.register_autograd(_ks_backward, setup_context=_ks_setup)
 
 
 class _KsMatmulFn(torch.autograd.Function):
@@ -125,7 +118,7 @@ class _KsMatmulFn(torch.autograd.Function):
     def forward(ctx, x, w, p, bl, r):
         ctx.save_for_backward(x, w)
         ctx.p, ctx.bl = p, bl
-        return _L.ks_forward(x, w, p, bl, *r)
+        return _K.ks_forward(x, w, p, bl, *r)
 
     @staticmethod
     @once_differentiable
@@ -133,24 +126,24 @@ class _KsMatmulFn(torch.autograd.Function):
         x, w = ctx.saved_tensors
         nx, nw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         dy = dy.contiguous()
-        r = _L.vjp_ok(dy, x, w, ctx.p, ctx.bl)
+        r = _K.vjp_ok(dy, x, w, ctx.p, ctx.bl)
         if r is None:  # not expected (autograd hands dy in y's dtype and device): the checked op
             dx, dw = _ks_matmul_bwd(dy, x, w, list(ctx.p), ctx.bl)
         else:
-            dx, dw = _L.ks_backward(dy, x, w, ctx.p, ctx.bl, *r, nx, nw)
+            dx, dw = _K.ks_backward(dy, x, w, ctx.p, ctx.bl, *r, nx, nw)
         return (dx if nx else None), (dw if nw else None), None, None, None
 
 
 def ks_matmul(x: Tensor, w: Tensor, pattern, *, layout: str = "bsf") -> Tensor:
     """Differentiable KS factor product: ``x @ K.T`` ("bsf") or ``K @ x`` ("bsl")."""
-    p, bl = _L.pattern(pattern), _L.layout(layout)  # plain type checks (Dynamo traces them too)
+    p, bl = _K.fast_pattern(pattern), _K.fast_layout(layout)  # plain type checks (Dynamo traces them too)
     if p is not None and bl is not None:
-        if _LEAN and not _compiling() and type(x) in _L.TT and _plain_eager():
-            r = _L.ks_ok(x, w, p, bl)
+        if _LEAN and not _compiling() and type(x) in _a.TT and _plain_eager():
+            r = _K.ks_ok(x, w, p, bl)
             if r is not None:
                 if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad):
                     return _KsMatmulFn.apply(x, w, p, bl, r)
-                return _L.ks_forward(x, w, p, bl, *r)
+                return _K.ks_forward(x, w, p, bl, *r)
         return _ks_matmul(x, w, list(p), bl)
     p = list(_K._pattern(pattern))
     layout = _K._choice(layout, "layout", _K._LAYOUTS)
@@ -221,7 +214,7 @@ def _chain_backward(ctx, dy):
     return out[0], list(out[1:]), None, None
 
 
-torch.library.register_autograd("strux::ks_chain", _chain_backward, setup_context=_chain_setup)
+_ks_chain.register_autograd(_chain_backward, setup_context=_chain_setup)
 
 
 class _KsChainFn(torch.autograd.Function):
@@ -233,7 +226,7 @@ class _KsChainFn(torch.autograd.Function):
     def forward(ctx, x, ps, flat, bl, r, *ws):
         ctx.save_for_backward(x, *ws)
         ctx.ps, ctx.flat, ctx.bl = ps, flat, bl
-        return _L.chain_forward(x, ws, ps, flat, bl, *r)
+        return _K.chain_forward(x, ws, ps, flat, bl, *r)
 
     @staticmethod
     @once_differentiable
@@ -241,31 +234,31 @@ class _KsChainFn(torch.autograd.Function):
         x, *ws = ctx.saved_tensors
         need = ctx.needs_input_grad
         dy = dy.contiguous()
-        r = _L.chain_vjp_ok(dy, x, ws, ctx.ps, ctx.bl)
+        r = _K.chain_vjp_ok(dy, x, ws, ctx.ps, ctx.bl)
         if r is None:  # not expected: the checked op
             out = _ks_chain_bwd(dy, x, ws, ctx.flat, ctx.bl)
             dx, dws = out[0], out[1:]
         else:
-            dx, dws = _L.chain_backward(dy, x, ws, ctx.ps, ctx.flat, ctx.bl, *r, need[0], need[5:])
+            dx, dws = _K.chain_backward(dy, x, ws, ctx.ps, ctx.flat, ctx.bl, *r, need[0], need[5:])
         return (dx if need[0] else None, None, None, None, None,
                 *(g if n else None for g, n in zip(dws, need[5:])))
 
 
 def _chain_lean(x, ws, ps, flat, bl):
     """The chain on the lean path, or None when it does not apply (see _plain_eager)."""
-    if not _LEAN or _compiling() or type(x) not in _L.TT or not _plain_eager():
+    if not _LEAN or _compiling() or type(x) not in _a.TT or not _plain_eager():
         return None
-    r = _L.chain_ok(x, ws, ps, bl)
+    r = _K.chain_ok(x, ws, ps, bl)
     if r is None:
         return None
     if torch.is_grad_enabled() and (x.requires_grad or any(w.requires_grad for w in ws)):
         return _KsChainFn.apply(x, ps, flat, bl, r, *ws)
-    return _L.chain_forward(x, ws, ps, flat, bl, *r)
+    return _K.chain_forward(x, ws, ps, flat, bl, *r)
 
 
 def ks_chain(x: Tensor, ws, patterns, *, layout: str = "bsf") -> Tensor:
     """Differentiable chain ``x @ (K_1 ⋯ K_P).T`` ("bsf") or ``K_1 ⋯ K_P @ x`` ("bsl")."""
-    pf, bl = _L.patterns(patterns), _L.layout(layout)
+    pf, bl = _K.fast_patterns(patterns), _K.fast_layout(layout)
     if pf is not None and bl is not None:
         y = _chain_lean(x, ws, pf[0], pf[1], bl)
         return _ks_chain(x, list(ws), pf[1], bl) if y is None else y
@@ -295,7 +288,7 @@ class KSLinear(nn.Module):
         self.bias = nn.Parameter(torch.zeros(self.out_features, **kw)) if bias else None
         # The validated patterns in the lean path's form, made once (the patterns are fixed at
         # construction: the weights' shapes come from them, and every call checks those).
-        self._lean = _L.patterns(self.patterns)
+        self._lean = _K.fast_patterns(self.patterns)
 
     def _chain(self, x: Tensor) -> Tensor:
         ws = list(self.weights)
@@ -317,198 +310,3 @@ class KSLinear(nn.Module):
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"patterns={self.patterns}, layout={self.layout!r}, bias={self.bias is not None}")
-
-
-# ---- diag_scan --------------------------------------------------------------------------------
-
-def _ref_scan(a, b, h0):
-    h = torch.zeros_like(b[:, 0]) if h0 is None else h0
-    out = []
-    for t in range(a.shape[1]):
-        h = a[:, t] * h + b[:, t]
-        out.append(h)
-    return torch.stack(out, 1)
-
-
-def _ref_scan_bwd(dh, a, h, h0):
-    T = a.shape[1]
-    g = torch.zeros_like(dh[:, 0])
-    gs = [None] * T
-    for t in range(T - 1, -1, -1):
-        g = dh[:, t] + (a[:, t + 1].conj() * g if t + 1 < T else 0)
-        gs[t] = g
-    g = torch.stack(gs, 1)
-    hp = torch.cat([(torch.zeros_like(h[:, :1]) if h0 is None else h0[:, None]), h[:, :-1]], 1)
-    da = g * hp.conj()
-    dh0 = None if h0 is None else a[:, 0].conj() * g[:, 0]
-    return da, g, dh0
-
-
-@torch.library.custom_op("strux::diag_scan", mutates_args=())
-def _diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor]) -> Tensor:
-    if _gpu(a, b, h0, complex_ok=True):
-        return _K.diag_scan(a, b, h0=h0)
-    return _ref_scan(a, b, h0)
-
-
-@_diag_scan.register_fake
-def _(a, b, h0):
-    return torch.empty_like(b)
-
-
-@torch.library.custom_op("strux::diag_scan_backward", mutates_args=())
-def _diag_scan_bwd(dh: Tensor, a: Tensor, h: Tensor,
-                   h0: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
-    # dh0 comes back empty (0 elements) when there is no h0: custom ops return tensors.
-    if _gpu(dh, a, h, h0, complex_ok=True):
-        da, db, dh0 = _K._diag_bwd(dh.contiguous(), a.contiguous(), h.contiguous(), _K._contig(h0))
-    else:
-        da, db, dh0 = _ref_scan_bwd(dh, a, h, h0)
-    return da, db, (a.new_empty(0) if dh0 is None else dh0)
-
-
-@_diag_scan_bwd.register_fake
-def _(dh, a, h, h0):
-    return torch.empty_like(a), torch.empty_like(a), (a.new_empty(0) if h0 is None else torch.empty_like(h0))
-
-
-def _scan_setup(ctx, inputs, output):
-    a, b, h0 = inputs
-    ctx.has_h0 = h0 is not None
-    ctx.save_for_backward(a, output, h0 if h0 is not None else a.new_empty(0))
-
-
-def _scan_backward(ctx, dh):
-    a, h, h0 = ctx.saved_tensors
-    da, db, dh0 = _diag_scan_bwd(dh.contiguous(), a, h, h0 if ctx.has_h0 else None)
-    return da, db, (dh0 if ctx.has_h0 else None)
-
-
-torch.library.register_autograd("strux::diag_scan", _scan_backward, setup_context=_scan_setup)
-
-
-def diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor] = None, *, return_final: bool = False):
-    """Differentiable h_t = a_t ⊙ h_{t-1} + b_t (B, T, n); returns h or (h, h[:, -1])."""
-    h = _diag_scan(a, b, h0)
-    return (h, h[:, -1]) if return_final else h
-
-
-def circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, return_final: bool = False):
-    """Differentiable h_t = circ(a_t) h_{t-1} + u_t; a, u real (B, T, n). Via rfft -> diag_scan -> irfft."""
-    n = a.shape[-1]
-    cd = torch.float64 if a.dtype == torch.float64 else torch.float32
-    A = torch.fft.rfft(a.to(cd), dim=-1)
-    U = torch.fft.rfft(u.to(cd), dim=-1)
-    H0 = None if h0 is None else torch.fft.rfft(h0.to(cd), dim=-1)
-    h = torch.fft.irfft(diag_scan(A, U, H0), n=n, dim=-1).to(a.dtype)
-    return (h, h[:, -1]) if return_final else h
-
-
-# ---- block_circulant_scan ---------------------------------------------------------------------
-
-def _ref_block_spectra(a, u, h0):
-    """rfft over k: A (B, T, kf, p, p), U (B, T, kf, p), H0 (B, kf, p) or None; complex128 for
-    float64 inputs, else complex64."""
-    B, T, p, _, k = a.shape
-    cd = torch.float64 if a.dtype == torch.float64 else torch.float32
-    A = torch.fft.rfft(a.to(cd), dim=-1).permute(0, 1, 4, 2, 3)
-    U = torch.fft.rfft(u.to(cd).reshape(B, T, p, k), dim=-1).transpose(-1, -2)
-    H0 = None if h0 is None else torch.fft.rfft(h0.to(cd).reshape(B, p, k), dim=-1).transpose(-1, -2)
-    return A, U, H0
-
-
-def _ref_block_states(A, U, H0):
-    """Per frequency H_t = A_t H_{t-1} + U_t as a time loop; (B, T, kf, p)."""
-    H = torch.zeros_like(U[:, 0]) if H0 is None else H0
-    hs = []
-    for t in range(A.shape[1]):
-        H = (A[:, t] @ H.unsqueeze(-1)).squeeze(-1) + U[:, t]
-        hs.append(H)
-    return torch.stack(hs, 1)
-
-
-def _ref_block_scan(a, u, h0):
-    B, T, p, _, k = a.shape
-    A, U, H0 = _ref_block_spectra(a, u, h0)
-    H = _ref_block_states(A, U, H0).transpose(-1, -2)
-    return torch.fft.irfft(H, n=k, dim=-1).reshape(B, T, p * k).to(u.dtype)
-
-
-def _ref_block_scan_bwd(dh, a, u, h0):
-    """The GPU backward's formulas as a PyTorch time loop: G_t = D_t + A_{t+1}^H G_{t+1},
-    da_hat_t = G_t conj(H_{t-1}), dh0_hat = A_0^H G_0, each gradient the irfft of its (exact)
-    half spectrum."""
-    B, T, p, _, k = a.shape
-    A, U, H0 = _ref_block_spectra(a, u, h0)
-    H = _ref_block_states(A, U, H0)
-    D = torch.fft.rfft(dh.to(A.real.dtype).reshape(B, T, p, k), dim=-1).transpose(-1, -2)
-    AH = A.conj().transpose(-1, -2)
-    g, gs = torch.zeros_like(D[:, 0]), [None] * T
-    for t in range(T - 1, -1, -1):
-        g = D[:, t] + ((AH[:, t + 1] @ g.unsqueeze(-1)).squeeze(-1) if t + 1 < T else 0)
-        gs[t] = g
-    G = torch.stack(gs, 1)
-    Hp = torch.cat([torch.zeros_like(H[:, :1]) if H0 is None else H0[:, None], H[:, :-1]], 1)
-    X = G.unsqueeze(-1) * Hp.conj().unsqueeze(-2)                          # (B, T, kf, p, p)
-    if H0 is None:  # h_{-1} = 0: da_0 is 0 exactly (as on the GPU and the CPU backend)
-        X = torch.cat([torch.zeros_like(X[:, :1]), X[:, 1:]], 1)
-    da = torch.fft.irfft(X.permute(0, 1, 3, 4, 2), n=k, dim=-1).to(a.dtype)
-    du = torch.fft.irfft(G.transpose(-1, -2), n=k, dim=-1).reshape(B, T, p * k).to(u.dtype)
-    if h0 is None:
-        return da, du, None
-    G0 = (AH[:, 0] @ G[:, 0].unsqueeze(-1)).squeeze(-1).transpose(-1, -2)  # (B, p, kf)
-    return da, du, torch.fft.irfft(G0, n=k, dim=-1).reshape(B, p * k).to(h0.dtype)
-
-
-@torch.library.custom_op("strux::block_circulant_scan", mutates_args=())
-def _block_scan(a: Tensor, u: Tensor, h0: Optional[Tensor]) -> Tensor:
-    if _gpu(a, u, h0):
-        return _K.block_circulant_scan(a, u, h0=h0)
-    return _ref_block_scan(a, u, h0)
-
-
-@_block_scan.register_fake
-def _(a, u, h0):
-    return torch.empty_like(u)
-
-
-@torch.library.custom_op("strux::block_circulant_scan_backward", mutates_args=())
-def _block_scan_bwd(dh: Tensor, a: Tensor, u: Tensor,
-                    h0: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
-    # dh0 comes back empty (0 elements) when there is no h0: custom ops return tensors.
-    if _gpu(dh, a, u, h0):
-        da, du, dh0 = _K.block_circulant_scan_vjp(dh, a, u, h0=h0)
-    else:
-        da, du, dh0 = _ref_block_scan_bwd(dh, a, u, h0)
-    return da, du, (a.new_empty(0) if dh0 is None else dh0)
-
-
-@_block_scan_bwd.register_fake
-def _(dh, a, u, h0):
-    return torch.empty_like(a), torch.empty_like(u), (a.new_empty(0) if h0 is None else torch.empty_like(h0))
-
-
-def _block_setup(ctx, inputs, output):
-    a, u, h0 = inputs
-    ctx.has_h0 = h0 is not None
-    ctx.save_for_backward(a, u, h0 if h0 is not None else a.new_empty(0))
-
-
-def _block_backward(ctx, dh):
-    a, u, h0 = ctx.saved_tensors
-    da, du, dh0 = _block_scan_bwd(dh.contiguous(), a, u, h0 if ctx.has_h0 else None)
-    return da, du, (dh0 if ctx.has_h0 else None)
-
-
-torch.library.register_autograd("strux::block_circulant_scan", _block_backward, setup_context=_block_setup)
-
-
-def block_circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, return_final: bool = False):
-    """Differentiable block-circulant recurrence; a (B, T, p, p, k), u (B, T, n = p k), h0 (B, n).
-
-    Per frequency f of the k-point rfft: ĥ_t[:, f] = Â_t[:, :, f] ĥ_{t-1}[:, f] + û_t[:, f]. CUDA
-    float32/float16/bfloat16 run strux's native kernels forward and backward (the backward
-    recomputes h); other dtypes and CPU tensors run the same formulas as a PyTorch time loop.
-    """
-    h = _block_scan(a, u, h0)
-    return (h, h[:, -1]) if return_final else h

@@ -1,16 +1,44 @@
-// The plans' options as they cross the binding: one int per family, packed by strux/_cuda_options.py
-// (which validates the user's dict and names what is wrong), so that a call passes one argument
-// and a plan cache keys on one number. 0 is every default (the solver tables decide).
+// Shared by the CUDA bindings (bind_cuda_*.cpp): raw pointers, the device guard, and the plans'
+// options as they cross the binding -- one int per family, packed by strux/_cuda_options.py (which
+// validates the user's dict and names what is wrong), so that a call passes one argument and a
+// plan cache keys on one number; 0 (-1 for the scans) is every default (the solver tables decide).
 #pragma once
 #ifdef STRUX_HAVE_CUDA
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
+#include "cuda/check.hpp"
 #include "strux/core.hpp"
 #include "strux/cuda/ks.hpp"
 #include "strux/cuda/scan.hpp"
 
 namespace strux::py {
+
+inline void* ptr(uintptr_t p) { return reinterpret_cast<void*>(p); }
+
+// Launches go to `device` (the arrays' device), whatever the thread's current device is; the
+// previous device is restored on exit.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    int cur = 0;
+    STRUX_CUDA(cudaGetDevice(&cur));
+    if (cur != device) {
+      STRUX_CUDA(cudaSetDevice(device));
+      prev_ = cur;
+    }
+  }
+  ~DeviceGuard() {
+    if (prev_ >= 0) cudaSetDevice(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = -1;
+};
 
 // ks: bits 0-2 path (0 auto, 1 kernels, 2 blas, 3 stream, 4 tr), bits 3-4 stream_tn (0 auto,
 // 1: 32, 2: 64, 3: 128), bits 5-6 stream_mt (0 auto, 1, 2), bit 7 dw_ptrs off, bits 8-9
