@@ -46,19 +46,24 @@ def clear_plan_cache() -> None:
 #: The exact torch tensor types the families' cheap checks take (torch.Tensor, nn.Parameter),
 #: filled by see_torch() on the first torch tensor: nothing here imports torch before.
 TT: tuple = ()
-#: torch dtype -> strux::cuda::DType code, filled with TT.
+#: torch dtype -> strux::cuda::DType code and -> dtype name, filled with TT.
 TORCH_CODE: dict = {}
+TORCH_NAME: dict = {}
+_TORCH_DTYPE: dict = {}  # dtype name -> torch dtype (the dtypes outputs and scratch are made of)
 _torch_stream = None  # torch._C._cuda_getCurrentRawStream (device index -> handle)
 
 
 def see_torch(x) -> tuple:
-    """TT when x is a torch tensor (filled on the first one), else ()."""
-    global TT, TORCH_CODE, _torch_stream
-    if not is_torch(x):
+    """TT when x is a torch tensor (filled on the first one), else () (always () in a build
+    without CUDA: no cheap path leads to entries that do not exist)."""
+    global TT, TORCH_CODE, TORCH_NAME, _TORCH_DTYPE, _torch_stream
+    if not is_torch(x) or not _ext.has_cuda:
         return ()
     if not TT:
         import torch
         TORCH_CODE = {getattr(torch, n): c for n, c in DTYPE_CODE.items()}
+        TORCH_NAME = {getattr(torch, n): n for n in DTYPE_CODE}
+        _TORCH_DTYPE = {n: getattr(torch, n) for n in tuple(DTYPE_CODE) + ("uint8",)}
         _torch_stream = torch._C._cuda_getCurrentRawStream
         TT = (torch.Tensor, torch.nn.Parameter)
     return TT
@@ -70,7 +75,8 @@ def torch_stream(dev: int) -> int:
 
 
 def is_torch(x) -> bool:
-    return type(x).__module__.split(".")[0] == "torch"
+    t = type(x)
+    return t in TT or t.__module__.split(".")[0] == "torch"
 
 
 def is_cupy(x) -> bool:
@@ -79,7 +85,8 @@ def is_cupy(x) -> bool:
 
 def dtname(x) -> str:
     """"float32", "bfloat16", "complex64", ... for a torch tensor or a CuPy array."""
-    return str(x.dtype).replace("torch.", "")
+    n = TORCH_NAME.get(x.dtype) if type(x) in TT else None
+    return str(x.dtype).replace("torch.", "") if n is None else n
 
 
 def device_id(x) -> int:
@@ -178,9 +185,12 @@ def empty(like, shape, dtype: str | None = None):
     """An uninitialised array of like's kind and device (dtype: a name; None: like's)."""
     if is_torch(like):
         if dtype is None:
-            return like.new_empty(tuple(shape))
-        import torch
-        return like.new_empty(tuple(shape), dtype=getattr(torch, dtype))
+            return like.new_empty(shape)
+        t = _TORCH_DTYPE.get(dtype)
+        if t is None:
+            import torch
+            t = getattr(torch, dtype)
+        return like.new_empty(shape, dtype=t)
     import cupy
     with like.device:
         return cupy.empty(tuple(shape), dtype=like.dtype if dtype is None else dtype)

@@ -1,7 +1,8 @@
 """fftconv on the GPU, for torch tensors and CuPy arrays (strux.fftconv and strux.torch call here).
 
-Arrays are checked once (through the array adapter strux._cuda), outputs allocated of the
-input's kind and device, and raw device pointers passed to a cached FFTConvPlan (the C++ plan
+Arrays are checked once (torch tensors by cheap attribute tests, _fast, else through the array
+adapter strux._cuda with messages that name the argument), outputs allocated of the input's kind
+and device, and raw device pointers passed to a cached FFTConvPlan (the C++ plan
 cache, keyed by shape, dtype, mode, algorithm and device), on the caller's current stream, so
 calls compose with CUDA graphs and torch.compile. A plan's filter spectrum and workspace serve
 one call at a time: do not run the same shapes concurrently on two streams.
@@ -35,6 +36,25 @@ def _gate(g, name, ref, shape, ref_name="u"):
     return D.contig(g)
 
 
+def _fast(u, k, mode, pre, post, skip):
+    """(dev, B, H, L, Lk, dtype) when torch u, k, pre, post, skip (None or tensors) pass every
+    check of fftconv as they are (contiguous, one dtype and device, shapes, sizes >= 1), else None."""
+    s, ks = u.shape, k.shape
+    if len(s) != 3 or type(k) is not type(u) or len(ks) != 2 or ks[0] != s[1] or k.dtype is not u.dtype \
+            or not u.is_cuda or u.numel() == 0 or k.numel() == 0 or not (u.is_contiguous() and k.is_contiguous()) \
+            or k.get_device() != u.get_device() or not (mode == "causal" or (mode == "circular" and ks[1] <= s[2])):
+        return None
+    dt = D.TORCH_NAME.get(u.dtype)
+    if dt not in D.FLOATS:
+        return None
+    dev = u.get_device()
+    for g, shape in ((pre, s), (post, s), (skip, (s[1],))):
+        if g is not None and (type(g) is not type(u) or g.shape != shape or g.dtype is not u.dtype
+                              or not g.is_contiguous() or g.get_device() != dev):
+            return None
+    return dev, s[0], s[1], s[2], ks[1], dt
+
+
 def _fftconv_args(u, k, mode, pregate, postgate, skip):
     """Checks fftconv's arrays; returns them contiguous and (dev, B, H, L, Lk, dtype)."""
     D.array(u, "u", 3)
@@ -63,12 +83,15 @@ def fftconv(u, k, mode: str = "causal", pregate=None, postgate=None, skip=None):
     CUDA device. Returns y (B, H, L) of u's kind, dtype and device. The filter spectrum is
     recomputed on every call (use FFTConvCUDA to keep it).
     """
-    u, k, pre, post, skip, (dev, B, H, L, Lk, dt) = _fftconv_args(u, k, mode, pregate, postgate, skip)
+    r = _fast(u, k, mode, pregate, postgate, skip) if type(u) in D.TT else None
+    if r is None:
+        u, k, pregate, postgate, skip, r = _fftconv_args(u, k, mode, pregate, postgate, skip)
+    dev, B, H, L, Lk, dt = r
     plan = _fftconv_plan(dev, B, H, L, Lk, mode, dt, False)
     s = D.stream(u)
     y = D.empty(u, (B, H, L))
     plan.set_filter(D.ptr(k), s)
-    plan.forward(D.ptr(u), D.ptr(pre), D.ptr(post), D.ptr(skip), D.ptr(y), s)
+    plan.forward(D.ptr(u), D.ptr(pregate), D.ptr(postgate), D.ptr(skip), D.ptr(y), s)
     return y
 
 

@@ -209,11 +209,11 @@ def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False):
         h = _a.cast(_diag_fwd(a1, u32, h032), dt)
         return (h, h[:, -1]) if return_final else h
     h = _a.empty(u32, (B, T, n))
-    dt, dev = _DTYPE_CODE[_a.dtname(u32)], _a.device_id(u32)
-    nbytes = _ext.cuda_circulant_scan_workspace(dev, B, T, n, dt)
+    code, dev = _DTYPE_CODE[_a.dtname(u32)], _a.device_id(u32)
+    nbytes = _ext.cuda_circulant_scan_workspace(dev, B, T, n, code)
     ws = _a.scratch(u32, nbytes)
     _ext.cuda_circulant_scan_forward(_a.ptr(a), fourier, _a.ptr(u32), _a.ptr(h032), _a.ptr(h), _a.ptr(ws), nbytes,
-                                     B, T, n, dt, dev, _a.stream(u32))
+                                     B, T, n, code, dev, _a.stream(u32))
     h = _a.cast(h, dt)
     return (h, h[:, -1]) if return_final else h
 
@@ -245,11 +245,11 @@ def circulant_scan_vjp(dh, a, u, *, h0=None, fourier=False, dh_last=None):
     da = _a.empty(a, tuple(a.shape))
     du = _a.empty(u32, (B, T, n))
     dh0 = _a.empty(u32, (B, n)) if h032 is not None else None
-    dt, dev = _DTYPE_CODE[real], _a.device_id(u32)
-    nbytes = _ext.cuda_circulant_scan_workspace(dev, B, T, n, dt)
+    code, dev = _DTYPE_CODE[real], _a.device_id(u32)
+    nbytes = _ext.cuda_circulant_scan_workspace(dev, B, T, n, code)
     ws = _a.scratch(u32, nbytes)
     _ext.cuda_circulant_scan_backward(_a.ptr(a), fourier, _a.ptr(u32), _a.ptr(h032), _a.ptr(dh), _a.ptr(da),
-                                      _a.ptr(du), _a.ptr(dh0), _a.ptr(ws), nbytes, B, T, n, dt, dev, _a.stream(u32))
+                                      _a.ptr(du), _a.ptr(dh0), _a.ptr(ws), nbytes, B, T, n, code, dev, _a.stream(u32))
     return (da if fourier else back(da)), back(du), back(dh0)
 
 

@@ -15,27 +15,10 @@ from torch.autograd.function import once_differentiable
 
 from .. import _cuda as _a
 from .. import _cuda_ks as _K
+from ._eager import LEAN as _LEAN, compiling as _compiling, plain_eager as _plain_eager
 
 _FAST = (torch.float32, torch.float16, torch.bfloat16)
 _K.fast_types(torch.empty(0))  # the cheap checks' torch types (strux._cuda_ks)
-
-# Eager calls of ks_matmul / ks_chain skip the custom-op dispatch (tens of microseconds of
-# Python per call) when a direct kernel call is indistinguishable from the op: not under
-# torch.compile (checked first, so Dynamo folds it and traces the op), no torch function or
-# dispatch mode (tracers, fake tensors, functionalization, device contexts), no functorch
-# transform, no TorchScript trace. Gradients then come from _KsMatmulFn / _KsChainFn: the same
-# kernels and formulas as the registered backward ops. Anything else takes the registered ops.
-_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
-_tf_len = getattr(torch._C, "_len_torch_function_stack", None)
-_td_len = getattr(torch._C, "_len_torch_dispatch_stack", None)
-_ft_on = getattr(torch._C, "_are_functorch_transforms_active", None)
-_tracing = getattr(torch._C, "_get_tracing_state", None)
-_LEAN = None not in (_compiling, _tf_len, _td_len, _ft_on, _tracing)
-
-
-def _plain_eager() -> bool:
-    return _tf_len() == 0 and _td_len() == 0 and not _ft_on() and _tracing() is None
-
 
 def _gpu(*ts) -> bool:
     return all(t.is_cuda and t.dtype in _FAST for t in ts if t is not None) and _K.available()

@@ -11,9 +11,11 @@ from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
+from torch.autograd.function import once_differentiable
 
 from .. import _cuda as _a
 from .. import _cuda_scan as _S
+from ._eager import LEAN as _LEAN, compiling as _compiling, plain_eager as _plain_eager
 
 _FAST = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -91,9 +93,38 @@ def _scan_backward(ctx, dh):
 _diag_scan.register_autograd(_scan_backward, setup_context=_scan_setup)
 
 
+class _DiagScanFn(torch.autograd.Function):
+    """Eager autograd of diag_scan without the op dispatch (strux::diag_scan's kernels and
+    backward formulas)."""
+
+    @staticmethod
+    def forward(ctx, a, b, h0):
+        h = _S.diag_scan(a, b, h0=h0)
+        ctx.has_h0 = h0 is not None
+        ctx.save_for_backward(a, h, h0 if h0 is not None else a.new_empty(0))
+        return h
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dh):
+        a, h, h0 = ctx.saved_tensors
+        da, db, dh0 = _S._diag_bwd(dh.contiguous(), a, h, h0 if ctx.has_h0 else None)
+        return da, db, dh0
+
+
+_DIAG_GPU = _FAST + (torch.complex64,)
+
+
 def diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor] = None, *, return_final: bool = False):
     """Differentiable h_t = a_t ⊙ h_{t-1} + b_t (B, T, n); returns h or (h, h[:, -1])."""
-    h = _diag_scan(a, b, h0)
+    if _LEAN and not _compiling() and type(a) in _a.TT and a.dtype in _DIAG_GPU and _plain_eager() \
+            and _S.diag_ok(a, b, h0):
+        if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or (h0 is not None and h0.requires_grad)):
+            h = _DiagScanFn.apply(a, b, h0)
+        else:
+            h = _S.diag_scan(a, b, h0=h0)
+    else:
+        h = _diag_scan(a, b, h0)
     return (h, h[:, -1]) if return_final else h
 
 
