@@ -3,7 +3,7 @@
 CUDA tensors run strux's GPU plans (strux._cuda_fftconv) on the current stream; CPU tensors a
 plain torch FFT of the same formula (tests, gradcheck).
 """
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
@@ -43,7 +43,7 @@ def _(u, k, mode="causal", pregate=None, postgate=None, skip=None):
 
 @torch.library.custom_op("strux::fftconv_backward", mutates_args=())
 def fftconv_backward(dy: Tensor, u: Tensor, k: Tensor, mode: str, pregate: Optional[Tensor],
-                     postgate: Optional[Tensor], skip: Optional[Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+                     postgate: Optional[Tensor], skip: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """(du, dk, dpregate, dpostgate, dskip); empty tensors stand for inputs not given."""
     if u.is_cuda:
         r = _G.fftconv_vjp(dy, u, k, mode, pregate, postgate, skip)
