@@ -1,9 +1,12 @@
-"""Host overhead per call of the GPU ks products (scripts/gpu_focus.sh ks host).
+"""Host overhead per call of the GPU paths (scripts/gpu_focus.sh ks host).
 
-For float32 batch 25088 patterns (6,64,64,1) and (16,64,64,1), both layouts, and each entry
-(strux.ks_matmul, strux._cuda_ks_scan.ks_matmul, strux.torch.ks_matmul, the registered op
-torch.ops.strux.ks_matmul, the checked path of before (_ks_matmul_checked: every check, DLPack,
-a KsPlan per call, a torch Stream object), the raw entry alone, and bmm_f32 of gpu_ks_perf):
+Small calls with cached plans, one per family (fftconv B=1 H=1 L=256, ks (1,16,16,1) batch 8,
+diag_scan (1,16,8); float32 torch tensors), through the public functions and strux.torch: the
+host microseconds per call (the spine's bound: 10 us). Then, for float32 batch 25088 patterns
+(6,64,64,1) and (16,64,64,1), both layouts, and each entry (strux.ks_matmul,
+strux._cuda_ks.ks_matmul, strux.torch.ks_matmul, the registered op torch.ops.strux.ks_matmul,
+the full checks (_checked + one checked factor), the native entry alone, and bmm_f32 of
+gpu_ks_perf):
   - per call: CUDA events around one call (host time before the launch + GPU time), median;
   - back to back: 20 calls between two events (GPU time when the host keeps ahead), median;
   - host: time.perf_counter over 100 calls queued behind a GPU sleep (nothing waits on the
@@ -33,12 +36,31 @@ def measure(fn):
             "host_us": host_us(fn)}
 
 
+def small_cases():
+    """Host microseconds of one small call per family (cached plans, float32 torch tensors)."""
+    import strux
+    import strux.torch as ST
+    u, k = torch.randn(1, 1, 256, device="cuda"), torch.randn(1, 256, device="cuda")
+    p = (1, 16, 16, 1)
+    x, w = torch.randn(8, 16, device="cuda"), torch.randn(*p, device="cuda")
+    a, b = torch.rand(1, 16, 8, device="cuda"), torch.randn(1, 16, 8, device="cuda")
+    fns = {
+        "strux.fftconv (1,1,256)": lambda: strux.fftconv(u, k),
+        "strux.torch.fftconv (1,1,256)": lambda: ST.fftconv(u, k),
+        "strux.ks_matmul (1,16,16,1) batch 8": lambda: strux.ks_matmul(x, w, p),
+        "strux.torch.ks_matmul (1,16,16,1) batch 8": lambda: ST.ks_matmul(x, w, p),
+        "strux.diag_scan (1,16,8)": lambda: strux.diag_scan(a, b),
+        "strux.torch.diag_scan (1,16,8)": lambda: ST.diag_scan(a, b),
+    }
+    with torch.no_grad():
+        return {k_: {"host_us": host_us(f)} for k_, f in fns.items()}
+
+
 def forward_cases():
     import strux
-    from strux import _cuda_ks_lean as L
-    from strux import _cuda_ks_scan as K
+    from strux import _cuda_ks as K
     from strux import _ext
-    from strux import torch_ks_scan as T
+    from strux.torch import _ks as T
     out = {}
     for p in PATS:
         a, b, c, d = p
@@ -54,14 +76,14 @@ def forward_cases():
             xp, wp, yp = x.data_ptr(), w.data_ptr(), y.data_ptr()
             fns = {
                 "strux.ks_matmul": lambda: strux.ks_matmul(x, w, p, layout=layout),
-                "_cuda_ks_scan.ks_matmul": lambda: K.ks_matmul(x, w, p, layout=layout),
+                "_cuda_ks.ks_matmul": lambda: K.ks_matmul(x, w, p, layout=layout),
                 "strux.torch.ks_matmul": lambda: T.ks_matmul(x, w, p, layout=layout),
                 "op strux::ks_matmul": lambda: torch.ops.strux.ks_matmul(x, w, list(p), bl),
-                "checked path (before)": lambda: K._ks_matmul_checked(x, w, p, layout),
-                "raw entry only": lambda: _ext.cuda_ks_forward_raw(
-                    xp, wp, yp, a, b, c, d, BATCH, bl, 0, 0, torch._C._cuda_getCurrentRawStream(0)),
+                "full checks": lambda: K._ks_fwd(*K._checked(x, w, p, layout)[:4]),
+                "native entry only": lambda: _ext.cuda_ks_forward(
+                    xp, wp, yp, a, b, c, d, BATCH, bl, 0, 0, 0, torch._C._cuda_getCurrentRawStream(0)),
                 "bmm_f32": lambda: bmm_f32(x, wl, wf, p, layout),
-                "part: lean checks (ks_ok)": lambda: L.ks_ok(x, w, p, bl),
+                "part: cheap checks (ks_ok)": lambda: K.ks_ok(x, w, p, bl),
                 "part: output new_empty": lambda: x.new_empty(y.shape),
             }
             out[f"{p} {layout}"] = {"err_vs_bmm": err, **{k: measure(f) for k, f in fns.items()}}
@@ -70,8 +92,8 @@ def forward_cases():
 
 def grad_cases():
     """Forward + backward (dx and dw) through autograd."""
-    from strux import _cuda_ks_scan as K
-    from strux import torch_ks_scan as T
+    from strux import _cuda_ks as K
+    from strux.torch import _ks as T
     out = {}
     for p in PATS[:1]:
         a, b, c, d = p
@@ -91,7 +113,7 @@ def grad_cases():
                     T.ks_matmul(x, w, p, layout=layout), [x, w], dy),
                 "op strux::ks_matmul fwd+bwd": lambda: torch.autograd.grad(
                     T._ks_matmul(x, w, list(p), bl), [x, w], dy),
-                "_cuda_ks_scan.ks_matmul_vjp": lambda: K.ks_matmul_vjp(dy, x.detach(), w.detach(), p, layout=layout),
+                "_cuda_ks.ks_matmul_vjp": lambda: K.ks_matmul_vjp(dy, x.detach(), w.detach(), p, layout=layout),
                 "bmm_f32 fwd+bwd": lambda: torch.autograd.grad(
                     bmm_f32(x, wl if bl else None, None if bl else wf, p, layout), [x, wl if bl else wf], dy),
             }
@@ -101,8 +123,8 @@ def grad_cases():
 
 def chain_cases():
     """KSLinear with two (6,64,64,1) factors (no bias) and the chain entries, batch-first."""
-    from strux import _cuda_ks_scan as K
-    from strux import torch_ks_scan as T
+    from strux import _cuda_ks as K
+    from strux.torch import _ks as T
     ps = [(6, 64, 64, 1), (6, 64, 64, 1)]
     m = T.KSLinear(ps, bias=False).cuda()
     ws = [w.detach() for w in m.weights]
@@ -113,8 +135,8 @@ def chain_cases():
     lin = torch.nn.Linear(384, 384, bias=False).cuda()
     params = list(m.parameters())
     fns = {
-        "_cuda_ks_scan.ks_chain": lambda: K.ks_chain(x, ws, ps),
-        "_cuda_ks_scan.ks_chain_vjp": lambda: K.ks_chain_vjp(dy, x, ws, ps),
+        "_cuda_ks.ks_chain": lambda: K.ks_chain(x, ws, ps),
+        "_cuda_ks.ks_chain_vjp": lambda: K.ks_chain_vjp(dy, x, ws, ps),
         "KSLinear no grad": lambda: m(x),
         "op strux::ks_chain no grad": lambda: torch.ops.strux.ks_chain(x, ws, flat, False),
         "KSLinear fwd+bwd": lambda: torch.autograd.grad(m(xg), [xg] + params, dy),
@@ -133,13 +155,15 @@ def main():
     ap.add_argument("--out", default=".")
     args = ap.parse_args()
     torch.manual_seed(0)
-    from strux import _cuda_ks_lean as L
-    from strux import torch_ks_scan as T
-    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, lean path "
-          f"{'on' if L.TT else 'OFF'}, torch eager fast path {'on' if T._LEAN else 'OFF'}", flush=True)
+    from strux.torch import _ks as T
+    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"torch eager fast path {'on' if T._LEAN else 'OFF'}", flush=True)
+    small = small_cases()
+    print("small calls, host us per call (bound 10): " +
+          ", ".join(f"{k} {v['host_us']:.1f}" for k, v in small.items()), flush=True)
     with torch.no_grad():
         fwd = forward_cases()
-    res = {"forward": fwd, "grad": grad_cases(), "chain": chain_cases()}
+    res = {"small": small, "forward": fwd, "grad": grad_cases(), "chain": chain_cases()}
     lines = []
     for group, cases in res.items():
         for case, row in cases.items():

@@ -13,8 +13,8 @@ void bind_ks(nb::module_& m);
 void bind_scan(nb::module_& m);
 #ifdef STRUX_HAVE_CUDA
 void bind_cuda(nb::module_& m);
-void bind_cuda_ks_scan(nb::module_& m);
-void bind_cuda_ks_raw(nb::module_& m);
+void bind_cuda_ks(nb::module_& m);
+void bind_cuda_scan(nb::module_& m);
 #endif
 
 NB_MODULE(_ext, m) {
@@ -40,6 +40,7 @@ NB_MODULE(_ext, m) {
   m.def("cuda_device_name", &strux::cuda::device_name);
 #else
   m.attr("has_cuda") = false;
+  m.def("cuda_clear_plan_cache", []() {});
   m.def("cuda_device_count", []() { return 0; });
   m.def("cuda_device_name", [](int) { return std::string(); });
 #endif
@@ -51,7 +52,7 @@ NB_MODULE(_ext, m) {
   bind_scan(m);
 #ifdef STRUX_HAVE_CUDA
   bind_cuda(m);
-  bind_cuda_ks_scan(m);
-  bind_cuda_ks_raw(m);
+  bind_cuda_ks(m);
+  bind_cuda_scan(m);
 #endif
 }

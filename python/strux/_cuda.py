@@ -1,439 +1,250 @@
-"""CUDA paths of fftconv and BlockToeplitz, for torch tensors and CuPy arrays on a GPU.
+"""The one array adapter of strux's GPU paths (every family's _cuda_<family> module uses it).
 
-Inputs pass to the native plans as DLPack capsules made without stream synchronisation
-(torch.utils.dlpack.to_dlpack / cupy toDlpack), and all work runs on the caller's current
-stream (torch.cuda.current_stream / cupy.cuda.get_current_stream), so calls compose with
-CUDA graphs and torch.compile. Outputs are allocated here, of the input's kind and device.
+Arrays: PyTorch tensors and CuPy arrays in CUDA device memory (other DLPack producers: convert
+them with torch.from_dlpack / cupy.from_dlpack first). This module turns one into what a plan
+needs -- its dtype name, device, shape, a data pointer, the current stream of its library (``torch.cuda.current_stream`` / ``cupy.cuda.get_current_stream``) -- checks
+arrays once with messages that name the argument, and allocates outputs and scratch of the
+input's kind on its device. Nothing here imports torch or CuPy until such an array is seen.
 
-Plans (cuFFT/cuBLAS plans + workspace) are cached by (device, shapes, mode, dtype); a plan's
-workspace is used by one call at a time, so do not run the same shapes concurrently on two
-streams. Non-contiguous inputs are copied to contiguous ones (documented copy).
+Non-contiguous inputs are made C-contiguous (a documented copy). Work is ordered on the current
+stream, so calls compose with CUDA graphs and torch.compile.
 """
 from __future__ import annotations
 
-import os
-from collections import OrderedDict
-
 from . import _ext
 
-_FLOATS = ("float32", "float64", "float16", "bfloat16")
-_PLAN_CACHE_SIZE = 16
+#: strux::cuda::DType codes of the dtypes the plans take.
+DTYPE_CODE = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "complex64": 4, "complex128": 5}
+FLOATS = ("float32", "float64", "float16", "bfloat16")
+
+_available = None
 
 
 def available() -> bool:
-    """True when strux was built with CUDA and a device is visible."""
-    return bool(_ext.has_cuda) and _ext.cuda_device_count() > 0
+    """True when strux was built with CUDA and a device is visible (asked once: the device count
+    of a process does not change)."""
+    global _available
+    if _available is None:
+        _available = bool(_ext.has_cuda) and _ext.cuda_device_count() > 0
+    return _available
 
 
-# ---- array kinds (torch / cupy) -------------------------------------------------------------
+def need():
+    if not _ext.has_cuda:
+        raise RuntimeError("strux was built without its CUDA backend")
 
-class _Torch:
-    name = "torch"
 
-    def __init__(self):
+def clear_plan_cache() -> None:
+    """Drops every cached GPU plan (cuFFT / cuBLAS handles and the workspace they own); the next
+    call of each shape builds its plan again. A no-op in a build without CUDA."""
+    if _ext.has_cuda:
+        _ext.cuda_clear_plan_cache()
+
+
+# ---- what an array is ---------------------------------------------------------------------------
+
+#: The exact torch tensor types the families' cheap checks take (torch.Tensor, nn.Parameter),
+#: filled by see_torch() on the first torch tensor: nothing here imports torch before.
+TT: tuple = ()
+#: torch dtype -> strux::cuda::DType code and -> dtype name, filled with TT.
+TORCH_CODE: dict = {}
+TORCH_NAME: dict = {}
+_TORCH_DTYPE: dict = {}  # dtype name -> torch dtype (the dtypes outputs and scratch are made of)
+_torch_stream = None  # torch._C._cuda_getCurrentRawStream (device index -> handle)
+
+
+def see_torch(x) -> tuple:
+    """TT when x is a torch tensor (filled on the first one), else () (always () in a build
+    without CUDA: no cheap path leads to entries that do not exist)."""
+    global TT, TORCH_CODE, TORCH_NAME, _TORCH_DTYPE, _torch_stream
+    if not is_torch(x) or not _ext.has_cuda:
+        return ()
+    if not TT:
         import torch
-        import torch.utils.dlpack
-        self.t = torch
-
-    def dtype(self, x):
-        return str(x.dtype).replace("torch.", "")
-
-    def device(self, x):
-        return x.device.index if x.device.type == "cuda" else None
-
-    def contiguous(self, x):
-        return x.contiguous()
-
-    def empty(self, shape, dtype, like):
-        return self.t.empty(shape, dtype=getattr(self.t, dtype), device=like.device)
-
-    def capsule(self, x):
-        return self.t.utils.dlpack.to_dlpack(x)
-
-    def stream(self, x):
-        return self.t.cuda.current_stream(x.device).cuda_stream
-
-    def guard(self, x):
-        return self.t.cuda.device(x.device)
+        TORCH_CODE = {getattr(torch, n): c for n, c in DTYPE_CODE.items()}
+        TORCH_NAME = {getattr(torch, n): n for n in DTYPE_CODE}
+        _TORCH_DTYPE = {n: getattr(torch, n) for n in tuple(DTYPE_CODE) + ("uint8",)}
+        _torch_stream = torch._C._cuda_getCurrentRawStream
+        TT = (torch.Tensor, torch.nn.Parameter)
+    return TT
 
 
-class _Cupy:
-    name = "cupy"
-
-    def __init__(self):
-        import cupy
-        self.cp = cupy
-
-    def dtype(self, x):
-        return x.dtype.name
-
-    def device(self, x):
-        return x.device.id
-
-    def contiguous(self, x):
-        return self.cp.ascontiguousarray(x)
-
-    def empty(self, shape, dtype, like):
-        with self.cp.cuda.Device(like.device.id):
-            return self.cp.empty(shape, dtype=dtype)
-
-    def capsule(self, x):
-        # legacy export: no stream synchronisation (work is ordered on the current stream)
-        if hasattr(x, "toDlpack"):
-            return x.toDlpack()
-        return x.__dlpack__(stream=-1)
-
-    def stream(self, x):
-        return self.cp.cuda.get_current_stream().ptr
-
-    def guard(self, x):
-        return self.cp.cuda.Device(x.device.id)
+def torch_stream(dev: int) -> int:
+    """The current raw stream of torch on device dev (after see_torch)."""
+    return _torch_stream(dev)
 
 
-_KINDS: dict = {}
+def is_torch(x) -> bool:
+    t = type(x)
+    return t in TT or t.__module__.split(".")[0] == "torch"
 
 
-def _kind(x, name):
-    mod = type(x).__module__.split(".")[0]
-    if mod not in ("torch", "cupy"):
-        raise TypeError(f"argument '{name}': expected a torch tensor or CuPy array on a CUDA device, "
-                        f"got {type(x).__name__}")
-    if mod not in _KINDS:
-        _KINDS[mod] = _Torch() if mod == "torch" else _Cupy()
-    return _KINDS[mod]
+def is_cupy(x) -> bool:
+    return type(x).__module__.split(".")[0] == "cupy"
 
 
-def _check_array(x, name, kind, ndim=None, dtype=None, device=None, floats=_FLOATS):
-    """Kind, device, rank, sizes and dtype of one array; returns it contiguous."""
+def dtname(x) -> str:
+    """"float32", "bfloat16", "complex64", ... for a torch tensor or a CuPy array."""
+    n = TORCH_NAME.get(x.dtype) if type(x) in TT else None
+    return str(x.dtype).replace("torch.", "") if n is None else n
+
+
+def device_id(x) -> int:
+    return x.get_device() if is_torch(x) else x.device.id
+
+
+def code(x) -> int:
+    """x's strux::cuda::DType code (x of a dtype in DTYPE_CODE)."""
+    c = TORCH_CODE.get(x.dtype) if type(x) in TT else None
+    return DTYPE_CODE[dtname(x)] if c is None else c
+
+
+def array(x, name: str, ndim: int | None = None, dtypes=FLOATS):
+    """Checks that x is a CUDA torch tensor or CuPy array of rank ndim, every size >= 1, with an
+    allowed dtype; returns it unchanged."""
     if x is None:
-        raise TypeError(f"argument '{name}': expected an array, got None")
-    k = _kind(x, name)
-    if k is not kind:
-        raise TypeError(f"argument '{name}': expected a {kind.name} array like the others, got {k.name}")
-    dev = kind.device(x)
-    if dev is None:
-        raise ValueError(f"argument '{name}': expected an array on a CUDA device, got one on {x.device}")
-    if device is not None and dev != device:
-        raise ValueError(f"argument '{name}': expected an array on CUDA device {device}, got device {dev}")
+        raise TypeError(f"argument '{name}': expected a CUDA array, got None")
+    if is_torch(x):
+        if not x.is_cuda:
+            raise ValueError(f"argument '{name}': expected a tensor on a CUDA device, got device {x.device}")
+    elif not is_cupy(x):
+        raise TypeError(f"argument '{name}': expected a torch.Tensor or cupy.ndarray on a CUDA device, "
+                        f"got {type(x).__name__}")
+    if dtypes is not None and dtname(x) not in dtypes:
+        raise TypeError(f"argument '{name}': expected dtype {', '.join(dtypes)}, got {dtname(x)}")
     if ndim is not None and x.ndim != ndim:
         raise ValueError(f"argument '{name}': expected {ndim} dimensions, got {x.ndim} (shape {tuple(x.shape)})")
     for i, s in enumerate(x.shape):
         if s == 0:
-            raise ValueError(f"argument '{name}': expected every size >= 1, got shape {tuple(x.shape)} (axis {i} is 0)")
-    dt = kind.dtype(x)
-    if dtype is not None and dt != dtype:
-        raise TypeError(f"argument '{name}': expected dtype {dtype} (the dtype of the first array), got {dt}")
-    if dtype is None and dt not in floats:
-        raise TypeError(f"argument '{name}': expected one of {', '.join(floats)}, got {dt}")
-    return kind.contiguous(x)
+            raise ValueError(f"argument '{name}': expected every size >= 1, got shape {tuple(x.shape)} "
+                             f"(axis {i} is 0)")
+    return x
 
 
-def _shape(x, name, expected):
+def same(ref, refname: str, **arrays):
+    """Same kind, device and dtype as `ref` (None entries skipped); errors name the argument."""
+    for n, x in arrays.items():
+        if x is None:
+            continue
+        if is_torch(x) != is_torch(ref):
+            raise TypeError(f"argument '{n}': expected the array kind of '{refname}' "
+                            f"({type(ref).__name__}), got {type(x).__name__}")
+        if dtname(x) != dtname(ref):
+            raise TypeError(f"argument '{n}': expected dtype {dtname(ref)} (the dtype of '{refname}'), "
+                            f"got {dtname(x)}")
+        if device_id(x) != device_id(ref):
+            raise ValueError(f"argument '{n}': expected device {device_id(ref)} (that of '{refname}'), "
+                             f"got {device_id(x)}")
+
+
+def same_device(ref, refname: str, **arrays):
+    """Same kind and device as `ref` (any dtype); errors name the argument."""
+    for n, x in arrays.items():
+        if x is None:
+            continue
+        if is_torch(x) != is_torch(ref):
+            raise TypeError(f"argument '{n}': expected the array kind of '{refname}' "
+                            f"({type(ref).__name__}), got {type(x).__name__}")
+        if device_id(x) != device_id(ref):
+            raise ValueError(f"argument '{n}': expected device {device_id(ref)} (that of '{refname}'), "
+                             f"got {device_id(x)}")
+
+
+def shape(x, name: str, expected) -> None:
     if tuple(x.shape) != tuple(expected):
         raise ValueError(f"argument '{name}': expected shape {tuple(expected)}, got {tuple(x.shape)}")
 
 
-def _cap(kind, x):
-    return None if x is None else kind.capsule(x)
+def flag(v, name: str) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError(f"argument '{name}': expected a bool, got {type(v).__name__}")
+    return v
 
 
-class _LRU(OrderedDict):
-    def get_or(self, key, make):
-        if key in self:
-            self.move_to_end(key)
-            return self[key]
-        v = make()
-        self[key] = v
-        while len(self) > _PLAN_CACHE_SIZE:
-            self.popitem(last=False)
-        return v
+# ---- the array library of an array ----------------------------------------------------------------
+
+def xp(x):
+    """The array library of x (torch or cupy)."""
+    if is_torch(x):
+        import torch
+        return torch
+    import cupy
+    return cupy
 
 
-_fftconv_plans = _LRU()
-
-#: fftconv algorithm for new plans: 0 = the fused single-kernel path where it applies (float32,
-#: float16, bfloat16; causal with L + min(Lk, L) - 1 <= 32768; circular with L a power of two in
-#: [1024, 32768]), else cuFFT; 1 = always the cuFFT path. Part of the plan cache key.
-fftconv_algo = 0
-
-
-def _fftconv_plan(dev, B, H, L, Lk, mode, dtype, backward):
-    """A backward-capable plan serves forward calls too; asking for one drops the forward-only one."""
-    key = (dev, B, H, L, Lk, mode, dtype, fftconv_algo)
-    if (key, True) in _fftconv_plans:
-        return _fftconv_plans.get_or((key, True), None)
-    if not backward and (key, False) in _fftconv_plans:
-        return _fftconv_plans.get_or((key, False), None)
-    _fftconv_plans.pop((key, False), None)
-    return _fftconv_plans.get_or((key, backward),
-                                 lambda: _ext.cuda.FFTConvPlan(B, H, L, Lk, mode, dtype, backward, fftconv_algo))
+def contig(x):
+    if x is None:
+        return None
+    if is_torch(x):
+        return x.contiguous()
+    import cupy
+    return cupy.ascontiguousarray(x)
 
 
-def _fftconv_args(u, k, mode, pregate, postgate, skip):
-    kind = _kind(u, "u")
-    u = _check_array(u, "u", kind, ndim=3)
-    dev, dt = kind.device(u), kind.dtype(u)
-    B, H, L = (int(s) for s in u.shape)
-    k = _check_array(k, "k", kind, ndim=2, dtype=dt, device=dev)
-    if int(k.shape[0]) != H:
-        raise ValueError(f"argument 'k': expected shape ({H}, Lk) (H = u.shape[1]), got {tuple(k.shape)}")
-    Lk = int(k.shape[1])
-    if mode not in ("causal", "circular"):
-        raise ValueError(f"argument 'mode': expected one of 'causal', 'circular', got {mode!r}")
-    if mode == "circular" and Lk > L:
-        raise ValueError(f"argument 'k': circular mode needs Lk <= L, got Lk = {Lk} and L = {L}")
-    gates = []
-    for name, g in (("pregate", pregate), ("postgate", postgate)):
-        if g is not None:
-            g = _check_array(g, name, kind, ndim=3, dtype=dt, device=dev)
-            _shape(g, name, (B, H, L))
-        gates.append(g)
-    if skip is not None:
-        skip = _check_array(skip, "skip", kind, ndim=1, dtype=dt, device=dev)
-        _shape(skip, "skip", (H,))
-    return kind, u, k, gates[0], gates[1], skip, (dev, B, H, L, Lk, dt)
+def empty(like, shape, dtype: str | None = None):
+    """An uninitialised array of like's kind and device (dtype: a name; None: like's)."""
+    if is_torch(like):
+        if dtype is None:
+            return like.new_empty(shape)
+        t = _TORCH_DTYPE.get(dtype)
+        if t is None:
+            import torch
+            t = getattr(torch, dtype)
+        return like.new_empty(shape, dtype=t)
+    import cupy
+    with like.device:
+        return cupy.empty(tuple(shape), dtype=like.dtype if dtype is None else dtype)
 
 
-def fftconv(u, k, mode: str = "causal", pregate=None, postgate=None, skip=None):
-    """y = postgate ⊙ (k * v + skip ⊙ v), v = u ⊙ pregate, on the GPU (DESIGN.md fftconv).
-
-    u (B, H, L), k (H, Lk), pregate/postgate (B, H, L), skip (H,): one dtype among float16,
-    bfloat16, float32 (computed in float32) and float64; torch tensors or CuPy arrays on one
-    CUDA device. Returns y (B, H, L) of u's kind, dtype and device. The filter spectrum is
-    recomputed on every call (use FFTConvCUDA to keep it).
-    """
-    kind, u, k, pre, post, skip, (dev, B, H, L, Lk, dt) = _fftconv_args(u, k, mode, pregate, postgate, skip)
-    with kind.guard(u):
-        plan = _fftconv_plan(dev, B, H, L, Lk, mode, dt, False)
-        s = kind.stream(u)
-        y = kind.empty((B, H, L), dt, u)
-        plan.set_filter(_cap(kind, k), s)
-        plan.forward(_cap(kind, u), _cap(kind, pre), _cap(kind, post), _cap(kind, skip), _cap(kind, y), s)
-    return y
+def zeros(like, shape, dtype: str | None = None):
+    if is_torch(like):
+        import torch
+        return torch.zeros(tuple(shape), dtype=like.dtype if dtype is None else getattr(torch, dtype),
+                           device=like.device)
+    import cupy
+    with like.device:
+        return cupy.zeros(tuple(shape), dtype=like.dtype if dtype is None else dtype)
 
 
-def fftconv_vjp(dy, u, k, mode: str = "causal", pregate=None, postgate=None, skip=None):
-    """Vector-Jacobian product of fftconv at (u, k, pregate, postgate, skip) for cotangent dy.
-
-    Argument order: dy (B, H, L), then fftconv's arguments. Returns the tuple
-    (du, dk, dpregate, dpostgate, dskip), each shaped like its input, with None for the
-    inputs that were not given.
-    """
-    kind, u, k, pre, post, skip, (dev, B, H, L, Lk, dt) = _fftconv_args(u, k, mode, pregate, postgate, skip)
-    dy = _check_array(dy, "dy", kind, ndim=3, dtype=dt, device=dev)
-    _shape(dy, "dy", (B, H, L))
-    with kind.guard(u):
-        plan = _fftconv_plan(dev, B, H, L, Lk, mode, dt, True)
-        s = kind.stream(u)
-        du = kind.empty((B, H, L), dt, u)
-        dk = kind.empty((H, Lk), dt, u)
-        dpre = kind.empty((B, H, L), dt, u) if pre is not None else None
-        dpost = kind.empty((B, H, L), dt, u) if post is not None else None
-        dskip = kind.empty((H,), dt, u) if skip is not None else None
-        plan.set_filter(_cap(kind, k), s)
-        plan.backward(_cap(kind, dy), _cap(kind, u), _cap(kind, pre), _cap(kind, post), _cap(kind, skip),
-                      _cap(kind, du), _cap(kind, dk), _cap(kind, dpre), _cap(kind, dpost), _cap(kind, dskip), s)
-    return du, dk, dpre, dpost, dskip
+def scratch(like, nbytes: int):
+    """Device scratch of at least nbytes (at least 1) on like's device, freed with the array."""
+    return empty(like, (max(int(nbytes), 1),), "uint8")
 
 
-class FFTConvCUDA:
-    """fftconv with a fixed filter: the filter spectrum is computed once, here.
-
-    FFTConvCUDA(k, B, L, mode) then conv(u, pregate=None, postgate=None, skip=None) for u
-    of shape (B, H, L) with H = k.shape[0]. Call set_filter(k) when k changes.
-    """
-
-    def __init__(self, k, B: int, L: int, mode: str = "causal"):
-        self._kind = _kind(k, "k")
-        k = _check_array(k, "k", self._kind, ndim=2)
-        self.H, self.Lk = (int(s) for s in k.shape)
-        self.B, self.L, self.mode = int(B), int(L), mode
-        self.dtype, self.device = self._kind.dtype(k), self._kind.device(k)
-        if mode not in ("causal", "circular"):
-            raise ValueError(f"argument 'mode': expected one of 'causal', 'circular', got {mode!r}")
-        with self._kind.guard(k):
-            self._plan = _ext.cuda.FFTConvPlan(self.B, self.H, self.L, self.Lk, mode, self.dtype, False,
-                                               fftconv_algo)
-        self.set_filter(k)
-
-    def set_filter(self, k):
-        k = _check_array(k, "k", self._kind, ndim=2, dtype=self.dtype, device=self.device)
-        _shape(k, "k", (self.H, self.Lk))
-        with self._kind.guard(k):
-            self._plan.set_filter(_cap(self._kind, k), self._kind.stream(k))
-
-    def __call__(self, u, pregate=None, postgate=None, skip=None):
-        kind = self._kind
-        u = _check_array(u, "u", kind, ndim=3, dtype=self.dtype, device=self.device)
-        _shape(u, "u", (self.B, self.H, self.L))
-        args = []
-        for name, g in (("pregate", pregate), ("postgate", postgate)):
-            if g is not None:
-                g = _check_array(g, name, kind, ndim=3, dtype=self.dtype, device=self.device)
-                _shape(g, name, (self.B, self.H, self.L))
-            args.append(g)
-        if skip is not None:
-            skip = _check_array(skip, "skip", kind, ndim=1, dtype=self.dtype, device=self.device)
-            _shape(skip, "skip", (self.H,))
-        with kind.guard(u):
-            y = kind.empty((self.B, self.H, self.L), self.dtype, u)
-            self._plan.forward(_cap(kind, u), _cap(kind, args[0]), _cap(kind, args[1]), _cap(kind, skip),
-                               _cap(kind, y), kind.stream(u))
-        return y
-
-
-# ---- block Toeplitz -----------------------------------------------------------------------------
-
-_LAYOUTS = ("time-major", "space-major")
-_COMPLEX = {"float32": "complex64", "float64": "complex128"}
-
-
-def good_fft_size(n: int) -> int:
-    """Smallest m >= n whose prime factors are 2, 3, 5, 7 (as the native good_fft_size)."""
-    m = max(int(n), 1)
-    while True:
-        r = m
-        for p in (2, 3, 5, 7):
-            while r % p == 0:
-                r //= p
-        if r == 1:
-            return m
-        m += 1
-
-
-def toeplitz_nfft(Nt: int) -> int:
-    """FFT length of the block Toeplitz spectrum: good_fft_size(2·Nt - 1), at least 2."""
-    return max(2, good_fft_size(2 * int(Nt) - 1))
-
-
-class BlockToeplitzCUDA:
-    """Block lower-triangular Toeplitz operator on the GPU (DESIGN.md toeplitz).
-
-    BlockToeplitzCUDA(blocks, layout="time-major"): blocks (Nt, Nd, Nm) float32 or float64, a
-    torch tensor or CuPy array on a CUDA device. F̂ = rfft of the padded blocks along time,
-    (nfreq, Nd, Nm) complex64/complex128, is built on the GPU and kept (attribute `fhat`);
-    matvec and rmatvec both read it (rmatvec without a conjugate-transposed copy).
-    Vectors: time-major m (Nt, Nm) → d (Nt, Nd); space-major m (Nm, Nt) → d (Nd, Nt); a
-    trailing axis R gives several right-hand sides. `algo`: -1 = automatic (default: the plan
-    picks per direction by shape and R, see toeplitz_auto_algo); 0 = cuBLAS gemv for one right-hand side, gemm
-    for several; 1 = cuBLAS gemm always; 2 = strux's own kernels, which stream F̂ once per 16
-    right-hand sides (8 for float64); 3 = matvec with several right-hand sides as one real gemm per
-    frequency (F̂ read as a real Nd × 2Nm matrix; 0 elsewhere; the float32 default for R > 1 with
-    fft 2). 0 and 1 stay for comparison. `fft`: the transform layout,
-    -1 = automatic (toeplitz_auto_fft); 0 = strided R2C/C2R; 1 = two real columns per complex
-    column through one strided C2C; 2 = contiguous R2C/C2R with tiled transposes (for benchmarks;
-    the environment variable STRUX_TOEPLITZ_FFT sets the default of new operators).
-    """
-
-    def __init__(self, blocks, layout: str = "time-major", algo: int = -1, fft: int | None = None):
-        kind = _kind(blocks, "blocks")
-        blocks = _check_array(blocks, "blocks", kind, ndim=3, floats=("float32", "float64"))
-        Nt, Nd, Nm = (int(s) for s in blocks.shape)
-        dt = kind.dtype(blocks)
-        with kind.guard(blocks):
-            fhat = kind.empty((toeplitz_nfft(Nt) // 2 + 1, Nd, Nm), _COMPLEX[dt], blocks)
-            _ext.cuda.build_toeplitz_fhat(_cap(kind, blocks), _cap(kind, fhat), dt, kind.stream(blocks))
-        self._init(kind, fhat, Nt, Nd, Nm, dt, kind.device(blocks), layout, algo, fft)
-
-    def _init(self, kind, fhat, Nt, Nd, Nm, dt, dev, layout, algo, fft=None):
-        if layout not in _LAYOUTS:
-            raise ValueError(f"argument 'layout': expected one of 'time-major', 'space-major', got {layout!r}")
-        if algo not in (-1, 0, 1, 2, 3):
-            raise ValueError(f"argument 'algo': expected -1 (automatic), 0, 1, 2 or 3, got {algo!r}")
-        if fft is None:
-            env = os.environ.get("STRUX_TOEPLITZ_FFT", "-1")
-            try:
-                fft = int(env)
-            except ValueError:
-                raise ValueError(f"STRUX_TOEPLITZ_FFT: expected -1, 0, 1 or 2, got {env!r}") from None
-        if fft not in (-1, 0, 1, 2):
-            raise ValueError(f"argument 'fft': expected -1 (automatic), 0, 1 or 2, got {fft!r}")
-        self._kind, self.fhat = kind, fhat
-        self.Nt, self.Nd, self.Nm, self.dtype, self.device = Nt, Nd, Nm, dt, dev
-        self.layout, self.algo, self.fft = layout, algo, fft
-        self.shape = (Nt * Nd, Nt * Nm)
-        self._plans = {}
-
-    @classmethod
-    def from_fhat(cls, fhat, Nt: int, layout: str = "time-major", algo: int = -1, fft: int | None = None):
-        """From a spectrum (nfreq, Nd, Nm) made by this class (nfreq = toeplitz_nfft(Nt)//2+1)."""
-        kind = _kind(fhat, "fhat")
-        fhat = _check_array(fhat, "fhat", kind, ndim=3, floats=("complex64", "complex128"))
-        dt = {"complex64": "float32", "complex128": "float64"}[kind.dtype(fhat)]
-        _shape(fhat, "fhat", (toeplitz_nfft(Nt) // 2 + 1,) + tuple(int(s) for s in fhat.shape[1:]))
-        self = cls.__new__(cls)
-        self._init(kind, fhat, int(Nt), int(fhat.shape[1]), int(fhat.shape[2]), dt, kind.device(fhat), layout, algo,
-                   fft)
-        return self
-
-    @classmethod
-    def from_lti(cls, A, B, C, D=None, Nt: int = 1, layout: str = "time-major", algo: int = -1,
-                 fft: int | None = None):
-        """blocks[t] = C Aᵗ B (+ D at t = 0), computed on the GPU, then as BlockToeplitzCUDA(blocks)."""
-        kind = _kind(A, "A")
-        A = _check_array(A, "A", kind, ndim=2, floats=("float32", "float64"))
-        dt, dev = kind.dtype(A), kind.device(A)
-        ns = int(A.shape[0])
-        _shape(A, "A", (ns, ns))
-        B = _check_array(B, "B", kind, ndim=2, dtype=dt, device=dev)
-        C = _check_array(C, "C", kind, ndim=2, dtype=dt, device=dev)
-        if int(B.shape[0]) != ns:
-            raise ValueError(f"argument 'B': expected shape ({ns}, Nm), got {tuple(B.shape)}")
-        if int(C.shape[1]) != ns:
-            raise ValueError(f"argument 'C': expected shape (Nd, {ns}), got {tuple(C.shape)}")
-        Nd, Nm = int(C.shape[0]), int(B.shape[1])
-        if D is not None:
-            D = _check_array(D, "D", kind, ndim=2, dtype=dt, device=dev)
-            _shape(D, "D", (Nd, Nm))
-        if int(Nt) < 1:
-            raise ValueError(f"argument 'Nt': expected a size >= 1, got {Nt}")
-        with kind.guard(A):
-            blocks = kind.empty((int(Nt), Nd, Nm), dt, A)
-            X = B
-            for t in range(int(Nt)):
-                blocks[t] = C @ X
-                X = A @ X
-            if D is not None:
-                blocks[0] += D
-        return cls(blocks, layout=layout, algo=algo, fft=fft)
-
-    def _plan(self, R):
-        key = R
-        if key not in self._plans:
-            with self._kind.guard(self.fhat):
-                self._plans[key] = _ext.cuda.ToeplitzPlan(self.Nt, self.Nd, self.Nm, R, self.layout, self.dtype,
-                                                          self.algo, self.fft)
-        return self._plans[key]
-
-    def _vec(self, x, name, n):
-        x = _check_array(x, name, self._kind, dtype=self.dtype, device=self.device)
-        if x.ndim not in (2, 3):
-            raise ValueError(f"argument '{name}': expected 2 or 3 dimensions, got {x.ndim} (shape {tuple(x.shape)})")
-        want = (self.Nt, n) if self.layout == "time-major" else (n, self.Nt)
-        if tuple(int(s) for s in x.shape[:2]) != want:
-            raise ValueError(f"argument '{name}': expected shape {want} or {want + ('R',)} ({self.layout}), "
-                             f"got {tuple(x.shape)}")
+def cast(x, dtype: str):
+    if dtname(x) == dtype:
         return x
+    if is_torch(x):
+        import torch
+        return x.to(getattr(torch, dtype))
+    return x.astype(dtype)
 
-    def _apply(self, x, name, nin, nout, adjoint):
-        kind = self._kind
-        x = self._vec(x, name, nin)
-        R = int(x.shape[2]) if x.ndim == 3 else 1
-        shape = ((self.Nt, nout) if self.layout == "time-major" else (nout, self.Nt)) + tuple(x.shape[2:])
-        with kind.guard(x):
-            plan = self._plan(R)
-            y = kind.empty(shape, self.dtype, x)
-            f = plan.rmatvec if adjoint else plan.matvec
-            f(_cap(kind, self.fhat), _cap(kind, x), _cap(kind, y), kind.stream(x))
-        return y
 
-    def matvec(self, m):
-        """d = F m."""
-        return self._apply(m, "m", self.Nm, self.Nd, False)
+def copy(x):
+    return x.clone() if is_torch(x) else x.copy()
 
-    def rmatvec(self, d):
-        """m = Fᵀ d (the adjoint)."""
-        return self._apply(d, "d", self.Nd, self.Nm, True)
 
-    def __matmul__(self, m):
-        return self.matvec(m)
+def ptr(x) -> int:
+    """The device address of x's first element (0 for None)."""
+    if x is None:
+        return 0
+    return x.data_ptr() if is_torch(x) else x.data.ptr
+
+
+def stream(like) -> int:
+    """The current stream of like's library on like's device, as an integer handle."""
+    if is_torch(like):
+        see_torch(like)
+        return _torch_stream(like.get_device())
+    import cupy
+    with like.device:
+        return int(cupy.cuda.get_current_stream().ptr)
+
+
+def device_guard(x):
+    """A context manager that makes x's device current (for work of the array library itself;
+    the plans' calls set their device in C++)."""
+    if is_torch(x):
+        import torch
+        return torch.cuda.device(x.device)
+    return x.device

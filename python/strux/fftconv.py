@@ -128,6 +128,13 @@ def _operator(u, k, mode):
     return u, FFTConv(k, u.shape[2], mode=mode)
 
 
+def _gpu():
+    """The CUDA path of fftconv (torch / CuPy arrays), or a clear error when absent."""
+    cuda_backend()  # raises when this build or machine has no CUDA
+    from . import _cuda_fftconv
+    return _cuda_fftconv
+
+
 def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=None) -> np.ndarray:
     """Depthwise FFT convolution of u (B, H, L) with k (H, Lk) along the last axis.
 
@@ -138,7 +145,7 @@ def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=Non
     CUDA arrays (torch, CuPy) run on the GPU on the current stream and come back of their kind.
     """
     if on_gpu(u):
-        return cuda_backend().fftconv(u, k, mode, pregate, postgate, skip)
+        return _gpu().fftconv(u, k, mode, pregate, postgate, skip)
     u, op = _operator(u, k, mode)
     return op(u, pregate=pregate, postgate=postgate, skip=skip)
 
@@ -152,6 +159,6 @@ def fftconv_vjp(dy, u, k, *, mode: str = "causal", pregate=None, postgate=None, 
     dk[:, s] = 0 for taps s >= L (they never reach an output). CUDA arrays run on the GPU.
     """
     if on_gpu(u):
-        return cuda_backend().fftconv_vjp(dy, u, k, mode, pregate, postgate, skip)
+        return _gpu().fftconv_vjp(dy, u, k, mode, pregate, postgate, skip)
     u, op = _operator(u, k, mode)
     return op.vjp(dy, u, pregate=pregate, postgate=postgate, skip=skip)

@@ -15,68 +15,30 @@ results cast back. Non-contiguous inputs are copied to C order first.
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 from . import _ext
 from ._arrays import (check_shape, cuda_backend, on_gpu, choice, compute_dtype, native, real_array, result,
                       same_dtype)
+from ._ks_pattern import cols as _cols, pattern as _pattern, patterns as _patterns, rows as _rows
 
 _LAYOUTS = ("bsf", "bsl")
 
 
-# Tensor types whose CUDA instances go straight to the GPU path (set by strux._cuda_ks_scan once
-# it has handled one: torch.Tensor, nn.Parameter), skipping the DLPack device probe of on_gpu.
+# Tensor types whose CUDA instances go straight to the GPU path (filled here once one has gone
+# there: torch.Tensor, nn.Parameter), skipping the DLPack device probe of on_gpu.
 _gpu_types: tuple = ()
-_cuda_ks_scan = None  # that module, set with _gpu_types
+_cuda_ks = None  # strux._cuda_ks, set with _gpu_types
 
 
-def _gpu():
-    """The CUDA path for ks and scans (torch / CuPy arrays), or a clear error when absent."""
+def _gpu(x=None):
+    """The CUDA path of ks (torch / CuPy arrays), or a clear error when absent."""
+    global _gpu_types, _cuda_ks
     cuda_backend()  # raises when this build or machine has no CUDA
-    from . import _cuda_ks_scan
-    return _cuda_ks_scan
-
-
-def _pattern(pattern, name: str = "pattern") -> tuple:
-    """(a, b, c, d) as Python ints, each >= 1."""
-    try:
-        p = tuple(pattern)
-    except TypeError:
-        raise ValueError(f"argument '{name}': expected a 4-tuple (a, b, c, d) of positive integers, "
-                         f"got {pattern!r}") from None
-    ok = len(p) == 4 and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in p)
-    if not ok or any(not 1 <= int(v) <= 2**62 for v in p):
-        raise ValueError(f"argument '{name}': expected a 4-tuple (a, b, c, d) of positive integers, "
-                         f"got {pattern!r}")
-    if int(np.prod([int(v) for v in p], dtype=object)) > 2**62:
-        raise ValueError(f"argument '{name}': a*b*c*d = {int(np.prod([int(v) for v in p], dtype=object))} "
-                         f"values overflow the sizes strux indexes (2^62), got {pattern!r}")
-    return tuple(int(v) for v in p)
-
-
-def _patterns(patterns) -> list:
-    """A non-empty list of compatible patterns (cols of π_p == rows of π_{p+1})."""
-    if isinstance(patterns, (str, bytes)) or not hasattr(patterns, "__len__") or len(patterns) == 0:
-        raise ValueError(f"argument 'patterns': expected a non-empty list of (a, b, c, d) patterns, "
-                         f"got {patterns!r}")
-    ps = [_pattern(p, f"patterns[{q}]") for q, p in enumerate(patterns)]
-    for q in range(len(ps) - 1):
-        (a, _, c, d), (a2, b2, _, d2) = ps[q], ps[q + 1]
-        if a * c * d != a2 * b2 * d2:
-            raise ValueError(
-                f"argument 'patterns': entries {q} and {q + 1} are not compatible: a*c*d of patterns[{q}] "
-                f"{ps[q]} is {a * c * d} but a*b*d of patterns[{q + 1}] {ps[q + 1]} is {a2 * b2 * d2}")
-    return ps
-
-
-def _rows(p) -> int:
-    return p[0] * p[1] * p[3]
-
-
-def _cols(p) -> int:
-    return p[0] * p[2] * p[3]
+    from . import _cuda_ks
+    if not _gpu_types and x is not None:
+        _gpu_types, _cuda_ks = _cuda_ks.fast_types(x), _cuda_ks
+    return _cuda_ks
 
 
 def _act(x, name: str, width: int, layout: str) -> np.ndarray:
@@ -115,9 +77,9 @@ def ks_matmul(x, w, pattern, *, layout: str = "bsf"):
     Returns an array of shape (batch, M) or (M, batch) in the dtype of x.
     """
     if type(x) in _gpu_types and x.is_cuda:
-        return _cuda_ks_scan.ks_matmul(x, w, pattern, layout=layout)
+        return _cuda_ks.ks_matmul(x, w, pattern, layout=layout)
     if on_gpu(x):
-        return _gpu().ks_matmul(x, w, pattern, layout=layout)
+        return _gpu(x).ks_matmul(x, w, pattern, layout=layout)
     layout = choice(layout, "layout", _LAYOUTS)
     p = _pattern(pattern)
     w = _weights(w, "w", p)
@@ -136,9 +98,9 @@ def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf"):
     batch runs along axis 1), shaped like w. Both in the dtype of x.
     """
     if type(x) in _gpu_types and x.is_cuda:
-        return _cuda_ks_scan.ks_matmul_vjp(dy, x, w, pattern, layout=layout)
+        return _cuda_ks.ks_matmul_vjp(dy, x, w, pattern, layout=layout)
     if on_gpu(x):
-        return _gpu().ks_matmul_vjp(dy, x, w, pattern, layout=layout)
+        return _gpu(x).ks_matmul_vjp(dy, x, w, pattern, layout=layout)
     layout = choice(layout, "layout", _LAYOUTS)
     p = _pattern(pattern)
     w = _weights(w, "w", p)
@@ -162,9 +124,9 @@ def ks_chain(x, ws, patterns, *, layout: str = "bsf"):
     M = a_1*b_1*d_1. K_P is applied first.
     """
     if type(x) in _gpu_types and x.is_cuda:
-        return _cuda_ks_scan.ks_chain(x, ws, patterns, layout=layout)
+        return _cuda_ks.ks_chain(x, ws, patterns, layout=layout)
     if on_gpu(x):
-        return _gpu().ks_chain(x, ws, patterns, layout=layout)
+        return _gpu(x).ks_chain(x, ws, patterns, layout=layout)
     layout = choice(layout, "layout", _LAYOUTS)
     ps = _patterns(patterns)
     ws = _weight_list(ws, ps)
@@ -184,9 +146,9 @@ def ks_chain_vjp(dy, x, ws, patterns, *, layout: str = "bsf"):
     intermediates are recomputed (not taken from an earlier ks_chain call).
     """
     if type(x) in _gpu_types and x.is_cuda:
-        return _cuda_ks_scan.ks_chain_vjp(dy, x, ws, patterns, layout=layout)
+        return _cuda_ks.ks_chain_vjp(dy, x, ws, patterns, layout=layout)
     if on_gpu(x):
-        return _gpu().ks_chain_vjp(dy, x, ws, patterns, layout=layout)
+        return _gpu(x).ks_chain_vjp(dy, x, ws, patterns, layout=layout)
     layout = choice(layout, "layout", _LAYOUTS)
     ps = _patterns(patterns)
     ws = _weight_list(ws, ps)

@@ -91,7 +91,9 @@ class BlockToeplitz(LinearOperator):
         if on_gpu(blocks):
             # CUDA blocks: the operator lives on their device; matvec/rmatvec take and return
             # arrays of the same kind there (torch or CuPy) on the current stream.
-            self._gpu = cuda_backend().BlockToeplitzCUDA(blocks, choice(layout, "layout", _LAYOUTS))
+            cuda_backend()  # raises when this build or machine has no CUDA
+            from . import _cuda_toeplitz
+            self._gpu = _cuda_toeplitz.BlockToeplitzCUDA(blocks, choice(layout, "layout", _LAYOUTS))
             self._layout, self._dtype = layout, None
             self._nt, self._nd, self._nm = (int(s) for s in blocks.shape)
             LinearOperator.__init__(self, None, (self._nt * self._nd, self._nt * self._nm))

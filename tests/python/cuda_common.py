@@ -5,7 +5,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import strux  # noqa: E402
-from strux import _cuda  # noqa: E402
+from strux import _cuda_fftconv as _cuda  # noqa: E402  (fftconv's GPU module)
 
 needs_gpu = pytest.mark.skipif(not (torch.cuda.is_available() and _cuda.available()),
                                reason="needs a CUDA GPU and strux built with CUDA")

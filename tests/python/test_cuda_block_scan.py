@@ -1,25 +1,45 @@
-"""GPU block_circulant_scan forward and backward (strux._cuda_ks_scan, the strux.scan dispatch of
+"""GPU block_circulant_scan forward and backward (strux._cuda_scan, the strux.scan dispatch of
 CUDA arrays, the strux.torch op) against strux's float64 CPU backend. Skipped without PyTorch,
 a GPU or the CUDA build."""
+import functools
+
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 import strux  # noqa: E402
-from strux import _cuda_ks_scan as K  # noqa: E402
+from strux import _cuda_scan as K  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and K.available()),
                                 reason="needs a CUDA GPU and strux built with CUDA")
 DEV = "cuda"
-# STRUX_BC_SCAN forces the kernels: "" = the plan's choice; "generic" = the any-p shared-memory
-# kernels; "seq" = the register kernels in one chunk; a number = chunks of that many steps.
+# Forced kernels (options passed to the plan): "" = the plan's choice; "generic" = the any-p
+# shared-memory kernels; "seq" = the register kernels in one chunk; a number = chunks of that
+# many steps.
 PATHS = ["", "generic", "seq", "3"]
+_PLAIN = {n: getattr(K, n) for n in ("block_circulant_scan", "block_circulant_scan_vjp")}
+
+
+def options_of(path):
+    if path == "":
+        return None
+    if path.isdigit():
+        return {"chunk": int(path)}
+    return {"path": "registers" if path == "seq" else path}
+
+
+def registers(path):
+    """Whether a forced path needs the register kernels (p <= 4)."""
+    return path not in ("", "generic")
 
 
 @pytest.fixture
 def use_path(monkeypatch):
+    """Sets the options the K calls (and strux's dispatch to them) pass to the plans."""
     def set_path(path):
-        monkeypatch.setenv("STRUX_BC_SCAN", path)
+        opts = options_of(path)
+        for name, f in _PLAIN.items():
+            monkeypatch.setattr(K, name, functools.partial(f, options=opts) if opts else f)
     return set_path
 
 
@@ -50,6 +70,10 @@ def check_vjp(a, u, h0, dh, dl, tol, paths, use_path):
     ref = strux.block_circulant_scan_vjp(_np(dh), _np(a), _np(u), h0=_np(h0), dh_last=_np(dl))
     for path in paths:
         use_path(path)
+        if registers(path) and a.shape[2] > 4 and u.dtype != torch.float64:
+            with pytest.raises(ValueError, match="register"):  # the register kernels need p <= 4
+                strux.block_circulant_scan(a, u, h0=h0)
+            continue
         h = strux.block_circulant_scan(a, u, h0=h0)
         assert h.is_cuda and h.dtype == u.dtype and _rel(h, ref_h) < tol, (path, _rel(h, ref_h))
         got = strux.block_circulant_scan_vjp(dh, a, u, h0=h0, dh_last=dl)  # CUDA arrays: the GPU
@@ -77,7 +101,6 @@ def test_vjp_vs_cpu_float64(p, k, T, with_h0, use_path):
 def test_long_sequences_chunked(B, T, p, k, use_path):
     """Long T: the plan's own choice (chunked here: B * kf is small), chunks of 7 and 64 steps
     (partial last chunks), and both unchunked kernels."""
-    use_path("")
     regs, L = K.block_circulant_scan_path(B, T, p, k)
     assert regs and L < T
     a, u, h0, dh, dl = make(B, T, p, k, True, seed=T)
@@ -85,18 +108,18 @@ def test_long_sequences_chunked(B, T, p, k, use_path):
     check_vjp(a, u, None, dh, None, 1e-4, ["", "7"], use_path)
 
 
-def test_plan_choice(use_path):
-    use_path("")
+def test_plan_choice():
     assert K.block_circulant_scan_path(8, 1024, 4, 64)[1] < 1024   # 264 (batch, frequency) threads
     assert K.block_circulant_scan_path(8, 1024, 5, 64) == (False, 1024)  # p > 4: generic kernels
     assert K.block_circulant_scan_path(4096, 64, 4, 128)[1] == 64   # the sequence fills the GPU
-    use_path("5")
-    assert K.block_circulant_scan_path(2, 17, 3, 8) == (True, 5)
-    use_path("seq")
-    assert K.block_circulant_scan_path(2, 17, 3, 8) == (True, 17)
-    use_path("bogus")
-    with pytest.raises(ValueError, match="STRUX_BC_SCAN"):
-        K.block_circulant_scan_path(2, 17, 3, 9)
+    assert K.block_circulant_scan_path(2, 17, 3, 8, options={"chunk": 5}) == (True, 5)
+    assert K.block_circulant_scan_path(2, 17, 3, 8, options={"path": "registers"}) == (True, 17)
+    assert K.block_circulant_scan_path(2, 17, 3, 8, options={"path": "generic"}) == (False, 17)
+    assert "generic" in K.block_circulant_scan_describe(2, 17, 3, 8, options={"path": "generic"})
+    with pytest.raises(ValueError, match="path"):
+        K.block_circulant_scan_path(2, 17, 3, 9, options={"path": "bogus"})
+    with pytest.raises(ValueError, match="register"):
+        K.block_circulant_scan_path(2, 17, 5, 9, options={"chunk": 3})
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float16, 5e-3), (torch.bfloat16, 3e-2)])
@@ -182,7 +205,7 @@ def test_torch_autograd_native(with_h0, dtype, tol, monkeypatch):
     """strux.torch's op on CUDA runs the native backward (the PyTorch time loop is patched to
     fail) and matches the op's float64 CPU path (its time-loop formulas, gradchecked in
     test_cuda_scan.test_torch_ops)."""
-    from strux import torch_ks_scan as TS
+    from strux.torch import _scan as TS
     B, T, p, k = 2, 23, 3, 10
     a, u, h0, dh, dl = make(B, T, p, k, with_h0, seed=2, dtype=dtype)
     cpu = [None if x is None else x.detach().cpu().double().requires_grad_() for x in (a, u, h0)]

@@ -1,13 +1,13 @@
-"""The lean host path of the GPU ks products (strux._cuda_ks_lean, python/src/bind_cuda_ks_raw.cpp):
-the same values as the checked DLPack path, every check still reached, and the strux.torch ks
-ops (eager fast path and registered ops) under autograd, opcheck, torch.compile and CUDA graph
-capture. Skipped without PyTorch, a GPU or the CUDA build."""
+"""The host path of the GPU ks products (strux._cuda_ks, python/src/bind_cuda_ks.cpp): torch calls
+that pass the cheap checks give the same values as the full checks, every check is still
+reached, and the strux.torch ks ops (eager fast path and registered ops) work under autograd,
+opcheck, torch.compile and CUDA graph capture. Skipped without PyTorch, a GPU or the CUDA
+build."""
 import pytest
 
 torch = pytest.importorskip("torch")
 import strux  # noqa: E402
-from strux import _cuda_ks_lean as L  # noqa: E402
-from strux import _cuda_ks_scan as K  # noqa: E402
+from strux import _cuda_ks as K  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and K.available()),
                                 reason="needs a CUDA GPU and strux built with CUDA")
@@ -36,20 +36,20 @@ def ref_ks(x, w, p, layout):
 
 
 def boom(*args, **kwargs):
-    raise RuntimeError("boom: the checked DLPack entry was called")
+    raise RuntimeError("boom: the full checks ran")
 
 
 @pytest.fixture
 def no_dlpack(monkeypatch):
-    """Turns the lean path on and makes the checked DLPack entries raise, so a call that
-    succeeds took the lean path and a call that raises 'boom' took the checked one."""
-    L.init()
-    assert L.TT, "the lean path is off in this build"
-    orig = {n: getattr(K._ext, n) for n in ("cuda_ks_forward", "cuda_ks_backward")}
+    """Makes the full checks (strux._cuda_ks._checked / _chain_args) raise, so a call that
+    succeeds took the cheap torch checks and a call that raises 'boom' took the full ones."""
+    K.fast_types(torch.empty(0))
+    assert K._a.TT, "no torch types for the cheap checks"
+    orig = {n: getattr(K, n) for n in ("_checked", "_chain_args")}
 
     def off(on=False):
         for n, f in orig.items():
-            monkeypatch.setattr(K._ext, n, f if on else boom)
+            monkeypatch.setattr(K, n, f if on else boom)
     return off
 
 
@@ -63,7 +63,7 @@ def test_lean_matches_checked(p, layout, dtype, no_dlpack):
     for batch in (1, 301):
         x = rnd(batch, N, dtype=dtype) if layout == "bsf" else rnd(N, batch, dtype=dtype)
         no_dlpack(on=True)
-        want = K._ks_fwd(x, w, p, layout)          # checked entry (DLPack)
+        want = K._ks_fwd(x, w, p, layout)          # one checked factor
         dy = rnd(*want.shape, dtype=dtype)
         wdx, wdw = K._ks_bwd(dy, x, w, p, layout)
         no_dlpack()
@@ -81,7 +81,7 @@ def test_lean_matches_checked(p, layout, dtype, no_dlpack):
         xn.view(-1)[x.numel() // 2] = float("nan")
         yn = K.ks_matmul(xn, w, p, layout=layout)
         assert torch.equal(torch.isnan(yn).cpu(), torch.isnan(ref_ks(xn, w, p, layout)).cpu())
-        # non-contiguous inputs take the checked path (which copies them)
+        # non-contiguous inputs take the full checks (which copy them)
         xt = rnd(batch, 2 * N, dtype=dtype)[:, ::2] if layout == "bsf" else rnd(N, 2 * batch, dtype=dtype)[:, ::2]
         if not xt.is_contiguous():
             with pytest.raises(RuntimeError, match="boom"):
@@ -161,8 +161,8 @@ def test_checks_still_name_the_argument(no_dlpack):
 # ---- strux.torch ks ops -----------------------------------------------------------------------
 
 def T():
-    from strux import torch_ks_scan
-    return torch_ks_scan
+    from strux.torch import _ks
+    return _ks
 
 
 @pytest.mark.parametrize("layout", ["bsf", "bsl"])

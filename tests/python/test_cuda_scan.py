@@ -1,9 +1,11 @@
-"""GPU scans (strux._cuda_ks_scan, strux.torch_ks_scan) against float64 loops of the DESIGN.md
+"""GPU scans (strux._cuda_scan, strux.torch) against float64 loops of the DESIGN.md
 recurrences. Skipped without PyTorch, a GPU or the CUDA build."""
+import functools
+
 import pytest
 
 torch = pytest.importorskip("torch")
-from strux import _cuda_ks_scan as K  # noqa: E402
+from strux import _cuda_scan as K  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and K.available()),
                                 reason="needs a CUDA GPU and strux built with CUDA")
@@ -42,14 +44,30 @@ def ref_scan(a, b, h0=None):
 
 
 SHAPES = [(1, 1, 1), (2, 7, 3), (3, 300, 37), (2, 1000, 65), (1, 4097, 5), (2, 37, 16), (1, 53, 24)]
-# STRUX_DIAG_SCAN forces a kernel: the chunked look-back kernel, or the streaming one with one
-# channel (seq1) or 16 bytes of channels (seqv) per thread; "" = the plan's own choice.
+# options={"path": ...} forces a kernel: the chunked look-back kernel, or the streaming one with
+# one channel (seq1) or 16 bytes of channels (seqv) per thread; "" = the plan's own choice.
 ALGOS = ["", "lookback", "seq1", "seqv"]
+_PLAIN = {n: getattr(K, n) for n in ("diag_scan", "diag_scan_vjp")}
+
+
+def force(monkeypatch, path):
+    """K.diag_scan / diag_scan_vjp with options {"path": path} ("": the plan's own choice)."""
+    for name, f in _PLAIN.items():
+        monkeypatch.setattr(K, name, functools.partial(f, options={"path": path}) if path else f)
+
+
+def forced_applies(algo, dtype, n):
+    """Whether a forced kernel exists for this dtype and n (else the plan raises ValueError)."""
+    if algo in ("", "lookback"):
+        return True
+    if dtype in (torch.float64, torch.complex128):
+        return False
+    return algo != "seqv" or n % (16 // dtype.itemsize) == 0
 
 
 @pytest.fixture
 def algo(request, monkeypatch):
-    monkeypatch.setenv("STRUX_DIAG_SCAN", request.param)
+    force(monkeypatch, request.param)
     return request.param
 
 
@@ -62,6 +80,10 @@ def test_diag_scan_forward_backward(shape, dtype, with_h0, algo):
     B, T, n = shape
     a, b = coeffs(B, T, n, dtype)
     h0 = coeffs(B, 1, n, dtype)[1][:, 0] if with_h0 else None
+    if not forced_applies(algo, dtype, n):
+        with pytest.raises(ValueError, match="algo"):
+            K.diag_scan(a, b, h0=h0)
+        return
     h, hl = K.diag_scan(a, b, h0=h0, return_final=True)
     ref = ref_scan(a, b, h0)
     assert h.dtype == dtype and rel(h, ref) < TOL[dtype]
@@ -87,7 +109,7 @@ def test_diag_scan_forward_backward(shape, dtype, with_h0, algo):
 def test_streaming_kernel_chosen_by_size(dtype, monkeypatch):
     """Enough channels (B*n >= 96 per SM) take the streaming kernel without forcing; a misaligned
     h0 (storage offset of one element) must make the 16-byte form fall back, not misread."""
-    monkeypatch.delenv("STRUX_DIAG_SCAN", raising=False)
+    force(monkeypatch, "")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     B, T, n = 2, 21, 512 * sms // 2 + 8    # > one resident wave: the vector form when aligned
     a, b = coeffs(B, T, n, dtype)
@@ -99,7 +121,7 @@ def test_streaming_kernel_chosen_by_size(dtype, monkeypatch):
     assert rel(K.diag_scan(a, b, h0=h0), ref_scan(a, b, h0)) < TOL[dtype]
     dh = coeffs(B, T, n, dtype)[1]
     da, db, dh0 = K.diag_scan_vjp(dh, a, b, h0=h0)
-    monkeypatch.setenv("STRUX_DIAG_SCAN", "lookback")
+    force(monkeypatch, "lookback")
     da2, db2, dh02 = K.diag_scan_vjp(dh, a, b, h0=h0)
     tol = 3 * TOL[dtype]
     for x, y in ((da, da2), (db, db2), (dh0, dh02)):
@@ -116,8 +138,7 @@ def test_streaming_nan_and_in_place(algo):
     # in place (b's buffer as h), as circulant_scan's spectra use it
     a, b = coeffs(3, 45, 16, torch.complex64)
     ref = ref_scan(a, b)
-    ws = K._bytes(a, K._ext.cuda_diag_scan_workspace(3, 45, 16, 4))
-    K._ext.cuda_diag_scan_forward(a, b, None, b, ws, 1.0, K._stream(a))
+    K._diag_fwd(a, b, None, 1.0, K._O.diag_scan_code({"path": algo}), out=b)
     assert rel(b, ref) < TOL[torch.complex64]
 
 
@@ -173,7 +194,7 @@ def test_circulant_scan(n):
 
 
 def test_torch_ops():
-    from strux import torch_ks_scan as TS
+    from strux.torch import _scan as TS
     # complex128 / float64 run the PyTorch path of the same op: gradcheck checks its backward op
     a = (0.5 * torch.randn(2, 6, 3, dtype=torch.complex128)).requires_grad_()
     b = torch.randn(2, 6, 3, dtype=torch.complex128, requires_grad=True)

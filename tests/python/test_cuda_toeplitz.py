@@ -2,7 +2,9 @@
 import numpy as np
 import pytest
 
-from cuda_common import _cuda, needs_gpu, ref_toeplitz, rel, torch
+from cuda_common import needs_gpu, ref_toeplitz, rel, torch
+
+from strux import _cuda_toeplitz as _cuda  # noqa: E402
 
 pytestmark = needs_gpu
 
@@ -180,18 +182,15 @@ def test_own_kernels_nan_in_tail(fft):
     assert torch.isnan(x[:, 129]).all() and not torch.isnan(x[:, :129]).any()
 
 
-def test_default_is_automatic(monkeypatch):
-    monkeypatch.delenv("STRUX_TOEPLITZ_FFT", raising=False)
+def test_default_is_automatic():
     op = _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"))
     assert op.algo == -1 and op.fft == -1
     for R in (1, 16):
         assert op._plan(R).fft == AUTO_FFT
-    monkeypatch.setenv("STRUX_TOEPLITZ_FFT", "2")
-    assert _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"))._plan(1).fft == 2
-    monkeypatch.setenv("STRUX_TOEPLITZ_FFT", "x")
-    with pytest.raises(ValueError, match="STRUX_TOEPLITZ_FFT"):
-        _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"))
-    monkeypatch.delenv("STRUX_TOEPLITZ_FFT")
+    assert "fft" in op.describe(16)
+    assert _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"), fft=2)._plan(1).fft == 2
+    with pytest.raises(ValueError, match="'fft'"):
+        _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"), fft="x")
     for R in (1, 16):  # float32 matvec R > 1: the real gemm (algo 3, version 7); float64 keeps algo 0
         assert (op._plan(R).algo, op._plan(R).rmatvec_algo) == (0 if R == 1 else 3, 2)
     op64 = _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda", dtype=torch.float64))

@@ -1,7 +1,9 @@
 """strux.torch custom ops on the GPU: gradcheck, torch.compile, CUDA graph capture."""
 import pytest
 
-from cuda_common import _cuda, needs_gpu, rand, ref_fftconv, rel, torch
+from cuda_common import needs_gpu, rand, ref_fftconv, rel, torch
+
+from strux import _cuda_toeplitz as _cuda  # noqa: E402
 
 pytestmark = needs_gpu
 

@@ -6,12 +6,14 @@
 // from device memory into shared memory and writes its strided output columns in place; no
 // permutation passes. Some plans run cuBLAS instead: on strided views (batch-last, or d == 1),
 // or (batch-first, d > 1) between in-row transpositions of x and y (every dtype, and backward_w
-// there on transposed copies of x and dy); the choice is made once per plan
-// (src/cuda/ks/ks_plan.cu). All pointers are device pointers to
+// there on transposed copies of x and dy); the choice is made once per plan, by the solver table
+// of src/cuda/ks/ks_plan.cu, or forced through KsOptions. All pointers are device pointers to
 // C-contiguous memory; work goes on `stream` (a cudaStream_t, 0 = legacy default).
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "strux/cuda/common.hpp"  // DType
 
@@ -29,6 +31,18 @@ struct KsPattern {
 enum class KsPath { kernels, blas, stream, tr };
 const char* ks_path_name(KsPath p);  // "kernels", "blas", "stream", "tr"
 
+// Explicit choices for a plan (tests, benchmarks); the defaults let the solver table decide.
+struct KsOptions {
+  // Forces a path on every operation it applies to (stream: forward and backward_x only); the
+  // others keep the table's choice. A forced path that applies to none of the plan's
+  // operations is a ValueError.
+  std::optional<KsPath> path;
+  int stream_tn = 0;     // the streaming kernel's batch tile: 0 (its rule), 32, 64 or 128
+  int stream_mt = 0;     // its m16 tiles per warp item: 0 (its rule), 1 or 2
+  bool dw_ptrs = true;   // backward_w's looped GEMMs as one pointer-array call (else a host loop)
+  int tc_variant = -1;   // the float32 tensor-core kernel variant: -1 (its table), 0 or 1
+};
+
 // A plan for one factor and one batch size / layout. Checks the arguments (ValueError naming
 // them) and picks the kernel shape once; execute methods launch only.
 class KsPlan {
@@ -40,7 +54,7 @@ class KsPlan {
     int tn = 0, stages = 0, mt = 0;
   };
 
-  KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype);
+  KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype, const KsOptions& opt = {});
 
   // y = x K^T (batch-first: x (batch, a*c*d) -> y (batch, a*b*d)) or y = K x (batch-last).
   void forward(const void* x, const void* w, void* y, void* stream) const;
@@ -55,6 +69,8 @@ class KsPlan {
                 void* stream) const;
 
   KsPattern pattern() const { return p_; }
+  // What the plan chose, in words: "forward tr, backward_x tr, backward_w tr (chunk 512)".
+  std::string describe() const;
   KsPath forward_path() const { return fwd_.path; }
   KsPath backward_x_path() const { return bx_.path; }
   // Whether forward / backward_x / backward_w run cuBLAS on strided views.
@@ -74,16 +90,16 @@ class KsPlan {
   int64_t batch_;
   bool batch_last_;
   DType dtype_;
-  // The product path of forward / backward_x (src/cuda/ks/ks_plan.cu, pick_path / use_blas_half:
-  // the rules and their measurements).
+  // The product path of forward / backward_x (the solver table in src/cuda/ks/ks_plan.cu).
   Choice fwd_, bx_;
   // backward_w: the ks kernel, cuBLAS on strided views or on transposed copies (tr), with batch
-  // chunks of dw_chunk_ rows (0: the kernel); pick_dw_path.
+  // chunks of dw_chunk_ rows (0: the kernel).
   KsPath dw_path_ = KsPath::kernels;
   int64_t dw_chunk_ = 0;
   bool dw_ptrs_ = true;  // its looped GEMMs as one pointer-array call (ks_blas_dw.cu)
-  // Path tr (batch-first d > 1 through in-row transpositions + cuBLAS, ks_tr.cu): batch
-  // rows per pass (the workspace cap), for the products and for backward_w.
+  int tc_variant_ = -1;  // KsOptions::tc_variant
+  // path tr (batch-first d > 1 through in-row transpositions + cuBLAS, ks_tr.cu): batch rows per
+  // pass (the workspace cap), for the products and for backward_w.
   int64_t tr_rows_ = 1, dw_rows_ = 1;
 };
 

@@ -10,16 +10,35 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "strux/cuda/ks.hpp"  // DType
 
 namespace strux::cuda {
 
+// diag_scan's kernels: the chunked look-back kernel, or the streaming one with one channel
+// (seq1) or 16 bytes of channels (seqv) per thread.
+enum class DiagScanAlgo { lookback, seq1, seqv };
+const char* diag_scan_algo_name(DiagScanAlgo a);  // "lookback", "seq1", "seqv"
+
+// Explicit choices for a DiagScanPlan (tests, benchmarks); unset: the solver table decides. A
+// forced streaming kernel for float64 / complex128, or seqv with n not a multiple of the vector
+// width, is a ValueError; a forced seqv runs seq1 on calls whose pointers are not 16-byte
+// aligned (alignment is a property of the call, not of the plan).
+struct DiagScanOptions {
+  std::optional<DiagScanAlgo> algo;
+};
+
 class DiagScanPlan {
  public:
   // dtype: f32, f16, bf16 (computed in float32), c64, or f64 / c128 (computed in float64; the
   // look-back kernel only).
-  DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype);
+  DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype, const DiagScanOptions& opt = {});
+
+  // The kernel the plan runs (seqv: on calls whose pointers are 16-byte aligned, else seq1).
+  DiagScanAlgo algo() const { return algo_; }
+  std::string describe() const;
 
   // Device scratch (bytes) each call needs; the caller allocates it (stream-ordered).
   int64_t workspace_bytes() const;
@@ -37,6 +56,7 @@ class DiagScanPlan {
  private:
   int64_t B_, T_, n_;
   DType dtype_;
+  DiagScanAlgo algo_ = DiagScanAlgo::lookback;
 };
 
 // circulant_scan, float32 or float64: h_t = circ(a_t) h_{t-1} + u_t through cuFFT rfft over n,
@@ -82,11 +102,22 @@ class CirculantScanPlan {
 // is folded into U, H0 (and into dh, dh_last backward). The recurrence runs one thread per
 // (batch, frequency) through the whole sequence, or, for p <= 4 when B*kf is too small to fill
 // the GPU, in chunks of time with a carry pass (src/cuda/scan/block_scan_kernels.cuh); the
-// choice is made here, at plan time (STRUX_BC_SCAN forces one: generic, seq, or a chunk length).
+// choice is made at plan time, or forced through BlockCirculantScanOptions.
+
+// Explicit choices for a BlockCirculantScanPlan (tests, benchmarks); unset: the plan's rule.
+// registers: false = the any-p shared-memory kernels ("generic"), true = the register kernels
+// (p <= 4, else a ValueError); chunk > 0: the register kernels in chunks of that many time steps
+// (0 with registers = true: one chunk).
+struct BlockCirculantScanOptions {
+  std::optional<bool> registers;
+  int64_t chunk = 0;
+};
 
 class BlockCirculantScanPlan {
  public:
-  BlockCirculantScanPlan(int64_t B, int64_t T, int64_t p, int64_t k);
+  BlockCirculantScanPlan(int64_t B, int64_t T, int64_t p, int64_t k,
+                         const BlockCirculantScanOptions& opt = {});
+  std::string describe() const;
   ~BlockCirculantScanPlan();
   BlockCirculantScanPlan(const BlockCirculantScanPlan&) = delete;
   BlockCirculantScanPlan& operator=(const BlockCirculantScanPlan&) = delete;

@@ -15,7 +15,8 @@ import sys
 
 import torch
 
-from strux import _cuda
+from strux import _cuda, _cuda_toeplitz
+from strux import _cuda_fftconv as _fc
 from strux.bench import timing
 from strux.bench.timing import time_ms
 
@@ -26,7 +27,7 @@ def rel(a, b):
 
 
 def free():
-    _cuda._fftconv_plans.clear()
+    _cuda.clear_plan_cache()
     gc.collect()
     torch.cuda.empty_cache()
 
@@ -48,29 +49,29 @@ def fftconv_cases(L_list, B, H, results):
             return torch.fft.irfft(torch.fft.rfft(u.float(), n=n) * torch.fft.rfft(k.float(), n=n), n=n)[..., :L].half()
 
         # accuracy on a few rows against float64
-        y = _cuda.fftconv(u, k)
+        y = _fc.fftconv(u, k)
         yr = recipe(u, k)
         u64, k64 = u[:2].double(), k.double()
         ref = torch.fft.irfft(torch.fft.rfft(u64, n=n) * torch.fft.rfft(k64, n=n), n=n)[..., :L]
         err_s, err_t = rel(y[:2], ref), rel(yr[:2], ref)
-        du, dk = _cuda.fftconv_vjp(dy, u, k)[:2]
+        du, dk = _fc.fftconv_vjp(dy, u, k)[:2]
         del y, yr, ref, u64
-        t_s = time_ms(lambda: _cuda.fftconv(u, k))
-        fused = bool(_cuda._fftconv_plan(u.device.index, B, H, L, L, "causal", "float16", False).fused)
+        t_s = time_ms(lambda: _fc.fftconv(u, k))
+        fused = bool(_fc._fftconv_plan(u.device.index, B, H, L, L, "causal", "float16", False).fused)
         # the cuFFT path (algo 1) on the same inputs, for comparison
-        y0 = _cuda.fftconv(u, k)[:2].clone()
+        y0 = _fc.fftconv(u, k)[:2].clone()
         free()
-        _cuda.fftconv_algo = 1
+        _fc.fftconv_algo = 1
         try:
-            err_paths = rel(y0, _cuda.fftconv(u, k)[:2])
+            err_paths = rel(y0, _fc.fftconv(u, k)[:2])
             del y0
-            t_c = time_ms(lambda: _cuda.fftconv(u, k))
+            t_c = time_ms(lambda: _fc.fftconv(u, k))
             free()
-            t_cb = time_ms(lambda: _cuda.fftconv_vjp(dy, u, k))
+            t_cb = time_ms(lambda: _fc.fftconv_vjp(dy, u, k))
         finally:
-            _cuda.fftconv_algo = 0
+            _fc.fftconv_algo = 0
             free()
-        conv = _cuda.FFTConvCUDA(k, B, L)
+        conv = _fc.FFTConvCUDA(k, B, L)
         t_obj = time_ms(lambda: conv(u))
         del conv
         free()
@@ -81,7 +82,7 @@ def fftconv_cases(L_list, B, H, results):
         free()
         # backward: strux vjp vs autograd of the recipe (backward only)
         free()
-        t_sb = time_ms(lambda: _cuda.fftconv_vjp(dy, u, k))
+        t_sb = time_ms(lambda: _fc.fftconv_vjp(dy, u, k))
         free()
         ug, kg = u.clone().requires_grad_(True), k.clone().requires_grad_(True)
         yg = recipe(ug, kg)
@@ -110,11 +111,11 @@ def fftconv_cases(L_list, B, H, results):
 
 def toeplitz_cases(Nt, Nd, Nm, R, results):
     blocks = torch.randn(Nt, Nd, Nm, device="cuda")
-    op = _cuda.BlockToeplitzCUDA(blocks)
+    op = _cuda_toeplitz.BlockToeplitzCUDA(blocks)
     del blocks
     free()
     fhat = op.fhat
-    nfft = _cuda.toeplitz_nfft(Nt)
+    nfft = _cuda_toeplitz.toeplitz_nfft(Nt)
     fbytes = fhat.numel() * fhat.element_size()
     bw = results["copy_Bps"]
     m = torch.randn(Nt, Nm, device="cuda")

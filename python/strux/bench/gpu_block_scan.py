@@ -1,8 +1,8 @@
 """GPU timing of block_circulant_scan forward and backward against the PyTorch time loop.
 
 Run: python -m strux.bench.gpu_block_scan --out DIR. For each shape: the native forward and
-backward with the plan's own kernels and each forced family (STRUX_BC_SCAN = seq: register
-kernels in one chunk, generic: the any-p shared-memory kernels), the strux.torch op through
+backward with the plan's own kernels and each forced family (options path "registers": register
+kernels in one chunk, "generic": the any-p shared-memory kernels), the strux.torch op through
 autograd, and in the same process the PyTorch time loop (the op's reference path, which was
 strux.torch's block_circulant_scan before the native backward) forward and forward + backward
 through autograd. Float32, CUDA events, warm-up, medians. Writes DIR/gpu_block_scan.json.
@@ -15,8 +15,8 @@ import os
 
 import torch
 
-from strux import _cuda_ks_scan as K
-from strux import torch_ks_scan as TS
+from strux import _cuda_scan as K
+from strux.torch import _scan as TS
 from strux.bench.gpu import time_ms
 
 
@@ -56,13 +56,14 @@ def case(B, T, p, k, bw, loops=True):
     dh = torch.randn_like(u)
     row = dict(shape=(B, T, p, k))
     for path in ("", "seq", "generic"):
-        os.environ["STRUX_BC_SCAN"] = path
+        opts = {"path": "registers" if path == "seq" else path} if path else None
         name = path or "auto"
         if path == "":
             row["plan"] = K.block_circulant_scan_path(B, T, p, k)
-        row[f"fwd_{name}"] = timeit(lambda: K.block_circulant_scan(a, u))
-        row[f"bwd_{name}"] = timeit(lambda: K.block_circulant_scan_vjp(dh, a, u))
-    os.environ["STRUX_BC_SCAN"] = ""
+        if path == "seq" and p > 4:  # the register kernels exist for p <= 4
+            continue
+        row[f"fwd_{name}"] = timeit(lambda: K.block_circulant_scan(a, u, options=opts))
+        row[f"bwd_{name}"] = timeit(lambda: K.block_circulant_scan_vjp(dh, a, u, options=opts))
     # agreement of the three families (float32 vs float32)
     ref = K.block_circulant_scan(a, u)
     row["rfft_a"] = timeit(lambda: torch.fft.rfft(a, dim=-1))

@@ -1,9 +1,9 @@
 """Focused GPU bench of the ks kernels (scripts/gpu_perf_ks.sh): the ks cases of gpu_ks_scan
 (ours vs bmm-with-permutations vs dense, fp32, batch 25088, both layouts; bf16/fp16 rows), a
 summary of wins against bmm, and the forward times and float64 errors of each float32 product
-path forced (STRUX_KS_PATH=tc: the ks kernels, =blas: cuBLAS on strided views, =stream: the
-batch-last streaming kernel, =tr: batch-first d > 1 through in-row transpositions + cuBLAS; the
-plan reads the knob at construction, so one process times all), plus the batch-first d > 1 table
+path forced (options path "kernels": the ks kernels, "blas": cuBLAS on strided views, "stream": the
+batch-last streaming kernel, "tr": batch-first d > 1 through in-row transpositions + cuBLAS; passed
+to the plans, so one process times all), plus the batch-first d > 1 table
 (ks v5b: kernels vs tr vs bmm, per call and back to back, and a per-kernel profile of tr and bmm).
 --v5c: only the half-type forward rows (ours default / kernels forced vs bmm in the same dtype)
 and the backward rows (ours vjp, dw alone on cuBLAS and on the old kernel, vs torch autograd of
@@ -78,29 +78,60 @@ def back_to_back(fn, n=20):
     return statistics.median(ts)
 
 
-def with_env(env, fn):
-    """fn() with the environment variables of `env` set (None: removed), then restored."""
-    old = {k: os.environ.get(k) for k in env}
+# The options (strux._cuda_options) this driver's ks calls pass to the plans while forced() runs.
+_OPTS = None
+
+
+def forced(options, fn):
+    """fn() with this driver's ks calls passing `options` (None: the plans' own choice)."""
+    global _OPTS
+    old, _OPTS = _OPTS, options
     try:
-        for k, v in env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         return fn()
     finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _OPTS = old
+
+
+def _path_opts(path, **extra):
+    """The options of a forced path name ("tc" and "kernels": the ks kernels; None/"": none)."""
+    if not path and not extra:
+        return None
+    o = dict(extra)
+    if path:
+        o["path"] = "kernels" if path == "tc" else path
+    return o
+
+
+def mm(x, w, p, layout="bsf"):
+    from strux import _cuda_ks as K
+    return K.ks_matmul(x, w, p, layout=layout, options=_OPTS)
+
+
+def vjp(dy, x, w, p, layout="bsf"):
+    from strux import _cuda_ks as K
+    return K.ks_matmul_vjp(dy, x, w, p, layout=layout, options=_OPTS)
+
+
+def bwd(dy, x, w, p, layout, **kw):
+    from strux import _cuda_ks as K
+    return K._ks_bwd(dy, x, w, p, layout, opts=K._O.ks_code(_OPTS), **kw)
+
+
+def ks_path(p, batch, bl, dtype_code, dw=False):
+    """(forward, dx) path of the plan under the current options (dw: (backward_w path, chunk));
+    "n/a" where a forced path applies to no operation of the plan (the plan raises ValueError)."""
+    from strux import _cuda_ks as K
+    try:
+        f = K._ext.cuda_ks_dw_path if dw else K._ext.cuda_ks_path
+        return tuple(f(list(p), batch, bl, dtype_code, K._O.ks_code(_OPTS)))
+    except ValueError:
+        return ("n/a", 0 if dw else "n/a")
 
 
 def b2b_times(batch=25088):
     """{"pattern layout": [ours ms, bmm ms, blas ms, stream ms]}, back to back (no host overhead in
     the figure); the forced paths for batch-last only (nan where a path does not apply)."""
     import torch
-    from strux import _cuda_ks_scan as K
     out = {}
     for p in PATS:
         a, b, c, d = p
@@ -110,13 +141,12 @@ def b2b_times(batch=25088):
         for layout in ("bsf", "bsl"):
             x = torch.randn(batch, a * c * d, device="cuda") if layout == "bsf" else \
                 torch.randn(a * c * d, batch, device="cuda")
-            f = lambda: K.ks_matmul(x, w, p, layout=layout)  # noqa: E731
+            f = lambda: mm(x, w, p, layout=layout)  # noqa: E731
             row = [back_to_back(f), back_to_back(lambda: bmm_f32(x, wl, wf, p, layout))]
             for path in ("blas", "stream"):
-                env = {"STRUX_KS_PATH": path}
-                takes = layout == "bsl" and with_env(env, lambda: K._ext.cuda_ks_path(
-                    list(p), batch, True, 0)[0]) == path
-                row.append(with_env(env, lambda: back_to_back(f)) if takes else float("nan"))
+                env = _path_opts(path)
+                takes = layout == "bsl" and forced(env, lambda: ks_path(p, batch, True, 0)[0]) == path
+                row.append(forced(env, lambda: back_to_back(f)) if takes else float("nan"))
             out[f"{p} {layout}"] = row
     return out
 
@@ -127,12 +157,11 @@ def quick(batch=25088):
     item, batch tile), bmm's forward, and the float64 error of the streaming forward and dx.
     Returns (lines, data)."""
     import torch
-    from strux import _cuda_ks_scan as K
     torch.manual_seed(0)
-    cols = [("auto", {}), ("tc", {"STRUX_KS_PATH": "tc"}), ("blas", {"STRUX_KS_PATH": "blas"}),
-            ("stream", {"STRUX_KS_PATH": "stream"})] + \
-        [(f"m{mt}t{tn}", {"STRUX_KS_PATH": "stream", "STRUX_KS_STREAM_TN": tn, "STRUX_KS_STREAM_MT": mt})
-         for mt in ("1", "2") for tn in ("128", "64", "32")]
+    cols = [("auto", None), ("tc", _path_opts("kernels")), ("blas", _path_opts("blas")),
+            ("stream", _path_opts("stream"))] + \
+        [(f"m{mt}t{tn}", _path_opts("stream", stream_tn=tn, stream_mt=mt))
+         for mt in (1, 2) for tn in (128, 64, 32)]
     lines = ["bsl fp32 back to back ms, fwd (dx): " + " | ".join(n for n, _ in cols) +
              " | bmm fwd | x bmm (auto fwd) | x blas (stream fwd) | err64 stream fwd / dx | paths"]
     data = {}
@@ -142,34 +171,32 @@ def quick(batch=25088):
         wl = w.permute(0, 3, 1, 2).reshape(a * d, b, c).contiguous()
         x = torch.randn(a * c * d, batch, device="cuda")
         dy = torch.randn(a * b * d, batch, device="cuda")
-        fwd = lambda: K.ks_matmul(x, w, p, layout="bsl")  # noqa: E731
-        bx = lambda: K._ks_bwd(dy, x, w, p, "bsl", need_dx=True, need_dw=False)  # noqa: E731
+        fwd = lambda: mm(x, w, p, layout="bsl")  # noqa: E731
+        bx = lambda: bwd(dy, x, w, p, "bsl", need_dx=True, need_dw=False)  # noqa: E731
         row = {}
         for name, env in cols:
-            env = {"STRUX_KS_PATH": None, "STRUX_KS_STREAM_TN": None, "STRUX_KS_STREAM_MT": None, **env}
-            path = with_env(env, lambda: tuple(K._ext.cuda_ks_path(list(p), batch, True, 0)))
-            want = env["STRUX_KS_PATH"]
-            if want == "tc":
-                want = "kernels"
-            # nan where the forced path does not apply (a plan then falls back to the kernels)
+            path = forced(env, lambda: ks_path(p, batch, True, 0))
+            want = env and env["path"]
+            # nan where the forced path does not apply (the table's choice runs there, or the plan
+            # raises ValueError when it applies to no operation)
             nan = float("nan")
-            row[name] = (with_env(env, lambda: back_to_back(fwd)) if want in (None, path[0]) else nan,
-                         with_env(env, lambda: back_to_back(bx)) if want in (None, path[1]) else nan)
+            row[name] = (forced(env, lambda: back_to_back(fwd)) if want in (None, path[0]) else nan,
+                         forced(env, lambda: back_to_back(bx)) if want in (None, path[1]) else nan)
         row["bmm"] = back_to_back(lambda: bmm_f32(x, wl, None, p, "bsl"))
-        env = {"STRUX_KS_PATH": "stream", "STRUX_KS_STREAM_TN": None, "STRUX_KS_STREAM_MT": None}
+        env = _path_opts("stream")
         e_f = e_b = float("nan")
-        forced = with_env(env, lambda: K._ext.cuda_ks_path(list(p), batch, True, 0))
-        if forced[0] == "stream":
-            y = with_env(env, fwd)
+        fp = forced(env, lambda: ks_path(p, batch, True, 0))
+        if fp[0] == "stream":
+            y = forced(env, fwd)
             r = ref64(x, w, p, "bsl")
             e_f = ((y.double() - r).norm() / r.norm()).item()
             del y, r
-        if forced[1] == "stream":
-            dx = with_env(env, bx)[0]
+        if fp[1] == "stream":
+            dx = forced(env, bx)[0]
             r = ref64(dy, w.transpose(1, 2).contiguous(), (a, c, b, d), "bsl")
             e_b = ((dx.double() - r).norm() / r.norm()).item()
             del r, dx
-        paths = tuple(K._ext.cuda_ks_path(list(p), batch, True, 0))
+        paths = tuple(ks_path(p, batch, True, 0))
         data[str(p)] = dict(row=row, err=(e_f, e_b), paths=paths)
         cells = " | ".join(f"{row[n][0]:.4f} ({row[n][1]:.4f})" for n, _ in cols)
         lines.append(f"{p}: {cells} | {row['bmm']:.4f} | {row['bmm'] / row['auto'][0]:.2f} | "
@@ -180,7 +207,7 @@ def quick(batch=25088):
 BSF_D = [p for p in PATS if p[3] > 1]
 
 
-TR_VARIANTS = {"tr": dict(STRUX_KS_PATH="tr")}  # (run 1-2 also timed chunked / pipelined variants)
+TR_VARIANTS = {"tr": _path_opts("tr")}  # (run 1-2 also timed chunked / pipelined variants)
 
 
 def bsf_tr_table(batches=(25088,)):
@@ -188,7 +215,6 @@ def bsf_tr_table(batches=(25088,)):
     forced), of the default rule and of bmm (per call), the same back to back for the default
     and bmm, the float64 errors of tr (forward and dx), and the default's path."""
     import torch
-    from strux import _cuda_ks_scan as K
     from strux.bench.gpu_ks_scan import timeit
     out = {}
     for batch in batches:
@@ -197,22 +223,22 @@ def bsf_tr_table(batches=(25088,)):
             w = torch.randn(*p, device="cuda") / c ** 0.5
             wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
             x = torch.randn(batch, a * c * d, device="cuda")
-            ours = lambda: K.ks_matmul(x, w, p, layout="bsf")  # noqa: E731
-            r = {"tc": with_env({"STRUX_KS_PATH": "tc"}, lambda: timeit(ours))}
+            ours = lambda: mm(x, w, p, layout="bsf")  # noqa: E731
+            r = {"tc": forced(_path_opts("kernels"), lambda: timeit(ours))}
             for name, env in TR_VARIANTS.items():
-                r[name] = with_env(env, lambda: timeit(ours))
+                r[name] = forced(env, lambda: timeit(ours))
             r["auto"] = timeit(ours)
             r["bmm"] = timeit(lambda: bmm_f32(x, None, wf, p, "bsf"))
             r["auto_b2b"] = back_to_back(ours)
             r["bmm_b2b"] = back_to_back(lambda: bmm_f32(x, None, wf, p, "bsf"))
-            r["path"] = K._ext.cuda_ks_path(list(p), batch, False, 0)[0]
+            r["path"] = ks_path(p, batch, False, 0)[0]
             if batch == batches[0]:
-                y = with_env({"STRUX_KS_PATH": "tr"}, ours)
+                y = forced(_path_opts("tr"), ours)
                 ref = ref64(x, w, p, "bsf")
                 r["err_tr"] = ((y.double() - ref).norm() / ref.norm()).item()
                 del y, ref
                 dy = torch.randn(batch, a * b * d, device="cuda")
-                dx = with_env({"STRUX_KS_PATH": "tr"}, lambda: K.ks_matmul_vjp(dy, x, w, p, layout="bsf")[0])
+                dx = forced(_path_opts("tr"), lambda: vjp(dy, x, w, p, layout="bsf")[0])
                 refdx = ref64(dy, w.transpose(1, 2), (a, c, b, d), "bsf")
                 r["err_tr_dx"] = ((dx.double() - refdx).norm() / refdx.norm()).item()
                 del dx, refdx, dy
@@ -234,14 +260,13 @@ def profile_bsf(pats=((1, 768, 192, 2), (2, 192, 48, 4), (1, 256, 256, 4)), batc
     which piece costs what."""
     import torch
     from torch.profiler import ProfilerActivity, profile
-    from strux import _cuda_ks_scan as K
     res = {}
     for p in pats:
         a, b, c, d = p
         w = torch.randn(*p, device="cuda") / c ** 0.5
         wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
         x = torch.randn(batch, a * c * d, device="cuda")
-        runs = {"tr": lambda: with_env({"STRUX_KS_PATH": "tr"}, lambda: K.ks_matmul(x, w, p)),
+        runs = {"tr": lambda: forced(_path_opts("tr"), lambda: mm(x, w, p)),
                 "bmm": lambda: bmm_f32(x, None, wf, p, "bsf")}
         for name, fn in runs.items():
             fn()
@@ -266,7 +291,6 @@ def profile_bsf(pats=((1, 768, 192, 2), (2, 192, 48, 4), (1, 256, 256, 4)), batc
 def forward_times(batch=25088):
     """{"pattern layout": [ms, rel err vs float64]} of the current process's kernels."""
     import torch
-    from strux import _cuda_ks_scan as K
     from strux.bench.gpu_ks_scan import timeit
     out = {}
     for p in PATS:
@@ -275,17 +299,19 @@ def forward_times(batch=25088):
         for layout in ("bsf", "bsl"):
             x = torch.randn(batch, a * c * d, device="cuda") if layout == "bsf" else \
                 torch.randn(a * c * d, batch, device="cuda")
-            y = K.ks_matmul(x, w, p, layout=layout)
+            if ks_path(p, batch, layout == "bsl", 0)[0] == "n/a":
+                continue  # a forced path that applies to no operation of this plan
+            y = mm(x, w, p, layout=layout)
             r = ref64(x, w, p, layout)
             err = ((y.double() - r).norm() / r.norm()).item()
             del r, y
-            out[f"{p} {layout}"] = [timeit(lambda: K.ks_matmul(x, w, p, layout=layout)), err]
+            out[f"{p} {layout}"] = [timeit(lambda: mm(x, w, p, layout=layout)), err]
     return out
 
 
-def _forced(path, fn, var="STRUX_KS_PATH"):
-    """fn() with the knob var=path (None or "": unset) for the plans it builds."""
-    return with_env({var: path or None}, fn)
+def _forced(path, fn, **extra):
+    """fn() with the path forced (None or "": the plans' own choice) and extra options."""
+    return forced(_path_opts(path, **extra), fn)
 
 
 def _inputs(p, layout, dt, batch):
@@ -304,7 +330,7 @@ def _rel(y, ref):
 def half_rows(batch=25088):
     """Forward in bf16 / fp16: ours (default rule), the FFMA kernels forced, bmm in the same dtype."""
     import torch
-    from strux import _cuda_ks_scan as K
+    from strux import _cuda_ks as K
     from strux.bench.gpu_ks_scan import timeit
     rows = []
     for p in PATS:
@@ -314,12 +340,12 @@ def half_rows(batch=25088):
                 x, w, _ = _inputs(p, layout, dt, batch)
                 wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
                 wl = w.permute(0, 3, 1, 2).reshape(a * d, b, c).contiguous()
-                ours = lambda: K.ks_matmul(x, w, p, layout=layout)  # noqa: E731
+                ours = lambda: mm(x, w, p, layout=layout)  # noqa: E731
                 ref = ref64(x, w, p, layout)
                 err = _rel(ours(), ref)
                 err_bmm = _rel(bmm_f32(x, wl, wf, p, layout), ref)
                 del ref
-                path = K._ext.cuda_ks_path(list(p), batch, layout == "bsl", K._DTYPE_CODE[str(dt)[6:]])[0]
+                path = ks_path(p, batch, layout == "bsl", K._DTYPE_CODE[str(dt)[6:]])[0]
                 rows.append(dict(pattern=p, layout=layout, dtype=str(dt)[6:], path=path,
                                  ms=timeit(ours), kernels_ms=_forced("tc", lambda: timeit(ours)),
                                  bmm_ms=timeit(lambda: bmm_f32(x, wl, wf, p, layout)),
@@ -338,7 +364,7 @@ def backward_rows(batch=25088):
     kernel, vs torch autograd of the bmm recipe (the permutations included), float32 and bf16;
     dw errors vs float64."""
     import torch
-    from strux import _cuda_ks_scan as K
+    from strux import _cuda_ks as K
     from strux.bench.gpu_ks_scan import timeit
     rows = []
     for p in PATS:
@@ -351,8 +377,8 @@ def backward_rows(batch=25088):
                 wl = wg.permute(0, 3, 1, 2).reshape(a * d, b, c)
                 y = bmm_f32(xg, wl, wf, p, layout)
                 torch_bwd = lambda: torch.autograd.grad(y, (xg, wg), dy, retain_graph=True)  # noqa: E731
-                ours = lambda: K.ks_matmul_vjp(dy, x, w, p, layout=layout)  # noqa: E731
-                dw_only = lambda: K._ks_bwd(dy, x, w, p, layout, need_dx=False)[1]  # noqa: E731
+                ours = lambda: vjp(dy, x, w, p, layout=layout)  # noqa: E731
+                dw_only = lambda: bwd(dy, x, w, p, layout, need_dx=False)[1]  # noqa: E731
                 xb = x.double() if layout == "bsf" else x.double().T
                 dyb = dy.double() if layout == "bsf" else dy.double().T
                 ref = torch.einsum("nikj,nilj->iklj", dyb.reshape(-1, a, b, d), xb.reshape(-1, a, c, d))
@@ -363,12 +389,12 @@ def backward_rows(batch=25088):
                 err = _rel(dw32(), ref)
                 err_k = _forced("tc", lambda: _rel(dw32(), ref))
                 err_t = _rel(torch_bwd()[1].float(), ref)
-                err_l = _forced("0", lambda: _rel(dw32(), ref), "STRUX_KS_DW_PTRS")
+                err_l = _forced(None, lambda: _rel(dw32(), ref), dw_ptrs=False)
                 rows.append(dict(pattern=p, layout=layout, dtype=str(dt)[6:],
-                                 dw_path=list(K._ext.cuda_ks_dw_path(list(p), batch, layout == "bsl", code)),
+                                 dw_path=list(ks_path(p, batch, layout == "bsl", code, dw=True)),
                                  vjp_ms=timeit(ours, reps=10), dw_ms=timeit(dw_only, reps=10),
                                  dw_kernel_ms=_forced("tc", lambda: timeit(dw_only, reps=10)),
-                                 dw_loop_ms=_forced("0", lambda: timeit(dw_only, reps=10), "STRUX_KS_DW_PTRS"),
+                                 dw_loop_ms=_forced(None, lambda: timeit(dw_only, reps=10), dw_ptrs=False),
                                  torch_ms=timeit(torch_bwd, reps=10), b2b_vjp_ms=back_to_back(ours, n=10),
                                  b2b_torch_ms=back_to_back(torch_bwd, n=10),
                                  err_dw=err, err_dw_kernel=err_k, err_dw_torch=err_t, err_dw_loop=err_l))
@@ -382,8 +408,11 @@ def backward_rows(batch=25088):
 def _dw32(K, dy, x, w, p, layout):
     """The float32 dw sums (K._ks_bwd casts them to the input dtype)."""
     import torch
-    dw32 = torch.zeros(*p, device="cuda", dtype=torch.float32)
-    K._ext.cuda_ks_backward(dy, x, w, None, dw32, list(p), layout == "bsl", K._stream(x))
+    dw32 = torch.empty(*p, device="cuda", dtype=torch.float32)  # zeroed by the entry
+    bl = layout == "bsl"
+    K._ext.cuda_ks_backward(dy.data_ptr(), x.data_ptr(), w.data_ptr(), 0, dw32.data_ptr(), *p,
+                            x.shape[1] if bl else x.shape[0], bl, K._DTYPE_CODE[str(x.dtype)[6:]], x.get_device(),
+                            K._O.ks_code(_OPTS), K._a.stream(x))
     return dw32
 
 
@@ -435,7 +464,7 @@ def v5d_forward(batch=25088):
     """Half forward, batch-first d > 1: ours (default rule = tr), the FFMA kernels forced, bmm in
     the same dtype; per call and back to back; errors vs float64."""
     import torch
-    from strux import _cuda_ks_scan as K
+    from strux import _cuda_ks as K
     from strux.bench.gpu_ks_scan import timeit
     rows = []
     for p in BSF_PATS:
@@ -444,13 +473,13 @@ def v5d_forward(batch=25088):
             x, w, _ = _inputs(p, "bsf", dt, batch)
             wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
             wl = w.permute(0, 3, 1, 2).reshape(a * d, b, c).contiguous()
-            ours = lambda: K.ks_matmul(x, w, p)  # noqa: E731
+            ours = lambda: mm(x, w, p)  # noqa: E731
             bmm = lambda: bmm_f32(x, wl, wf, p, "bsf")  # noqa: E731
             ref = ref64(x, w, p, "bsf")
             err, err_bmm = _rel(ours(), ref), _rel(bmm(), ref)
             del ref
             name = str(dt)[6:]
-            path = K._ext.cuda_ks_path(list(p), batch, False, K._DTYPE_CODE[name])[0]
+            path = ks_path(p, batch, False, K._DTYPE_CODE[name])[0]
             r = dict(pattern=p, dtype=name, path=path, ms=timeit(ours),
                      kernels_ms=_forced("tc", lambda: timeit(ours, reps=5)), bmm_ms=timeit(bmm),
                      b2b_ms=back_to_back(ours), b2b_bmm_ms=back_to_back(bmm), err=err, err_bmm=err_bmm)
@@ -466,7 +495,7 @@ def v5d_backward(batch=25088):
     alone (default = tr) and on the old kernel, vs torch autograd of the bmm recipe; dw32 errors
     vs float64 (||dw - dw64|| / ||dw64||)."""
     import torch
-    from strux import _cuda_ks_scan as K
+    from strux import _cuda_ks as K
     from strux.bench.gpu_ks_scan import timeit
     rows = []
     for p in BSF_PATS:
@@ -478,9 +507,9 @@ def v5d_backward(batch=25088):
             wl = wg.permute(0, 3, 1, 2).reshape(a * d, b, c)
             y = bmm_f32(xg, wl, wf, p, "bsf")
             torch_bwd = lambda: torch.autograd.grad(y, (xg, wg), dy, retain_graph=True)  # noqa: E731
-            ours = lambda: K.ks_matmul_vjp(dy, x, w, p)  # noqa: E731
-            dx_only = lambda: K._ks_bwd(dy, x, w, p, "bsf", need_dw=False)[0]  # noqa: E731
-            dw_only = lambda: K._ks_bwd(dy, x, w, p, "bsf", need_dx=False)[1]  # noqa: E731
+            ours = lambda: vjp(dy, x, w, p)  # noqa: E731
+            dx_only = lambda: bwd(dy, x, w, p, "bsf", need_dw=False)[0]  # noqa: E731
+            dw_only = lambda: bwd(dy, x, w, p, "bsf", need_dx=False)[1]  # noqa: E731
             ref = torch.einsum("nikj,nilj->iklj", dy.double().reshape(-1, a, b, d), x.double().reshape(-1, a, c, d))
             name = str(dt)[6:]
             code = K._DTYPE_CODE[name]
@@ -489,8 +518,8 @@ def v5d_backward(batch=25088):
             err_k = _forced("tc", lambda: _rel(dw32(), ref))
             err_t = _rel(torch_bwd()[1].float(), ref)
             del ref
-            r = dict(pattern=p, dtype=name, path=list(K._ext.cuda_ks_path(list(p), batch, False, code)),
-                     dw_path=list(K._ext.cuda_ks_dw_path(list(p), batch, False, code)),
+            r = dict(pattern=p, dtype=name, path=list(ks_path(p, batch, False, code)),
+                     dw_path=list(ks_path(p, batch, False, code, dw=True)),
                      vjp_ms=timeit(ours, reps=10), dx_ms=timeit(dx_only, reps=10), dw_ms=timeit(dw_only, reps=10),
                      dw_kernel_ms=_forced("tc", lambda: timeit(dw_only, reps=5)),
                      vjp_kernels_ms=_forced("tc", lambda: timeit(ours, reps=5)),
@@ -509,18 +538,18 @@ def v5d_dx_bsl(batch=25088, layout="bsl", pats=PATS):
     back to back: checks backward_x's own rule (batch-last by default; batch-first d == 1 with
     layout="bsf" and those patterns)."""
     import torch
-    from strux import _cuda_ks_scan as K
     from strux.bench.gpu_ks_scan import timeit
     rows = []
     bl = layout == "bsl"
     for p in pats:
         x, w, dy = _inputs(p, layout, torch.float32, batch)
-        dx_only = lambda: K._ks_bwd(dy, x, w, p, layout, need_dw=False)[0]  # noqa: E731
-        r = dict(pattern=p, layout=layout, path=K._ext.cuda_ks_path(list(p), batch, bl, 0)[1])
+        dx_only = lambda: bwd(dy, x, w, p, layout, need_dw=False)[0]  # noqa: E731
+        r = dict(pattern=p, layout=layout, path=ks_path(p, batch, bl, 0)[1])
         for name in ("auto", "tc", "blas", "stream"):
-            forced = None if name == "auto" else name
-            r[name] = _forced(forced, lambda: (timeit(dx_only, reps=10), back_to_back(dx_only, n=10)))
-            r[name + "_path"] = _forced(forced, lambda: K._ext.cuda_ks_path(list(p), batch, bl, 0)[1])
+            path = None if name == "auto" else name
+            r[name + "_path"] = _forced(path, lambda: ks_path(p, batch, bl, 0)[1])
+            r[name] = (float("nan"),) * 2 if r[name + "_path"] == "n/a" else \
+                _forced(path, lambda: (timeit(dx_only, reps=10), back_to_back(dx_only, n=10)))
         rows.append(r)
         print(f"dx {layout} {p}: default {r['path']} " + ", ".join(
             f"{n} [{r[n + '_path']}] {r[n][0]:.3f}/{r[n][1]:.3f}" for n in ("auto", "tc", "blas", "stream")), flush=True)
@@ -530,15 +559,14 @@ def v5d_dx_bsl(batch=25088, layout="bsl", pats=PATS):
 def v5d_small():
     """Smaller batches, batch-first d > 1: forward and dw, tr forced vs the kernels forced, per call."""
     import torch
-    from strux import _cuda_ks_scan as K
     from strux.bench.gpu_ks_scan import timeit
     rows = []
     for p in [(1, 48, 48, 16), (2, 192, 48, 4), (1, 768, 192, 2), (4, 96, 96, 2)]:
         for batch in (256, 1024, 4096):
             for dt in (torch.float32, torch.bfloat16):
                 x, w, dy = _inputs(p, "bsf", dt, batch)
-                fwd = lambda: K.ks_matmul(x, w, p)  # noqa: E731
-                dw_only = lambda: K._ks_bwd(dy, x, w, p, "bsf", need_dx=False)[1]  # noqa: E731
+                fwd = lambda: mm(x, w, p)  # noqa: E731
+                dw_only = lambda: bwd(dy, x, w, p, "bsf", need_dx=False)[1]  # noqa: E731
                 r = dict(pattern=p, batch=batch, dtype=str(dt)[6:],
                          fwd_tr=_forced("tr", lambda: timeit(fwd, reps=10)), fwd_tc=_forced("tc", lambda: timeit(fwd, reps=10)),
                          dw_tr=_forced("tr", lambda: timeit(dw_only, reps=10)), dw_tc=_forced("tc", lambda: timeit(dw_only, reps=10)))
@@ -612,14 +640,11 @@ def main():
     print(f"device {torch.cuda.get_device_name()}: copy {bw / 1e12:.2f} TB/s, fp32 {fl / 1e12:.1f} TFLOP/s", flush=True)
     rows = ks_cases(bw, fl, 25088, False)
     var = {"table": forward_times()}
-    from strux import _cuda_ks_scan as K
     for path in ("tc", "blas", "stream", "tr"):
-        os.environ["STRUX_KS_PATH"] = path
-        var[path] = forward_times()
-        os.environ.pop("STRUX_KS_PATH")
+        var[path] = forced(_path_opts(path), forward_times)
     b2b = b2b_times()
     bsf_tr = bsf_tr_table(batches=(25088,))
-    pick = {f"{p} {lay}": K._ext.cuda_ks_path(list(p), 25088, lay == "bsl", 0)[0]
+    pick = {f"{p} {lay}": ks_path(p, 25088, lay == "bsl", 0)[0]
             for p in PATS for lay in ("bsf", "bsl")}
     vn = list(var)
     f32 = [x for x in rows if x.get("dtype") == "float32"]

@@ -15,7 +15,8 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from strux import _cuda_ks_scan as K
+from strux import _cuda_ks as K
+from strux import _cuda_scan as S
 from strux.bench.timing import copy_bandwidth, median_ms
 
 # gpu_ks_perf imports this name until it times through strux.bench.timing itself.
@@ -117,15 +118,15 @@ def scan_cases(bw, quick):
     del mag
     b = torch.randn(B, T, n, device="cuda", dtype=torch.complex64)
     el = B * T * n
-    h = K.diag_scan(a, b)
+    h = S.diag_scan(a, b)
     ref = loop_scan(a.to(torch.complex128), b.to(torch.complex128)) if quick else None
     err = rel(torch.view_as_real(h), torch.view_as_real(ref)) if ref is not None else float("nan")
     del ref
-    t_f = median_ms(lambda: K.diag_scan(a, b), reps=20)
+    t_f = timeit(lambda: S.diag_scan(a, b), reps=20)
     dh = torch.randn_like(b)
-    t_b = median_ms(lambda: K._diag_bwd(dh, a, h, None), reps=20)
-    t_log = median_ms(lambda: logcumsum_scan(a, b), reps=5)
-    t_loop = median_ms(lambda: loop_scan(a, b), reps=2, warm=1)
+    t_b = timeit(lambda: S._diag_bwd(dh, a, h, None), reps=20)
+    t_log = timeit(lambda: logcumsum_scan(a, b), reps=5)
+    t_loop = timeit(lambda: loop_scan(a, b), reps=2, warm=1)
     fb, bb = 3 * 8 * el, 5 * 8 * el
     rows.append(dict(op="diag_scan fwd", shape=(B, T, n), dtype="complex64", ms=t_f, bytes=fb,
                      floor_ms=fb / bw * 1e3, frac_of_copy_bw=fb / bw * 1e3 / t_f,
@@ -139,7 +140,7 @@ def scan_cases(bw, quick):
     for dt in (torch.float32, torch.bfloat16):
         a = (0.9 + 0.1 * torch.rand(B, T, n, device="cuda")).to(dt)
         b = torch.randn(B, T, n, device="cuda").to(dt)
-        t = median_ms(lambda: K.diag_scan(a, b))
+        t = timeit(lambda: S.diag_scan(a, b))
         by = 3 * a.element_size() * el
         rows.append(dict(op="diag_scan fwd", shape=(B, T, n), dtype=str(dt)[6:], ms=t, bytes=by,
                          floor_ms=by / bw * 1e3, frac_of_copy_bw=by / bw * 1e3 / t))
@@ -149,8 +150,8 @@ def scan_cases(bw, quick):
     B, T, n = 16, 2048, 256
     a = torch.randn(B, T, n, device="cuda") * (0.9 / n)
     u = torch.randn(B, T, n, device="cuda")
-    t_c = median_ms(lambda: K.circulant_scan(a, u))
-    t_d = median_ms(lambda: K.diag_scan(a, u))
+    t_c = timeit(lambda: S.circulant_scan(a, u))
+    t_d = timeit(lambda: S.diag_scan(a, u))
 
     def torch_recipe():
         A, U = torch.fft.rfft(a, dim=-1), torch.fft.rfft(u, dim=-1)
@@ -161,7 +162,7 @@ def scan_cases(bw, quick):
     hh = torch.zeros(2, n, dtype=torch.float64)
     for t in range(64):
         hh = (ar[:, t][:, idx] @ hh[..., None])[..., 0] + ur[:, t]
-    err = rel(K.circulant_scan(a[:2, :64].contiguous(), u[:2, :64].contiguous())[:, -1].cpu(), hh)
+    err = rel(S.circulant_scan(a[:2, :64].contiguous(), u[:2, :64].contiguous())[:, -1].cpu(), hh)
     by = 3 * 4 * B * T * n
     rows.append(dict(op="circulant_scan fwd", shape=(B, T, n), dtype="float32", ms=t_c, bytes=by,
                      floor_ms=by / bw * 1e3, same_bytes_diag_scan_ms=t_d, ratio_to_diag=t_c / t_d,
@@ -171,9 +172,9 @@ def scan_cases(bw, quick):
     return rows
 
 
-def diag_cases(bw, shapes=((16, 2048, 4096), (4, 8192, 4096), (64, 512, 4096))):
-    """diag_scan forward and backward for each dtype at the given shapes (whichever kernel
-    STRUX_DIAG_SCAN selects), with the error of 64 channels against a complex128/float64 loop.
+def diag_cases(bw, shapes=((16, 2048, 4096), (4, 8192, 4096), (64, 512, 4096)), options=None):
+    """diag_scan forward and backward for each dtype at the given shapes (the plan's own kernel, or
+    the one forced by options={"path": ...}), with the error of 64 channels against a complex128/float64 loop.
     Bytes: forward reads a, b and writes h; backward reads dh, a, h and writes da, db."""
     rows = []
     for B, T, n in shapes:
@@ -182,14 +183,15 @@ def diag_cases(bw, shapes=((16, 2048, 4096), (4, 8192, 4096), (64, 512, 4096))):
             a = (torch.polar(mag, torch.rand_like(mag)) if dt == torch.complex64 else mag).to(dt)
             b = torch.randn(B, T, n, device="cuda", dtype=torch.complex64 if dt == torch.complex64 else torch.float32).to(dt)
             del mag
-            h = K.diag_scan(a, b)
+            h = S.diag_scan(a, b, options=options)
             wide = torch.complex128 if dt == torch.complex64 else torch.float64
             ref = loop_scan(a[:, :, :64].to(wide), b[:, :, :64].to(wide))
             err = rel(torch.view_as_real(h[:, :, :64].to(wide)), torch.view_as_real(ref)) if dt == torch.complex64 \
                 else rel(h[:, :, :64], ref)
             dh = torch.randn_like(b)
-            t_f = median_ms(lambda: K.diag_scan(a, b))
-            t_b = median_ms(lambda: K._diag_bwd(dh, a, h, None))
+            t_f = timeit(lambda: S.diag_scan(a, b, options=options))
+            algo = S._O.diag_scan_code(options)
+            t_b = timeit(lambda: S._diag_bwd(dh, a, h, None, algo))
             el, es = B * T * n, a.element_size()
             fb, bb = 3 * es * el, 5 * es * el
             for op, t, by in (("fwd", t_f, fb), ("bwd", t_b, bb)):

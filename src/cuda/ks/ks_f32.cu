@@ -3,7 +3,7 @@
 
 namespace strux::cuda::ks {
 template void launch_prod<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t,
-                              int64_t, int64_t, int64_t, int64_t, int64_t, bool, cudaStream_t);
+                              int64_t, int64_t, int64_t, int64_t, int64_t, bool, int, cudaStream_t);
 template void launch_gradw<float>(const float*, const float*, float*, int64_t, int64_t, int64_t, int64_t,
                                int64_t, bool, cudaStream_t);
 }  // namespace strux::cuda::ks

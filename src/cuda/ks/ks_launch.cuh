@@ -44,11 +44,12 @@ void launch_tile_prod(const ProdProblem<T, BL>& pr, int64_t groups, cudaStream_t
 
 // float32 on tensor cores (3xTF32): tile table and variants in ks_tc_launch.cuh, compiled in
 // ks_tc_<layout>_<vec>.cu (one file per set: they compile in parallel).
+// var: the kernel variant (-1: ks_tc_pick.cu's table; KsOptions::tc_variant).
 template <bool BL, bool VEC>
-void launch_tc_any(const tc::Args& ar, cudaStream_t s);
+void launch_tc_any(const tc::Args& ar, int var, cudaStream_t s);
 
 template <bool BL>
-void launch_tc(const ProdProblem<float, BL>& pr, cudaStream_t s) {
+void launch_tc(const ProdProblem<float, BL>& pr, int var, cudaStream_t s) {
   auto al = [](const void* p, int n) { return reinterpret_cast<uintptr_t>(p) % n == 0; };
   tc::Args ar{pr.x, pr.w, pr.y, pr.a, pr.b, pr.c, pr.d, pr.batch, pr.si, pr.sk, pr.sl, pr.sj,
               0, 0, pr.sl == 1, false, false};
@@ -63,20 +64,20 @@ void launch_tc(const ProdProblem<float, BL>& pr, cudaStream_t s) {
     ar.y2 = pr.d == 1 && pr.b % 2 == 0 && al(pr.y, 8);
   }
   if (vec)
-    launch_tc_any<BL, true>(ar, s);
+    launch_tc_any<BL, true>(ar, var, s);
   else
-    launch_tc_any<BL, false>(ar, s);
+    launch_tc_any<BL, false>(ar, var, s);
 }
 
 template <bool BL, class T>
-void launch_prod_layout(const ProdProblem<T, BL>& pr, cudaStream_t s) {
+void launch_prod_layout(const ProdProblem<T, BL>& pr, int tc_var, cudaStream_t s) {
   const int64_t groups = pr.a * pr.d, M = pr.a * pr.b * pr.d;
   if constexpr (std::is_same_v<T, float>) {
     // (the tile count goes to gridDim.x: the old kernels loop over groups past 2^31 blocks)
     // Any sum length c: each k8 step is accumulated afresh and added with rounding FADDs, so
     // the mma's truncation does not build up along c (ks_tc.cuh; tests up to c = 768).
     if (pr.c > 8 && pr.b > 4 && cdiv(pr.batch, 128) * cdiv(pr.b, 32) * groups < (int64_t(1) << 31))
-      return launch_tc(pr, s);
+      return launch_tc(pr, tc_var, s);
   }
   if (pr.c <= 8 || pr.b <= 4) {
     const int64_t inner = BL ? pr.batch : M, outer = BL ? M : pr.batch;
@@ -94,15 +95,16 @@ void launch_prod_layout(const ProdProblem<T, BL>& pr, cudaStream_t s) {
   }
 }
 
-// y = x K'^T or K' x for pattern (a, b, c, d) and weight strides (si, sk, sl, sj).
+// y = x K'^T or K' x for pattern (a, b, c, d) and weight strides (si, sk, sl, sj); tc_var: the
+// float32 tensor-core variant (-1: the table's).
 template <class T>
 void launch_prod(const T* x, const T* w, T* y, int64_t a, int64_t b, int64_t c, int64_t d,
                  int64_t batch, int64_t si, int64_t sk, int64_t sl, int64_t sj, bool bl,
-                 cudaStream_t s) {
+                 int tc_var, cudaStream_t s) {
   if (bl)
-    launch_prod_layout(ProdProblem<T, true>{x, w, y, a, b, c, d, batch, si, sk, sl, sj}, s);
+    launch_prod_layout(ProdProblem<T, true>{x, w, y, a, b, c, d, batch, si, sk, sl, sj}, tc_var, s);
   else
-    launch_prod_layout(ProdProblem<T, false>{x, w, y, a, b, c, d, batch, si, sk, sl, sj}, s);
+    launch_prod_layout(ProdProblem<T, false>{x, w, y, a, b, c, d, batch, si, sk, sl, sj}, tc_var, s);
 }
 
 template <int T_M, int BK, bool BL, class T>

@@ -1,9 +1,8 @@
-// Which tensor-core ks kernel runs: the out tile from b, the variant from the table (or the
-// STRUX_KS_TC_VAR knob); the kernels themselves are compiled in ks_tc_<layout>_<vec><V>.cu.
+// Which tensor-core ks kernel runs: the out tile from b, the variant from the table (or forced by
+// KsOptions::tc_variant); the kernels themselves are compiled in ks_tc_<layout>_<vec><V>.cu.
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 
 #include "cuda/ks/ks_tc.cuh"
 
@@ -28,25 +27,15 @@ int pick_tq(int64_t b) {
   return best;
 }
 
-// STRUX_KS_TC_VAR=v (read once) forces variant v (0 or 1, ks_tc_launch.cuh) of every row where
-// 16-byte X copies apply: a knob for the bench (python -m strux.bench.gpu_ks_perf); unset = the
-// table's pick.
-int tc_var() {
-  static const int v = [] {
-    const char* e = std::getenv("STRUX_KS_TC_VAR");
-    return e && e[0] >= '0' && e[0] <= '1' ? e[0] - '0' : -1;
-  }();
-  return v;
-}
-
-// The table's pick (measured, ks_tc_launch.cuh): BK 32 only for batch-first d = 1, TQ = 128.
+// The table's pick (bench/NOTES-gpu-ks-scan.md#ks-tc-variant): BK 32 only for batch-first d = 1,
+// TQ = 128.
 int default_var(int tq, bool bl, bool vec) { return !bl && vec && tq == 128 ? 1 : 0; }
 }  // namespace
 
 template <bool BL, bool VEC>
-void launch_tc_any(const tc::Args& ar, cudaStream_t s) {
+void launch_tc_any(const tc::Args& ar, int var, cudaStream_t s) {
   const int tq = pick_tq(ar.b);
-  const int v = tc_var() >= 0 ? tc_var() : default_var(tq, BL, VEC);
+  const int v = var >= 0 ? var : default_var(tq, BL, VEC);
   if constexpr (!VEC) {  // (4-byte X copies: one variant compiled)
     return launch_tc_var<BL, VEC, 0>(ar, tq, s);
   } else {
@@ -55,9 +44,9 @@ void launch_tc_any(const tc::Args& ar, cudaStream_t s) {
   }
 }
 
-template void launch_tc_any<true, true>(const tc::Args&, cudaStream_t);
-template void launch_tc_any<true, false>(const tc::Args&, cudaStream_t);
-template void launch_tc_any<false, true>(const tc::Args&, cudaStream_t);
-template void launch_tc_any<false, false>(const tc::Args&, cudaStream_t);
+template void launch_tc_any<true, true>(const tc::Args&, int, cudaStream_t);
+template void launch_tc_any<true, false>(const tc::Args&, int, cudaStream_t);
+template void launch_tc_any<false, true>(const tc::Args&, int, cudaStream_t);
+template void launch_tc_any<false, false>(const tc::Args&, int, cudaStream_t);
 
 }  // namespace strux::cuda::ks

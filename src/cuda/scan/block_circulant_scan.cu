@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <initializer_list>
 #include <string>
 
@@ -44,14 +42,15 @@ constexpr int64_t MAX_CHUNK_P = 4;  // register kernels (chunk_*<P>) exist for p
 
 }  // namespace
 
-// Kernel family. The seq kernels make one dependent round trip to memory per time step per
-// (batch, frequency) thread, so with few threads (B * kf small) the GPU idles on latency. Cutting
-// time into C chunks costs 2 chunk passes of L = T/C steps plus a carry pass of C steps (forward;
-// twice that backward), minimised near C = sqrt(2T); C is capped so that B*kf*C threads stay
-// within ~8 resident waves, and chunking is skipped when the sequence alone fills the GPU.
-// STRUX_BC_SCAN forces: "generic" (the any-p shared-memory kernels), "seq" (register kernels,
-// one chunk) or a chunk length L (register kernels, p <= 4).
-BlockCirculantScanPlan::BlockCirculantScanPlan(int64_t B, int64_t T, int64_t p, int64_t k)
+// Kernel family, at plan time (bench/NOTES-gpu-ks-scan.md#scan-solver-rule): the register
+// kernels where they exist (p <= 4), else the generic ones. The seq kernels make one dependent
+// round trip to memory per time step per (batch, frequency) thread, so with few threads (B * kf
+// small) the GPU idles on latency. Cutting time into C chunks costs 2 chunk passes of L = T/C
+// steps plus a carry pass of C steps (forward; twice that backward), minimised near
+// C = sqrt(2T); C is capped so that B*kf*C threads stay within ~8 resident waves, and chunking is
+// skipped when the sequence alone fills the GPU. BlockCirculantScanOptions forces either.
+BlockCirculantScanPlan::BlockCirculantScanPlan(int64_t B, int64_t T, int64_t p, int64_t k,
+                                               const BlockCirculantScanOptions& opt)
     : B_(B), T_(T), p_(p), k_(k), kf_(k / 2 + 1) {
   check_positive(B, "B");
   check_positive(T, "T");
@@ -60,17 +59,17 @@ BlockCirculantScanPlan::BlockCirculantScanPlan(int64_t B, int64_t T, int64_t p, 
   check_arg(B < 65536, "u", "batch B = ", B, " too large for the GPU kernel (B < 65536)");
   check_arg(2 * p * bscan::SEQ_THREADS * 8 <= 48 * 1024, "a", "block grid p = ", p,
             " too large for the GPU kernel (p <= 96)");
-  const char* env = std::getenv("STRUX_BC_SCAN");
-  const std::string force = env ? env : "";
-  regs_ = p <= MAX_CHUNK_P && force != "generic";
+  check_arg(opt.chunk >= 0, "chunk", "expected a chunk length >= 1 (0: automatic), got ", opt.chunk);
+  check_arg(!(opt.registers == false && opt.chunk > 0), "chunk",
+            "the generic kernels do not run in chunks (got chunk = ", opt.chunk, ")");
+  const bool forced_regs = opt.registers.value_or(false) || opt.chunk > 0;
+  check_arg(!forced_regs || p <= MAX_CHUNK_P, "registers", "the register kernels need p <= ",
+            MAX_CHUNK_P, ", got p = ", p);
+  regs_ = opt.registers.value_or(p <= MAX_CHUNK_P);
   L_ = T;
-  if (regs_ && !force.empty() && force != "seq") {
-    char* end = nullptr;
-    const long long L = std::strtoll(force.c_str(), &end, 10);
-    check_arg(end && *end == '\0' && L > 0, "STRUX_BC_SCAN", "expected generic, seq or a chunk length > 0, got '",
-              force, "'");
-    L_ = std::min<int64_t>(L, T);
-  } else if (regs_ && force.empty()) {
+  if (opt.chunk > 0) {
+    L_ = std::min<int64_t>(opt.chunk, T);
+  } else if (regs_ && !opt.registers) {
     const int64_t threads = B * kf_, cap = int64_t(sm_count()) * 2048 * 8;
     int64_t C = std::min<int64_t>(int64_t(std::ceil(std::sqrt(2.0 * double(T)))), cap / threads);
     if (threads < int64_t(sm_count()) * 1024 && C >= 4) L_ = (T + C - 1) / C;
@@ -84,6 +83,14 @@ BlockCirculantScanPlan::BlockCirculantScanPlan(int64_t B, int64_t T, int64_t p, 
     c2r_a_ = make_rows_plan(k, B * T * p * p, CUFFT_C2R, &fft_work_);
     c2r_h0_ = make_rows_plan(k, B * p, CUFFT_C2R, &fft_work_);
   }
+}
+
+std::string BlockCirculantScanPlan::describe() const {
+  std::string s = "block_circulant_scan (" + std::to_string(B_) + ", " + std::to_string(T_) + ", " +
+                  std::to_string(p_) + ", " + std::to_string(k_) + ") float32: " +
+                  (regs_ ? "register kernels" : "generic kernels");
+  if (L_ < T_) s += ", chunks of " + std::to_string(L_) + " steps";
+  return s;
 }
 
 BlockCirculantScanPlan::~BlockCirculantScanPlan() {

@@ -7,9 +7,8 @@
 #include "cuda/scan/diag_scan_kernel.cuh"
 #include "cuda/scan/diag_scan_seq.cuh"
 
-#include <cstdlib>
-#include <cstring>
 #include <initializer_list>
+#include <string>
 #include <type_traits>
 #include <cstdint>
 #include "strux/core.hpp"
@@ -62,14 +61,12 @@ void launch(const scan::ScanArgs<S, typename scan::Tr<S>::V>& args0, const Layou
   STRUX_LAUNCH("diag_scan_kernel");
 }
 
-// Which kernel runs. The streaming kernel needs enough channels to keep the memory system busy
-// with one thread per channel (at least SEQ_MIN_PER_SM threads per SM); past one wave of resident
-// threads (SEQ_THREADS * SEQ_MIN_BLOCKS per SM) it packs 16 bytes of channels per thread when n
-// and every pointer allow, so fewer whole-sequence waves run. Otherwise the look-back kernel,
-// which also splits time. STRUX_DIAG_SCAN=lookback|seq1|seqv forces one (benchmarks and tests;
-// a forced seqv falls back to seq1 when alignment or n forbid it).
-enum class Algo { lookback, seq1, seqv };
-constexpr int64_t SEQ_MIN_PER_SM = 96;  // measured: at 124 per SM seq1 beats look-back 72% to 57%
+// The solver table of diag_scan (bench/NOTES-gpu-ks-scan.md#scan-solver-rule), at plan time:
+// the streaming kernel needs enough channels to keep the memory system busy with one thread per
+// channel (at least SEQ_MIN_PER_SM threads per SM); past one wave of resident threads
+// (SEQ_THREADS * SEQ_MIN_BLOCKS per SM) it packs 16 bytes of channels per thread where n allows
+// (and, per call, every pointer); otherwise the look-back kernel, which also splits time.
+constexpr int64_t SEQ_MIN_PER_SM = 96;
 
 int sm_count() {
   int dev = 0, sms = 0;
@@ -80,23 +77,38 @@ int sm_count() {
 
 // float64 / complex128 run the look-back kernel only: the streaming kernels pack 32-bit words
 // and their register rings are sized for 2- to 8-byte elements in float32 arithmetic.
+bool has_seq(DType dt) { return dt != DType::f64 && dt != DType::c128; }
+int64_t vec_width(DType dt) {
+  return dt == DType::c64 || dt == DType::f64 ? 2 : dt == DType::c128 ? 1 : dt == DType::f32 ? 4 : 8;
+}
+
+struct Problem {
+  int64_t B, n, sms;
+  DType dt;
+};
+struct Solver {
+  DiagScanAlgo algo;
+  bool (*applicable)(const Problem&);
+  bool (*preferred)(const Problem&);
+};
+const Solver kSolvers[] = {
+    {DiagScanAlgo::lookback, [](const Problem&) { return true; },
+     [](const Problem& q) { return !has_seq(q.dt) || q.B * q.n < SEQ_MIN_PER_SM * q.sms; }},
+    {DiagScanAlgo::seqv, [](const Problem& q) { return has_seq(q.dt) && q.n % vec_width(q.dt) == 0; },
+     [](const Problem& q) { return q.B * q.n > int64_t(scan::SEQ_THREADS) * scan::SEQ_MIN_BLOCKS * q.sms; }},
+    {DiagScanAlgo::seq1, [](const Problem& q) { return has_seq(q.dt); },
+     [](const Problem&) { return true; }},
+};
+
 template <class S>
 constexpr bool has_seq() { return !std::is_same<S, double>::value && !std::is_same<S, double2>::value; }
 
-template <class S>
-Algo pick(int64_t B, int64_t n, std::initializer_list<const void*> ptrs) {
-  constexpr int64_t vw = 16 / sizeof(S);
-  bool vec_ok = n % vw == 0;
-  for (const void* p : ptrs) vec_ok = vec_ok && reinterpret_cast<uintptr_t>(p) % 16 == 0;
-  if (!has_seq<S>()) return Algo::lookback;
-  const char* env = std::getenv("STRUX_DIAG_SCAN");
-  if (env && std::strcmp(env, "lookback") == 0) return Algo::lookback;
-  if (env && std::strcmp(env, "seq1") == 0) return Algo::seq1;
-  if (env && std::strcmp(env, "seqv") == 0) return vec_ok ? Algo::seqv : Algo::seq1;
-  const int64_t sms = sm_count();
-  if (B * n < SEQ_MIN_PER_SM * sms) return Algo::lookback;
-  if (B * n <= int64_t(scan::SEQ_THREADS) * scan::SEQ_MIN_BLOCKS * sms) return Algo::seq1;
-  return vec_ok ? Algo::seqv : Algo::seq1;
+// seqv needs every pointer 16-byte aligned; else the call runs seq1.
+DiagScanAlgo per_call(DiagScanAlgo algo, std::initializer_list<const void*> ptrs) {
+  if (algo != DiagScanAlgo::seqv) return algo;
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return DiagScanAlgo::seq1;
+  return algo;
 }
 
 // D (ring depth): with one element per thread, 64 bytes of each stream in flight (16 steps at
@@ -114,8 +126,8 @@ void launch_seq(const scan::SeqArgs& args, cudaStream_t s) {
 }
 
 template <class S, bool REV>
-void run_seq(Algo algo, const scan::SeqArgs& args, cudaStream_t s) {
-  if (algo == Algo::seqv)
+void run_seq(DiagScanAlgo algo, const scan::SeqArgs& args, cudaStream_t s) {
+  if (algo == DiagScanAlgo::seqv)
     launch_seq<S, REV, 16 / int(sizeof(S))>(args, s);
   else
     launch_seq<S, REV, 1>(args, s);
@@ -136,7 +148,15 @@ void by_type(DType dt, F&& f) {
 }
 }  // namespace
 
-DiagScanPlan::DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype)
+const char* diag_scan_algo_name(DiagScanAlgo a) {
+  switch (a) {
+    case DiagScanAlgo::seq1: return "seq1";
+    case DiagScanAlgo::seqv: return "seqv";
+    default: return "lookback";
+  }
+}
+
+DiagScanPlan::DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype, const DiagScanOptions& opt)
     : B_(B), T_(T), n_(n), dtype_(dtype) {
   check_positive(B, "B");
   check_positive(T, "T");
@@ -147,6 +167,25 @@ DiagScanPlan::DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype)
             dtype_name(dtype));
   check_arg(layout(B, T, n, dtype).nblk < (int64_t(1) << 31), "a", "too many blocks for shape (",
             B, ", ", T, ", ", n, ")");
+  const Problem q{B, n, has_seq(dtype) && !opt.algo ? int64_t(sm_count()) : 0, dtype};
+  bool found = false;
+  for (const Solver& s : kSolvers)
+    if (opt.algo ? s.algo == *opt.algo && s.applicable(q) : s.applicable(q) && s.preferred(q)) {
+      algo_ = s.algo, found = true;
+      break;
+    }
+  if (!found)
+    check_arg(false, "algo", "the forced kernel '", diag_scan_algo_name(*opt.algo),
+            "' does not apply to dtype ", dtype_name(dtype), " with n = ", n,
+            " (streaming kernels: not float64 / complex128; seqv: n a multiple of ",
+            vec_width(dtype), ")");
+}
+
+std::string DiagScanPlan::describe() const {
+  std::string s = "diag_scan (" + std::to_string(B_) + ", " + std::to_string(T_) + ", " +
+                  std::to_string(n_) + ") " + dtype_name(dtype_) + ": " + diag_scan_algo_name(algo_);
+  if (algo_ == DiagScanAlgo::seqv) s += " (seq1 on calls with pointers not 16-byte aligned)";
+  return s;
 }
 
 int64_t DiagScanPlan::workspace_bytes() const { return layout(B_, T_, n_, dtype_).total; }
@@ -163,9 +202,9 @@ void DiagScanPlan::forward(const void* a, const void* b, const void* h0, void* h
     args.h = static_cast<S*>(h);
     args.B = B_, args.T = T_, args.n = n_;
     args.scale = scale;
-    const Algo algo = pick<S>(B_, n_, {a, b, h0, h});
+    const DiagScanAlgo algo = per_call(algo_, {a, b, h0, h});
     if constexpr (has_seq<S>())
-      if (algo != Algo::lookback)
+      if (algo != DiagScanAlgo::lookback)
         return run_seq<S, false>(algo, scan::SeqArgs{a, b, h0, nullptr, h, nullptr, nullptr, nullptr, B_, T_, n_, scale},
                                static_cast<cudaStream_t>(stream));
     launch<S, false>(args, L, ws, static_cast<cudaStream_t>(stream));
@@ -187,9 +226,9 @@ void DiagScanPlan::backward(const void* a, const void* h, const void* h0, const 
     args.dh0 = static_cast<S*>(dh0);
     args.B = B_, args.T = T_, args.n = n_;
     args.scale = 1.0;
-    const Algo algo = pick<S>(B_, n_, {a, h, h0, dh, da, db, dh0});
+    const DiagScanAlgo algo = per_call(algo_, {a, h, h0, dh, da, db, dh0});
     if constexpr (has_seq<S>())
-      if (algo != Algo::lookback)
+      if (algo != DiagScanAlgo::lookback)
         return run_seq<S, true>(algo, scan::SeqArgs{a, dh, h0, h, nullptr, da, db, dh0, B_, T_, n_, 1.0},
                               static_cast<cudaStream_t>(stream));
     launch<S, true>(args, L, ws, static_cast<cudaStream_t>(stream));

@@ -1,0 +1,211 @@
+// nanobind entry points of the CUDA ks family: raw device pointers and sizes (ints) in, plans
+// from the plan cache, launches on the caller's stream. strux/_cuda_ks.py validates every array
+// once (torch tensors and CuPy arrays alike) and passes their addresses: a call converts ints,
+// looks a plan up and launches (a small product costs tens of microseconds of GPU time, so the
+// host work per call matters).
+//
+// Contract (private to strux/_cuda_ks.py): every pointer is a C-contiguous device array of the
+// stated dtype on `device`, of the sizes the pattern and batch imply; 0 stands for "not wanted"
+// where noted.
+#ifdef STRUX_HAVE_CUDA
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nanobind/stl/pair.h>
+
+#include "arrays.hpp"
+#include "cuda_binding.hpp"
+#include "core/plan_cache.hpp"
+#include "cuda/check.hpp"
+#include "strux/core.hpp"
+#include "strux/cuda/ks.hpp"
+
+namespace {
+
+using strux::check_arg;
+using strux::cuda::DType;
+using strux::cuda::KsPattern;
+using strux::cuda::KsPlan;
+
+// One cache per host thread: a plan reserves the cuBLAS resources (handle, re-laid-out weight and
+// dw buffers, transposition workspace) of the thread that builds it (ks_blas.cu keeps them per
+// thread and device), and autograd runs backward on its own threads. Key: the pattern, batch,
+// options (cuda_binding.hpp), device and batch_last | dtype << 1.
+using KsCache = strux::core::PlanCache<strux::core::PlanKey<8>, KsPlan>;
+
+std::shared_ptr<KsPlan> plan(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl,
+                             int dtype, int device, int64_t opts) {
+  thread_local KsCache cache(256);
+  return cache.get({a, b, c, d, batch, opts, device, int64_t(bl) | (int64_t(dtype) << 1)}, [&] {
+    return std::make_shared<KsPlan>(KsPattern{a, b, c, d}, batch, bl, DType(dtype), strux::py::ks_options(opts));
+  });
+}
+
+using strux::py::DeviceGuard;
+using strux::py::ptr;
+
+size_t elem_bytes(int dtype) { return DType(dtype) == DType::f32 ? 4 : 2; }
+
+// Scratch regions are rounded up to 128 elements (>= 256 bytes) so every intermediate starts
+// as aligned as a fresh allocation (the kernels' vector paths need 16-byte alignment). The same
+// rule is in _cuda_ks._region.
+int64_t region(int64_t n) { return (n + 127) / 128 * 128; }
+
+KsPattern pat(const std::vector<int64_t>& flat, size_t q) {
+  return {flat[4 * q], flat[4 * q + 1], flat[4 * q + 2], flat[4 * q + 3]};
+}
+
+size_t factors(const std::vector<int64_t>& flat, size_t nw) {
+  check_arg(flat.size() % 4 == 0 && flat.size() / 4 == nw && nw >= 1, "patterns",
+            "expected 4 values per weight array, got ", flat.size(), " values for ", nw, " arrays");
+  return nw;
+}
+
+std::shared_ptr<KsPlan> plan_q(const std::vector<int64_t>& flat, size_t q, int64_t batch, bool bl,
+                               int dtype, int device, int64_t opts) {
+  const KsPattern p = pat(flat, q);
+  return plan(p.a, p.b, p.c, p.d, batch, bl, dtype, device, opts);
+}
+
+// y = x K^T ("bsf") or K x ("bsl") for one factor.
+void forward(uintptr_t x, uintptr_t w, uintptr_t y, int64_t a, int64_t b, int64_t c, int64_t d,
+             int64_t batch, bool bl, int dtype, int device, int64_t opts, uintptr_t stream) {
+  DeviceGuard g(device);
+  plan(a, b, c, d, batch, bl, dtype, device, opts)->forward(ptr(x), ptr(w), ptr(y), ptr(stream));
+}
+
+// dx (0: skipped) and dw32 (float32, zeroed here first; 0: skipped) of one factor.
+void backward(uintptr_t dy, uintptr_t x, uintptr_t w, uintptr_t dx, uintptr_t dw32, int64_t a,
+              int64_t b, int64_t c, int64_t d, int64_t batch, bool bl, int dtype, int device,
+              int64_t opts, uintptr_t stream) {
+  DeviceGuard g(device);
+  const auto pl = plan(a, b, c, d, batch, bl, dtype, device, opts);
+  auto s = static_cast<cudaStream_t>(ptr(stream));
+  if (dw32) STRUX_CUDA(cudaMemsetAsync(ptr(dw32), 0, size_t(a * b * c * d) * sizeof(float), s));
+  pl->backward(ptr(dy), ptr(x), ptr(w), ptr(dx), static_cast<float*>(ptr(dw32)), s);
+}
+
+// Chain forward: K_P first; intermediates ping-pong between two scratch regions of
+// region(max rows of factors 2..P * batch) elements each (one region when P == 2).
+void chain_forward(uintptr_t x, const std::vector<uintptr_t>& ws, uintptr_t y, uintptr_t scratch,
+                   int64_t scratch_elems, const std::vector<int64_t>& flat, int64_t batch, bool bl,
+                   int dtype, int device, int64_t opts, uintptr_t stream) {
+  const size_t P = factors(flat, ws.size());
+  int64_t inter = 0;
+  for (size_t q = 1; q < P; ++q) {
+    const KsPattern p = pat(flat, q);
+    inter = std::max(inter, region(p.a * p.b * p.d * batch));
+  }
+  check_arg(scratch_elems >= inter * int64_t(std::min<size_t>(P - 1, 2)), "scratch", "too small: ",
+            scratch_elems, " elements");
+  DeviceGuard g(device);
+  const size_t eb = elem_bytes(dtype);
+  uintptr_t in = x;
+  for (size_t q = P; q-- > 0;) {
+    const uintptr_t out = q == 0 ? y : scratch + ((P - 1 - q) % 2) * inter * eb;
+    plan_q(flat, q, batch, bl, dtype, device, opts)->forward(ptr(in), ptr(ws[q]), ptr(out), ptr(stream));
+    in = out;
+  }
+}
+
+// Chain backward with the forward intermediates recomputed: scratch holds the inputs of factors
+// 1..P-1 (region(cols of factor q * batch) each, q = 0..P-2, in that order) and then the
+// ping-pong gradient regions (min(P-1, 2) of region(max of those cols * batch)). dx (0: not
+// wanted) is the gradient of x; dws32[q] float32 (a, b, c, d) (0: not wanted), zeroed here.
+void chain_backward(uintptr_t dy, uintptr_t x, const std::vector<uintptr_t>& ws, uintptr_t dx,
+                    const std::vector<uintptr_t>& dws32, uintptr_t scratch, int64_t scratch_elems,
+                    const std::vector<int64_t>& flat, int64_t batch, bool bl, int dtype, int device,
+                    int64_t opts, uintptr_t stream) {
+  const size_t P = factors(flat, ws.size());
+  check_arg(dws32.size() == P, "dws32", "expected ", P, " pointers, got ", dws32.size());
+  const size_t eb = elem_bytes(dtype);
+  std::vector<uintptr_t> act(P);  // act[q]: the input of factor q
+  act[P - 1] = x;
+  int64_t off = 0, gmax = 0;
+  for (size_t q = 0; q + 1 < P; ++q) {
+    const KsPattern p = pat(flat, q);
+    const int64_t n = region(p.a * p.c * p.d * batch);
+    act[q] = scratch + off * eb;
+    off += n;
+    gmax = std::max(gmax, n);
+  }
+  const int64_t need = off + gmax * int64_t(std::min<size_t>(P - 1, 2));
+  check_arg(scratch_elems >= need, "scratch", "too small: ", scratch_elems, " elements, need ", need);
+  DeviceGuard g(device);
+  auto s = static_cast<cudaStream_t>(ptr(stream));
+  for (size_t q = P - 1; q-- > 0;)
+    plan_q(flat, q + 1, batch, bl, dtype, device, opts)->forward(ptr(act[q + 1]), ptr(ws[q + 1]), ptr(act[q]), s);
+  uintptr_t gin = dy;
+  for (size_t q = 0; q < P; ++q) {
+    const auto pl = plan_q(flat, q, batch, bl, dtype, device, opts);
+    if (dws32[q]) {
+      const KsPattern p = pat(flat, q);
+      STRUX_CUDA(cudaMemsetAsync(ptr(dws32[q]), 0, size_t(p.a * p.b * p.c * p.d) * sizeof(float), s));
+    }
+    // gout (a ping-pong region or dx) aliases neither gin nor act[q]
+    const uintptr_t gout = q + 1 == P ? dx : scratch + (off + int64_t(q % 2) * gmax) * eb;
+    pl->backward(ptr(gin), ptr(act[q]), ptr(ws[q]), ptr(gout), static_cast<float*>(ptr(dws32[q])),
+                s);
+    gin = gout;
+  }
+}
+
+// Which product path a plan picks: "blas" (cuBLAS on strided views), "stream" (batch-last,
+// W in shared memory), "tr" (batch-first d > 1: transpositions + cuBLAS) or "kernels", for
+// forward and backward_x (tests and bench; options force one). The plan is built for the
+// query only: it reserves no more than the call it describes would.
+KsPlan query_plan(const std::vector<int64_t>& p, int64_t batch, bool batch_last, int dtype, int64_t options) {
+  check_arg(p.size() == 4, "pattern", "expected (a, b, c, d), got ", p.size(), " values");
+  return KsPlan({p[0], p[1], p[2], p[3]}, batch, batch_last, DType(dtype), strux::py::ks_options(options));
+}
+
+std::pair<std::string, std::string> path(const std::vector<int64_t>& p, int64_t batch, bool batch_last, int dtype,
+                                         int64_t options) {
+  const KsPlan pl = query_plan(p, batch, batch_last, dtype, options);
+  return {strux::cuda::ks_path_name(pl.forward_path()), strux::cuda::ks_path_name(pl.backward_x_path())};
+}
+
+// backward_w's path: ("blas" or "tr", batch chunk of one GEMM accumulation) or ("kernels", 0).
+std::pair<std::string, int64_t> dw_path(const std::vector<int64_t>& p, int64_t batch, bool batch_last, int dtype,
+                                        int64_t options) {
+  const KsPlan pl = query_plan(p, batch, batch_last, dtype, options);
+  return {strux::cuda::ks_path_name(pl.backward_w_path()), pl.backward_w_chunk()};
+}
+
+std::string describe(const std::vector<int64_t>& p, int64_t batch, bool batch_last, int dtype, int64_t options) {
+  return query_plan(p, batch, batch_last, dtype, options).describe();
+}
+
+}  // namespace
+
+void bind_cuda_ks(nb::module_& m) {
+  m.def("cuda_ks_path", &path, nb::arg("pattern"), nb::arg("batch"), nb::arg("batch_last"), nb::arg("dtype"),
+        nb::arg("options") = 0);
+  m.def("cuda_ks_dw_path", &dw_path, nb::arg("pattern"), nb::arg("batch"), nb::arg("batch_last"),
+        nb::arg("dtype"), nb::arg("options") = 0);
+  m.def("cuda_ks_describe", &describe, nb::arg("pattern"), nb::arg("batch"), nb::arg("batch_last"),
+        nb::arg("dtype"), nb::arg("options") = 0);
+  m.def("cuda_ks_forward", &forward, nb::arg("x"), nb::arg("w"), nb::arg("y"), nb::arg("a"),
+        nb::arg("b"), nb::arg("c"), nb::arg("d"), nb::arg("batch"), nb::arg("batch_last"),
+        nb::arg("dtype"), nb::arg("device"), nb::arg("options"), nb::arg("stream"));
+  m.def("cuda_ks_backward", &backward, nb::arg("dy"), nb::arg("x"), nb::arg("w"), nb::arg("dx"),
+        nb::arg("dw32"), nb::arg("a"), nb::arg("b"), nb::arg("c"), nb::arg("d"), nb::arg("batch"),
+        nb::arg("batch_last"), nb::arg("dtype"), nb::arg("device"), nb::arg("options"),
+        nb::arg("stream"));
+  m.def("cuda_ks_chain_forward", &chain_forward, nb::arg("x"), nb::arg("ws"), nb::arg("y"),
+        nb::arg("scratch"), nb::arg("scratch_elems"), nb::arg("patterns"), nb::arg("batch"),
+        nb::arg("batch_last"), nb::arg("dtype"), nb::arg("device"), nb::arg("options"),
+        nb::arg("stream"));
+  m.def("cuda_ks_chain_backward", &chain_backward, nb::arg("dy"), nb::arg("x"), nb::arg("ws"),
+        nb::arg("dx"), nb::arg("dws32"), nb::arg("scratch"), nb::arg("scratch_elems"),
+        nb::arg("patterns"), nb::arg("batch"), nb::arg("batch_last"), nb::arg("dtype"),
+        nb::arg("device"), nb::arg("options"), nb::arg("stream"));
+}
+
+#endif  // STRUX_HAVE_CUDA

@@ -1,0 +1,159 @@
+"""fftconv on the GPU, for torch tensors and CuPy arrays (strux.fftconv and strux.torch call here).
+
+Arrays are checked once (torch tensors by cheap attribute tests, _fast, else through the array
+adapter strux._cuda with messages that name the argument), outputs allocated of the input's kind
+and device, and raw device pointers passed to a cached FFTConvPlan (the C++ plan
+cache, keyed by shape, dtype, mode, algorithm and device), on the caller's current stream, so
+calls compose with CUDA graphs and torch.compile. A plan's filter spectrum and workspace serve
+one call at a time: do not run the same shapes concurrently on two streams.
+"""
+from __future__ import annotations
+
+from . import _cuda as D
+from . import _ext
+from ._cuda import available  # noqa: F401  (the GPU modules answer available() alike)
+
+#: fftconv algorithm for new plans: 0 = the fused single-kernel path where it applies (float32,
+#: float16, bfloat16; causal with L + min(Lk, L) - 1 <= 32768; circular with L a power of two in
+#: [1024, 32768]), else cuFFT; 1 = always the cuFFT path. Part of the plan cache key.
+fftconv_algo = 0
+
+_MODES = ("causal", "circular")
+
+
+def _fftconv_plan(dev, B, H, L, Lk, mode, dtype, backward):
+    """The cached plan (a backward-capable plan serves forward calls too)."""
+    return _ext.cuda.fftconv_plan(dev, B, H, L, Lk, mode, dtype, backward, fftconv_algo)
+
+
+def _gate(g, name, ref, shape, ref_name="u"):
+    """g (None stays None) checked against ref's kind, dtype and device and `shape`; contiguous."""
+    if g is None:
+        return None
+    D.array(g, name, len(shape))
+    D.same(ref, ref_name, **{name: g})
+    D.shape(g, name, shape)
+    return D.contig(g)
+
+
+def _fast(u, k, mode, pre, post, skip):
+    """(dev, B, H, L, Lk, dtype) when torch u, k, pre, post, skip (None or tensors) pass every
+    check of fftconv as they are (contiguous, one dtype and device, shapes, sizes >= 1), else None."""
+    s, ks = u.shape, k.shape
+    if len(s) != 3 or type(k) is not type(u) or len(ks) != 2 or ks[0] != s[1] or k.dtype is not u.dtype \
+            or not u.is_cuda or u.numel() == 0 or k.numel() == 0 or not (u.is_contiguous() and k.is_contiguous()) \
+            or k.get_device() != u.get_device() or not (mode == "causal" or (mode == "circular" and ks[1] <= s[2])):
+        return None
+    dt = D.TORCH_NAME.get(u.dtype)
+    if dt not in D.FLOATS:
+        return None
+    dev = u.get_device()
+    for g, shape in ((pre, s), (post, s), (skip, (s[1],))):
+        if g is not None and (type(g) is not type(u) or g.shape != shape or g.dtype is not u.dtype
+                              or not g.is_contiguous() or g.get_device() != dev):
+            return None
+    return dev, s[0], s[1], s[2], ks[1], dt
+
+
+def _fftconv_args(u, k, mode, pregate, postgate, skip):
+    """Checks fftconv's arrays; returns them contiguous and (dev, B, H, L, Lk, dtype)."""
+    D.array(u, "u", 3)
+    u = D.contig(u)
+    B, H, L = (int(s) for s in u.shape)
+    D.array(k, "k", 2)
+    D.same(u, "u", k=k)
+    if int(k.shape[0]) != H:
+        raise ValueError(f"argument 'k': expected shape ({H}, Lk) (H = u.shape[1]), got {tuple(k.shape)}")
+    Lk = int(k.shape[1])
+    if mode not in _MODES:
+        raise ValueError(f"argument 'mode': expected one of 'causal', 'circular', got {mode!r}")
+    if mode == "circular" and Lk > L:
+        raise ValueError(f"argument 'k': circular mode needs Lk <= L, got Lk = {Lk} and L = {L}")
+    pre = _gate(pregate, "pregate", u, (B, H, L))
+    post = _gate(postgate, "postgate", u, (B, H, L))
+    skip = _gate(skip, "skip", u, (H,))
+    return u, D.contig(k), pre, post, skip, (D.device_id(u), B, H, L, Lk, D.dtname(u))
+
+
+def fftconv(u, k, mode: str = "causal", pregate=None, postgate=None, skip=None):
+    """y = postgate ⊙ (k * v + skip ⊙ v), v = u ⊙ pregate, on the GPU (DESIGN.md fftconv).
+
+    u (B, H, L), k (H, Lk), pregate/postgate (B, H, L), skip (H,): one dtype among float16,
+    bfloat16, float32 (computed in float32) and float64; torch tensors or CuPy arrays on one
+    CUDA device. Returns y (B, H, L) of u's kind, dtype and device. The filter spectrum is
+    recomputed on every call (use FFTConvCUDA to keep it).
+    """
+    r = _fast(u, k, mode, pregate, postgate, skip) if type(u) in D.TT else None
+    if r is None:
+        u, k, pregate, postgate, skip, r = _fftconv_args(u, k, mode, pregate, postgate, skip)
+    dev, B, H, L, Lk, dt = r
+    plan = _fftconv_plan(dev, B, H, L, Lk, mode, dt, False)
+    s = D.stream(u)
+    y = D.empty(u, (B, H, L))
+    plan.set_filter(D.ptr(k), s)
+    plan.forward(D.ptr(u), D.ptr(pregate), D.ptr(postgate), D.ptr(skip), D.ptr(y), s)
+    return y
+
+
+def fftconv_vjp(dy, u, k, mode: str = "causal", pregate=None, postgate=None, skip=None):
+    """Vector-Jacobian product of fftconv at (u, k, pregate, postgate, skip) for cotangent dy.
+
+    Argument order: dy (B, H, L), then fftconv's arguments. Returns the tuple
+    (du, dk, dpregate, dpostgate, dskip), each shaped like its input, with None for the
+    inputs that were not given.
+    """
+    u, k, pre, post, skip, (dev, B, H, L, Lk, dt) = _fftconv_args(u, k, mode, pregate, postgate, skip)
+    dy = _gate(dy, "dy", u, (B, H, L))
+    plan = _fftconv_plan(dev, B, H, L, Lk, mode, dt, True)
+    s = D.stream(u)
+    du = D.empty(u, (B, H, L))
+    dk = D.empty(u, (H, Lk))
+    dpre = D.empty(u, (B, H, L)) if pre is not None else None
+    dpost = D.empty(u, (B, H, L)) if post is not None else None
+    dskip = D.empty(u, (H,)) if skip is not None else None
+    plan.set_filter(D.ptr(k), s)
+    plan.backward(D.ptr(dy), D.ptr(u), D.ptr(pre), D.ptr(post), D.ptr(skip), D.ptr(du), D.ptr(dk), D.ptr(dpre),
+                  D.ptr(dpost), D.ptr(dskip), s)
+    return du, dk, dpre, dpost, dskip
+
+
+class FFTConvCUDA:
+    """fftconv with a fixed filter: the filter spectrum is computed once, here.
+
+    FFTConvCUDA(k, B, L, mode) then conv(u, pregate=None, postgate=None, skip=None) for u
+    of shape (B, H, L) with H = k.shape[0]. Call set_filter(k) when k changes. The operator owns
+    its plan (not shared through the plan cache: it holds this filter's spectrum).
+    """
+
+    def __init__(self, k, B: int, L: int, mode: str = "causal"):
+        D.array(k, "k", 2)
+        self._k = k  # the reference array: kind, dtype and device of every later argument
+        self.H, self.Lk = (int(s) for s in k.shape)
+        self.B, self.L, self.mode = int(B), int(L), mode
+        self.dtype, self.device = D.dtname(k), D.device_id(k)
+        if mode not in _MODES:
+            raise ValueError(f"argument 'mode': expected one of 'causal', 'circular', got {mode!r}")
+        with D.device_guard(k):
+            self._plan = _ext.cuda.FFTConvPlan(self.B, self.H, self.L, self.Lk, mode, self.dtype, False,
+                                               fftconv_algo)
+        self.set_filter(k)
+
+    def describe(self) -> str:
+        """What the plan chose, in words."""
+        p = self._plan
+        return (f"fftconv (B={self.B}, H={self.H}, L={self.L}, Lk={self.Lk}) {self.mode} {self.dtype}: "
+                + ("the fused single-kernel path" if p.fused else f"cuFFT, nfft {p.nfft}"))
+
+    def set_filter(self, k):
+        k = _gate(k, "k", self._k, (self.H, self.Lk), "the operator's filter")
+        self._plan.set_filter(D.ptr(k), D.stream(k))
+
+    def __call__(self, u, pregate=None, postgate=None, skip=None):
+        shape = (self.B, self.H, self.L)
+        u = _gate(u, "u", self._k, shape, "the operator's filter")
+        pre = _gate(pregate, "pregate", u, shape)
+        post = _gate(postgate, "postgate", u, shape)
+        skip = _gate(skip, "skip", u, (self.H,))
+        y = D.empty(u, shape)
+        self._plan.forward(D.ptr(u), D.ptr(pre), D.ptr(post), D.ptr(skip), D.ptr(y), D.stream(u))
+        return y

@@ -1,0 +1,75 @@
+"""Explicit kernel choices for the GPU plans (tests, benchmarks): the ``options=`` dict of the GPU
+functions, checked here and packed into the small ints the bindings take (python/src/
+cuda_options.hpp). ``None`` (or ``{}``) leaves every choice to the plans' solver tables;
+what a plan chose is in its ``describe()`` string. The measurements behind the tables:
+bench/NOTES-gpu-ks-scan.md.
+"""
+from __future__ import annotations
+
+_KS_PATHS = {"auto": 0, "kernels": 1, "blas": 2, "stream": 3, "tr": 4}
+_KS_TN = {0: 0, 32: 1, 64: 2, 128: 3}
+_DIAG_PATHS = {"auto": -1, "lookback": 0, "seq1": 1, "seqv": 2}
+_BLOCK_PATHS = {"auto": -1, "generic": 0, "registers": 1}
+
+
+def _items(options, family, keys):
+    if not isinstance(options, dict):
+        raise TypeError(f"argument 'options': expected a dict or None, got {type(options).__name__}")
+    bad = sorted(set(options) - set(keys))
+    if bad:
+        raise ValueError(f"argument 'options': unknown {family} option(s) {', '.join(map(repr, bad))}; "
+                         f"expected some of {', '.join(keys)}")
+    return options
+
+
+def _pick(options, key, table, default, what):
+    v = options.get(key, default)
+    if isinstance(v, bool) or v not in table:
+        raise ValueError(f"argument 'options': {key!r} expected {what}, got {v!r}")
+    return table[v]
+
+
+def ks_code(options) -> int:
+    """ks: {"path": "auto" | "kernels" | "blas" | "stream" | "tr", "stream_tn": 0 | 32 | 64 | 128,
+    "stream_mt": 0 | 1 | 2, "dw_ptrs": bool, "tc_variant": -1 | 0 | 1}. A forced path runs every
+    operation it applies to (stream: forward and dx only) and the table's choice elsewhere; one
+    that applies to no operation of the plan raises ValueError (from the plan)."""
+    if options is None:
+        return 0
+    o = _items(options, "ks", ("path", "stream_tn", "stream_mt", "dw_ptrs", "tc_variant"))
+    code = _pick(o, "path", _KS_PATHS, "auto", "one of " + ", ".join(map(repr, _KS_PATHS)))
+    code |= _pick(o, "stream_tn", _KS_TN, 0, "0 (automatic), 32, 64 or 128") << 3
+    code |= _pick(o, "stream_mt", {0: 0, 1: 1, 2: 2}, 0, "0 (automatic), 1 or 2") << 5
+    dw_ptrs = o.get("dw_ptrs", True)
+    if not isinstance(dw_ptrs, bool):
+        raise ValueError(f"argument 'options': 'dw_ptrs' expected a bool, got {dw_ptrs!r}")
+    code |= (0 if dw_ptrs else 1) << 7
+    code |= _pick(o, "tc_variant", {-1: 0, 0: 1, 1: 2}, -1, "-1 (automatic), 0 or 1") << 8
+    return code
+
+
+def diag_scan_code(options) -> int:
+    """diag_scan: {"path": "auto" | "lookback" | "seq1" | "seqv"}: the look-back kernel, or the
+    streaming one with one channel (seq1) or 16 bytes of channels (seqv) per thread. Streaming
+    kernels for float64 / complex128, and seqv with n not a multiple of the vector width, raise
+    ValueError; a forced seqv runs seq1 on calls whose arrays are not 16-byte aligned."""
+    if options is None:
+        return -1
+    o = _items(options, "diag_scan", ("path",))
+    return _pick(o, "path", _DIAG_PATHS, "auto", "one of " + ", ".join(map(repr, _DIAG_PATHS)))
+
+
+def block_scan_code(options) -> tuple:
+    """block_circulant_scan: {"path": "auto" | "generic" | "registers", "chunk": L}: the any-p
+    shared-memory kernels, or the register kernels (p <= 4, else ValueError) in one chunk of
+    time or, with "chunk", in chunks of L steps. Returns (registers code, chunk)."""
+    if options is None:
+        return -1, 0
+    o = _items(options, "block_circulant_scan", ("path", "chunk"))
+    reg = _pick(o, "path", _BLOCK_PATHS, "auto", "one of " + ", ".join(map(repr, _BLOCK_PATHS)))
+    chunk = o.get("chunk", 0)
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 0:
+        raise ValueError(f"argument 'options': 'chunk' expected an int >= 1 (0: automatic), got {chunk!r}")
+    if chunk and reg == 0:
+        raise ValueError("argument 'options': 'chunk' needs the register kernels, got path 'generic'")
+    return (1 if chunk else reg), chunk

@@ -1,0 +1,411 @@
+"""Linear scans on the GPU (diagonal, circulant, block-circulant), for torch tensors and CuPy
+arrays (strux.scan and strux.torch call here).
+
+Arrays are checked once (through the array adapter strux._cuda; torch calls of diag_scan by cheap
+attribute tests, diag_ok, else the full checks that name the argument), outputs and scratch
+allocated of the input's kind and device, and raw device pointers passed to the native entries
+(python/src/bind_cuda_scan.cpp), which keep the plans in the plan cache and launch on the
+current stream of the arrays' library.
+
+dtypes: diag_scan float32, float16, bfloat16 (float32 arithmetic), complex64, float64 and
+complex128 (float64 arithmetic); circulant_scan float32 / float64 (half types cast to float32);
+block_circulant_scan float32 (half types cast), float64 in the array library. Every function
+takes ``options=None``: explicit kernel choices (strux._cuda_options), passed to the plan.
+"""
+from __future__ import annotations
+
+from . import _cuda as _a
+from . import _cuda_options as _O
+from . import _ext
+from ._arrays import choice as _choice
+from ._cuda import DTYPE_CODE as _DTYPE_CODE
+from ._cuda import available  # noqa: F401  (the GPU modules answer available() alike)
+
+_SCAN_DTYPES = ("float32", "float16", "bfloat16", "complex64", "float64", "complex128")
+
+
+def diag_ok(a, b, h0) -> bool:
+    """Whether torch a, b, h0 (or None) pass every check of diag_scan as they are: one scan
+    dtype and CUDA device, shapes (B, T, n) and (B, n), every size >= 1, C-contiguous."""
+    s = a.shape
+    if len(s) != 3 or type(b) is not type(a) or b.shape != s or b.dtype is not a.dtype \
+            or a.dtype not in _a.TORCH_CODE or not (a.is_cuda and a.is_contiguous() and b.is_contiguous()) \
+            or b.get_device() != a.get_device() or a.numel() == 0:
+        return False
+    if h0 is None:
+        return True
+    return type(h0) is type(a) and h0.dtype is a.dtype and h0.shape == (s[0], s[2]) and h0.is_contiguous() \
+        and h0.get_device() == a.get_device()
+
+
+def _scan_args(a, b, h0, names=("a", "b")):
+    a = _a.array(a, names[0], 3, _SCAN_DTYPES)
+    b = _a.array(b, names[1], 3, _SCAN_DTYPES)
+    if tuple(b.shape) != tuple(a.shape):
+        raise ValueError(f"argument '{names[1]}': expected shape {tuple(a.shape)} (that of '{names[0]}'), got {tuple(b.shape)}")
+    _a.same(a, names[0], **{names[1]: b})
+    if h0 is not None:
+        h0 = _a.array(h0, "h0", 2, _SCAN_DTYPES)
+        if tuple(h0.shape) != (a.shape[0], a.shape[2]):
+            raise ValueError(f"argument 'h0': expected shape {(a.shape[0], a.shape[2])} (B, n), got {tuple(h0.shape)}")
+        _a.same(a, names[0], h0=h0)
+    return _a.contig(a), _a.contig(b), _a.contig(h0)
+
+
+def _workspace(a, B, T, n, dt, dev, algo):
+    nbytes = _ext.cuda_diag_scan_workspace(dev, B, T, n, dt, algo)
+    return _a.scratch(a, nbytes), nbytes
+
+
+def _diag_fwd(a, b, h0, scale=1.0, algo=-1, out=None):
+    """h (or `out`, which may be b: in place) from checked contiguous a, b, h0."""
+    B, T, n = (int(s) for s in a.shape)
+    dt, dev = _a.code(a), _a.device_id(a)
+    h = _a.empty(a, (B, T, n)) if out is None else out
+    ws, nbytes = _workspace(a, B, T, n, dt, dev, algo)
+    _ext.cuda_diag_scan_forward(_a.ptr(a), _a.ptr(b), _a.ptr(h0), _a.ptr(h), _a.ptr(ws), nbytes, B, T, n, dt,
+                                float(scale), algo, dev, _a.stream(a))
+    return h
+
+
+def diag_scan(a, b, *, h0=None, return_final=False, options=None):
+    """h_t = a_t ⊙ h_{t-1} + b_t on the GPU, h_{-1} = h0 (zeros when None); a, b (B, T, n).
+
+    One pass over a and b (chunked along T with a decoupled look-back, so long sequences fill
+    the GPU). Returns h (B, T, n), or (h, h[:, -1]) when ``return_final``.
+    """
+    algo = -1 if options is None else _O.diag_scan_code(options)
+    if not (type(a) in _a.TT and diag_ok(a, b, h0)):
+        _a.need()
+        return_final = _a.flag(return_final, "return_final")
+        a, b, h0 = _scan_args(a, b, h0)
+    elif type(return_final) is not bool:
+        return_final = _a.flag(return_final, "return_final")
+    h = _diag_fwd(a, b, h0, 1.0, algo)
+    return (h, h[:, -1]) if return_final else h
+
+
+def _diag_bwd(dh, a, h, h0, algo=-1):
+    """(da, db, dh0) from checked contiguous arrays (dh0 None without h0)."""
+    B, T, n = (int(s) for s in a.shape)
+    dt, dev = _a.code(a), _a.device_id(a)
+    da, db = _a.empty(a, (B, T, n)), _a.empty(a, (B, T, n))
+    dh0 = _a.empty(a, (B, n)) if h0 is not None else None
+    ws, nbytes = _workspace(a, B, T, n, dt, dev, algo)
+    _ext.cuda_diag_scan_backward(_a.ptr(a), _a.ptr(h), _a.ptr(h0), _a.ptr(dh), _a.ptr(da), _a.ptr(db), _a.ptr(dh0),
+                                 _a.ptr(ws), nbytes, B, T, n, dt, algo, dev, _a.stream(a))
+    return da, db, dh0
+
+
+def diag_scan_describe(B: int, T: int, n: int, dtype: str = "float32", device: int = 0, options=None) -> str:
+    """What the diag_scan plan for this shape and dtype chose, in words."""
+    _a.need()
+    return _ext.cuda_diag_scan_describe(int(device), int(B), int(T), int(n),
+                                        _DTYPE_CODE[_choice(dtype, "dtype", _SCAN_DTYPES)], _O.diag_scan_code(options))
+
+
+def diag_scan_vjp(dh, a, b, *, h0=None, dh_last=None, h=None, options=None):
+    """Gradients of ``diag_scan`` on the GPU: returns (da, db, dh0); dh0 is None when h0 is None.
+
+    dh (B, T, n) = dL/dconj(h); dh_last (B, n) or None, the cotangent of h[:, -1] (added to
+    dh[:, -1]); h: the forward's output if at hand (else it is recomputed). One reverse pass:
+    g_t = dh_t + conj(a_{t+1}) g_{t+1}, db = g, da_t = g_t conj(h_{t-1}), dh0 = conj(a_0) g_0.
+    """
+    _a.need()
+    algo = _O.diag_scan_code(options)
+    a, b, h0 = _scan_args(a, b, h0)
+    dh = _a.array(dh, "dh", 3, _SCAN_DTYPES)
+    if tuple(dh.shape) != tuple(a.shape):
+        raise ValueError(f"argument 'dh': expected shape {tuple(a.shape)}, got {tuple(dh.shape)}")
+    _a.same(a, "a", dh=dh)
+    dh = _a.contig(dh)
+    if dh_last is not None:
+        dh_last = _a.array(dh_last, "dh_last", 2, _SCAN_DTYPES)
+        if tuple(dh_last.shape) != (a.shape[0], a.shape[2]):
+            raise ValueError(f"argument 'dh_last': expected shape {(a.shape[0], a.shape[2])}, got {tuple(dh_last.shape)}")
+        _a.same(a, "a", dh_last=dh_last)
+        dh = dh.clone() if _a.is_torch(dh) else dh.copy()
+        dh[:, -1] += dh_last
+    if h is None:
+        h = _diag_fwd(a, b, h0, 1.0, algo)
+    else:
+        h = _a.array(h, "h", 3, _SCAN_DTYPES)
+        if tuple(h.shape) != tuple(a.shape):
+            raise ValueError(f"argument 'h': expected shape {tuple(a.shape)}, got {tuple(h.shape)}")
+        _a.same(a, "a", h=h)
+        h = _a.contig(h)
+    return _diag_bwd(dh, a, h, h0, algo)
+
+
+_REALS = ("float32", "float16", "bfloat16", "float64")  # real scans (circulant, block-circulant)
+
+
+def _real_cotangents(dh, dh_last, u, shape, real):
+    """Checks a real scan's cotangents against u (dh of `shape`, dh_last (B, n) or None);
+    returns them contiguous in the compute dtype `real`."""
+    B, T, n = shape
+    dh = _a.array(dh, "dh", 3, _REALS)
+    if tuple(dh.shape) != (B, T, n):
+        raise ValueError(f"argument 'dh': expected shape {(B, T, n)}, got {tuple(dh.shape)}")
+    _a.same(u, "u", dh=dh)
+    if dh_last is not None:
+        dh_last = _a.array(dh_last, "dh_last", 2, _REALS)
+        if tuple(dh_last.shape) != (B, n):
+            raise ValueError(f"argument 'dh_last': expected shape {(B, n)}, got {tuple(dh_last.shape)}")
+        _a.same(u, "u", dh_last=dh_last)
+        dh_last = _a.contig(_a.cast(dh_last, real))
+    return _a.contig(_a.cast(dh, real)), dh_last
+
+
+def _folded(dh, dh_last):
+    """A copy of dh with dh_last added to its last step (the cotangent of h[:, -1])."""
+    dh = dh.clone() if _a.is_torch(dh) else dh.copy()
+    dh[:, -1] += dh_last
+    return dh
+
+
+def _circ_args(a, u, h0, fourier):
+    """Checks circulant_scan's arrays; returns contiguous u, h0 and a in the compute precision
+    (float64 for float64 u, else float32; a complex for fourier=True), and u's dtype."""
+    fourier = _a.flag(fourier, "fourier")
+    u = _a.array(u, "u", 3, _REALS)
+    B, T, n = u.shape
+    real = "float64" if _a.dtname(u) == "float64" else "float32"
+    if fourier:
+        a = _a.array(a, "a", 3, ("complex128",) if real == "float64" else ("complex64",))
+        want = (B, T, n // 2 + 1)
+    else:
+        a = _a.array(a, "a", 3, _REALS)
+        want = (B, T, n)
+        _a.same(u, "u", a=a)
+    if tuple(a.shape) != want:
+        raise ValueError(f"argument 'a': expected shape {want}, got {tuple(a.shape)}")
+    if _a.device_id(a) != _a.device_id(u):
+        raise ValueError(f"argument 'a': expected device {_a.device_id(u)} (that of 'u'), got {_a.device_id(a)}")
+    if h0 is not None:
+        h0 = _a.array(h0, "h0", 2, _REALS)
+        if tuple(h0.shape) != (B, n):
+            raise ValueError(f"argument 'h0': expected shape {(B, n)} (B, n), got {tuple(h0.shape)}")
+        _a.same(u, "u", h0=h0)
+    cr = lambda x: None if x is None else _a.contig(_a.cast(x, real))
+    a = _a.contig(a) if fourier else cr(a)
+    return a, cr(u), cr(h0), fourier, _a.dtname(u)
+
+
+def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False):
+    """h_t = circ(a_t) h_{t-1} + u_t on the GPU (circ(a)[i, j] = a[(i - j) mod n]); u real (B, T, n).
+
+    a: real (B, T, n), or with ``fourier=True`` its half spectrum rfft(a_t) (B, T, n//2 + 1)
+    complex64 (imaginary parts at frequency 0 and, even n, n/2 ignored, as irfft does).
+    cuFFT rfft over n, the complex diagonal scan of the half spectra, irfft; computed in float32
+    (float16/bfloat16 are cast and the result cast back). Returns h, or (h, h[:, -1]).
+    """
+    _a.need()
+    return_final = _a.flag(return_final, "return_final")
+    a, u32, h032, fourier, dt = _circ_args(a, u, h0, fourier)
+    B, T, n = u32.shape
+    if n == 1:  # a 1x1 circulant is a scalar: no transform needed
+        a1 = _a.contig(a.real) if fourier else a
+        h = _a.cast(_diag_fwd(a1, u32, h032), dt)
+        return (h, h[:, -1]) if return_final else h
+    h = _a.empty(u32, (B, T, n))
+    code, dev = _DTYPE_CODE[_a.dtname(u32)], _a.device_id(u32)
+    nbytes = _ext.cuda_circulant_scan_workspace(dev, B, T, n, code)
+    ws = _a.scratch(u32, nbytes)
+    _ext.cuda_circulant_scan_forward(_a.ptr(a), fourier, _a.ptr(u32), _a.ptr(h032), _a.ptr(h), _a.ptr(ws), nbytes,
+                                     B, T, n, code, dev, _a.stream(u32))
+    h = _a.cast(h, dt)
+    return (h, h[:, -1]) if return_final else h
+
+
+def circulant_scan_vjp(dh, a, u, *, h0=None, fourier=False, dh_last=None):
+    """Gradients of ``circulant_scan`` on the GPU: returns (da, du, dh0); dh0 is None when h0 is None.
+
+    dh (B, T, n) real = dL/dh; dh_last (B, n) or None, added to dh[:, -1]. With
+    g_t = dh_t + circ(a_{t+1})^T g_{t+1}: du = g, dh0 = circ(a_0)^T g_0,
+    da_t[m] = Σ_i g_t[i] h_{t-1}[(i - m) mod n]; with ``fourier=True`` da is complex64
+    (B, T, n//2 + 1), dL/dRe(a_hat) + i dL/dIm(a_hat). One native pass in the Fourier domain
+    (rfft, the complex diagonal scan forward to recompute ĥ and backward, irfft); float32 inside,
+    real gradients returned in u's dtype.
+    """
+    _a.need()
+    a, u32, h032, fourier, dt = _circ_args(a, u, h0, fourier)
+    B, T, n = u32.shape
+    real = _a.dtname(u32)
+    dh, dh_last = _real_cotangents(dh, dh_last, u, (B, T, n), real)
+    if dh_last is not None:
+        dh = _folded(dh, dh_last)
+    back = lambda x: None if x is None else _a.cast(x, dt)
+    if n == 1:  # scalar recurrence
+        a1 = _a.contig(a.real) if fourier else a
+        da, du, dh0 = _diag_bwd(dh, a1, _diag_fwd(a1, u32, h032), h032)
+        if fourier:
+            da = _a.cast(da, "complex128" if real == "float64" else "complex64")
+        return (da if fourier else back(da)), back(du), back(dh0)
+    da = _a.empty(a, tuple(a.shape))
+    du = _a.empty(u32, (B, T, n))
+    dh0 = _a.empty(u32, (B, n)) if h032 is not None else None
+    code, dev = _DTYPE_CODE[real], _a.device_id(u32)
+    nbytes = _ext.cuda_circulant_scan_workspace(dev, B, T, n, code)
+    ws = _a.scratch(u32, nbytes)
+    _ext.cuda_circulant_scan_backward(_a.ptr(a), fourier, _a.ptr(u32), _a.ptr(h032), _a.ptr(dh), _a.ptr(da),
+                                      _a.ptr(du), _a.ptr(dh0), _a.ptr(ws), nbytes, B, T, n, code, dev, _a.stream(u32))
+    return (da if fourier else back(da)), back(du), back(dh0)
+
+
+
+def _block_args(a, u, h0):
+    """Checks block_circulant_scan's arrays; returns contiguous a, u, h0 in the compute dtype
+    (float64 for float64 u, else float32), (p, k) and u's dtype."""
+    a = _a.array(a, "a", 5, _REALS)
+    u = _a.array(u, "u", 3, _REALS)
+    B, T, n = u.shape
+    if a.shape[2] != a.shape[3] or tuple(a.shape[:2]) != (B, T):
+        raise ValueError(f"argument 'a': expected shape ({B}, {T}, p, p, k), got {tuple(a.shape)}")
+    p, k = a.shape[2], a.shape[4]
+    if p * k != n:
+        raise ValueError(f"argument 'u': expected n = p*k = {p * k} channels, got shape {tuple(u.shape)}")
+    _a.same(u, "u", a=a)
+    if h0 is not None:
+        h0 = _a.array(h0, "h0", 2, _REALS)
+        if tuple(h0.shape) != (B, n):
+            raise ValueError(f"argument 'h0': expected shape {(B, n)} (B, n), got {tuple(h0.shape)}")
+        _a.same(u, "u", h0=h0)
+    real = "float64" if _a.dtname(u) == "float64" else "float32"
+    cr = lambda x: None if x is None else _a.contig(_a.cast(x, real))
+    return cr(a), cr(u), cr(h0), (p, k), _a.dtname(u)
+
+
+# float64: the same Fourier-domain algorithm in the array library (its cuFFT Z2D/D2Z and batched
+# complex128 products, one step of the p x p recurrence per time step): float64 accuracy where
+# the strux kernels compute in float32. Slower (T small launches per call); for checking and
+# for users who need float64.
+
+def _block_states_f64(A, U, H0):
+    """H_t = A_t H_{t-1} + U_t per frequency; A (B, T, p, p, f), U (B, T, p, f), H0 (B, p, f) or
+    None (zeros: A_0 * 0 is still formed, so a NaN in A_0 gives NaN, as the formula does)."""
+    ein = _a.xp(U).einsum
+    Hs = _a.empty(U, tuple(U.shape), "complex128")
+    if H0 is None:
+        H0 = _a.zeros(U, (U.shape[0], U.shape[2], U.shape[3]), "complex128")
+    H = ein("bijf,bjf->bif", A[:, 0], H0) + U[:, 0]
+    Hs[:, 0] = H
+    for t in range(1, U.shape[1]):
+        H = ein("bijf,bjf->bif", A[:, t], H) + U[:, t]
+        Hs[:, t] = H
+    return Hs
+
+
+def _block_fwd_f64(a, u, h0, p, k):
+    fft = _a.xp(u).fft
+    B, T, n = u.shape
+    H0 = None if h0 is None else fft.rfft(h0.reshape(B, p, k))
+    Hs = _block_states_f64(fft.rfft(a), fft.rfft(u.reshape(B, T, p, k)), H0)
+    return _a.contig(fft.irfft(Hs, k).reshape(B, T, n))
+
+
+def _block_bwd_f64(dh, a, u, h0, p, k):
+    """g_t = dh_t + A_{t+1}^T g_{t+1}: in the Fourier domain G_t = D_t + A_{t+1}^H G_{t+1}
+    (circ(x)^T has the spectrum conj(X)); du = g, dh0 = A_0^T g_0 and da_t[i, j] = the cyclic
+    cross-correlation of g_t[i] and h_{t-1}[j], whose spectrum is G_t[i] conj(H_{t-1}[j])."""
+    xp = _a.xp(u)
+    fft, ein = xp.fft, xp.einsum
+    B, T, n = u.shape
+    A = fft.rfft(a)
+    H0 = None if h0 is None else fft.rfft(h0.reshape(B, p, k))
+    Hs = _block_states_f64(A, fft.rfft(u.reshape(B, T, p, k)), H0)
+    D = fft.rfft(dh.reshape(B, T, p, k))
+    Gs = _a.empty(D, tuple(D.shape), "complex128")
+    G = D[:, T - 1]
+    Gs[:, T - 1] = G
+    for t in range(T - 2, -1, -1):
+        G = D[:, t] + ein("bjif,bjf->bif", A[:, t + 1].conj(), G)
+        Gs[:, t] = G
+    Hprev = _a.zeros(D, tuple(D.shape), "complex128")
+    Hprev[:, 1:] = Hs[:, :-1]
+    if H0 is not None:
+        Hprev[:, 0] = H0
+    da = _a.contig(fft.irfft(ein("btif,btjf->btijf", Gs, Hprev.conj()), k))
+    du = _a.contig(fft.irfft(Gs, k).reshape(B, T, n))
+    dh0 = None if h0 is None else _a.contig(fft.irfft(ein("bjif,bjf->bif", A[:, 0].conj(), Gs[:, 0]), k).reshape(B, n))
+    return da, du, dh0
+
+
+def _block_code(options, dt):
+    code = _O.block_scan_code(options)
+    if dt == "float64" and code != (-1, 0):
+        raise ValueError("argument 'options': float64 block_circulant_scan runs in the array library (no "
+                         "kernel choice), got options for the float32 plan")
+    return code
+
+
+def block_circulant_scan(a, u, *, h0=None, return_final=False, options=None):
+    """Block-circulant h_t = A_t h_{t-1} + u_t on the GPU; a (B, T, p, p, k) real, u (B, T, n = p k).
+
+    A_t is the p x p grid of k x k circulant blocks, block (i, j) = circ(a_t[i, j]); state index
+    i*k + r. cuFFT rfft over k, one p x p complex recurrence per frequency (in chunks of time when
+    B*(k//2+1) is too small to fill the GPU), irfft; float32 inside (float16/bfloat16 cast and
+    the result cast back); float64 runs the same algorithm in the array library, in float64.
+    Returns h, or (h, h[:, -1]).
+    """
+    _a.need()
+    return_final = _a.flag(return_final, "return_final")
+    a32, u32, h032, (p, k), dt = _block_args(a, u, h0)
+    reg, chunk = _block_code(options, dt)
+    B, T, n = u32.shape
+    if dt == "float64":
+        h = _block_fwd_f64(a32, u32, h032, p, k)
+        return (h, h[:, -1]) if return_final else h
+    h = _a.empty(u32, (B, T, n))
+    dev = _a.device_id(u32)
+    nbytes = _ext.cuda_block_circulant_scan_workspace(dev, B, T, p, k, reg, chunk)
+    ws = _a.scratch(u32, nbytes)
+    _ext.cuda_block_circulant_scan_forward(_a.ptr(a32), _a.ptr(u32), _a.ptr(h032), _a.ptr(h), _a.ptr(ws), nbytes,
+                                           B, T, p, k, reg, chunk, dev, _a.stream(u32))
+    h = _a.cast(h, dt)
+    return (h, h[:, -1]) if return_final else h
+
+
+def block_circulant_scan_vjp(dh, a, u, *, h0=None, dh_last=None, options=None):
+    """Gradients of ``block_circulant_scan`` on the GPU: returns (da, du, dh0); dh0 is None when h0 is None.
+
+    dh (B, T, n) real = dL/dh; dh_last (B, n) or None, the cotangent of h[:, -1] (added to
+    dh[:, -1]). With g_t = dh_t + A_{t+1}^T g_{t+1}: du = g, dh0 = A_0^T g_0,
+    da_t[i, j, m] = sum_r g_t[i*k + r] h_{t-1}[j*k + (r - m) mod k]. One native pass in the
+    Fourier domain over k (rfft of a, u, h0, dh, dh_last; the forward recurrence recomputes the
+    state spectra; the adjoint recurrence G_t = D_t + A_{t+1}^H G_{t+1} per frequency with
+    da_hat_t = G_t conj(H_{t-1}); irfft). float32 inside, gradients returned in u's dtype.
+    """
+    _a.need()
+    a32, u32, h032, (p, k), dt = _block_args(a, u, h0)
+    reg, chunk = _block_code(options, dt)
+    B, T, n = u32.shape
+    real = _a.dtname(u32)
+    dh, dh_last = _real_cotangents(dh, dh_last, u, (B, T, n), real)
+    if real == "float64":
+        return _block_bwd_f64(dh if dh_last is None else _folded(dh, dh_last), a32, u32, h032, p, k)
+    da = _a.empty(a32, tuple(a32.shape))
+    du = _a.empty(u32, (B, T, n))
+    dh0 = _a.empty(u32, (B, n)) if h032 is not None else None
+    dev = _a.device_id(u32)
+    nbytes = _ext.cuda_block_circulant_scan_backward_workspace(dev, B, T, p, k, reg, chunk)
+    ws = _a.scratch(u32, nbytes)
+    _ext.cuda_block_circulant_scan_backward(_a.ptr(a32), _a.ptr(u32), _a.ptr(h032), _a.ptr(dh), _a.ptr(dh_last),
+                                            _a.ptr(da), _a.ptr(du), _a.ptr(dh0), _a.ptr(ws), nbytes, B, T, p, k, reg,
+                                            chunk, dev, _a.stream(u32))
+    back = lambda x: None if x is None else _a.cast(x, dt)
+    return back(da), back(du), back(dh0)
+
+
+def block_circulant_scan_path(B, T, p, k, device=0, options=None):
+    """(register kernels?, time steps per chunk) the GPU plan picks for this shape (tests, bench)."""
+    _a.need()
+    return tuple(_ext.cuda_block_circulant_scan_path(int(device), int(B), int(T), int(p), int(k),
+                                                     *_O.block_scan_code(options)))
+
+
+def block_circulant_scan_describe(B, T, p, k, device=0, options=None) -> str:
+    """What the float32 block_circulant_scan plan for this shape chose, in words."""
+    _a.need()
+    return _ext.cuda_block_circulant_scan_describe(int(device), int(B), int(T), int(p), int(k),
+                                                   *_O.block_scan_code(options))

@@ -1,0 +1,171 @@
+"""The block Toeplitz operator on the GPU, for torch tensors and CuPy arrays (strux.toeplitz and
+strux.torch call here).
+
+Arrays are checked once (through the array adapter strux._cuda), outputs allocated of the
+input's kind and device, and raw device pointers passed to cached ToeplitzPlans (the C++ plan
+cache, keyed by shapes, R, layout, dtype, algo, fft and device) on the caller's current stream.
+"""
+from __future__ import annotations
+
+from . import _cuda as _a
+from . import _ext
+from ._cuda import available  # noqa: F401  (the GPU modules answer available() alike)
+
+_LAYOUTS = ("time-major", "space-major")
+_COMPLEX = {"float32": "complex64", "float64": "complex128"}
+_REAL = ("float32", "float64")
+
+
+def good_fft_size(n: int) -> int:
+    """Smallest m >= n whose prime factors are 2, 3, 5, 7 (as the native good_fft_size)."""
+    m = max(int(n), 1)
+    while True:
+        r = m
+        for p in (2, 3, 5, 7):
+            while r % p == 0:
+                r //= p
+        if r == 1:
+            return m
+        m += 1
+
+
+def toeplitz_nfft(Nt: int) -> int:
+    """FFT length of the block Toeplitz spectrum: good_fft_size(2·Nt - 1), at least 2."""
+    return max(2, good_fft_size(2 * int(Nt) - 1))
+
+
+class BlockToeplitzCUDA:
+    """Block lower-triangular Toeplitz operator on the GPU (DESIGN.md toeplitz).
+
+    BlockToeplitzCUDA(blocks, layout="time-major"): blocks (Nt, Nd, Nm) float32 or float64, a
+    torch tensor or CuPy array on a CUDA device. F̂ = rfft of the padded blocks along time,
+    (nfreq, Nd, Nm) complex64/complex128, is built on the GPU and kept (attribute `fhat`);
+    matvec and rmatvec both read it (rmatvec without a conjugate-transposed copy).
+    Vectors: time-major m (Nt, Nm) → d (Nt, Nd); space-major m (Nm, Nt) → d (Nd, Nt); a
+    trailing axis R gives several right-hand sides. `algo`: -1 = automatic (default: the plan
+    picks per direction by shape and R, see toeplitz_auto_algo); 0 = cuBLAS gemv for one right-hand side, gemm
+    for several; 1 = cuBLAS gemm always; 2 = strux's own kernels, which stream F̂ once per 16
+    right-hand sides (8 for float64); 3 = matvec with several right-hand sides as one real gemm per
+    frequency (F̂ read as a real Nd × 2Nm matrix; 0 elsewhere; the float32 default for R > 1 with
+    fft 2). 0 and 1 stay for comparison. `fft`: the transform layout,
+    -1 = automatic (toeplitz_auto_fft); 0 = strided R2C/C2R; 1 = two real columns per complex
+    column through one strided C2C; 2 = contiguous R2C/C2R with tiled transposes (for benchmarks).
+    None is -1. What a plan chose: ``describe(R)``.
+    """
+
+    def __init__(self, blocks, layout: str = "time-major", algo: int = -1, fft: int | None = None):
+        _a.array(blocks, "blocks", 3, _REAL)
+        blocks = _a.contig(blocks)
+        Nt, Nd, Nm = (int(s) for s in blocks.shape)
+        dt, dev = _a.dtname(blocks), _a.device_id(blocks)
+        fhat = _a.empty(blocks, (toeplitz_nfft(Nt) // 2 + 1, Nd, Nm), _COMPLEX[dt])
+        _ext.cuda.build_toeplitz_fhat(_a.ptr(blocks), _a.ptr(fhat), Nt, Nd, Nm, dt, dev, _a.stream(blocks))
+        self._init(fhat, Nt, Nd, Nm, dt, dev, layout, algo, fft)
+
+    def _init(self, fhat, Nt, Nd, Nm, dt, dev, layout, algo, fft=None):
+        if layout not in _LAYOUTS:
+            raise ValueError(f"argument 'layout': expected one of 'time-major', 'space-major', got {layout!r}")
+        if algo not in (-1, 0, 1, 2, 3):
+            raise ValueError(f"argument 'algo': expected -1 (automatic), 0, 1, 2 or 3, got {algo!r}")
+        if fft is None:
+            fft = -1
+        if fft not in (-1, 0, 1, 2):
+            raise ValueError(f"argument 'fft': expected -1 (automatic), 0, 1 or 2, got {fft!r}")
+        self.fhat = fhat
+        self.Nt, self.Nd, self.Nm, self.dtype, self.device = Nt, Nd, Nm, dt, dev
+        self.layout, self.algo, self.fft = layout, algo, fft
+        self.shape = (Nt * Nd, Nt * Nm)
+
+    @classmethod
+    def from_fhat(cls, fhat, Nt: int, layout: str = "time-major", algo: int = -1, fft: int | None = None):
+        """From a spectrum (nfreq, Nd, Nm) made by this class (nfreq = toeplitz_nfft(Nt)//2+1)."""
+        _a.array(fhat, "fhat", 3, ("complex64", "complex128"))
+        fhat = _a.contig(fhat)
+        dt = {"complex64": "float32", "complex128": "float64"}[_a.dtname(fhat)]
+        _a.shape(fhat, "fhat", (toeplitz_nfft(Nt) // 2 + 1,) + tuple(int(s) for s in fhat.shape[1:]))
+        self = cls.__new__(cls)
+        self._init(fhat, int(Nt), int(fhat.shape[1]), int(fhat.shape[2]), dt, _a.device_id(fhat), layout, algo, fft)
+        return self
+
+    @classmethod
+    def from_lti(cls, A, B, C, D=None, Nt: int = 1, layout: str = "time-major", algo: int = -1,
+                 fft: int | None = None):
+        """blocks[t] = C Aᵗ B (+ D at t = 0), computed on the GPU, then as BlockToeplitzCUDA(blocks)."""
+        Dm = D
+        _a.array(A, "A", 2, _REAL)
+        ns = int(A.shape[0])
+        _a.shape(A, "A", (ns, ns))
+        _a.array(B, "B", 2)
+        _a.array(C, "C", 2)
+        _a.same(A, "A", B=B, C=C)
+        if int(B.shape[0]) != ns:
+            raise ValueError(f"argument 'B': expected shape ({ns}, Nm), got {tuple(B.shape)}")
+        if int(C.shape[1]) != ns:
+            raise ValueError(f"argument 'C': expected shape (Nd, {ns}), got {tuple(C.shape)}")
+        Nd, Nm = int(C.shape[0]), int(B.shape[1])
+        if Dm is not None:
+            _a.array(Dm, "D", 2)
+            _a.same(A, "A", D=Dm)
+            _a.shape(Dm, "D", (Nd, Nm))
+        if int(Nt) < 1:
+            raise ValueError(f"argument 'Nt': expected a size >= 1, got {Nt}")
+        with _a.device_guard(A):
+            blocks = _a.empty(A, (int(Nt), Nd, Nm))
+            X = B
+            for t in range(int(Nt)):
+                blocks[t] = C @ X
+                X = A @ X
+            if Dm is not None:
+                blocks[0] += Dm
+        return cls(blocks, layout=layout, algo=algo, fft=fft)
+
+    def _plan(self, R):
+        """The cached plan for R right-hand sides."""
+        return _ext.cuda.toeplitz_plan(self.device, self.Nt, self.Nd, self.Nm, int(R), self.layout, self.dtype,
+                                       self.algo, self.fft)
+
+    def describe(self, R: int = 1) -> str:
+        """What the plan for R right-hand sides chose, in words (algo and fft codes as in the
+        class docstring)."""
+        p = self._plan(int(R))
+        return (f"toeplitz (Nt={self.Nt}, Nd={self.Nd}, Nm={self.Nm}, R={int(R)}) {self.layout} {self.dtype}: "
+                f"matvec algo {p.algo}, rmatvec algo {p.rmatvec_algo}, fft {p.fft}, nfft {p.nfft}")
+
+    def _vec(self, x, name, n):
+        _a.array(x, name, None)
+        if _a.is_torch(x) != _a.is_torch(self.fhat):
+            raise TypeError(f"argument '{name}': expected the array kind of the operator "
+                            f"({type(self.fhat).__name__}), got {type(x).__name__}")
+        if _a.dtname(x) != self.dtype:
+            raise TypeError(f"argument '{name}': expected dtype {self.dtype} (the operator's), got {_a.dtname(x)}")
+        if _a.device_id(x) != self.device:
+            raise ValueError(f"argument '{name}': expected an array on CUDA device {self.device}, "
+                             f"got device {_a.device_id(x)}")
+        if x.ndim not in (2, 3):
+            raise ValueError(f"argument '{name}': expected 2 or 3 dimensions, got {x.ndim} (shape {tuple(x.shape)})")
+        want = (self.Nt, n) if self.layout == "time-major" else (n, self.Nt)
+        if tuple(int(s) for s in x.shape[:2]) != want:
+            raise ValueError(f"argument '{name}': expected shape {want} or {want + ('R',)} ({self.layout}), "
+                             f"got {tuple(x.shape)}")
+        return _a.contig(x)
+
+    def _apply(self, x, name, nin, nout, adjoint):
+        x = self._vec(x, name, nin)
+        R = int(x.shape[2]) if x.ndim == 3 else 1
+        shape = ((self.Nt, nout) if self.layout == "time-major" else (nout, self.Nt)) + tuple(x.shape[2:])
+        plan = self._plan(R)
+        y = _a.empty(x, shape)
+        f = plan.rmatvec if adjoint else plan.matvec
+        f(_a.ptr(self.fhat), _a.ptr(x), _a.ptr(y), _a.stream(x))
+        return y
+
+    def matvec(self, m):
+        """d = F m."""
+        return self._apply(m, "m", self.Nm, self.Nd, False)
+
+    def rmatvec(self, d):
+        """m = Fᵀ d (the adjoint)."""
+        return self._apply(d, "d", self.Nd, self.Nm, True)
+
+    def __matmul__(self, m):
+        return self.matvec(m)

@@ -1,0 +1,295 @@
+"""strux::ks_matmul and strux::ks_chain (each with a backward op): torch custom ops with autograd,
+and KSLinear (strux.torch).
+
+CUDA float32/float16/bfloat16 run the strux kernels (strux._cuda_ks) on the current stream;
+float64 and CPU tensors a plain PyTorch einsum of the same formulas, so gradcheck in float64
+checks the same op and the same backward formulas. Usable under torch.compile (fake kernels
+registered) and CUDA graph capture.
+"""
+import math
+from typing import List, Tuple
+
+import torch
+from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
+
+from .. import _cuda as _a
+from .. import _cuda_ks as _K
+from ._eager import LEAN as _LEAN, compiling as _compiling, plain_eager as _plain_eager
+
+_FAST = (torch.float32, torch.float16, torch.bfloat16)
+_K.fast_types(torch.empty(0))  # the cheap checks' torch types (strux._cuda_ks)
+
+def _gpu(*ts) -> bool:
+    return all(t.is_cuda and t.dtype in _FAST for t in ts if t is not None) and _K.available()
+
+
+def _lay(batch_last: bool) -> str:
+    return "bsl" if batch_last else "bsf"
+
+
+# ---- reference formulas in PyTorch (float64, CPU) -----------------------------------------------
+
+def _ref_ks(x, w, p, batch_last):
+    a, b, c, d = p
+    if batch_last:
+        return torch.einsum("iljn,iklj->ikjn", x.reshape(a, c, d, -1), w).reshape(a * b * d, -1)
+    return torch.einsum("nilj,iklj->nikj", x.reshape(-1, a, c, d), w).reshape(-1, a * b * d)
+
+
+def _ref_ks_bwd(dy, x, w, p, batch_last):
+    a, b, c, d = p
+    if batch_last:
+        dyr, xr = dy.reshape(a, b, d, -1), x.reshape(a, c, d, -1)
+        dx = torch.einsum("ikjn,iklj->iljn", dyr, w).reshape(x.shape)
+        dw = torch.einsum("ikjn,iljn->iklj", dyr, xr)
+    else:
+        dyr, xr = dy.reshape(-1, a, b, d), x.reshape(-1, a, c, d)
+        dx = torch.einsum("nikj,iklj->nilj", dyr, w).reshape(x.shape)
+        dw = torch.einsum("nikj,nilj->iklj", dyr, xr)
+    return dx, dw
+
+
+# ---- ks_matmul --------------------------------------------------------------------------------
+
+@torch.library.custom_op("strux::ks_matmul", mutates_args=())
+def _ks_matmul(x: Tensor, w: Tensor, pattern: List[int], batch_last: bool) -> Tensor:
+    if _gpu(x, w):
+        return _K.ks_matmul(x, w, pattern, layout=_lay(batch_last))
+    return _ref_ks(x, w, pattern, batch_last)
+
+
+@_ks_matmul.register_fake
+def _(x, w, pattern, batch_last):
+    a, b, c, d = pattern
+    return x.new_empty((a * b * d, x.shape[1]) if batch_last else (x.shape[0], a * b * d))
+
+
+@torch.library.custom_op("strux::ks_matmul_backward", mutates_args=())
+def _ks_matmul_bwd(dy: Tensor, x: Tensor, w: Tensor, pattern: List[int],
+                   batch_last: bool) -> Tuple[Tensor, Tensor]:
+    if _gpu(dy, x, w):
+        return _K.ks_matmul_vjp(dy, x, w, pattern, layout=_lay(batch_last))
+    return _ref_ks_bwd(dy, x, w, pattern, batch_last)
+
+
+@_ks_matmul_bwd.register_fake
+def _(dy, x, w, pattern, batch_last):
+    return torch.empty_like(x), torch.empty_like(w)
+
+
+def _ks_setup(ctx, inputs, output):
+    x, w, pattern, batch_last = inputs
+    ctx.save_for_backward(x, w)
+    ctx.pattern, ctx.batch_last = list(pattern), batch_last
+
+
+def _ks_backward(ctx, dy):
+    x, w = ctx.saved_tensors
+    dx, dw = _ks_matmul_bwd(dy.contiguous(), x, w, ctx.pattern, ctx.batch_last)
+    return dx, dw, None, None
+
+
+_ks_matmul.register_autograd(_ks_backward, setup_context=_ks_setup)
+
+
+class _KsMatmulFn(torch.autograd.Function):
+    """Eager autograd of ks_matmul on the lean path (strux::ks_matmul's formulas, no op dispatch);
+    the backward computes only the gradients asked for."""
+
+    @staticmethod
+    def forward(ctx, x, w, p, bl, r):
+        ctx.save_for_backward(x, w)
+        ctx.p, ctx.bl = p, bl
+        return _K.ks_forward(x, w, p, bl, *r)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        nx, nw = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        dy = dy.contiguous()
+        r = _K.vjp_ok(dy, x, w, ctx.p, ctx.bl)
+        if r is None:  # not expected (autograd hands dy in y's dtype and device): the checked op
+            dx, dw = _ks_matmul_bwd(dy, x, w, list(ctx.p), ctx.bl)
+        else:
+            dx, dw = _K.ks_backward(dy, x, w, ctx.p, ctx.bl, *r, nx, nw)
+        return (dx if nx else None), (dw if nw else None), None, None, None
+
+
+def ks_matmul(x: Tensor, w: Tensor, pattern, *, layout: str = "bsf") -> Tensor:
+    """Differentiable KS factor product: ``x @ K.T`` ("bsf") or ``K @ x`` ("bsl")."""
+    p, bl = _K.fast_pattern(pattern), _K.fast_layout(layout)  # plain type checks (Dynamo traces them too)
+    if p is not None and bl is not None:
+        if _LEAN and not _compiling() and type(x) in _a.TT and _plain_eager():
+            r = _K.ks_ok(x, w, p, bl)
+            if r is not None:
+                if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad):
+                    return _KsMatmulFn.apply(x, w, p, bl, r)
+                return _K.ks_forward(x, w, p, bl, *r)
+        return _ks_matmul(x, w, list(p), bl)
+    p = list(_K._pattern(pattern))
+    layout = _K._choice(layout, "layout", _K._LAYOUTS)
+    return _ks_matmul(x, w, p, layout == "bsl")
+
+
+# ---- ks_chain ---------------------------------------------------------------------------------
+
+def _chain_fwd_list(x, ws, ps, batch_last):
+    acts = [x]
+    for w, p in zip(reversed(ws), reversed(ps)):
+        y = _K.ks_matmul(acts[-1], w, p, layout=_lay(batch_last)) if _gpu(x, *ws) else \
+            _ref_ks(acts[-1], w, p, batch_last)
+        acts.append(y)
+    return acts  # acts[-1] is the output; acts[q] is the input of factor P-1-q
+
+
+def _unflat(flat):
+    return [flat[4 * q:4 * q + 4] for q in range(len(flat) // 4)]
+
+
+@torch.library.custom_op("strux::ks_chain", mutates_args=())
+def _ks_chain(x: Tensor, ws: List[Tensor], patterns: List[int], batch_last: bool) -> Tensor:
+    if _gpu(x, *ws):
+        return _K.ks_chain(x, ws, _unflat(patterns), layout=_lay(batch_last))
+    return _chain_fwd_list(x, ws, _unflat(patterns), batch_last)[-1]
+
+
+@_ks_chain.register_fake
+def _(x, ws, patterns, batch_last):
+    a, b, _, d = patterns[:4]
+    return x.new_empty((a * b * d, x.shape[1]) if batch_last else (x.shape[0], a * b * d))
+
+
+@torch.library.custom_op("strux::ks_chain_backward", mutates_args=())
+def _ks_chain_bwd(dy: Tensor, x: Tensor, ws: List[Tensor], patterns: List[int],
+                  batch_last: bool) -> List[Tensor]:
+    ps = _unflat(patterns)
+    if _gpu(dy, x, *ws):
+        dx, dws = _K.ks_chain_vjp(dy, x, ws, ps, layout=_lay(batch_last))
+        return [dx] + dws
+    acts = _chain_fwd_list(x, ws[1:], ps[1:], batch_last) if len(ps) > 1 else [x]
+    g, dws = dy, []
+    for q in range(len(ps)):
+        inp = acts[len(ps) - 1 - q]
+        if _gpu(g, inp, ws[q]):
+            g, dw = _K.ks_matmul_vjp(g, inp, ws[q], ps[q], layout=_lay(batch_last))
+        else:
+            g, dw = _ref_ks_bwd(g, inp, ws[q], ps[q], batch_last)
+        dws.append(dw)
+    return [g] + dws
+
+
+@_ks_chain_bwd.register_fake
+def _(dy, x, ws, patterns, batch_last):
+    return [torch.empty_like(x)] + [torch.empty_like(w) for w in ws]
+
+
+def _chain_setup(ctx, inputs, output):
+    x, ws, patterns, batch_last = inputs
+    ctx.save_for_backward(x, *ws)
+    ctx.patterns, ctx.batch_last = list(patterns), batch_last
+
+
+def _chain_backward(ctx, dy):
+    x, *ws = ctx.saved_tensors
+    out = _ks_chain_bwd(dy.contiguous(), x, list(ws), ctx.patterns, ctx.batch_last)
+    return out[0], list(out[1:]), None, None
+
+
+_ks_chain.register_autograd(_chain_backward, setup_context=_chain_setup)
+
+
+class _KsChainFn(torch.autograd.Function):
+    """Eager autograd of ks_chain on the lean path (strux::ks_chain's formulas: the backward
+    recomputes the intermediates), gradients only where asked for. ws come last (*ws) so that
+    autograd tracks each."""
+
+    @staticmethod
+    def forward(ctx, x, ps, flat, bl, r, *ws):
+        ctx.save_for_backward(x, *ws)
+        ctx.ps, ctx.flat, ctx.bl = ps, flat, bl
+        return _K.chain_forward(x, ws, ps, flat, bl, *r)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        x, *ws = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        dy = dy.contiguous()
+        r = _K.chain_vjp_ok(dy, x, ws, ctx.ps, ctx.bl)
+        if r is None:  # not expected: the checked op
+            out = _ks_chain_bwd(dy, x, ws, ctx.flat, ctx.bl)
+            dx, dws = out[0], out[1:]
+        else:
+            dx, dws = _K.chain_backward(dy, x, ws, ctx.ps, ctx.flat, ctx.bl, *r, need[0], need[5:])
+        return (dx if need[0] else None, None, None, None, None,
+                *(g if n else None for g, n in zip(dws, need[5:])))
+
+
+def _chain_lean(x, ws, ps, flat, bl):
+    """The chain on the lean path, or None when it does not apply (see _plain_eager)."""
+    if not _LEAN or _compiling() or type(x) not in _a.TT or not _plain_eager():
+        return None
+    r = _K.chain_ok(x, ws, ps, bl)
+    if r is None:
+        return None
+    if torch.is_grad_enabled() and (x.requires_grad or any(w.requires_grad for w in ws)):
+        return _KsChainFn.apply(x, ps, flat, bl, r, *ws)
+    return _K.chain_forward(x, ws, ps, flat, bl, *r)
+
+
+def ks_chain(x: Tensor, ws, patterns, *, layout: str = "bsf") -> Tensor:
+    """Differentiable chain ``x @ (K_1 ⋯ K_P).T`` ("bsf") or ``K_1 ⋯ K_P @ x`` ("bsl")."""
+    pf, bl = _K.fast_patterns(patterns), _K.fast_layout(layout)
+    if pf is not None and bl is not None:
+        y = _chain_lean(x, ws, pf[0], pf[1], bl)
+        return _ks_chain(x, list(ws), pf[1], bl) if y is None else y
+    ps = _K._patterns(patterns)
+    layout = _K._choice(layout, "layout", _K._LAYOUTS)
+    return _ks_chain(x, list(ws), [v for p in ps for v in p], layout == "bsl")
+
+
+class KSLinear(nn.Module):
+    """A linear layer whose weight is a chain of Kronecker-sparse factors K = K_1 ⋯ K_P (+ bias).
+
+    ``patterns`` as in ks_chain; in_features = a_P c_P d_P, out_features = a_1 b_1 d_1.
+    Batch-size-first (default): input (..., in_features) -> (..., out_features), like nn.Linear.
+    Batch-size-last: input (in_features, batch) -> (out_features, batch).
+    """
+
+    def __init__(self, patterns, bias: bool = True, layout: str = "bsf", device=None, dtype=None):
+        super().__init__()
+        self.patterns = [tuple(p) for p in _K._patterns(patterns)]
+        self.layout = _K._choice(layout, "layout", _K._LAYOUTS)
+        self.in_features = _K._cols(self.patterns[-1])
+        self.out_features = _K._rows(self.patterns[0])
+        kw = {"device": device, "dtype": dtype}
+        # Each factor scaled by 1/sqrt(c): the chain keeps the variance of nn.Linear's init order.
+        self.weights = nn.ParameterList(
+            [nn.Parameter(torch.empty(p, **kw).uniform_(-1, 1) / math.sqrt(p[2])) for p in self.patterns])
+        self.bias = nn.Parameter(torch.zeros(self.out_features, **kw)) if bias else None
+        # The validated patterns in the lean path's form, made once (the patterns are fixed at
+        # construction: the weights' shapes come from them, and every call checks those).
+        self._lean = _K.fast_patterns(self.patterns)
+
+    def _chain(self, x: Tensor) -> Tensor:
+        ws = list(self.weights)
+        bl = self.layout == "bsl"
+        y = None if self._lean is None else _chain_lean(x, ws, self._lean[0], self._lean[1], bl)
+        return ks_chain(x, ws, self.patterns, layout=self.layout) if y is None else y
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.layout == "bsl":
+            y = self._chain(x)
+            return y if self.bias is None else y + self.bias[:, None]
+        if x.dim() == 2:  # (batch, in_features): no reshapes
+            y = self._chain(x)
+        else:
+            lead = x.shape[:-1]
+            y = self._chain(x.reshape(-1, self.in_features)).reshape(*lead, self.out_features)
+        return y if self.bias is None else y + self.bias
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"patterns={self.patterns}, layout={self.layout!r}, bias={self.bias is not None}")
