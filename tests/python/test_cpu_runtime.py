@@ -145,6 +145,13 @@ def test_save_wisdom_and_wisdom_dir(tmp_path):
             strux.save_wisdom()
         with pytest.raises(TypeError, match="'path'"):
             strux.set_wisdom_dir(3)
+        bad = tmp_path / "bad"
+        bad.mkdir()
+        (bad / "fftw3.wisdom").write_text("not wisdom at all")
+        (bad / "fftw3f.wisdom").write_bytes(b"\x00\xff" * 100)
+        assert strux.set_wisdom_dir(bad) == 0  # skipped, not an error
+        u = np.ones((1, 1, 50), np.float32)
+        assert np.isfinite(strux.fftconv(u, u[0])).all()
     finally:
         strux.set_wisdom_dir(old)
 
