@@ -54,9 +54,11 @@ def available_cpus() -> int:
     return max(1, min(n, q) if q else n)
 
 
-def default_wisdom_dir() -> str:
+def default_wisdom_dir():
+    """$XDG_CACHE_HOME/strux, else ~/.cache/strux; None when neither resolves to an absolute
+    path (no home directory): then wisdom stays in memory."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "strux")
+    return os.path.join(base, "strux") if os.path.isabs(base) else None
 
 
 def set_num_threads(n: int) -> None:
@@ -151,6 +153,6 @@ def _init() -> None:
     if "OMP_NUM_THREADS" not in os.environ:
         _ext.set_default_threads(max(1, min(available_cpus(), _ext.default_threads(), _ext.max_threads)))
     try:
-        _ext.set_wisdom_dir(default_wisdom_dir())
+        _ext.set_wisdom_dir(default_wisdom_dir() or "")
     except Exception:  # an unreadable cache is not worth failing an import for
         pass
