@@ -7,8 +7,8 @@ Families (each also has a vector-Jacobian function for gradients):
   diag_scan, circulant_scan,    linear recurrences with diagonal, circulant and
   block_circulant_scan          block-circulant transitions
 
-CPU settings: set_num_threads / get_num_threads, set_planning (FFTW effort), set_wisdom_dir /
-save_wisdom (see the README, "Threads" and "FFT planning").
+CPU settings: set_num_threads / get_num_threads, set_planning and planning() (FFTW effort; per
+operator: planner=), set_wisdom_dir / save_wisdom (see the README, "Threads" and "FFT planning").
 
 GPU plans (cuFFT / cuBLAS handles, workspace) live in one bounded cache per family, keyed by
 problem, options and device; clear_plan_cache() drops them all.
@@ -37,7 +37,7 @@ _ext = _load_ext()
 
 from . import _runtime  # noqa: E402
 from ._runtime import (set_num_threads, get_num_threads, set_planning, get_planning,  # noqa: E402
-                       set_wisdom_dir, wisdom_dir, save_wisdom)
+                       planning, set_wisdom_dir, wisdom_dir, save_wisdom)
 from ._cuda import clear_plan_cache  # noqa: E402
 from .fftconv import fftconv, fftconv_vjp, FFTConv  # noqa: E402
 from .toeplitz import BlockToeplitz, read_vector, write_vector  # noqa: E402

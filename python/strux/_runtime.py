@@ -11,13 +11,16 @@ the defaults once, at import, and passes them in:
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import os
+import threading
 
 from . import _ext
 
 PLANNING = ("estimate", "measure", "patient")
+_PLANNING_LOCK = threading.RLock()  # set_planning and the planning() context take turns
 
 
 def _cgroup_cpus():
@@ -51,9 +54,11 @@ def available_cpus() -> int:
     return max(1, min(n, q) if q else n)
 
 
-def default_wisdom_dir() -> str:
+def default_wisdom_dir():
+    """$XDG_CACHE_HOME/strux, else ~/.cache/strux; None when neither resolves to an absolute
+    path (no home directory): then wisdom stays in memory."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "strux")
+    return os.path.join(base, "strux") if os.path.isabs(base) else None
 
 
 def set_num_threads(n: int) -> None:
@@ -81,13 +86,41 @@ def set_planning(planning: str) -> None:
     wisdom in ``wisdom_dir()`` and used by later processes, even under "estimate". Plans
     already cached with less effort are re-planned on their next use.
     """
-    if not isinstance(planning, str) or planning not in PLANNING:
-        raise ValueError(f"argument 'planning': expected one of {', '.join(map(repr, PLANNING))}, got {planning!r}")
-    _ext.set_fft_planning(planning)
+    _check_planning(planning, "planning")
+    with _PLANNING_LOCK:
+        _ext.set_fft_planning(planning)
+
+
+def _check_planning(value, name: str) -> None:
+    if not isinstance(value, str) or value not in PLANNING:
+        raise ValueError(f"argument '{name}': expected one of {', '.join(map(repr, PLANNING))}, got {value!r}")
 
 
 def get_planning() -> str:
     return str(_ext.fft_planning())
+
+
+@contextlib.contextmanager
+def planning(planner):
+    """Plans made inside the block use `planner` ("estimate", "measure", "patient"); None
+    changes nothing. What operators take as ``planner=``::
+
+        with strux.planning("measure"):
+            op = strux.FFTConv(k, L)      # the same as strux.FFTConv(k, L, planner="measure")
+
+    The process-wide setting is restored after the block; other threads that plan meanwhile
+    wait (set_planning) or plan with at least this effort."""
+    if planner is None:
+        yield
+        return
+    _check_planning(planner, "planner")
+    with _PLANNING_LOCK:
+        old = get_planning()
+        _ext.set_fft_planning(planner)
+        try:
+            yield
+        finally:
+            _ext.set_fft_planning(old)
 
 
 def set_wisdom_dir(path) -> int:
@@ -120,6 +153,6 @@ def _init() -> None:
     if "OMP_NUM_THREADS" not in os.environ:
         _ext.set_default_threads(max(1, min(available_cpus(), _ext.default_threads(), _ext.max_threads)))
     try:
-        _ext.set_wisdom_dir(default_wisdom_dir())
+        _ext.set_wisdom_dir(default_wisdom_dir() or "")
     except Exception:  # an unreadable cache is not worth failing an import for
         pass

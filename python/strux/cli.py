@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 EXIT_CODES = """exit codes:
@@ -46,23 +47,31 @@ def _use_gpu(device: str) -> bool:
 
 def _bench_gpu(args, families) -> int:
     import strux
-    from strux.bench import gpu, gpu_ks_scan
+    from strux.bench import SCHEMA_VERSION, gpu, gpu_ks_scan, report
     out = {"strux": strux.info()}
+    load_before = report.loadavg()
+    tables = []
     ft = [f for f in families if f in ("fftconv", "toeplitz")]
     if ft:
         res = gpu.run(quick=args.quick, only=ft[0] if len(ft) == 1 else None)
-        print(gpu.markdown(res))
+        tables.append(gpu.markdown(res))
+        print(tables[-1])
         out["fftconv_toeplitz"] = res
     ks = [f for f in families if f in ("ks", "scan")]
     if ks:
         res = gpu_ks_scan.run(quick=args.quick, families=ks)
-        print(gpu_ks_scan.table(res["meta"], res["rows"]))
+        tables.append(gpu_ks_scan.table(res["meta"], res["rows"]))
+        print(tables[-1])
         out["ks_scan"] = res
     if args.json:
-        from strux.bench import SCHEMA_VERSION
+        head = report.meta(out["strux"], strux.get_num_threads(), args.quick, "cuda", load_before)
         with open(args.json, "w") as f:
-            json.dump({"schema": "strux-bench-gpu", "schema_version": SCHEMA_VERSION, **out}, f, indent=1, default=str)
-        print(f"wrote {args.json}", file=sys.stderr)
+            json.dump({**head, "schema": "strux-bench-gpu", "schema_version": SCHEMA_VERSION, **out}, f,
+                      indent=1, default=str)
+        md = os.path.splitext(args.json)[0] + ".md"
+        with open(md, "w") as f:  # the same tables, for people
+            f.write(f"# strux bench (GPU), {head['date']}\n\n" + "\n\n".join(str(t) for t in tables) + "\n")
+        print(f"wrote {args.json}\nwrote {md}", file=sys.stderr)
     return 0
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _ext
+from ._runtime import planning
 from ._arrays import (check_shape, cuda_backend, on_gpu, choice, compute_dtype, integer, native, real_array, result,
                       same_dtype)
 
@@ -60,7 +61,8 @@ class FFTConv:
     """A reusable fftconv operator for one filter `k` (H, Lk) and sequence length `L`.
 
     Building it computes the filter spectrum (and FFTW plans) once; calls then cost two FFTs
-    per (b, h) row. `mode` is "causal" (default) or "circular" (needs Lk <= L).
+    per (b, h) row. `mode` is "causal" (default) or "circular" (needs Lk <= L). `planner`:
+    FFTW effort for new sizes, "estimate" / "measure" / "patient" (None: strux.set_planning's).
 
         op = strux.FFTConv(k, L)
         y = op(u, pregate=None, postgate=None, skip=None)
@@ -70,7 +72,7 @@ class FFTConv:
     plan on load (for multiprocessing, joblib, Dask).
     """
 
-    def __init__(self, k, L: int, *, mode: str = "causal"):
+    def __init__(self, k, L: int, *, mode: str = "causal", planner=None):
         mode = choice(mode, "mode", _MODES)
         L = integer(L, "L", 1, _MAX_FFT)
         k = _check_filter(k, L, mode)
@@ -82,13 +84,15 @@ class FFTConv:
         self._cdt = compute_dtype(k.dtype)
         self._k = np.array(k, copy=True)  # for pickling; the plan keeps only the spectrum
         self._k.flags.writeable = False
-        self._plan = _PLANS[self._cdt](native(k, self._cdt), L, mode)
+        self._planner = planner
+        with planning(planner):
+            self._plan = _PLANS[self._cdt](native(k, self._cdt), L, mode)
 
     def __getstate__(self):
-        return {"k": self._k, "L": self.L, "mode": self.mode}
+        return {"k": self._k, "L": self.L, "mode": self.mode, "planner": self._planner}
 
     def __setstate__(self, state):
-        self.__init__(state["k"], state["L"], mode=state["mode"])
+        self.__init__(state["k"], state["L"], mode=state["mode"], planner=state.get("planner"))
 
     @property
     def nfft(self) -> int:

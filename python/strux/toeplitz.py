@@ -30,6 +30,7 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
 from . import _ext
+from ._runtime import planning
 from ._arrays import (choice, compute_dtype, cuda_backend, integer, on_gpu, native, real_array, result,
                       same_dtype)
 
@@ -84,9 +85,11 @@ class BlockToeplitz(LinearOperator):
     layout : "time-major" (default) or "space-major"
         Shape convention of the vectors passed to matvec/rmatvec/vjp and of the flattened
         vectors of ``as_linear_operator`` (see the module docstring).
+    planner : None, "estimate", "measure" or "patient"
+        FFTW effort for a new FFT size (None: the process-wide ``strux.set_planning``).
     """
 
-    def __init__(self, blocks, *, layout: str = "time-major"):
+    def __init__(self, blocks, *, layout: str = "time-major", planner=None):
         self._gpu = None
         if on_gpu(blocks):
             # CUDA blocks: the operator lives on their device; matvec/rmatvec take and return
@@ -106,7 +109,9 @@ class BlockToeplitz(LinearOperator):
         # .blocks, so later writes to the caller's array cannot make them disagree with the plan.
         self._blocks = np.array(b, dtype=self._cdt, order="C", copy=True)
         self._blocks.flags.writeable = False
-        self._plan = _plan_class(self._cdt)(self._blocks)
+        self._planner = planner
+        with planning(planner):
+            self._plan = _plan_class(self._cdt)(self._blocks)
         self._nt, self._nd, self._nm = self._blocks.shape
         LinearOperator.__init__(self, self._dtype, (self._nt * self._nd, self._nt * self._nm))
 
@@ -115,10 +120,10 @@ class BlockToeplitz(LinearOperator):
         if self._gpu is not None:
             raise TypeError("BlockToeplitz: an operator built from CUDA blocks cannot be pickled; "
                             "pickle BlockToeplitz(blocks.cpu().numpy()) and move it after loading")
-        return {"blocks": self._blocks, "layout": self._layout, "dtype": self._dtype}
+        return {"blocks": self._blocks, "layout": self._layout, "dtype": self._dtype, "planner": self._planner}
 
     def __setstate__(self, state):
-        self.__init__(result(state["blocks"], state["dtype"]), layout=state["layout"])
+        self.__init__(result(state["blocks"], state["dtype"]), layout=state["layout"], planner=state.get("planner"))
     def _require_cpu(self, what: str) -> None:
         if self._gpu is not None:
             raise ValueError(f"BlockToeplitz.{what}: not available for an operator built from CUDA blocks "

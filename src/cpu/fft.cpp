@@ -1,6 +1,7 @@
 #include "cpu/fft.hpp"
 
 #include <fftw3.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -99,13 +100,15 @@ template <> struct Fftw<double> {
 namespace fs = std::filesystem;
 
 // Writes one precision's wisdom to dir/<file> through a temporary file and a rename, so a
-// reader (another process) never sees half a file. Caller holds planner_mutex().
+// reader (another process) never sees half a file; the last writer wins whole. Caller holds
+// planner_mutex().
 template <class T>
 bool export_to(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   const fs::path final_path = fs::path(dir) / Fftw<T>::kWisdomFile;
-  const fs::path tmp = fs::path(dir) / (std::string(Fftw<T>::kWisdomFile) + ".tmp");
+  // One temporary name per process: two processes saving at once must not share one.
+  const fs::path tmp = fs::path(dir) / msg(Fftw<T>::kWisdomFile, ".tmp.", ::getpid());
   if (!Fftw<T>::export_wisdom(tmp.c_str())) return false;
   fs::rename(tmp, final_path, ec);
   if (ec) fs::remove(tmp, ec);

@@ -66,7 +66,7 @@ def test_quick_bench_writes_json_report(tmp_path, capsys):
 
 
 def test_ctrl_c_exits_130_without_traceback(tmp_path):
-    p = subprocess.Popen([PY, "-m", "strux.cli", "bench", "--device", "cpu"], stdout=subprocess.PIPE,
+    p = subprocess.Popen([PY, "-m", "strux.cli", "bench", "--device", "cpu", "--family", "toeplitz"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=_env())
     first = p.stderr.readline()  # the run has started (imports done, timing under way)
     time.sleep(0.5)

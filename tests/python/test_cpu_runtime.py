@@ -145,6 +145,13 @@ def test_save_wisdom_and_wisdom_dir(tmp_path):
             strux.save_wisdom()
         with pytest.raises(TypeError, match="'path'"):
             strux.set_wisdom_dir(3)
+        bad = tmp_path / "bad"
+        bad.mkdir()
+        (bad / "fftw3.wisdom").write_text("not wisdom at all")
+        (bad / "fftw3f.wisdom").write_bytes(b"\x00\xff" * 100)
+        assert strux.set_wisdom_dir(bad) == 0  # skipped, not an error
+        u = np.ones((1, 1, 50), np.float32)
+        assert np.isfinite(strux.fftconv(u, u[0])).all()
     finally:
         strux.set_wisdom_dir(old)
 
@@ -178,3 +185,29 @@ def test_ks_with_one_thread_matches_and_runs_serial_blas():
     finally:
         strux.set_num_threads(0)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_per_operator_planner(tmp_path):
+    old = strux.wisdom_dir()
+    strux.set_wisdom_dir(tmp_path)  # measured plans write wisdom: not into the user's cache
+    try:
+        rng = np.random.default_rng(4)
+        k = rng.standard_normal((2, 9)).astype(np.float32)
+        u = rng.standard_normal((1, 2, 77)).astype(np.float32)
+        op = strux.FFTConv(k, 77, planner="measure")
+        np.testing.assert_allclose(op(u), strux.fftconv(u, k), rtol=1e-5, atol=1e-5)
+        assert strux.get_planning() == "estimate"  # restored after building
+        assert (tmp_path / "fftw3f.wisdom").exists()
+        import pickle
+        assert pickle.loads(pickle.dumps(op))._planner == "measure"
+        F = strux.BlockToeplitz(rng.standard_normal((7, 2, 2)), planner="patient")
+        assert F.matvec(np.ones((7, 2))).shape == (7, 2)
+        with strux.planning("measure"):
+            assert strux.get_planning() == "measure"
+        assert strux.get_planning() == "estimate"
+        with pytest.raises(ValueError, match="'planner'"):
+            strux.FFTConv(k, 77, planner="fast")
+        with pytest.raises(ValueError, match="'planner'"):
+            strux.BlockToeplitz(np.ones((3, 1, 1)), planner=1)
+    finally:
+        strux.set_wisdom_dir(old)
