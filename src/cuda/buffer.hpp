@@ -27,7 +27,15 @@ class DeviceBuffer {
     if (p_) cudaFree(p_);
     p_ = nullptr;
     n_ = bytes;
-    if (bytes) STRUX_CUDA(cudaMalloc(&p_, bytes));
+    if (!bytes) return;
+    const cudaError_t e = cudaMalloc(&p_, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+      clear_own_error(e);  // the next call must not see it (check.hpp)
+      p_ = nullptr;
+      n_ = 0;
+      throw MemoryError(msg("out of device memory allocating ", bytes, " bytes"));
+    }
+    STRUX_CUDA(e);
   }
   template <class T>
   T* as() const { return static_cast<T*>(p_); }
