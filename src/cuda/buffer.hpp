@@ -24,7 +24,15 @@ class DeviceBuffer {
   void allocate(size_t bytes) {
     release();
     n_ = bytes;
-    if (bytes) STRUX_CUDA(cudaMalloc(&p_, bytes));
+    if (!bytes) return;
+    const cudaError_t e = cudaMalloc(&p_, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+      clear_own_error(e);  // the next call must not see it (check.hpp)
+      p_ = nullptr;
+      n_ = 0;
+      throw MemoryError(msg("out of device memory allocating ", bytes, " bytes"));
+    }
+    STRUX_CUDA(e);
   }
   template <class T>
   T* as() const { return static_cast<T*>(p_); }
@@ -33,9 +41,9 @@ class DeviceBuffer {
 
  private:
   // A failed free is not reported (destructors do not throw), and not left in the thread's
-  // last-error slot either (see clear_last_error).
+  // last-error slot either (see clear_own_error).
   void release() {
-    if (p_ && cudaFree(p_) != cudaSuccess) clear_last_error();
+    if (p_) clear_own_error(cudaFree(p_));
     p_ = nullptr;
   }
   void* p_ = nullptr;

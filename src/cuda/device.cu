@@ -8,8 +8,8 @@ namespace strux::cuda {
 int device_count() {
   int n = 0;
   // No driver or no device is not an error here: the CPU backend still works.
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    clear_last_error();
+  if (const cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess) {
+    clear_own_error(e);
     return 0;
   }
   return n;
@@ -18,8 +18,8 @@ int device_count() {
 std::string device_name(int device) {
   if (device < 0 || device >= device_count()) return "";
   cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) {
-    clear_last_error();
+  if (const cudaError_t e = cudaGetDeviceProperties(&p, device); e != cudaSuccess) {
+    clear_own_error(e);
     return "";
   }
   return p.name;

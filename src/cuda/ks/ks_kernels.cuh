@@ -57,8 +57,25 @@ struct ProdProblem {
   }
 };
 
+// *p += v atomically, keeping subnormals: atom.add.f32 flushes subnormal inputs and results to
+// zero (PTX ISA), which zeroed float32 weight gradients of tiny values. A tiny v takes a
+// compare-and-swap loop with an IEEE add; a larger one the atomic add, where a flushed
+// subnormal (< 2^-126) is below the rounding of v (>= 2^-100) anyway.
+__device__ __forceinline__ void add_keep_subnormal(float* p, float v) {
+  if (!(fabsf(v) < 0x1p-100f)) {  // NaN and inf too
+    atomicAdd(p, v);
+    return;
+  }
+  unsigned* a = reinterpret_cast<unsigned*>(p);
+  unsigned old = *a, seen;
+  do {
+    seen = old;
+    old = atomicCAS(a, seen, __float_as_uint(__fadd_rn(__uint_as_float(seen), v)));
+  } while (old != seen);
+}
+
 // dw[i,k,l,j] += sum_n dy[n, row(i,k,j)] x[n, col(i,l,j)]: p = k, q = l, r = n (split over
-// blocks, summed with float atomics into a float32 dw).
+// blocks, summed with float atomics into a float32 dw; add_keep_subnormal).
 template <class T, bool BL>
 struct GradWProblem {
   const T* x;
@@ -77,7 +94,7 @@ struct GradWProblem {
     return BL ? ld(x + col * batch + n) : ld(x + n * (a * c * d) + col);
   }
   __device__ void C(int64_t i, int64_t j, int64_t k, int64_t l, float v) const {
-    atomicAdd(dw + ((i * b + k) * c + l) * d + j, v);
+    add_keep_subnormal(dw + ((i * b + k) * c + l) * d + j, v);
   }
 };
 
@@ -157,6 +174,27 @@ __global__ void __launch_bounds__(256) tile_kernel(Prob pr, int64_t p_tiles, int
   }
 }
 
+// sum_l A(i, j, n, l) B(i, j, l, k) for any length c. A single running float32 sum stalls once
+// it reaches 2^24 times a term (pattern (1, 1, 2^25, 1) of equal terms summed to half the true
+// value), so terms are summed from zero in blocks of kDotBlock and the block sums are added with
+// compensation (Kahan): ~1e-7 relative for any c. For c <= kDotBlock this is the plain FMA chain.
+// No flush to zero anywhere (fmaf, IEEE adds; the build has no -ftz / fast-math): subnormal
+// products and sums are kept. An infinite sum skips the compensation (inf - inf would be NaN).
+constexpr int64_t kDotBlock = 64;
+template <class Prob>
+__device__ __forceinline__ float blocked_dot(const Prob& pr, int64_t i, int64_t j, int64_t n, int64_t k) {
+  float s = 0.f, comp = 0.f;
+  for (int64_t l0 = 0; l0 < pr.c; l0 += kDotBlock) {
+    const int64_t l1 = min(pr.c, l0 + kDotBlock);
+    float part = 0.f;
+    for (int64_t l = l0; l < l1; ++l) part = fmaf(pr.A(i, j, n, l), pr.B(i, j, l, k), part);
+    const float y = __fsub_rn(part, comp), t = __fadd_rn(s, y);
+    comp = isfinite(t) ? __fsub_rn(__fsub_rn(t, s), y) : 0.f;
+    s = t;
+  }
+  return s;
+}
+
 // Small groups (c or b tiny, e.g. butterfly factors b = c = 2): one thread per output element,
 // walking the output in memory order so stores are coalesced; the c inputs it reads are shared
 // with its b - 1 siblings through L1. Memory-bound by design.
@@ -175,9 +213,7 @@ __global__ void __launch_bounds__(256) direct_kernel(ProdProblem<T, BL> pr) {
     const int64_t m = BL ? o : e;
     const int64_t i = m / bd, rem = m - i * bd;
     const int64_t k = rem / pr.d, j = rem - k * pr.d;
-    float s = 0.f;
-    for (int64_t l = 0; l < pr.c; ++l) s = fmaf(pr.A(i, j, n, l), pr.B(i, j, l, k), s);
-    pr.C(i, j, n, k, s);
+    pr.C(i, j, n, k, blocked_dot(pr, i, j, n, k));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cufft.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <initializer_list>
 
 #include "cuda/check.hpp"
@@ -110,6 +111,24 @@ __global__ void scale_c(C* x, int64_t count, double s) {
     x[i].x *= s, x[i].y *= s;
 }
 
+// cuFFT refuses (CUFFT_INVALID_VALUE) real arrays whose pointer is not aligned to the complex
+// element (8 bytes for float32, 16 for float64); a contiguous tensor sliced at an odd offset is
+// such an array. Those go through a staging area of the workspace (a spectrum buffer that is idle
+// at that point: (B, T, nf) complex values hold (B, T, n) reals), one device copy each way.
+bool aligned_to(const void* p, int64_t cs) { return reinterpret_cast<std::uintptr_t>(p) % uintptr_t(cs) == 0; }
+
+const void* staged_in(const void* p, int64_t bytes, void* stage, int64_t cs, cudaStream_t s) {
+  if (!p || aligned_to(p, cs)) return p;
+  STRUX_CUDA(cudaMemcpyAsync(stage, p, size_t(bytes), cudaMemcpyDeviceToDevice, s));
+  return stage;
+}
+
+// The transform writes `out` directly when it is aligned, else `stage`, copied by finish_out.
+void* out_target(void* out, void* stage, int64_t cs) { return aligned_to(out, cs) ? out : stage; }
+void finish_out(void* out, const void* target, int64_t bytes, cudaStream_t s) {
+  if (target != out) STRUX_CUDA(cudaMemcpyAsync(out, target, size_t(bytes), cudaMemcpyDeviceToDevice, s));
+}
+
 unsigned blocks_for(int64_t count, int threads) {
   return unsigned(std::min<int64_t>((count + threads - 1) / threads, int64_t(1) << 20));
 }
@@ -159,13 +178,16 @@ void CirculantScanPlan::forward_any(const void* a, const void* a_hat, const void
   auto s = static_cast<cudaStream_t>(stream);
   const bool f64 = dtype_ == DType::f64;
   const CircWs w = carve(workspace, fft_work_, B_, T_, nf_, csize());
+  const int64_t cs = csize(), big = B_ * T_ * n_ * cs / 2, small = B_ * n_ * cs / 2;  // real bytes
   bind_plans({r2c_, c2r_, r2c0_, c2r0_}, w.fwork, s);
-  spectra_of_a(a, a_hat, w.ah, stream);
-  r2c(r2c_, f64, u, w.s1);
-  if (h0) r2c(r2c0_, f64, h0, w.h0h);
+  spectra_of_a(staged_in(a, big, w.s1, cs, s), a_hat, w.ah, stream);
+  r2c(r2c_, f64, staged_in(u, big, w.s2, cs, s), w.s1);
+  if (h0) r2c(r2c0_, f64, staged_in(h0, small, w.dh0h, cs, s), w.h0h);
   // Each scan thread reads all its inputs before writing, at the same indices: in place is safe.
   scan_.forward(w.ah, w.s1, h0 ? w.h0h : nullptr, w.s1, w.sws, stream, 1.0 / double(n_));
-  c2r(c2r_, f64, w.s1, h);
+  void* ht = out_target(h, w.s2, cs);
+  c2r(c2r_, f64, w.s1, ht);
+  finish_out(h, ht, big, s);
 }
 
 // In the Fourier basis circ(a)^T has the spectrum conj(A) and the cyclic cross-correlation
@@ -179,22 +201,33 @@ void CirculantScanPlan::backward(const void* a, const void* a_hat, const void* u
   auto s = static_cast<cudaStream_t>(stream);
   const bool f64 = dtype_ == DType::f64;
   const CircWs w = carve(workspace, fft_work_, B_, T_, nf_, csize());
+  const int64_t cs = csize(), big = B_ * T_ * n_ * cs / 2, small = B_ * n_ * cs / 2;  // real bytes
   bind_plans({r2c_, c2r_, r2c0_, c2r0_}, w.fwork, s);
-  spectra_of_a(a, a_hat, w.ah, stream);
-  r2c(r2c_, f64, u, w.s1);
-  if (h0) r2c(r2c0_, f64, h0, w.h0h);
+  spectra_of_a(staged_in(a, big, w.s2, cs, s), a_hat, w.ah, stream);
+  r2c(r2c_, f64, staged_in(u, big, w.s3, cs, s), w.s1);
+  if (h0) r2c(r2c0_, f64, staged_in(h0, small, w.dh0h, cs, s), w.h0h);
   scan_.forward(w.ah, w.s1, h0 ? w.h0h : nullptr, w.s1, w.sws, stream, 1.0);  // H = rfft(h)
-  r2c(r2c_, f64, dh, w.s2);
+  r2c(r2c_, f64, staged_in(dh, big, w.s3, cs, s), w.s2);
   launch_scale(f64, w.s2, B_ * T_ * nf_, 1.0 / double(n_), s);
   void* dah = a ? static_cast<void*>(w.s3) : da;  // the Fourier form's gradient is this spectrum
   // db in place over dh: each scan thread reads dh_t before it writes db_t (same index).
   scan_.backward(w.ah, w.s1, h0 ? w.h0h : nullptr, w.s2, dah, w.s2, dh0 ? w.dh0h : nullptr, w.sws, stream);
-  c2r(c2r_, f64, w.s2, du);
-  if (a)
-    c2r(c2r_, f64, w.s3, da);
-  else
-    launch_fix_bins(f64, da, B_ * T_, nf_, n_, true, s);
-  if (dh0) c2r(c2r0_, f64, w.dh0h, dh0);
+  // H (s1) and h0's spectrum are no longer needed: they stage misaligned outputs.
+  void* dut = out_target(du, w.s1, cs);
+  c2r(c2r_, f64, w.s2, dut);
+  finish_out(du, dut, big, s);
+  if (a) {
+    void* dat = out_target(da, w.s1, cs);
+    c2r(c2r_, f64, w.s3, dat);
+    finish_out(da, dat, big, s);
+  } else {
+    launch_fix_bins(f64, da, B_ * T_, nf_, n_, true, s);  // da: a complex output, element-aligned
+  }
+  if (dh0) {
+    void* d0t = out_target(dh0, w.h0h, cs);
+    c2r(c2r0_, f64, w.dh0h, d0t);
+    finish_out(dh0, d0t, small, s);
+  }
 }
 
 }  // namespace strux::cuda
