@@ -226,6 +226,8 @@ def copy(x):
 
 def ptr(x) -> int:
     """The device address of x's first element (0 for None)."""
+    if type(x) in TT:
+        return x.data_ptr()
     if x is None:
         return 0
     return x.data_ptr() if is_torch(x) else x.data.ptr
@@ -233,6 +235,8 @@ def ptr(x) -> int:
 
 def stream(like) -> int:
     """The current stream of like's library on like's device, as an integer handle."""
+    if type(like) in TT:
+        return _torch_stream(like.get_device())
     if is_torch(like):
         see_torch(like)
         return _torch_stream(like.get_device())

@@ -52,14 +52,22 @@ def _scan_args(a, b, h0, names=("a", "b")):
     return _a.contig(a), _a.contig(b), _a.contig(h0)
 
 
+_WS: dict = {}  # (device, B, T, n, dtype, algo) -> workspace bytes of that diag_scan plan
+
+
 def _workspace(a, B, T, n, dt, dev, algo):
-    nbytes = _ext.cuda_diag_scan_workspace(dev, B, T, n, dt, algo)
+    key = (dev, B, T, n, dt, algo)
+    nbytes = _WS.get(key)
+    if nbytes is None:
+        if len(_WS) > 1024:
+            _WS.clear()
+        nbytes = _WS[key] = _ext.cuda_diag_scan_workspace(dev, B, T, n, dt, algo)
     return _a.scratch(a, nbytes), nbytes
 
 
 def _diag_fwd(a, b, h0, scale=1.0, algo=-1, out=None):
     """h (or `out`, which may be b: in place) from checked contiguous a, b, h0."""
-    B, T, n = (int(s) for s in a.shape)
+    B, T, n = a.shape
     dt, dev = _a.code(a), _a.device_id(a)
     h = _a.empty(a, (B, T, n)) if out is None else out
     ws, nbytes = _workspace(a, B, T, n, dt, dev, algo)
@@ -87,7 +95,7 @@ def diag_scan(a, b, *, h0=None, return_final=False, options=None):
 
 def _diag_bwd(dh, a, h, h0, algo=-1):
     """(da, db, dh0) from checked contiguous arrays (dh0 None without h0)."""
-    B, T, n = (int(s) for s in a.shape)
+    B, T, n = a.shape
     dt, dev = _a.code(a), _a.device_id(a)
     da, db = _a.empty(a, (B, T, n)), _a.empty(a, (B, T, n))
     dh0 = _a.empty(a, (B, n)) if h0 is not None else None

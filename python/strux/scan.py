@@ -35,7 +35,7 @@ _COMPLEX_OF = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64
 
 
 def _gpu():
-    """The CUDA path for ks and scans (torch / CuPy arrays), or a clear error when absent."""
+    """The CUDA path of the scans (torch / CuPy arrays), or a clear error when absent."""
     cuda_backend()  # raises when this build or machine has no CUDA
     from . import _cuda_scan
     return _cuda_scan
