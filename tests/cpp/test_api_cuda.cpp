@@ -4,6 +4,8 @@
 // Compiled with the CUDA backend only; each test skips when no GPU is present.
 #ifdef STRUX_HAVE_CUDA
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -201,16 +203,19 @@ View act(Buf<T>& b, int64_t n, int64_t batch, strux::KSLayout l, bool g) {
   return g ? b.gpu({n, batch}) : b.cpu({n, batch});
 }
 
+template <class T>
 void ks_chain_case(const std::vector<strux::KSPattern>& pats, int64_t batch, strux::KSLayout layout) {
-  SCOPED_TRACE(testing::Message() << pats.size() << " factors, batch " << batch);
+  SCOPED_TRACE(testing::Message() << strux::dtype_name(strux::dtype_of<T>::value) << ", " << pats.size()
+                                  << " factors, batch " << batch);
+  const DType dt = strux::dtype_of<T>::value;
   const int64_t N = pats.back().cols(), M = pats.front().rows();
-  Buf<float> x(randv<float>(N * batch)), y(zeros<float>(M * batch)), dy(randv<float>(M * batch)),
-      dx(zeros<float>(N * batch));
-  std::vector<std::unique_ptr<Buf<float>>> w, dw;
+  Buf<T> x(randv<T>(N * batch)), y(zeros<T>(M * batch)), dy(randv<T>(M * batch)),
+      dx(zeros<T>(N * batch));
+  std::vector<std::unique_ptr<Buf<T>>> w, dw;
   std::vector<View> wc, wg, dwc, dwg;
   for (const auto& p : pats) {
-    w.push_back(std::make_unique<Buf<float>>(randv<float>(p.nnz())));
-    dw.push_back(std::make_unique<Buf<float>>(zeros<float>(p.nnz())));
+    w.push_back(std::make_unique<Buf<T>>(randv<T>(p.nnz())));
+    dw.push_back(std::make_unique<Buf<T>>(zeros<T>(p.nnz())));
     wc.push_back(w.back()->cpu({p.a, p.b, p.c, p.d}));
     wg.push_back(w.back()->gpu({p.a, p.b, p.c, p.d}));
     dwc.push_back(dw.back()->cpu({p.a, p.b, p.c, p.d}));
@@ -218,8 +223,8 @@ void ks_chain_case(const std::vector<strux::KSPattern>& pats, int64_t batch, str
   }
   StreamGuard s;
   if (pats.size() == 1) {
-    op::KSFactor cpu({pats[0], batch, layout});
-    op::KSFactor gpu({pats[0], batch, layout, DType::f32, gpu0()});
+    op::KSFactor cpu({pats[0], batch, layout, dt});
+    op::KSFactor gpu({pats[0], batch, layout, dt, gpu0()});
     EXPECT_FALSE(gpu.describe().empty());
     cpu.forward({act(x, N, batch, layout, false), wc[0], act(y, M, batch, layout, false)});
     gpu.forward({act(x, N, batch, layout, true), wg[0], act(y, M, batch, layout, true)}, {}, s.s);
@@ -232,8 +237,8 @@ void ks_chain_case(const std::vector<strux::KSPattern>& pats, int64_t batch, str
     same(dx, "factor dx");
     same(*dw[0], "factor dw");
   }
-  op::KSChain cpu({pats, batch, layout});
-  op::KSChain gpu({pats, batch, layout, DType::f32, gpu0()});
+  op::KSChain cpu({pats, batch, layout, dt});
+  op::KSChain gpu({pats, batch, layout, dt, gpu0()});
   EXPECT_FALSE(gpu.describe().empty());
   // The caller's workspace, of exactly workspace_bytes().
   void* ws = nullptr;
@@ -258,13 +263,77 @@ TEST(ApiCuda, KSFactorAndChain) {
   REQUIRE_GPU();
   using P = strux::KSPattern;
   for (auto layout : {strux::KSLayout::BatchFirst, strux::KSLayout::BatchLast}) {
-    ks_chain_case({P{1, 1, 1, 1}}, 1, layout);
-    ks_chain_case({P{2, 3, 5, 1}}, 7, layout);
-    ks_chain_case({P{4, 16, 16, 4}}, 33, layout);
-    ks_chain_case({P{3, 2, 2, 1}, P{1, 3, 2, 2}, P{2, 2, 1, 1}}, 5, layout);
-    ks_chain_case({P{1, 32, 32, 32}, P{32, 32, 32, 1}}, 64, layout);
+    ks_chain_case<float>({P{1, 1, 1, 1}}, 1, layout);
+    ks_chain_case<double>({P{1, 1, 1, 1}}, 1, layout);
+    ks_chain_case<float>({P{2, 3, 5, 1}}, 7, layout);
+    ks_chain_case<double>({P{2, 3, 5, 2}}, 7, layout);
+    ks_chain_case<float>({P{4, 16, 16, 4}}, 33, layout);
+    ks_chain_case<double>({P{4, 16, 16, 4}}, 300, layout);
+    ks_chain_case<float>({P{3, 2, 2, 1}, P{1, 3, 2, 2}, P{2, 2, 1, 1}}, 5, layout);
+    ks_chain_case<double>({P{3, 2, 2, 1}, P{1, 3, 2, 2}, P{2, 2, 1, 1}}, 5, layout);
+    ks_chain_case<float>({P{1, 32, 32, 32}, P{32, 32, 32, 1}}, 64, layout);
+    ks_chain_case<double>({P{1, 32, 32, 32}, P{32, 32, 32, 1}}, 64, layout);
   }
-  EXPECT_THROW(op::KSFactor({P{1, 2, 2, 1}, 4, strux::KSLayout::BatchFirst, DType::f64, gpu0()}), strux::TypeError);
+}
+
+// Half types: the GPU factor against the CPU float32 factor on the same (rounded) values; dw
+// goes through the float32 accumulator in the workspace and is rounded once.
+template <class H>
+void ks_half_case(const strux::KSPattern& q, int64_t batch, strux::KSLayout layout, DType dt) {
+  SCOPED_TRACE(testing::Message() << strux::dtype_name(dt) << " batch " << batch);
+  const int64_t N = q.cols(), M = q.rows();
+  auto round = [](std::vector<float> v) {
+    for (auto& e : v) e = float(H(e));
+    return v;
+  };
+  Buf<float> x(round(randv<float>(N * batch))), w(round(randv<float>(q.nnz()))), dy(round(randv<float>(M * batch))),
+      y(zeros<float>(M * batch)), dx(zeros<float>(N * batch)), dw(zeros<float>(q.nnz()));
+  auto to_dev = [](const std::vector<float>& v) {
+    std::vector<H> hv(v.begin(), v.end());
+    void* p = nullptr;
+    ok(cudaMalloc(&p, std::max<size_t>(1, hv.size()) * sizeof(H)));
+    ok(cudaMemcpy(p, hv.data(), hv.size() * sizeof(H), cudaMemcpyHostToDevice));
+    return p;
+  };
+  auto from_dev = [](void* p, size_t n) {
+    std::vector<H> hv(n);
+    cudaDeviceSynchronize();
+    cudaMemcpy(hv.data(), p, n * sizeof(H), cudaMemcpyDeviceToHost);
+    return std::vector<float>(hv.begin(), hv.end());
+  };
+  void *xg = to_dev(x.h), *wg = to_dev(w.h), *dyg = to_dev(dy.h), *yg = to_dev(y.h), *dxg = to_dev(dx.h),
+       *dwg = to_dev(dw.h);
+  const bool bf = layout == strux::KSLayout::BatchFirst;
+  auto a2 = [&](void* p, int64_t n) {
+    return bf ? View(p, dt, {batch, n}, gpu0()) : View(p, dt, {n, batch}, gpu0());
+  };
+  const View wv(wg, dt, {q.a, q.b, q.c, q.d}, gpu0()), dwv(dwg, dt, {q.a, q.b, q.c, q.d}, gpu0());
+  op::KSFactor cpu({q, batch, layout});
+  op::KSFactor gpu({q, batch, layout, dt, gpu0()});
+  EXPECT_GT(gpu.workspace_bytes(), 0u);
+  cpu.forward({act(x, N, batch, layout, false), w.cpu({q.a, q.b, q.c, q.d}), act(y, M, batch, layout, false)});
+  cpu.backward({act(dy, M, batch, layout, false), act(x, N, batch, layout, false), w.cpu({q.a, q.b, q.c, q.d}),
+                act(dx, N, batch, layout, false), dw.cpu({q.a, q.b, q.c, q.d})});
+  gpu.forward({a2(xg, N), wv, a2(yg, M)});
+  gpu.backward({a2(dyg, M), a2(xg, N), wv, a2(dxg, N), dwv});
+  auto check = [](const std::vector<float>& ref, const std::vector<float>& got, const char* what) {
+    double e = 0, m = 1;
+    for (size_t i = 0; i < ref.size(); ++i) e = std::max(e, double(std::abs(ref[i] - got[i]))), m = std::max(m, double(std::abs(ref[i])));
+    EXPECT_LE(e / m, 2e-2) << what;
+  };
+  check(y.h, from_dev(yg, y.h.size()), "y");
+  check(dx.h, from_dev(dxg, dx.h.size()), "dx");
+  check(dw.h, from_dev(dwg, dw.h.size()), "dw");
+  for (void* p : {xg, wg, dyg, yg, dxg, dwg}) cudaFree(p);
+}
+
+TEST(ApiCuda, KSHalfTypes) {
+  REQUIRE_GPU();
+  using P = strux::KSPattern;
+  for (auto layout : {strux::KSLayout::BatchFirst, strux::KSLayout::BatchLast}) {
+    ks_half_case<__half>(P{2, 16, 16, 2}, 48, layout, DType::f16);
+    ks_half_case<__nv_bfloat16>(P{4, 8, 16, 1}, 40, layout, DType::bf16);
+  }
 }
 
 // ---- scans ----------------------------------------------------------------------------------------
