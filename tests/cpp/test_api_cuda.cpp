@@ -396,12 +396,14 @@ TEST(ApiCuda, Scans) {
     circulant_case<float>(B, T, n);
     circulant_case<double>(B, T, n);
   }
-  for (auto [B, T, p, k] : std::vector<std::array<int64_t, 4>>{{1, 1, 1, 1}, {2, 5, 2, 3}, {1, 300, 3, 8}}) {
+  for (auto [B, T, p, k] : std::vector<std::array<int64_t, 4>>{{1, 1, 1, 1}, {2, 5, 2, 3}, {1, 300, 3, 8}, {2, 40, 4, 100}}) {
     op::BlockCirculantScan cpu({B, T, p, k}), gpu({B, T, p, k, DType::f32, gpu0()});
     EXPECT_FALSE(gpu.describe().empty());
     scan_compare<float, float>(cpu, gpu, B, T, p * k, p * p * k, {B, T, p, p, k}, false);
+    op::BlockCirculantScan cpu64({B, T, p, k, DType::f64}), gpu64({B, T, p, k, DType::f64, gpu0()});
+    scan_compare<double, double>(cpu64, gpu64, B, T, p * k, p * p * k, {B, T, p, p, k}, false);
   }
-  EXPECT_THROW(op::BlockCirculantScan({1, 2, 2, 2, DType::f64, gpu0()}), strux::TypeError);
+  EXPECT_THROW(op::BlockCirculantScan({1, 2, 2, 2, DType::f16, gpu0()}), strux::TypeError);
 }
 
 TEST(ApiCuda, Errors) {
