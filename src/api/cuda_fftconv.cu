@@ -2,6 +2,7 @@
 // cuda::ToeplitzPlan.
 #include <memory>
 
+#include "api/cuda_toeplitz_grad.hpp"
 #include "api/cuda_util.cuh"
 #include "strux/cuda/fftconv.hpp"
 #include "strux/cuda/toeplitz.hpp"
@@ -71,7 +72,8 @@ class CudaToeplitz final : public ToeplitzBackend {
                ": cuFFT of length nfft = ", plan_->nfft(), " (transform layout ", plan_->fft(), "), F̂ (",
                plan_->nfreq(), " frequencies) ", fhat_.bytes() ? "set" : "not set yet", "; matvec: ",
                algo(plan_->algo(false)), ", adjoint: ", algo(plan_->algo(true)), "; workspace: ",
-               plan_->workspace_bytes() + fhat_.bytes(), " bytes owned by the plan (F̂ included)");
+               plan_->workspace_bytes() + fhat_.bytes(), " bytes owned by the plan (F̂ included); the gradient "
+               "for the blocks by a direct kernel (O(Nt² Nd Nm R))");
   }
   void set_blocks(const View& blocks, Stream s) override {
     DeviceGuard g(p_.device);
@@ -84,10 +86,11 @@ class CudaToeplitz final : public ToeplitzBackend {
     plan_->matvec(fhat_.get(), a.m.data, a.d.data, stream_of(s));
   }
   void backward(const op::BlockToeplitzBackward& a, void*, Stream s) override {
-    check_arg(a.dblocks.empty(), "dblocks",
-              "the gradient for the blocks is not implemented on the CUDA backend (CPU only)");
     DeviceGuard g(p_.device);
     plan_->rmatvec(fhat_.get(), a.dd.data, a.dm.data, stream_of(s));
+    if (!a.dblocks.empty())
+      toeplitz_grad_blocks(p_.dtype, p_.Nt, p_.Nd, p_.Nm, p_.R, p_.layout == ToeplitzLayout::SpaceMajor, a.m.data,
+                           a.dd.data, a.dblocks.data, s);
   }
 
  private:

@@ -159,7 +159,7 @@ void toeplitz_case(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, strux::Toeplit
   const DType dt = strux::dtype_of<T>::value;
   const bool tm = layout == strux::ToeplitzLayout::TimeMajor;
   Buf<T> blocks(randv<T>(Nt * Nd * Nm)), m(randv<T>(Nt * Nm * R)), d(zeros<T>(Nt * Nd * R)), dd(randv<T>(Nt * Nd * R)),
-      dm(zeros<T>(Nt * Nm * R));
+      dm(zeros<T>(Nt * Nm * R)), db(zeros<T>(Nt * Nd * Nm));
   auto vec = [&](Buf<T>& b, int64_t n, bool g) {
     const int64_t a0 = tm ? Nt : n, a1 = tm ? n : Nt;
     if (R == 1) return g ? b.gpu({a0, a1}) : b.cpu({a0, a1});
@@ -174,9 +174,10 @@ void toeplitz_case(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, strux::Toeplit
   cpu.forward({vec(m, Nm, false), vec(d, Nd, false)});
   gpu.forward({vec(m, Nm, true), vec(d, Nd, true)}, {}, s.s);
   same(d, "d");
-  cpu.backward({vec(dd, Nd, false), vec(dm, Nm, false)});
-  gpu.backward({vec(dd, Nd, true), vec(dm, Nm, true)}, {}, s.s);
+  cpu.backward({vec(dd, Nd, false), vec(dm, Nm, false), vec(m, Nm, false), db.cpu({Nt, Nd, Nm})});
+  gpu.backward({vec(dd, Nd, true), vec(dm, Nm, true), vec(m, Nm, true), db.gpu({Nt, Nd, Nm})}, {}, s.s);
   same(dm, "dm");
+  same(db, "dblocks");
 }
 
 TEST(ApiCuda, BlockToeplitz) {
@@ -188,11 +189,7 @@ TEST(ApiCuda, BlockToeplitz) {
   }
   toeplitz_case<float>(1, 1, 1, 1, ToeplitzLayout::SpaceMajor, "");
   toeplitz_case<float>(9, 4, 3, 5, ToeplitzLayout::TimeMajor, "real-gemm");
-  // The gradient for the blocks is CPU-only: a clear error on CUDA.
-  op::BlockToeplitz F({3, 2, 2, 1, ToeplitzLayout::TimeMajor, DType::f32, gpu0()});
-  Buf<float> blocks(randv<float>(12)), m(randv<float>(6)), dd(randv<float>(6)), dm(zeros<float>(6)), db(zeros<float>(12));
-  F.set_blocks(blocks.gpu({3, 2, 2}));
-  EXPECT_THROW(F.backward({dd.gpu({3, 2}), dm.gpu({3, 2}), m.gpu({3, 2}), db.gpu({3, 2, 2})}), strux::ValueError);
+  toeplitz_case<double>(64, 5, 7, 2, ToeplitzLayout::TimeMajor, "");
 }
 
 // ---- ks -----------------------------------------------------------------------------------------
