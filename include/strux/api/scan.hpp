@@ -18,6 +18,8 @@
 //   BlockCirculantScan  float32, float64 (CPU and CUDA; float64 on CUDA runs direct kernels, exact
 //                       but O(n²) per step, n = p·k limited by shared memory).
 // Solvers (options.solver): "" only.
+// Not in this API yet (DESIGN.md lists them): time-last layouts, reverse scans and an `a` broadcast over batch
+// or time; pass full (B, T, n) arrays.
 #pragma once
 
 #include <cstdint>

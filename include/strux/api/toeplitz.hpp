@@ -3,6 +3,8 @@
 // the adjoint dm = Fᵀ dd, and the gradient for the blocks when dblocks is given (CPU: FFTs;
 // CUDA: a direct kernel, exact but O(Nt² Nd Nm R)).
 //
+// Blocks from an LTI system or from FFTMatvec files: lti_blocks() / read_fftmatvec() of
+// <strux/toeplitz.hpp>, then set_blocks().
 // The blocks (Nt, Nd, Nm) are operator data: set_blocks() turns them into F̂ once (plan-time
 // work: it allocates and, on CUDA, synchronizes the stream); every call then reads F̂.
 // Views: layout TimeMajor m (Nt, Nm[, R]), d (Nt, Nd[, R]); SpaceMajor m (Nm, Nt[, R]),
