@@ -9,9 +9,11 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <complex>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
