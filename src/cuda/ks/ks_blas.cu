@@ -178,8 +178,11 @@ void blas_prod(const void* x, const void* w, void* y, DType dt, int64_t a, int64
   if (bl) {
     // Column-major: C = Y^T (batch x b, ld d*batch), A = X^T (batch x c, ld d*batch),
     // op(B) = W'^T (c x b): element (l, k) at l*wl + k*wk.
-    const cublasOperation_t tb = wl == 1 ? CUBLAS_OP_N : CUBLAS_OP_T;
-    const int ldb = int(wl == 1 ? wk : wl);
+    // W' column-major (ld wk) needs wk >= c; else W'^T's rows are contiguous (wk == 1, ld wl).
+    // Both strides are 1 when b or c is 1: the leading dimension decides.
+    const bool col = wl == 1 && wk >= c;
+    const cublasOperation_t tb = col ? CUBLAS_OP_N : CUBLAS_OP_T;
+    const int ldb = int(col ? wk : wl);
     const int ld = int(d * batch);
     const bool over_j = d >= a;  // the batched index: the longer of j and i
     const int64_t count = over_j ? d : a, loops = over_j ? a : d;
@@ -196,8 +199,10 @@ void blas_prod(const void* x, const void* w, void* y, DType dt, int64_t a, int64
   } else {
     // d == 1. Column-major: C = Y_i^T (b x batch, ld a*b), op(A) = W_i (b x c): element (k, l)
     // at k*wk + l*wl, B = X_i^T (c x batch, ld a*c).
-    const cublasOperation_t ta = wl == 1 ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const int lda = int(wl == 1 ? wk : wl);
+    // As above: W_i^T column-major (ld wk) needs wk >= c, else W_i column-major (ld wl >= b).
+    const bool tr = wl == 1 && wk >= c;
+    const cublasOperation_t ta = tr ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const int lda = int(tr ? wk : wl);
     STRUX_CUBLAS(cublasGemmStridedBatchedEx(r.h, ta, CUBLAS_OP_N, int(b), int(batch), int(c), &one,
                                             wp, ty, lda, wi, x, ty, int(a * c), c, &zero, y, ty,
                                             int(a * b), b, int(a), CUBLAS_COMPUTE_32F,
