@@ -148,7 +148,10 @@ struct QuietH5 {
     H5Eget_auto2(H5E_DEFAULT, &func, &data);
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   }
-  ~QuietH5() { H5Eset_auto2(H5E_DEFAULT, func, data); }
+  ~QuietH5() {
+    H5Eclear2(H5E_DEFAULT);  // a failure's error stack is ours: nothing of it outlives the call
+    H5Eset_auto2(H5E_DEFAULT, func, data);
+  }
 };
 
 // An integer attribute of `obj` if present.
