@@ -17,7 +17,10 @@ int device_count() {
 std::string device_name(int device) {
   if (device < 0 || device >= device_count()) return "";
   cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return "";
+  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+    cudaGetLastError();  // our own failed query: leave no error for the next call
+    return "";
+  }
   return p.name;
 }
 
