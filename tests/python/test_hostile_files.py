@@ -130,3 +130,18 @@ def test_missing_row_behind_an_outside_link_reveals_nothing(tmp_path, matrix):
     with pytest.raises(ValueError, match="outside the matrix directory") as e:
         BlockToeplitz.from_fftmatvec(matrix)
     assert "does not exist" not in str(e.value)
+
+
+def test_save_does_not_write_through_links_out_of_the_directory(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    d = tmp_path / "m"
+    d.mkdir()
+    os.symlink(victim, d / "meta_adj")
+    with pytest.raises(ValueError, match="outside the matrix directory"):
+        BlockToeplitz(np.ones((2, 2, 2))).save_fftmatvec(d, prefix="r_")
+    os.remove(d / "meta_adj")
+    os.symlink(victim, d / "r_000001.h5")
+    with pytest.raises(ValueError, match="outside the matrix directory"):
+        BlockToeplitz(np.ones((2, 2, 2))).save_fftmatvec(d, prefix="r_")
+    assert victim.read_text() == "keep me"

@@ -406,11 +406,13 @@ void write_fftmatvec(const std::string& dir, const double* blocks, int64_t nt, i
           {"reindex", 1}, {"n_param", nm}, {"param_steps", nt}};
       if (checksum != 0) attrs.push_back({"checksum", checksum});
       const std::string path = (base / row_name(prefix, r, ".h5")).string();
+      check_below(base, path, msg("file '", path, "'"));  // an existing link out is not followed
       written.push_back(path);
       write_h5(path, row.data(), per_row, attrs);
     }
     // meta_adj last: a directory whose write failed part-way has no meta_adj naming its rows.
     const std::string mp = (base / "meta_adj").string();
+    check_below(base, mp, msg("file '", mp, "'"));
     written.push_back(mp);
     errno = 0;
     std::ofstream out(mp);
