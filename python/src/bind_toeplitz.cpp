@@ -118,7 +118,7 @@ void bind_toeplitz(nb::module_& m) {
   // Files: HDF5 of this build is not thread-safe, so these keep the GIL.
   m.def("toeplitz_read_fftmatvec", [](const std::string& dir) {
     strux::FFTMatvecMeta meta;
-    std::vector<double> b = strux::read_fftmatvec(dir, &meta);
+    std::vector<double> b = strux::with_oom_context("directory", [&] { return strux::read_fftmatvec(dir, &meta); });
     auto out = new_array<double>({meta.nt, meta.nd, meta.nm}, "directory");
     std::copy(b.begin(), b.end(), out.data());
     nb::dict info;
@@ -138,10 +138,12 @@ void bind_toeplitz(nb::module_& m) {
           check_arg(blocks.ndim() == 3, "blocks", "expected 3 dimensions (Nt, Nd, Nm), got ",
                     blocks.ndim());
           const auto s = shape_of(blocks);
-          strux::write_fftmatvec(dir, blocks.data(), s[0], s[1], s[2], prefix, is_p2q, checksum);
+          strux::with_oom_context("blocks", [&] {
+            strux::write_fftmatvec(dir, blocks.data(), s[0], s[1], s[2], prefix, is_p2q, checksum);
+          });
         });
   m.def("toeplitz_read_vector", [](const std::string& path) {
-    strux::VectorFile v = strux::read_vector_file(path);
+    strux::VectorFile v = strux::with_oom_context("path", [&] { return strux::read_vector_file(path); });
     auto out = new_array<double>({v.n, v.nt}, "path");
     std::copy(v.data.begin(), v.data.end(), out.data());
     return std::make_pair(out, std::string(v.space == strux::VectorSpace::Param ? "param" : "obs"));

@@ -100,6 +100,7 @@ class BlockToeplitz(LinearOperator):
             self._layout, self._dtype = layout, None
             self._nt, self._nd, self._nm = (int(s) for s in blocks.shape)
             LinearOperator.__init__(self, None, (self._nt * self._nd, self._nt * self._nm))
+            self._blocks = blocks  # .blocks of a CUDA operator: the blocks it was built from
             return
         b = real_array(blocks, "blocks", ndim=3)
         self._layout = choice(layout, "layout", _LAYOUTS)
@@ -201,7 +202,8 @@ class BlockToeplitz(LinearOperator):
 
     @property
     def blocks(self) -> np.ndarray:
-        """The (Nt, Nd, Nm) blocks (read-only, in the compute dtype)."""
+        """The (Nt, Nd, Nm) blocks (read-only, in the compute dtype; for an operator built from
+        CUDA blocks, those blocks on their device)."""
         return self._blocks
 
     @property

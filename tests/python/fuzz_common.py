@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 # Deterministic: derandomized, no example database; small budgets keep the suite < 90 s.
-FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=400, print_blob=False,
+FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=250, print_blob=False,
                 suppress_health_check=list(HealthCheck))
-FUZZ_SMALL = settings(FUZZ, max_examples=150)
+FUZZ_SMALL = settings(FUZZ, max_examples=100)
 
 # Cases slower than this count as a hang in the tally (and fail).
 HANG_S = 20.0

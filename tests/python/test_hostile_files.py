@@ -108,3 +108,40 @@ def test_huge_sizes_are_clear_errors():
         BlockToeplitz.from_lti(np.eye(1), one, one, 2**44)
     with pytest.raises((ValueError, TypeError), match="'nt'"):
         BlockToeplitz.from_lti(np.eye(1), one, one, 2**70)
+
+
+def test_meta_adj_linked_from_outside_is_not_read(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:secret line\n" * 9)
+    d = tmp_path / "m"
+    d.mkdir()
+    os.symlink(secret, d / "meta_adj")
+    with pytest.raises(ValueError, match="outside the matrix directory") as e:
+        BlockToeplitz.from_fftmatvec(d)
+    assert "secret line" not in str(e.value)
+
+
+def test_missing_row_behind_an_outside_link_reveals_nothing(tmp_path, matrix):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    import shutil
+    shutil.rmtree(matrix / "adj")
+    os.symlink(outside, matrix / "adj")  # the rows would be looked up outside
+    with pytest.raises(ValueError, match="outside the matrix directory") as e:
+        BlockToeplitz.from_fftmatvec(matrix)
+    assert "does not exist" not in str(e.value)
+
+
+def test_save_does_not_write_through_links_out_of_the_directory(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    d = tmp_path / "m"
+    d.mkdir()
+    os.symlink(victim, d / "meta_adj")
+    with pytest.raises(ValueError, match="outside the matrix directory"):
+        BlockToeplitz(np.ones((2, 2, 2))).save_fftmatvec(d, prefix="r_")
+    os.remove(d / "meta_adj")
+    os.symlink(victim, d / "r_000001.h5")
+    with pytest.raises(ValueError, match="outside the matrix directory"):
+        BlockToeplitz(np.ones((2, 2, 2))).save_fftmatvec(d, prefix="r_")
+    assert victim.read_text() == "keep me"

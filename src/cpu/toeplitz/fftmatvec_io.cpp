@@ -51,6 +51,32 @@ int64_t parse_int(const std::string& tok, const std::string& file, int line, con
   return v;
 }
 
+// A file name from meta_adj (or a prefix argument) stays inside the matrix directory: relative,
+// no '..' component. Checked on the text before the file system is touched, so a crafted
+// meta_adj learns nothing about paths outside the directory (the error never says whether they
+// exist). `what` names the source in the message.
+void check_confined(const std::string& name, const std::string& what) {
+  const fs::path p(name);
+  bool ok = !name.empty() && name.find('\0') == std::string::npos && !p.has_root_path();
+  for (const auto& part : p)
+    if (part == "..") ok = false;
+  if (!ok)
+    throw ValueError(msg(what, ": expected a file name relative to the matrix directory (sub-folders "
+                         "such as 'adj/' allowed; no absolute path, no '..'), got '", name, "'"));
+}
+
+// The same after the file system resolved symbolic links: `path` (existing or about to be
+// created) must lie below `base`.
+void check_below(const fs::path& base, const fs::path& path, const std::string& what) {
+  std::error_code e1, e2;
+  fs::path b = fs::weakly_canonical(base, e1);
+  const fs::path q = fs::weakly_canonical(path, e2);
+  if (!b.has_filename()) b = b.parent_path();
+  const auto mis = std::mismatch(b.begin(), b.end(), q.begin(), q.end());
+  if (e1 || e2 || mis.first != b.end())
+    throw ValueError(msg(what, ": resolves (through a symbolic link) outside the matrix directory"));
+}
+
 // The meta_adj of `dir`: dir/meta_adj, dir/binary/meta_adj (an FFTMatvec matrix root), or `dir`
 // itself when it names the file.
 fs::path find_meta(const std::string& dir) {
@@ -58,7 +84,11 @@ fs::path find_meta(const std::string& dir) {
   std::error_code ec;
   if (fs::is_regular_file(d, ec)) return d;
   for (const fs::path& p : {d / "meta_adj", d / "binary" / "meta_adj"})
-    if (fs::is_regular_file(p, ec)) return p;
+    if (fs::is_regular_file(p, ec)) {
+      // A meta_adj linked from elsewhere would be read (and its lines echoed in errors).
+      check_below(d, p, msg("file '", p.string(), "'"));
+      return p;
+    }
   if (!fs::exists(d, ec))
     throw ValueError(msg("argument 'directory': '", dir, "' does not exist"));
   throw ValueError(msg("argument 'directory': no file meta_adj in '", dir, "' (nor in '",
@@ -148,7 +178,10 @@ struct QuietH5 {
     H5Eget_auto2(H5E_DEFAULT, &func, &data);
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   }
-  ~QuietH5() { H5Eset_auto2(H5E_DEFAULT, func, data); }
+  ~QuietH5() {
+    H5Eclear2(H5E_DEFAULT);  // a failure's error stack is ours: nothing of it outlives the call
+    H5Eset_auto2(H5E_DEFAULT, func, data);
+  }
 };
 
 // An integer attribute of `obj` if present.
@@ -204,32 +237,6 @@ struct Dataset {
       throw ValueError(msg("file '", file, "': dataset 'vec' could not be read as numbers"));
   }
 };
-
-// A file name from meta_adj (or a prefix argument) stays inside the matrix directory: relative,
-// no '..' component. Checked on the text before the file system is touched, so a crafted
-// meta_adj learns nothing about paths outside the directory (the error never says whether they
-// exist). `what` names the source in the message.
-void check_confined(const std::string& name, const std::string& what) {
-  const fs::path p(name);
-  bool ok = !name.empty() && name.find('\0') == std::string::npos && !p.has_root_path();
-  for (const auto& part : p)
-    if (part == "..") ok = false;
-  if (!ok)
-    throw ValueError(msg(what, ": expected a file name relative to the matrix directory (sub-folders "
-                         "such as 'adj/' allowed; no absolute path, no '..'), got '", name, "'"));
-}
-
-// The same after the file system resolved symbolic links: `path` (existing or about to be
-// created) must lie below `base`.
-void check_below(const fs::path& base, const fs::path& path, const std::string& what) {
-  std::error_code e1, e2;
-  fs::path b = fs::weakly_canonical(base, e1);
-  const fs::path q = fs::weakly_canonical(path, e2);
-  if (!b.has_filename()) b = b.parent_path();
-  const auto mis = std::mismatch(b.begin(), b.end(), q.begin(), q.end());
-  if (e1 || e2 || mis.first != b.end())
-    throw ValueError(msg(what, ": resolves (through a symbolic link) outside the matrix directory"));
-}
 
 // errno in words, for messages about files the operating system refused.
 std::string os_reason(int err) { return err ? std::string(": ") + std::strerror(err) : std::string(); }
@@ -303,19 +310,23 @@ std::vector<double> read_fftmatvec(const std::string& dir, FFTMatvecMeta* meta_o
   const int64_t per_row = checked_count("directory", {nm, nt});
   QuietH5 quiet;
   // The prefix is relative to meta_adj's folder; bare prefixes may also live in adj/.
+  // Both candidate paths are checked to stay inside before either is looked at, so that the
+  // error of a missing row says nothing about a place outside the directory.
   auto row_path = [&](int64_t r) {
     const std::string name = row_name(meta.prefix, r, meta.extension);
     fs::path path = base / name;
+    const fs::path alt = base / "adj" / name;
+    const std::string what = msg("file '", path.string(), "' (block row ", r, " named in '", mp, "')");
+    check_below(base, path, what);
+    check_below(base, alt, what);
     std::error_code ec;
-    if (!fs::is_regular_file(path, ec) && fs::is_regular_file(base / "adj" / name, ec))
-      path = base / "adj" / name;
+    if (!fs::is_regular_file(path, ec) && fs::is_regular_file(alt, ec)) path = alt;
     if (!fs::is_regular_file(path, ec))
       throw ValueError(msg("file '", path.string(), "' (block row ", r, " of ", nd, " named in '", mp,
                            "') does not exist",
                            (name.find('/') == std::string::npos
                                 ? msg(" (nor does '", (base / "adj" / name).string(), "')")
                                 : std::string())));
-    check_below(base, path, msg("file '", path.string(), "' (block row ", r, " named in '", mp, "')"));
     return path;
   };
   auto open_row = [&](int64_t r) {
@@ -395,11 +406,13 @@ void write_fftmatvec(const std::string& dir, const double* blocks, int64_t nt, i
           {"reindex", 1}, {"n_param", nm}, {"param_steps", nt}};
       if (checksum != 0) attrs.push_back({"checksum", checksum});
       const std::string path = (base / row_name(prefix, r, ".h5")).string();
+      check_below(base, path, msg("file '", path, "'"));  // an existing link out is not followed
       written.push_back(path);
       write_h5(path, row.data(), per_row, attrs);
     }
     // meta_adj last: a directory whose write failed part-way has no meta_adj naming its rows.
     const std::string mp = (base / "meta_adj").string();
+    check_below(base, mp, msg("file '", mp, "'"));
     written.push_back(mp);
     errno = 0;
     std::ofstream out(mp);
