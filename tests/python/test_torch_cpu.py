@@ -1,0 +1,160 @@
+"""strux.torch ops on CPU tensors: strux's CPU backend underneath (zero-copy), gradcheck in float64,
+torch.library.opcheck for every op, half types, torch.compile. Skipped without PyTorch (CI has none)."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import strux  # noqa: E402
+import strux.torch as st  # noqa: E402
+from strux.torch import _host  # noqa: E402
+
+ops = torch.ops.strux
+F64 = torch.float64
+
+
+def rnd(*shape, dtype=F64, scale=1.0, grad=False):
+    t = scale * torch.randn(*shape, dtype=dtype)
+    return t.requires_grad_() if grad else t
+
+
+def rel(a, b):
+    a, b = torch.as_tensor(a).double(), torch.as_tensor(b).double()
+    return float((a - b).norm() / max(float(b.norm()), 1e-300))
+
+
+def gradcheck(f, args):
+    assert torch.autograd.gradcheck(f, args, eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+# ---- the CPU path is strux's backend, on the tensors' memory ----------------------------------
+
+def test_host_views_share_memory():
+    t = torch.randn(4, 5, dtype=torch.float32)
+    a = _host.np_in(t)
+    assert a.ctypes.data == t.data_ptr()
+    out = np.arange(6.0).reshape(2, 3)
+    o = _host.t_out(out, F64)
+    assert o.data_ptr() == out.ctypes.data
+    c = torch.randn(3, dtype=torch.complex128).conj()       # lazy conjugate: resolved
+    assert np.allclose(_host.np_in(c), c.resolve_conj().numpy())
+    assert _host.np_in(torch.ones(2, dtype=torch.bfloat16)).dtype == np.float32
+    assert _host.np_in(torch.randn(4, 6).t()).flags.c_contiguous
+
+
+def test_cpu_ops_call_strux(monkeypatch):
+    calls = []
+    for mod, names in ((st._ks._C, ["ks_matmul", "ks_matmul_vjp", "ks_chain", "ks_chain_vjp"]),
+                       (st._scan._C, ["diag_scan", "diag_scan_vjp", "circulant_scan", "circulant_scan_vjp",
+                                      "block_circulant_scan", "block_circulant_scan_vjp"]),
+                       (st._fftconv._C, ["fftconv", "fftconv_vjp"])):
+        for n in names:
+            f = getattr(mod, n)
+            monkeypatch.setattr(mod, n, lambda *a, _f=f, _n=n, **k: (calls.append(_n), _f(*a, **k))[1])
+    p = (2, 3, 5, 2)
+    st.ks_matmul(rnd(4, 20, grad=True), rnd(*p, grad=True), p).sum().backward()
+    st.ks_chain(rnd(3, 40, grad=True), [rnd(2, 3, 4, 3, grad=True), rnd(4, 3, 5, 2, grad=True)],
+                [(2, 3, 4, 3), (4, 3, 5, 2)]).sum().backward()
+    st.diag_scan(rnd(2, 5, 3, grad=True), rnd(2, 5, 3, grad=True)).sum().backward()
+    st.circulant_scan(rnd(2, 5, 4, grad=True), rnd(2, 5, 4, grad=True)).sum().backward()
+    st.block_circulant_scan(rnd(1, 3, 2, 2, 3, grad=True), rnd(1, 3, 6, grad=True)).sum().backward()
+    ops.fftconv(rnd(2, 3, 8, grad=True), rnd(3, 4, grad=True), "causal", None, None, None).sum().backward()
+    assert sorted(set(calls)) == sorted({"ks_matmul", "ks_matmul_vjp", "ks_chain", "ks_chain_vjp", "diag_scan",
+                                         "diag_scan_vjp", "circulant_scan", "circulant_scan_vjp",
+                                         "block_circulant_scan", "block_circulant_scan_vjp", "fftconv",
+                                         "fftconv_vjp"})
+
+
+def test_forward_matches_strux_numpy():
+    u, k = rnd(2, 3, 16), rnd(3, 5)
+    assert rel(ops.fftconv(u, k, "circular", None, None, None), strux.fftconv(u.numpy(), k.numpy(), mode="circular")) < 1e-14
+    x, w, p = rnd(4, 20), rnd(2, 3, 5, 2), (2, 3, 5, 2)
+    assert rel(st.ks_matmul(x, w, p), strux.ks_matmul(x.numpy(), w.numpy(), p)) < 1e-14
+    a, b = rnd(2, 6, 3, dtype=torch.complex128, scale=0.5), rnd(2, 6, 3, dtype=torch.complex128)
+    assert rel(st.diag_scan(a, b).abs(), np.abs(strux.diag_scan(a.numpy(), b.numpy()))) < 1e-14
+    blocks, m = rnd(5, 3, 4), rnd(5, 4, 2)
+    assert rel(st.toeplitz_matvec(blocks, m), strux.BlockToeplitz(blocks.numpy()).matvec(m.numpy())) < 1e-14
+
+
+# ---- gradcheck in float64, every op --------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["causal", "circular"])
+@pytest.mark.parametrize("gates", [False, True])
+def test_gradcheck_fftconv(mode, gates):
+    u, k = rnd(2, 3, 8, grad=True), rnd(3, 5, grad=True)
+    extra = [rnd(2, 3, 8, grad=True), rnd(2, 3, 8, grad=True), rnd(3, grad=True)] if gates else [None] * 3
+    live = [t for t in [u, k] + extra if t is not None]
+    gradcheck(lambda *a: ops.fftconv(a[0], a[1], mode, *(a[2:] if gates else [None] * 3)), live)
+
+
+@pytest.mark.parametrize("layout", ["bsf", "bsl"])
+def test_gradcheck_ks(layout):
+    p = (2, 3, 5, 2)
+    x = rnd(4, 20, grad=True) if layout == "bsf" else rnd(20, 4, grad=True)
+    gradcheck(lambda x, w: st.ks_matmul(x, w, p, layout=layout), (x, rnd(*p, grad=True)))
+    ps = [(2, 3, 4, 3), (4, 3, 5, 2)]
+    x2 = rnd(3, 40, grad=True) if layout == "bsf" else rnd(40, 3, grad=True)
+    ws = [rnd(*q, grad=True) for q in ps]
+    gradcheck(lambda x, w1, w2: st.ks_chain(x, [w1, w2], ps, layout=layout), (x2, *ws))
+
+
+@pytest.mark.parametrize("dtype", [F64, torch.complex128])
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_gradcheck_diag_scan(dtype, with_h0):
+    a, b = rnd(2, 6, 3, dtype=dtype, scale=0.5, grad=True), rnd(2, 6, 3, dtype=dtype, grad=True)
+    h0 = rnd(2, 3, dtype=dtype, grad=True) if with_h0 else None
+    if with_h0:
+        gradcheck(lambda a, b, h0: st.diag_scan(a, b, h0, return_final=True), (a, b, h0))
+    else:
+        gradcheck(lambda a, b: st.diag_scan(a, b), (a, b))
+
+
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_gradcheck_circulant_scan(with_h0):
+    a, u = rnd(2, 5, 6, scale=0.3, grad=True), rnd(2, 5, 6, grad=True)
+    args = (a, u) + ((rnd(2, 6, grad=True),) if with_h0 else ())
+    gradcheck(lambda a, u, *h: st.circulant_scan(a, u, *h, return_final=True)[1] + st.circulant_scan(a, u, *h)[:, 2],
+              args)
+
+
+def test_gradcheck_circulant_scan_fourier():
+    n = 6
+    ahat = torch.fft.rfft(0.3 * torch.randn(2, 4, n, dtype=F64), dim=-1).requires_grad_()
+    u = rnd(2, 4, n, grad=True)
+    # the Fourier form ignores Im at frequency 0 and n/2: gradcheck on the parts it reads
+    gradcheck(lambda re, im, u: st.circulant_scan(torch.complex(re, im * _mask(n)), u, fourier=True),
+              (ahat.real.detach().clone().requires_grad_(), ahat.imag.detach().clone().requires_grad_(), u))
+
+
+def _mask(n):
+    m = torch.ones(n // 2 + 1, dtype=F64)
+    m[0] = 0
+    if n % 2 == 0:
+        m[-1] = 0
+    return m
+
+
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_gradcheck_block_circulant_scan(with_h0):
+    a, u = rnd(1, 4, 2, 2, 3, scale=0.2, grad=True), rnd(1, 4, 6, grad=True)
+    args = (a, u) + ((rnd(1, 6, grad=True),) if with_h0 else ())
+    gradcheck(lambda a, u, *h: st.block_circulant_scan(a, u, *h), args)
+
+
+@pytest.mark.parametrize("layout", ["time-major", "space-major"])
+@pytest.mark.parametrize("R", [None, 3])
+def test_gradcheck_toeplitz_blocks(layout, R):
+    Nt, Nd, Nm = 5, 3, 2
+    shape = ((Nt, Nm) if layout == "time-major" else (Nm, Nt)) + ((R,) if R else ())
+    blocks, m = rnd(Nt, Nd, Nm, grad=True), rnd(*shape, grad=True)
+    gradcheck(lambda b, m: st.toeplitz_matvec(b, m, layout=layout), (blocks, m))
+    gradcheck(lambda m: st.toeplitz_matvec(blocks.detach(), m, layout=layout), (m,))   # vector only
+
+
+def test_toeplitz_spectrum_ops_are_cuda_only():
+    with pytest.raises(NotImplementedError, match="CUDA"):
+        ops.toeplitz_matvec(torch.zeros(5, 2, 3, dtype=torch.complex128), rnd(3, 3), 3, "time-major")
+    with pytest.raises(NotImplementedError, match="CUDA"):
+        ops.toeplitz_rmatvec(torch.zeros(5, 2, 3, dtype=torch.complex128), rnd(3, 2), 3, "time-major")
+    with pytest.raises(ValueError, match="'Nt'"):
+        st.toeplitz_matvec(torch.zeros(5, 2, 3, dtype=torch.complex128), rnd(3, 3))
