@@ -22,8 +22,11 @@ graph, so that the plans exist). CPU tensors run strux's CPU backend on the tens
 input dtype. The blocks gradient of the toeplitz product exists on CPU only (NotImplementedError
 for CUDA blocks).
 """
-from ..patterns import butterfly, monarch  # noqa: F401
-from ._fftconv import FFTConv, fftconv, fftconv_backward  # noqa: F401
-from ._ks import KSLinear, ks_chain, ks_matmul  # noqa: F401
-from ._scan import block_circulant_scan, circulant_scan, diag_scan  # noqa: F401
-from ._toeplitz import BlockToeplitz, toeplitz_matvec, toeplitz_rmatvec  # noqa: F401
+__all__ = ["FFTConv", "KSLinear", "BlockToeplitz", "monarch", "butterfly", "fftconv", "fftconv_backward", "ks_matmul",
+           "ks_chain", "diag_scan", "circulant_scan", "block_circulant_scan", "toeplitz_matvec", "toeplitz_rmatvec"]
+
+from ..patterns import butterfly, monarch
+from ._fftconv import FFTConv, fftconv, fftconv_backward
+from ._ks import KSLinear, ks_chain, ks_matmul
+from ._scan import block_circulant_scan, circulant_scan, diag_scan
+from ._toeplitz import BlockToeplitz, toeplitz_matvec, toeplitz_rmatvec

@@ -10,7 +10,7 @@ from typing import Optional, Tuple
 import torch
 
 from .. import _cuda_fftconv as _G
-from . import _host as _H
+from ._host import np_in as _np, same_dtype as _same, t_out as _out
 
 # The module strux.fftconv (the package's attribute of that name is the function).
 _C = importlib.import_module("..fftconv", __package__)
@@ -20,17 +20,17 @@ _EMPTY = (0,)
 
 def _fftconv_cpu(u, k, mode, pre, post, skip):
     """strux's CPU backend (strux.fftconv) on the tensors' memory."""
-    _H.same_dtype("u", u, k=k, pregate=pre, postgate=post, skip=skip)
-    y = _C.fftconv(_H.np_in(u), _H.np_in(k), mode=mode, pregate=_H.np_in(pre), postgate=_H.np_in(post),
-                   skip=_H.np_in(skip))
-    return _H.t_out(y, u.dtype)
+    _same("u", u, k=k, pregate=pre, postgate=post, skip=skip)
+    y = _C.fftconv(_np(u), _np(k), mode=mode, pregate=_np(pre), postgate=_np(post),
+                   skip=_np(skip))
+    return _out(y, u.dtype)
 
 
 def _fftconv_cpu_vjp(dy, u, k, mode, pre, post, skip):
-    _H.same_dtype("u", u, dy=dy, k=k, pregate=pre, postgate=post, skip=skip)
-    g = _C.fftconv_vjp(_H.np_in(dy), _H.np_in(u), _H.np_in(k), mode=mode, pregate=_H.np_in(pre),
-                       postgate=_H.np_in(post), skip=_H.np_in(skip))
-    return tuple(_H.t_out(x, u.dtype) for x in g)
+    _same("u", u, dy=dy, k=k, pregate=pre, postgate=post, skip=skip)
+    g = _C.fftconv_vjp(_np(dy), _np(u), _np(k), mode=mode, pregate=_np(pre),
+                       postgate=_np(post), skip=_np(skip))
+    return tuple(_out(x, u.dtype) for x in g)
 
 
 @torch.library.custom_op("strux::fftconv", mutates_args=())

@@ -15,7 +15,7 @@ from torch.autograd.function import once_differentiable
 from .. import _cuda as _a
 from .. import _cuda_ks as _K
 from .. import ks as _C
-from . import _host as _H
+from ._host import np_in as _np, same_dtype as _same, t_out as _out
 from ._eager import LEAN as _LEAN, compiling as _compiling, plain_eager as _plain_eager
 
 _K.fast_types(torch.empty(0))  # the cheap checks' torch types (strux._cuda_ks)
@@ -27,25 +27,25 @@ def _lay(batch_last: bool) -> str:
 # ---- CPU tensors: strux's CPU backend -----------------------------------------------------------
 
 def _cpu_ks(x, w, p, batch_last):
-    _H.same_dtype("x", x, w=w)
-    return _H.t_out(_C.ks_matmul(_H.np_in(x), _H.np_in(w), p, layout=_lay(batch_last)), x.dtype)
+    _same("x", x, w=w)
+    return _out(_C.ks_matmul(_np(x), _np(w), p, layout=_lay(batch_last)), x.dtype)
 
 
 def _cpu_ks_bwd(dy, x, w, p, batch_last):
-    _H.same_dtype("x", x, w=w, dy=dy)
-    dx, dw = _C.ks_matmul_vjp(_H.np_in(dy), _H.np_in(x), _H.np_in(w), p, layout=_lay(batch_last))
-    return _H.t_out(dx, x.dtype), _H.t_out(dw, w.dtype)
+    _same("x", x, w=w, dy=dy)
+    dx, dw = _C.ks_matmul_vjp(_np(dy), _np(x), _np(w), p, layout=_lay(batch_last))
+    return _out(dx, x.dtype), _out(dw, w.dtype)
 
 
 def _cpu_chain(x, ws, ps, batch_last):
-    _H.same_dtype("x", x, **{f"ws[{q}]": w for q, w in enumerate(ws)})
-    return _H.t_out(_C.ks_chain(_H.np_in(x), [_H.np_in(w) for w in ws], ps, layout=_lay(batch_last)), x.dtype)
+    _same("x", x, **{f"ws[{q}]": w for q, w in enumerate(ws)})
+    return _out(_C.ks_chain(_np(x), [_np(w) for w in ws], ps, layout=_lay(batch_last)), x.dtype)
 
 
 def _cpu_chain_bwd(dy, x, ws, ps, batch_last):
-    _H.same_dtype("x", x, dy=dy, **{f"ws[{q}]": w for q, w in enumerate(ws)})
-    dx, dws = _C.ks_chain_vjp(_H.np_in(dy), _H.np_in(x), [_H.np_in(w) for w in ws], ps, layout=_lay(batch_last))
-    return [_H.t_out(dx, x.dtype)] + [_H.t_out(g, w.dtype) for g, w in zip(dws, ws)]
+    _same("x", x, dy=dy, **{f"ws[{q}]": w for q, w in enumerate(ws)})
+    dx, dws = _C.ks_chain_vjp(_np(dy), _np(x), [_np(w) for w in ws], ps, layout=_lay(batch_last))
+    return [_out(dx, x.dtype)] + [_out(g, w.dtype) for g, w in zip(dws, ws)]
 
 
 # ---- ks_matmul --------------------------------------------------------------------------------

@@ -16,27 +16,27 @@ from torch.autograd.function import once_differentiable
 from .. import _cuda as _a
 from .. import _cuda_scan as _S
 from .. import scan as _C
-from . import _host as _H
+from ._host import empty as _empty, np_in as _np, same_dtype as _same, t_out as _out
 from ._baseline import ref_block_scan as _ref_block_scan  # noqa: F401  (the benchmark's baseline)
 from ._eager import LEAN as _LEAN, compiling as _compiling, plain_eager as _plain_eager
 
 
 def _opt_out(g, ref):
     """An optional gradient as a tensor (empty when absent: custom ops return tensors)."""
-    return _H.empty(ref) if g is None else g
+    return _empty(ref) if g is None else g
 
 
 # ---- diag_scan --------------------------------------------------------------------------------
 
 def _cpu_diag(a, b, h0):
     out = torch.promote_types(a.dtype, b.dtype)
-    h = _C.diag_scan(_H.np_in(a), _H.np_in(b), h0=_H.np_in(h0))
-    return _H.t_out(h, out)
+    h = _C.diag_scan(_np(a), _np(b), h0=_np(h0))
+    return _out(h, out)
 
 
 def _cpu_diag_bwd(dh, a, b, h0):
-    da, db, dh0 = _C.diag_scan_vjp(_H.np_in(dh), _H.np_in(a), _H.np_in(b), h0=_H.np_in(h0))
-    return _H.t_out(da, a.dtype), _H.t_out(db, b.dtype), (None if h0 is None else _H.t_out(dh0, h0.dtype))
+    da, db, dh0 = _C.diag_scan_vjp(_np(dh), _np(a), _np(b), h0=_np(h0))
+    return _out(da, a.dtype), _out(db, b.dtype), (None if h0 is None else _out(dh0, h0.dtype))
 
 
 @torch.library.custom_op("strux::diag_scan", mutates_args=())
@@ -136,8 +136,8 @@ def circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, fourier
 def _circ_scan(a: Tensor, u: Tensor, h0: Optional[Tensor], fourier: bool) -> Tensor:
     if u.is_cuda:
         return _S.circulant_scan(a, u, h0=h0, fourier=fourier)
-    _H.same_dtype("u", u, h0=h0, **({} if fourier else {"a": a}))
-    return _H.t_out(_C.circulant_scan(_H.np_in(a), _H.np_in(u), h0=_H.np_in(h0), fourier=fourier), u.dtype)
+    _same("u", u, h0=h0, **({} if fourier else {"a": a}))
+    return _out(_C.circulant_scan(_np(a), _np(u), h0=_np(h0), fourier=fourier), u.dtype)
 
 
 @_circ_scan.register_fake
@@ -153,11 +153,11 @@ def _circ_scan_bwd(dh: Tensor, a: Tensor, u: Tensor, h0: Optional[Tensor],
     if u.is_cuda:
         da, du, dh0 = _S.circulant_scan_vjp(dh, a, u, h0=h0, fourier=fourier)
     else:
-        _H.same_dtype("u", u, dh=dh, h0=h0, **({} if fourier else {"a": a}))
-        da, du, dh0 = _C.circulant_scan_vjp(_H.np_in(dh), _H.np_in(a), _H.np_in(u), h0=_H.np_in(h0),
+        _same("u", u, dh=dh, h0=h0, **({} if fourier else {"a": a}))
+        da, du, dh0 = _C.circulant_scan_vjp(_np(dh), _np(a), _np(u), h0=_np(h0),
                                             fourier=fourier)
-        da, du = _H.t_out(da, a.dtype), _H.t_out(du, u.dtype)
-        dh0 = None if h0 is None else _H.t_out(dh0, h0.dtype)
+        da, du = _out(da, a.dtype), _out(du, u.dtype)
+        dh0 = None if h0 is None else _out(dh0, h0.dtype)
     return da, du, _opt_out(dh0, u)
 
 
@@ -184,14 +184,14 @@ _circ_scan.register_autograd(_circ_backward, setup_context=_circ_setup)
 # ---- block_circulant_scan ---------------------------------------------------------------------
 
 def _cpu_block_scan(a, u, h0):
-    _H.same_dtype("u", u, a=a, h0=h0)
-    return _H.t_out(_C.block_circulant_scan(_H.np_in(a), _H.np_in(u), h0=_H.np_in(h0)), u.dtype)
+    _same("u", u, a=a, h0=h0)
+    return _out(_C.block_circulant_scan(_np(a), _np(u), h0=_np(h0)), u.dtype)
 
 
 def _cpu_block_scan_bwd(dh, a, u, h0):
-    _H.same_dtype("u", u, a=a, h0=h0, dh=dh)
-    da, du, dh0 = _C.block_circulant_scan_vjp(_H.np_in(dh), _H.np_in(a), _H.np_in(u), h0=_H.np_in(h0))
-    return _H.t_out(da, a.dtype), _H.t_out(du, u.dtype), (None if h0 is None else _H.t_out(dh0, h0.dtype))
+    _same("u", u, a=a, h0=h0, dh=dh)
+    da, du, dh0 = _C.block_circulant_scan_vjp(_np(dh), _np(a), _np(u), h0=_np(h0))
+    return _out(da, a.dtype), _out(du, u.dtype), (None if h0 is None else _out(dh0, h0.dtype))
 
 
 @torch.library.custom_op("strux::block_circulant_scan", mutates_args=())

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from .. import _cuda_toeplitz as _G
 from .. import toeplitz as _C
-from . import _host as _H
+from ._host import empty as _empty, np_in as _np, same_dtype as _same, t_out as _out
 
 _LAYOUTS = ("time-major", "space-major")
 
@@ -46,7 +46,7 @@ def _check_vec(x, name: str) -> None:
 # ---- from the blocks --------------------------------------------------------------------------
 
 def _cpu_operator(blocks, layout):
-    return _C.BlockToeplitz(_H.np_in(blocks), layout=layout)
+    return _C.BlockToeplitz(_np(blocks), layout=layout)
 
 
 @torch.library.custom_op("strux::block_toeplitz_matvec", mutates_args=())
@@ -54,8 +54,8 @@ def _block_matvec(blocks: Tensor, m: Tensor, layout: str) -> Tensor:
     _check_vec(m, "m")
     if blocks.is_cuda:
         return _G.BlockToeplitzCUDA(blocks, layout).matvec(m)
-    _H.same_dtype("blocks", blocks, m=m)
-    return _H.t_out(_cpu_operator(blocks, layout).matvec(_H.np_in(m)), m.dtype)
+    _same("blocks", blocks, m=m)
+    return _out(_cpu_operator(blocks, layout).matvec(_np(m)), m.dtype)
 
 
 @_block_matvec.register_fake
@@ -73,13 +73,13 @@ def _block_matvec_bwd(dd: Tensor, blocks: Tensor, m: Tensor, layout: str,
                 "strux.torch.toeplitz_matvec: the gradient with respect to CUDA blocks is not implemented "
                 "(strux's GPU backend has no blocks gradient yet); the gradient with respect to m works "
                 "(set blocks.requires_grad=False), and CPU blocks have both")
-        return _G.BlockToeplitzCUDA(blocks, layout).rmatvec(dd), _H.empty(blocks)
-    _H.same_dtype("blocks", blocks, m=m, dd=dd)
+        return _G.BlockToeplitzCUDA(blocks, layout).rmatvec(dd), _empty(blocks)
+    _same("blocks", blocks, m=m, dd=dd)
     op = _cpu_operator(blocks, layout)
     if need_blocks:
-        dm, db = op.vjp(_H.np_in(m), _H.np_in(dd))
-        return _H.t_out(dm, m.dtype), _H.t_out(db, blocks.dtype)
-    return _H.t_out(op.rmatvec(_H.np_in(dd)), m.dtype), _H.empty(blocks)
+        dm, db = op.vjp(_np(m), _np(dd))
+        return _out(dm, m.dtype), _out(db, blocks.dtype)
+    return _out(op.rmatvec(_np(dd)), m.dtype), _empty(blocks)
 
 
 @_block_matvec_bwd.register_fake
