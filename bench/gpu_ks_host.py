@@ -5,8 +5,8 @@ diag_scan (1,16,8); float32 torch tensors), through the public functions and str
 host microseconds per call (the spine's bound: 10 us). Then, for float32 batch 25088 patterns
 (6,64,64,1) and (16,64,64,1), both layouts, and each entry (strux.ks_matmul,
 strux._cuda_ks.ks_matmul, strux.torch.ks_matmul, the registered op torch.ops.strux.ks_matmul,
-the full checks (_checked + one checked factor), the native entry alone, and bmm_f32 of
-gpu_ks_perf):
+the full checks (_checked + one checked factor), the native entry alone, and the bmm recipe
+of strux.bench.gpu_ks_scan):
   - per call: CUDA events around one call (host time before the launch + GPU time), median;
   - back to back: 20 calls between two events (GPU time when the host keeps ahead), median;
   - host: time.perf_counter over 100 calls queued behind a GPU sleep (nothing waits on the
@@ -24,7 +24,7 @@ import os
 
 import torch
 
-from strux.bench.gpu_ks_perf import bmm_f32
+from strux.bench.gpu_ks_scan import bmm_recipe
 from strux.bench.timing import back_to_back_ms, host_us, time_ms
 
 BATCH = 25088
@@ -71,7 +71,7 @@ def forward_cases():
             bl = layout == "bsl"
             x = torch.randn(a * c * d, BATCH, device="cuda") if bl else torch.randn(BATCH, a * c * d, device="cuda")
             y = K.ks_matmul(x, w, p, layout=layout)
-            ref = bmm_f32(x, wl, wf, p, layout)
+            ref = bmm_recipe(x, wl, wf, p, layout)
             err = ((y - ref).norm() / ref.norm()).item()
             xp, wp, yp = x.data_ptr(), w.data_ptr(), y.data_ptr()
             fns = {
@@ -82,7 +82,7 @@ def forward_cases():
                 "full checks": lambda: K._ks_fwd(*K._checked(x, w, p, layout)[:4]),
                 "native entry only": lambda: _ext.cuda_ks_forward(
                     xp, wp, yp, a, b, c, d, BATCH, bl, 0, 0, 0, torch._C._cuda_getCurrentRawStream(0)),
-                "bmm_f32": lambda: bmm_f32(x, wl, wf, p, layout),
+                "bmm_f32": lambda: bmm_recipe(x, wl, wf, p, layout),
                 "part: cheap checks (ks_ok)": lambda: K.ks_ok(x, w, p, bl),
                 "part: output new_empty": lambda: x.new_empty(y.shape),
             }
@@ -115,7 +115,7 @@ def grad_cases():
                     T._ks_matmul(x, w, list(p), bl), [x, w], dy),
                 "_cuda_ks.ks_matmul_vjp": lambda: K.ks_matmul_vjp(dy, x.detach(), w.detach(), p, layout=layout),
                 "bmm_f32 fwd+bwd": lambda: torch.autograd.grad(
-                    bmm_f32(x, wl if bl else None, None if bl else wf, p, layout), [x, wl if bl else wf], dy),
+                    bmm_recipe(x, wl if bl else None, None if bl else wf, p, layout), [x, wl if bl else wf], dy),
             }
             out[f"{p} {layout}"] = {"grad_rel_diff_lean_vs_op": same, **{k: measure(f) for k, f in fns.items()}}
     return out

@@ -1,7 +1,8 @@
 """Focused GPU timing of the scan kernels: copy bandwidth, the scan cases of strux.bench.gpu_ks_scan
-with every diag_scan kernel forced in turn (STRUX_DIAG_SCAN = lookback, seq1, seqv; "" = the
-plan's choice), and circulant_scan (16, 2048, 256) spatial / Fourier forward and backward against
-a float32 diag_scan of the same bytes (read a, u, write h). Writes OUTDIR/scan_bench.json.
+with every diag_scan kernel forced in turn (plan options {"path": "lookback" | "seq1" | "seqv"};
+"auto" = the plan's choice), and circulant_scan (16, 2048, 256) spatial / Fourier forward and
+backward against a float32 diag_scan of the same bytes (read a, u, write h). Times through
+strux.bench.timing. Writes OUTDIR/scan_bench.json.
     python bench/gpu_scan_kernels.py OUTDIR     (scripts/gpu_focus.sh scan)
 """
 import json
@@ -10,7 +11,7 @@ import sys
 
 import torch
 
-from strux import _cuda_ks_scan as K
+from strux import _cuda_scan as K
 from strux.bench import gpu_ks_scan as G
 from strux.bench.timing import copy_bandwidth, median_ms
 
@@ -20,12 +21,15 @@ def main(out):
     bw = copy_bandwidth(1 << 29, reps=10)
     print(f"copy {bw / 1e12:.2f} TB/s", flush=True)
     res = dict(copy_bw=bw, device=torch.cuda.get_device_name(), rows={})
-    for algo in ("", "lookback", "seq1", "seqv"):
-        os.environ["STRUX_DIAG_SCAN"] = algo
-        print(f"== STRUX_DIAG_SCAN={algo or 'auto'}", flush=True)
-        rows = (G.scan_cases(bw, False) if algo == "" else []) + G.diag_cases(bw)
-        res["rows"][algo or "auto"] = rows
-    os.environ["STRUX_DIAG_SCAN"] = ""
+    for path in ("auto", "lookback", "seq1", "seqv"):
+        print(f"== diag_scan path {path}", flush=True)
+        options = None if path == "auto" else {"path": path}
+        try:
+            rows = (G.scan_cases(bw, False) if options is None else []) + G.diag_cases(bw, options=options)
+        except ValueError as e:  # a forced kernel that does not apply to a case: keep the other paths
+            print(f"== diag_scan path {path}: {e}", flush=True)
+            rows = [dict(error=str(e))]
+        res["rows"][path] = rows
     B, T, n = 16, 2048, 256
     a = torch.randn(B, T, n, device="cuda") * (0.9 / n)
     u = torch.randn(B, T, n, device="cuda")

@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from strux import _cuda
+from strux import _cuda, _cuda_toeplitz
 from strux.bench.gpu import copy_bandwidth, rel
 from strux.bench.timing import time_ms
 
@@ -18,8 +18,8 @@ Nt, Nd, Nm, R = 1000, 100, 5000, 16
 bw = copy_bandwidth()
 res = dict(copy_TBps=bw / 1e12, device=torch.cuda.get_device_name())
 print(f"copy bandwidth {bw / 1e12:.3f} TB/s", flush=True)
-op = _cuda.BlockToeplitzCUDA(torch.randn(Nt, Nd, Nm, device="cuda"))
-fhat, nfft = op.fhat, _cuda.toeplitz_nfft(Nt)
+op = _cuda_toeplitz.BlockToeplitzCUDA(torch.randn(Nt, Nd, Nm, device="cuda"))
+fhat, nfft = op.fhat, _cuda_toeplitz.toeplitz_nfft(Nt)
 fb = fhat.numel() * fhat.element_size()
 floor = fb / bw * 1e3
 res.update(fhat_GB=fb / 1e9, floor_ms=floor)
@@ -48,7 +48,7 @@ ALGOS = (-1, 3)
 for fft in FFTS:
     for algo in ALGOS:
         op.algo, op.fft = algo, fft
-        op._plans.clear()
+        _cuda.clear_plan_cache()
         torch.cuda.empty_cache()
         for k, (adj, x) in cases.items():
             if algo == 3 and k != "mR":
@@ -69,13 +69,13 @@ for fft in FFTS:
             res[f"{k}_fft{fft}_algo{algo}"]["err_after"] = e = rel(f(x), ref[k])
             print(f"   error after the timing loop, {k}: {e:.1e}", flush=True)
 del ref
-op._plans.clear()
+_cuda.clear_plan_cache()
 torch.cuda.empty_cache()
 
 # space-major layout (same F̂): default for every case, algo 3 for R = 16 matvec
 for fft in FFTS:
     for algo in ALGOS:
-        sm = _cuda.BlockToeplitzCUDA.from_fhat(fhat, Nt, layout="space-major", fft=fft, algo=algo)
+        sm = _cuda_toeplitz.BlockToeplitzCUDA.from_fhat(fhat, Nt, layout="space-major", fft=fft, algo=algo)
         for k, adj, x in (("m", False, m.t().contiguous()), ("d", True, d.t().contiguous()),
                           ("mR", False, mR.permute(1, 0, 2).contiguous()),
                           ("dR", True, dR.permute(1, 0, 2).contiguous())):
@@ -88,14 +88,14 @@ for fft in FFTS:
         torch.cuda.empty_cache()
 
 # float64 at a smaller shape (Nm = 1000, F̂ 1.6 GB): R = 16 matvec, default vs algo 3
-op64 = _cuda.BlockToeplitzCUDA(torch.randn(Nt, Nd, 1000, device="cuda", dtype=torch.float64))
+op64 = _cuda_toeplitz.BlockToeplitzCUDA(torch.randn(Nt, Nd, 1000, device="cuda", dtype=torch.float64))
 x64 = torch.randn(Nt, 1000, R, device="cuda", dtype=torch.float64)
 X64 = torch.fft.rfft(x64, n=nfft, dim=0)
 ref64 = torch.fft.irfft(torch.bmm(op64.fhat, X64), n=nfft, dim=0)[:Nt]
 del X64
 for algo in ALGOS:
     op64.algo = algo
-    op64._plans.clear()
+    _cuda.clear_plan_cache()
     e = rel(op64.matvec(x64), ref64)
     res[f"f64_mR_algo{algo}"] = dict(ms=time_ms(lambda: op64.matvec(x64), reps=10)[0], err=e)
     print(f"float64 Nm=1000 matvec R=16 algo {algo}: {res[f'f64_mR_algo{algo}']['ms']:.3f} ms, err {e:.1e}",
@@ -108,7 +108,7 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 brk = {}
 for fft, algo, k in [(fft, a, k) for fft in FFTS for a in ALGOS for k in ("mR",)]:
     op.fft, op.algo = fft, algo
-    op._plans.clear()
+    _cuda.clear_plan_cache()
     torch.cuda.empty_cache()
     adj, x = cases[k]
     f = op.rmatvec if adj else op.matvec

@@ -8,7 +8,7 @@
 # gpu_bench.md, memcheck.log.
 #   scripts/gpu_check.sh [--quick] [--no-bench] [--no-tests]
 # BENCH_ARGS (environment) passes on to the fftconv/toeplitz benchmark, e.g. BENCH_ARGS="--only
-# fftconv"; SKIP_KS_SCAN=1 skips the ks/scan benchmark; KS_PERF=1 adds strux.bench.gpu_ks_perf
+# fftconv"; SKIP_KS_SCAN=1 skips the ks/scan benchmark; KS_PERF=1 adds bench/gpu_ks_perf.py
 # (every ks path forced, the default against bmm per call and back to back) after the tests.
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
@@ -45,7 +45,7 @@ fi
 
 # ---- the focused ks benchmark (every ks path forced and the default vs bmm): KS_PERF=1 ---------
 if [ "${KS_PERF:-0}" = 1 ]; then
-  timeout 240 python3 -m strux.bench.gpu_ks_perf --out "$OUT" || { echo "== ks perf bench failed"; rc=1; }
+  timeout 240 python3 bench/gpu_ks_perf.py --out "$OUT" || { echo "== ks perf bench failed"; rc=1; }
 fi
 
 # ---- benchmark ---------------------------------------------------------------------------------

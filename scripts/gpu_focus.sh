@@ -3,7 +3,7 @@
 # tests), runs that family's GPU tests, then its benchmark. Logs and JSON under $OUT (default
 # ./out): gpu_focus.log, build.log, pytest.log and each benchmark's JSON.
 #   scripts/gpu_focus.sh [--no-tests] FAMILY [MODE ...]
-#   ks [MODE ...]   MODE (default full; each runs python -m strux.bench.gpu_ks_perf unless noted):
+#   ks [MODE ...]   MODE (default full; each runs bench/gpu_ks_perf.py unless noted):
 #       full        every ks path forced and the default vs bmm, per call and back to back
 #       quick       batch-last float32 paths back to back only
 #       bsf         the batch-first d > 1 table and profile
@@ -11,10 +11,11 @@
 #       bsf-halves  batch-first d > 1: halves, backward, dx per forced path
 #       host        host time per call of every entry (bench/gpu_ks_host.py; adds the host tests)
 #       ncu         Nsight Compute on the streaming and tensor-core kernels (bench/ks_one.py,
-#                   pattern $KS_PATTERN, default 6,64,64,1), SASS of the streaming kernel
+#                   each path forced through the plan options; pattern $KS_PATTERN, default
+#                   6,64,64,1), SASS of the streaming kernel
 #       none        tests only
 #   scan            scan tests; every diag_scan kernel forced, circulant vs diag (bench/gpu_scan_kernels.py)
-#   block-scan      block-circulant tests; python -m strux.bench.gpu_block_scan
+#   block-scan      block-circulant tests; bench/gpu_block_scan.py
 #   toeplitz        bench/gpu_toeplitz_perf.py, memcheck of every product and layout, toeplitz tests
 # The whole suite, the main benchmarks and memcheck in one call: scripts/gpu_check.sh.
 set -uo pipefail
@@ -68,16 +69,16 @@ case $FAMILY in
     run_tests 200 --maxfail=8 "${KS_TESTS[@]}"
     for m in "${MODES[@]}"; do
       case $m in
-        full) bench 200 python3 -m strux.bench.gpu_ks_perf --out "$OUT" ;;
-        quick|bsf) bench 200 python3 -m strux.bench.gpu_ks_perf "--$m" --out "$OUT" ;;
-        halves) bench 200 python3 -m strux.bench.gpu_ks_perf --v5c --out "$OUT" ;;
-        bsf-halves) bench 200 python3 -m strux.bench.gpu_ks_perf --v5d --out "$OUT" ;;
+        full) bench 200 python3 bench/gpu_ks_perf.py --out "$OUT" ;;
+        quick|bsf|halves|bsf-halves) bench 200 python3 bench/gpu_ks_perf.py "--$m" --out "$OUT" ;;
         host) bench 200 python3 bench/gpu_ks_host.py --out "$OUT" ;;
         ncu)
-          for path in stream tc; do
-            STRUX_KS_PATH=$path timeout 120 ncu --clock-control none --set detailed \
+          # the path is forced through the plan options (bench/ks_one.py's third argument)
+          for path in stream kernels; do
+            timeout 120 ncu --clock-control none --set detailed \
               --section WarpStateStats --section SourceCounters -k "regex:${KS_NCU_KERNEL:-stream_kernel|tf32x3}" \
-              --launch-skip 2 -c 1 python3 bench/ks_one.py "${KS_PATTERN:-6,64,64,1}" > "$OUT/ncu_$path.txt" 2>&1
+              --launch-skip 2 -c 1 python3 bench/ks_one.py "${KS_PATTERN:-6,64,64,1}" 25088 "$path" \
+              > "$OUT/ncu_$path.txt" 2>&1
             echo "== ncu $path rc=$?"
             grep -E "Duration|Memory Throughput|DRAM Throughput|Compute \(SM\)|Registers|Achieved Occupancy|Block Limit|Warp Cycles Per Issued|Issue Slots Busy|Stall|stall" \
               "$OUT/ncu_$path.txt" | head -40
@@ -95,7 +96,7 @@ case $FAMILY in
   block-scan)
     grep -A2 "bscan" "$OUT/build.log" | grep -E "registers|spill" | sort | uniq -c | head -20 || true
     run_tests 100 tests/python/test_cuda_block_scan.py tests/python/test_cuda_scan.py -k "block or torch_ops"
-    bench 60 python3 -m strux.bench.gpu_block_scan --out "$OUT" ;;
+    bench 60 python3 bench/gpu_block_scan.py --out "$OUT" ;;
   toeplitz)
     bench 110 python3 bench/gpu_toeplitz_perf.py "$OUT"
     timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/gpu_memcheck.py toeplitz \

@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from strux import _cuda
+from strux import _cuda_fftconv, _cuda_toeplitz
 
 
 def small():
@@ -18,10 +18,10 @@ def small():
             u = torch.randn(2, 3, 37, device="cuda", dtype=dt)
             k = torch.randn(3, 37 if mode == "circular" else 50, device="cuda", dtype=dt)
             g = torch.randn_like(u)
-            _cuda.fftconv(u, k, mode, g, g, k[:, 0].contiguous())
-            _cuda.fftconv_vjp(g, u, k, mode, g, g, k[:, 0].contiguous())
+            _cuda_fftconv.fftconv(u, k, mode, g, g, k[:, 0].contiguous())
+            _cuda_fftconv.fftconv_vjp(g, u, k, mode, g, g, k[:, 0].contiguous())
     for layout in ("time-major", "space-major"):
-        op = _cuda.BlockToeplitzCUDA(torch.randn(9, 3, 4, device="cuda"), layout)
+        op = _cuda_toeplitz.BlockToeplitzCUDA(torch.randn(9, 3, 4, device="cuda"), layout)
         for R in (None, 3):
             shp = lambda n: ((9, n) if layout == "time-major" else (n, 9)) + ((R,) if R else ())  # noqa: E731
             op.matvec(torch.randn(*shp(4), device="cuda"))
@@ -33,7 +33,7 @@ def toeplitz():
         for (Nt, Nd, Nm) in ((5, 37, 131), (6, 100, 130), (2, 1, 1)):
             for algo in (0, 2, 3):
                 for layout in ("time-major", "space-major"):
-                    op = _cuda.BlockToeplitzCUDA(torch.randn(Nt, Nd, Nm, device="cuda", dtype=dt), layout,
+                    op = _cuda_toeplitz.BlockToeplitzCUDA(torch.randn(Nt, Nd, Nm, device="cuda", dtype=dt), layout,
                                                  algo=algo, fft=2)
                     for R in (None, 19):
                         e = () if R is None else (R,)

@@ -2,7 +2,7 @@
 (a statically linked libstdc++ that is not isolated crashes in std::ostream here)."""
 import torch
 
-from strux import _ext, _cuda
+from strux import _ext, _cuda_fftconv
 
 try:
     _ext.cuda.FFTConvPlan(1, 1, 4, 9, "circular", "float32", False)
@@ -10,7 +10,7 @@ except ValueError as e:
     print("error path ok:", e)
 u = torch.randn(2, 3, 16, device="cuda")
 k = torch.randn(3, 5, device="cuda")
-y = _cuda.fftconv(u, k)
+y = _cuda_fftconv.fftconv(u, k)
 ref = torch.stack([torch.stack([torch.nn.functional.conv1d(
     torch.nn.functional.pad(u[b, h][None, None], (4, 0)), k[h].flip(0)[None, None])[0, 0]
     for h in range(3)]) for b in range(2)])

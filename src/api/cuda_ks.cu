@@ -1,81 +1,93 @@
-// The CUDA backends of strux::op::KSFactor and KSChain, over cuda::KsPlan. The chain runs the
-// factors in turn with its activations in the workspace (the CPU KSChainPlan's algorithm).
+// The CUDA backends of strux::op::KSFactor and KSChain. One factor runs cuda::KsPlan (float32
+// and half types) or the float64 kernels of cuda_ks_f64.cu. The chain runs the factors in turn
+// with its activations in the workspace (the CPU KSChainPlan's algorithm).
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "api/cuda_ks_f64.hpp"
 #include "api/cuda_util.cuh"
 #include "strux/cuda/ks.hpp"
 
 namespace strux::api {
 namespace {
 
-cuda::KsPattern ks_pattern(const KSPattern& q) { return {q.a, q.b, q.c, q.d}; }
 bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
 
-// float32, float16, bfloat16 (the CUDA ks kernels); float64 is not implemented here.
-void check_ks_dtype(DType t) {
-  if (t == DType::f64)
-    throw TypeError("argument 'problem.dtype': float64 ks is not implemented on the CUDA backend in C++ "
-                    "(float32, float16, bfloat16 are; float64 runs on the CPU backend)");
-  core::dispatch<CudaReals>(t, "problem.dtype", "the CUDA ks", [](auto) {});
-}
+// Bytes of the float32 dw accumulator a factor of `nnz` weights needs (half types only).
+size_t acc_bytes(DType t, int64_t nnz) { return is_half(t) ? align_up(size_t(nnz) * sizeof(float)) : 0; }
 
-std::string paths(const cuda::KsPlan& k) {
-  return msg("forward ", cuda::ks_path_name(k.forward_path()), ", backward dx ",
-             cuda::ks_path_name(k.backward_x_path()), ", backward dw ", cuda::ks_path_name(k.backward_w_path()));
-}
+// One KS factor on the GPU, for one batch size and layout.
+class Factor {
+ public:
+  Factor(const KSPattern& q, int64_t batch, KSLayout layout, DType t)
+      : q_(q), batch_(batch), bl_(layout == KSLayout::BatchLast), t_(t) {
+    core::dispatch<CudaReals>(t, "problem.dtype", "the CUDA ks", [](auto) {});
+    if (t != DType::f64) plan_.emplace(cuda::KsPattern{q.a, q.b, q.c, q.d}, batch, bl_, to_cuda(t));
+  }
+  std::string describe() const {
+    const std::string p = dims({q_.a, q_.b, q_.c, q_.d});
+    if (!plan_) return p + ": float64 direct kernels (one thread per output, one block per weight for dw)";
+    return msg(p, ": forward ", cuda::ks_path_name(plan_->forward_path()), ", backward dx ",
+               cuda::ks_path_name(plan_->backward_x_path()), ", backward dw ",
+               cuda::ks_path_name(plan_->backward_w_path()));
+  }
+  void forward(const void* x, const void* w, void* y, Stream s) const {
+    if (plan_)
+      plan_->forward(x, w, y, s.handle);
+    else
+      ks_apply_f64(q_, batch_, bl_, false, d(x), d(w), static_cast<double*>(y), s);
+  }
+  // dx (may be null) and dw (may be null) in the factor's dtype; acc: acc_bytes() of scratch.
+  void backward(const void* dy, const void* x, const void* w, void* dx, void* dw, float* acc, Stream s) const {
+    if (!plan_) {
+      if (dx) ks_apply_f64(q_, batch_, bl_, true, d(dy), d(w), static_cast<double*>(dx), s);
+      if (dw) ks_dw_f64(q_, batch_, bl_, d(dy), d(x), static_cast<double*>(dw), s);
+      return;
+    }
+    // KsPlan::backward_w adds into a zeroed float32 buffer: dw itself for float32, else acc.
+    float* dw32 = dw ? (is_half(t_) ? acc : static_cast<float*>(dw)) : nullptr;
+    if (dw32) STRUX_CUDA(cudaMemsetAsync(dw32, 0, size_t(q_.nnz()) * sizeof(float), stream_of(s)));
+    plan_->backward(dy, x, w, dx, dw32, s.handle);
+    if (dw && is_half(t_)) round_from_f32(t_, acc, dw, q_.nnz(), s);
+  }
 
-// dw (a, b, c, d) of dtype t from KsPlan::backward_w, which accumulates in float32 into a
-// zeroed buffer: the output itself for float32, else `acc` in the workspace, rounded after.
-struct DwTarget {
-  float* acc;
-  void* out;
-  int64_t count;
-  DType t;
-  float* begin(Stream s) const {
-    float* p = is_half(t) ? acc : static_cast<float*>(out);
-    STRUX_CUDA(cudaMemsetAsync(p, 0, size_t(count) * sizeof(float), stream_of(s)));
-    return p;
-  }
-  void end(Stream s) const {
-    if (is_half(t)) round_from_f32(t, acc, out, count, s);
-  }
+ private:
+  static const double* d(const void* p) { return static_cast<const double*>(p); }
+  KSPattern q_;
+  int64_t batch_;
+  bool bl_;
+  DType t_;
+  std::optional<cuda::KsPlan> plan_;
 };
 
 class CudaKSFactor final : public KSFactorBackend {
  public:
-  CudaKSFactor(const op::KSFactorProblem& p, const Options& o) : p_(p), plan_(make_plan(p, o)) {}
-  size_t workspace_bytes() const override {
-    return is_half(p_.dtype) ? align_up(size_t(p_.pattern.nnz()) * sizeof(float)) : 0;
-  }
+  CudaKSFactor(const op::KSFactorProblem& p, const Options& o) : p_(p), f_(make(p, o)) {}
+  size_t workspace_bytes() const override { return acc_bytes(p_.dtype, p_.pattern.nnz()); }
   std::string describe() const override {
-    const auto& q = p_.pattern;
-    return msg("ks factor ", dims({q.a, q.b, q.c, q.d}), ", batch ", p_.batch,
-               p_.layout == KSLayout::BatchFirst ? ", batch-first, " : ", batch-last, ", dtype_name(p_.dtype), " on ",
-               device_name(p_.device), ": ", paths(plan_), "; workspace: ", workspace_bytes(),
-               " bytes (float32 dw accumulator for half types)");
+    return msg("ks factor, batch ", p_.batch, p_.layout == KSLayout::BatchFirst ? ", batch-first, " : ", batch-last, ",
+               dtype_name(p_.dtype), " on ", device_name(p_.device), ": ", f_.describe(), "; workspace: ",
+               workspace_bytes(), " bytes (float32 dw accumulator for half types)");
   }
   void forward(const op::KSFactorForward& a, void*, Stream s) override {
     DeviceGuard g(p_.device);
-    plan_.forward(a.x.data, a.w.data, a.y.data, s.handle);
+    f_.forward(a.x.data, a.w.data, a.y.data, s);
   }
   void backward(const op::KSFactorBackward& a, void* ws, Stream s) override {
     DeviceGuard g(p_.device);
-    const DwTarget dw{static_cast<float*>(scratch_.get(ws, workspace_bytes())), a.dw.data, p_.pattern.nnz(),
-                      p_.dtype};
-    plan_.backward(a.dy.data, a.x.data, a.w.data, a.dx.data, a.dw.empty() ? nullptr : dw.begin(s), s.handle);
-    if (!a.dw.empty()) dw.end(s);
+    float* acc = a.dw.empty() ? nullptr : static_cast<float*>(scratch_.get(ws, workspace_bytes()));
+    f_.backward(a.dy.data, a.x.data, a.w.data, a.dx.data, a.dw.data, acc, s);
   }
 
  private:
-  static cuda::KsPlan make_plan(const op::KSFactorProblem& p, const Options& o) {
+  static Factor make(const op::KSFactorProblem& p, const Options& o) {
     solver_index(o, "the CUDA ks factor", {""});
-    check_ks_dtype(p.dtype);
     DeviceGuard g(p.device);
-    return cuda::KsPlan(ks_pattern(p.pattern), p.batch, p.layout == KSLayout::BatchLast, to_cuda(p.dtype));
+    return Factor(p.pattern, p.batch, p.layout, p.dtype);
   }
   op::KSFactorProblem p_;
-  cuda::KsPlan plan_;
+  Factor f_;
   Scratch scratch_;
 };
 
@@ -85,37 +97,32 @@ class CudaKSChain final : public KSChainBackend {
  public:
   CudaKSChain(const op::KSChainProblem& p, const Options& o) : p_(p) {
     solver_index(o, "the CUDA ks chain", {""});
-    check_ks_dtype(p.dtype);
     DeviceGuard g(p.device);
-    const size_t es = dtype_size(p.dtype);
-    const size_t P = p.patterns.size();
+    const size_t es = dtype_size(p.dtype), P = p.patterns.size();
     int64_t widest = 0, nnz = 0;
-    for (size_t i = 0; i < P; ++i) {
-      plans_.emplace_back(ks_pattern(p.patterns[i]), p.batch, p.layout == KSLayout::BatchLast, to_cuda(p.dtype));
-      widest = std::max({widest, p.patterns[i].rows(), p.patterns[i].cols()});
-      nnz = std::max(nnz, p.patterns[i].nnz());
+    for (const KSPattern& q : p.patterns) {
+      factors_.emplace_back(q, p.batch, p.layout, p.dtype);
+      widest = std::max({widest, q.rows(), q.cols()});
+      nnz = std::max(nnz, q.nnz());
     }
     for (size_t i = 0; i + 1 < P; ++i) {
       act_off_.push_back(bytes_);
       bytes_ += align_up(size_t(p.patterns[i].cols() * p.batch) * es);
     }
-    for (size_t& g2 : grad_off_) {
-      g2 = bytes_;
+    for (size_t& off : grad_off_) {
+      off = bytes_;
       bytes_ += P > 1 ? align_up(size_t(widest * p.batch) * es) : 0;
     }
     acc_off_ = bytes_;
-    if (is_half(p.dtype)) bytes_ += align_up(size_t(nnz) * sizeof(float));
+    bytes_ += acc_bytes(p.dtype, nnz);
   }
   size_t workspace_bytes() const override { return bytes_; }
   std::string describe() const override {
-    std::string s = msg("ks chain of ", p_.patterns.size(), " factors, batch ", p_.batch,
+    std::string s = msg("ks chain of ", factors_.size(), " factors, batch ", p_.batch,
                         p_.layout == KSLayout::BatchFirst ? ", batch-first, " : ", batch-last, ",
                         dtype_name(p_.dtype), " on ", device_name(p_.device),
                         ": the factor products in turn (the last factor first)");
-    for (size_t i = 0; i < plans_.size(); ++i) {
-      const auto& q = p_.patterns[i];
-      s += msg("; factor ", i, " ", dims({q.a, q.b, q.c, q.d}), ": ", paths(plans_[i]));
-    }
+    for (size_t i = 0; i < factors_.size(); ++i) s += msg("; factor ", i, " ", factors_[i].describe());
     return msg(s, "; workspace: ", bytes_, " bytes (activations, cotangents, float32 dw accumulator for half types)");
   }
   void forward(const op::KSChainForward& a, void* ws, Stream s) override {
@@ -125,20 +132,15 @@ class CudaKSChain final : public KSChainBackend {
   void backward(const op::KSChainBackward& a, void* ws, Stream s) override {
     DeviceGuard g(p_.device);
     char* w0 = base(ws);
-    const size_t P = plans_.size();
+    const size_t P = factors_.size();
     run_forward(a.x.data, a.w, nullptr, w0, s);  // the activations, not y
     const void* g_in = a.dy.data;
     for (size_t i = 0; i < P; ++i) {
-      const bool last = i + 1 == P;
-      void* g_out = last ? a.dx.data : w0 + grad_off_[i % 2];
-      const View* dwv = a.dw.empty() ? nullptr : &a.dw[i];
-      const bool want_dw = dwv && !dwv->empty();
-      const DwTarget dw{reinterpret_cast<float*>(w0 + acc_off_), want_dw ? dwv->data : nullptr,
-                        p_.patterns[i].nnz(), p_.dtype};
-      if (!g_out && !want_dw) continue;
-      plans_[i].backward(g_in, input_of(i, a.x.data, w0), a.w[i].data, g_out, want_dw ? dw.begin(s) : nullptr,
-                         s.handle);
-      if (want_dw) dw.end(s);
+      void* g_out = i + 1 == P ? a.dx.data : w0 + grad_off_[i % 2];
+      void* dw = a.dw.empty() ? nullptr : a.dw[i].data;
+      if (!g_out && !dw) continue;
+      factors_[i].backward(g_in, input_of(i, a.x.data, w0), a.w[i].data, g_out, dw,
+                           reinterpret_cast<float*>(w0 + acc_off_), s);
       g_in = g_out;
     }
   }
@@ -146,18 +148,18 @@ class CudaKSChain final : public KSChainBackend {
  private:
   char* base(void* ws) { return static_cast<char*>(scratch_.get(ws, bytes_)); }
   const void* input_of(size_t i, const void* x, char* w0) const {
-    return i + 1 == plans_.size() ? x : static_cast<const void*>(w0 + act_off_[i]);
+    return i + 1 == factors_.size() ? x : static_cast<const void*>(w0 + act_off_[i]);
   }
   // Factor P-1 reads x; factor i writes the input of factor i-1, factor 0 writes y (skipped when null).
-  void run_forward(const void* x, const std::vector<View>& w, void* y, char* w0, Stream s) {
-    for (size_t i = plans_.size(); i-- > 0;) {
+  void run_forward(const void* x, const std::vector<View>& w, void* y, char* w0, Stream s) const {
+    for (size_t i = factors_.size(); i-- > 0;) {
       void* out = i == 0 ? y : static_cast<void*>(w0 + act_off_[i - 1]);
-      if (out) plans_[i].forward(input_of(i, x, w0), w[i].data, out, s.handle);
+      if (out) factors_[i].forward(input_of(i, x, w0), w[i].data, out, s);
     }
   }
 
   op::KSChainProblem p_;
-  std::vector<cuda::KsPlan> plans_;
+  std::vector<Factor> factors_;
   std::vector<size_t> act_off_;
   size_t grad_off_[2] = {0, 0}, acc_off_ = 0, bytes_ = 0;
   Scratch scratch_;

@@ -3,6 +3,7 @@
 // into a copy of dh) and, for the diagonal scan, a backward without the forward's h (recomputed).
 #include <memory>
 
+#include "api/cuda_block_scan_f64.hpp"
 #include "api/cuda_util.cuh"
 #include "strux/cuda/scan.hpp"
 
@@ -108,39 +109,65 @@ class CudaCirculantScan final : public ScanBackend {
   Scratch scratch_;
 };
 
+// float32: cuda::BlockCirculantScanPlan; float64: the direct kernels of cuda_block_scan_f64.cu,
+// whose backward recomputes h into the workspace.
 class CudaBlockCirculantScan final : public ScanBackend {
  public:
   CudaBlockCirculantScan(const op::BlockCirculantScanProblem& p, const Options& o) : p_(p) {
     solver_index(o, "the CUDA block-circulant scan", {""});
-    if (p.dtype != DType::f32)
-      throw TypeError(msg("argument 'problem.dtype': the CUDA block-circulant scan supports float32; got ",
-                          dtype_name(p.dtype), " (float64 runs on the CPU backend)"));
+    if (p.dtype != DType::f32 && p.dtype != DType::f64)
+      throw TypeError(msg("argument 'problem.dtype': the CUDA block-circulant scan supports float32, float64; got ",
+                          dtype_name(p.dtype)));
     DeviceGuard g(p.device);
-    plan_ = std::make_unique<cuda::BlockCirculantScanPlan>(p.B, p.T, p.p, p.k);
+    if (p.dtype == DType::f32) {
+      plan_ = std::make_unique<cuda::BlockCirculantScanPlan>(p.B, p.T, p.p, p.k);
+    } else {
+      const int64_t max_n = block_scan_f64_max_n();
+      check_arg(p.p * p.k <= max_n, "problem.k", "the float64 CUDA block-circulant scan keeps two states of n = p·k "
+                "values in shared memory: n <= ", max_n, " on this device, got n = ", p.p * p.k);
+    }
   }
-  size_t workspace_bytes() const override { return size_t(plan_->backward_workspace_bytes()); }
+  size_t workspace_bytes() const override {
+    return plan_ ? size_t(plan_->backward_workspace_bytes()) : size_t(p_.B * p_.T * p_.p * p_.k) * sizeof(double);
+  }
   std::string describe() const override {
-    return msg("block-circulant scan (B, T, p, k) = ", dims({p_.B, p_.T, p_.p, p_.k}), ", float32 on ",
-               device_name(p_.device), ": cuFFT real FFTs of length k, a ", p_.p, " x ", p_.p,
-               " complex recurrence per frequency ",
-               plan_->chunk_length() < p_.T ? msg("in time chunks of ", plan_->chunk_length(), " with a carry pass")
-                                            : std::string("through the whole sequence"),
-               plan_->register_kernels() ? " (register kernels)" : "", "; workspace: ", workspace_bytes(), " bytes");
+    std::string how;
+    if (plan_)
+      how = msg("cuFFT real FFTs of length k, a ", p_.p, " x ", p_.p, " complex recurrence per frequency ",
+                plan_->chunk_length() < p_.T ? msg("in time chunks of ", plan_->chunk_length(), " with a carry pass")
+                                             : std::string("through the whole sequence"),
+                plan_->register_kernels() ? " (register kernels)" : "");
+    else
+      how = "float64 direct kernels (one thread block per batch item through time, dense products with the "
+            "circulant blocks; backward recomputes h into the workspace)";
+    return msg("block-circulant scan (B, T, p, k) = ", dims({p_.B, p_.T, p_.p, p_.k}), ", ", dtype_name(p_.dtype),
+               " on ", device_name(p_.device), ": ", how, "; workspace: ", workspace_bytes(), " bytes");
   }
   void forward(const op::ScanForward& a, void* ws, Stream s) override {
     DeviceGuard g(p_.device);
-    plan_->forward(f(a.a), f(a.u), f(a.h0), f(a.h), scratch_.get(ws, workspace_bytes()), s.handle);
+    if (plan_)
+      plan_->forward(f(a.a), f(a.u), f(a.h0), f(a.h), scratch_.get(ws, workspace_bytes()), s.handle);
+    else
+      block_scan_f64_forward(p_.B, p_.T, p_.p, p_.k, d(a.a), d(a.u), d(a.h0), d(a.h), s);
   }
   void backward(const op::ScanBackward& a, void* ws, Stream s) override {
     DeviceGuard g(p_.device);
-    plan_->backward(f(a.a), f(a.u), f(a.h0), f(a.dh), f(a.dh_last), f(a.da), f(a.du), f(a.dh0),
-                    scratch_.get(ws, workspace_bytes()), s.handle);
+    void* w = scratch_.get(ws, workspace_bytes());
+    if (plan_) {
+      plan_->backward(f(a.a), f(a.u), f(a.h0), f(a.dh), f(a.dh_last), f(a.da), f(a.du), f(a.dh0), w, s.handle);
+      return;
+    }
+    double* h = static_cast<double*>(w);
+    block_scan_f64_forward(p_.B, p_.T, p_.p, p_.k, d(a.a), d(a.u), d(a.h0), h, s);
+    block_scan_f64_backward(p_.B, p_.T, p_.p, p_.k, d(a.a), h, d(a.h0), d(a.dh), d(a.dh_last), d(a.da), d(a.du),
+                            d(a.dh0), s);
   }
 
  private:
   static float* f(const View& v) { return static_cast<float*>(v.data); }
+  static double* d(const View& v) { return static_cast<double*>(v.data); }
   op::BlockCirculantScanProblem p_;
-  std::unique_ptr<cuda::BlockCirculantScanPlan> plan_;
+  std::unique_ptr<cuda::BlockCirculantScanPlan> plan_;  // null for float64
   Scratch scratch_;
 };
 

@@ -4,6 +4,7 @@
 // describe(), workspace_bytes() and the argument errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <complex>

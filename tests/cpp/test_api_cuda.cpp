@@ -4,12 +4,16 @@
 // Compiled with the CUDA backend only; each test skips when no GPU is present.
 #ifdef STRUX_HAVE_CUDA
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <complex>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -157,7 +161,7 @@ void toeplitz_case(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, strux::Toeplit
   const DType dt = strux::dtype_of<T>::value;
   const bool tm = layout == strux::ToeplitzLayout::TimeMajor;
   Buf<T> blocks(randv<T>(Nt * Nd * Nm)), m(randv<T>(Nt * Nm * R)), d(zeros<T>(Nt * Nd * R)), dd(randv<T>(Nt * Nd * R)),
-      dm(zeros<T>(Nt * Nm * R));
+      dm(zeros<T>(Nt * Nm * R)), db(zeros<T>(Nt * Nd * Nm));
   auto vec = [&](Buf<T>& b, int64_t n, bool g) {
     const int64_t a0 = tm ? Nt : n, a1 = tm ? n : Nt;
     if (R == 1) return g ? b.gpu({a0, a1}) : b.cpu({a0, a1});
@@ -172,9 +176,10 @@ void toeplitz_case(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, strux::Toeplit
   cpu.forward({vec(m, Nm, false), vec(d, Nd, false)});
   gpu.forward({vec(m, Nm, true), vec(d, Nd, true)}, {}, s.s);
   same(d, "d");
-  cpu.backward({vec(dd, Nd, false), vec(dm, Nm, false)});
-  gpu.backward({vec(dd, Nd, true), vec(dm, Nm, true)}, {}, s.s);
+  cpu.backward({vec(dd, Nd, false), vec(dm, Nm, false), vec(m, Nm, false), db.cpu({Nt, Nd, Nm})});
+  gpu.backward({vec(dd, Nd, true), vec(dm, Nm, true), vec(m, Nm, true), db.gpu({Nt, Nd, Nm})}, {}, s.s);
   same(dm, "dm");
+  same(db, "dblocks");
 }
 
 TEST(ApiCuda, BlockToeplitz) {
@@ -186,11 +191,7 @@ TEST(ApiCuda, BlockToeplitz) {
   }
   toeplitz_case<float>(1, 1, 1, 1, ToeplitzLayout::SpaceMajor, "");
   toeplitz_case<float>(9, 4, 3, 5, ToeplitzLayout::TimeMajor, "real-gemm");
-  // The gradient for the blocks is CPU-only: a clear error on CUDA.
-  op::BlockToeplitz F({3, 2, 2, 1, ToeplitzLayout::TimeMajor, DType::f32, gpu0()});
-  Buf<float> blocks(randv<float>(12)), m(randv<float>(6)), dd(randv<float>(6)), dm(zeros<float>(6)), db(zeros<float>(12));
-  F.set_blocks(blocks.gpu({3, 2, 2}));
-  EXPECT_THROW(F.backward({dd.gpu({3, 2}), dm.gpu({3, 2}), m.gpu({3, 2}), db.gpu({3, 2, 2})}), strux::ValueError);
+  toeplitz_case<double>(64, 5, 7, 2, ToeplitzLayout::TimeMajor, "");
 }
 
 // ---- ks -----------------------------------------------------------------------------------------
@@ -201,16 +202,19 @@ View act(Buf<T>& b, int64_t n, int64_t batch, strux::KSLayout l, bool g) {
   return g ? b.gpu({n, batch}) : b.cpu({n, batch});
 }
 
+template <class T>
 void ks_chain_case(const std::vector<strux::KSPattern>& pats, int64_t batch, strux::KSLayout layout) {
-  SCOPED_TRACE(testing::Message() << pats.size() << " factors, batch " << batch);
+  SCOPED_TRACE(testing::Message() << strux::dtype_name(strux::dtype_of<T>::value) << ", " << pats.size()
+                                  << " factors, batch " << batch);
+  const DType dt = strux::dtype_of<T>::value;
   const int64_t N = pats.back().cols(), M = pats.front().rows();
-  Buf<float> x(randv<float>(N * batch)), y(zeros<float>(M * batch)), dy(randv<float>(M * batch)),
-      dx(zeros<float>(N * batch));
-  std::vector<std::unique_ptr<Buf<float>>> w, dw;
+  Buf<T> x(randv<T>(N * batch)), y(zeros<T>(M * batch)), dy(randv<T>(M * batch)),
+      dx(zeros<T>(N * batch));
+  std::vector<std::unique_ptr<Buf<T>>> w, dw;
   std::vector<View> wc, wg, dwc, dwg;
   for (const auto& p : pats) {
-    w.push_back(std::make_unique<Buf<float>>(randv<float>(p.nnz())));
-    dw.push_back(std::make_unique<Buf<float>>(zeros<float>(p.nnz())));
+    w.push_back(std::make_unique<Buf<T>>(randv<T>(p.nnz())));
+    dw.push_back(std::make_unique<Buf<T>>(zeros<T>(p.nnz())));
     wc.push_back(w.back()->cpu({p.a, p.b, p.c, p.d}));
     wg.push_back(w.back()->gpu({p.a, p.b, p.c, p.d}));
     dwc.push_back(dw.back()->cpu({p.a, p.b, p.c, p.d}));
@@ -218,8 +222,8 @@ void ks_chain_case(const std::vector<strux::KSPattern>& pats, int64_t batch, str
   }
   StreamGuard s;
   if (pats.size() == 1) {
-    op::KSFactor cpu({pats[0], batch, layout});
-    op::KSFactor gpu({pats[0], batch, layout, DType::f32, gpu0()});
+    op::KSFactor cpu({pats[0], batch, layout, dt});
+    op::KSFactor gpu({pats[0], batch, layout, dt, gpu0()});
     EXPECT_FALSE(gpu.describe().empty());
     cpu.forward({act(x, N, batch, layout, false), wc[0], act(y, M, batch, layout, false)});
     gpu.forward({act(x, N, batch, layout, true), wg[0], act(y, M, batch, layout, true)}, {}, s.s);
@@ -232,8 +236,8 @@ void ks_chain_case(const std::vector<strux::KSPattern>& pats, int64_t batch, str
     same(dx, "factor dx");
     same(*dw[0], "factor dw");
   }
-  op::KSChain cpu({pats, batch, layout});
-  op::KSChain gpu({pats, batch, layout, DType::f32, gpu0()});
+  op::KSChain cpu({pats, batch, layout, dt});
+  op::KSChain gpu({pats, batch, layout, dt, gpu0()});
   EXPECT_FALSE(gpu.describe().empty());
   // The caller's workspace, of exactly workspace_bytes().
   void* ws = nullptr;
@@ -258,23 +262,88 @@ TEST(ApiCuda, KSFactorAndChain) {
   REQUIRE_GPU();
   using P = strux::KSPattern;
   for (auto layout : {strux::KSLayout::BatchFirst, strux::KSLayout::BatchLast}) {
-    ks_chain_case({P{1, 1, 1, 1}}, 1, layout);
-    ks_chain_case({P{2, 3, 5, 1}}, 7, layout);
-    ks_chain_case({P{4, 16, 16, 4}}, 33, layout);
-    ks_chain_case({P{3, 2, 2, 1}, P{1, 3, 2, 2}, P{2, 2, 1, 1}}, 5, layout);
-    ks_chain_case({P{1, 32, 32, 32}, P{32, 32, 32, 1}}, 64, layout);
+    ks_chain_case<float>({P{1, 1, 1, 1}}, 1, layout);
+    ks_chain_case<double>({P{1, 1, 1, 1}}, 1, layout);
+    ks_chain_case<float>({P{2, 3, 5, 1}}, 7, layout);
+    ks_chain_case<double>({P{2, 3, 5, 2}}, 7, layout);
+    ks_chain_case<float>({P{4, 16, 16, 4}}, 33, layout);
+    ks_chain_case<double>({P{4, 16, 16, 4}}, 300, layout);
+    ks_chain_case<float>({P{3, 2, 2, 1}, P{1, 3, 2, 2}, P{2, 2, 1, 1}}, 5, layout);
+    ks_chain_case<double>({P{3, 2, 2, 1}, P{1, 3, 2, 2}, P{2, 2, 1, 1}}, 5, layout);
+    ks_chain_case<float>({P{1, 32, 32, 32}, P{32, 32, 32, 1}}, 64, layout);
+    ks_chain_case<double>({P{1, 32, 32, 32}, P{32, 32, 32, 1}}, 64, layout);
   }
-  EXPECT_THROW(op::KSFactor({P{1, 2, 2, 1}, 4, strux::KSLayout::BatchFirst, DType::f64, gpu0()}), strux::TypeError);
+}
+
+// Half types: the GPU factor against the CPU float32 factor on the same (rounded) values; dw
+// goes through the float32 accumulator in the workspace and is rounded once.
+template <class H>
+void ks_half_case(const strux::KSPattern& q, int64_t batch, strux::KSLayout layout, DType dt) {
+  SCOPED_TRACE(testing::Message() << strux::dtype_name(dt) << " batch " << batch);
+  const int64_t N = q.cols(), M = q.rows();
+  auto round = [](std::vector<float> v) {
+    for (auto& e : v) e = float(H(e));
+    return v;
+  };
+  Buf<float> x(round(randv<float>(N * batch))), w(round(randv<float>(q.nnz()))), dy(round(randv<float>(M * batch))),
+      y(zeros<float>(M * batch)), dx(zeros<float>(N * batch)), dw(zeros<float>(q.nnz()));
+  auto to_dev = [](const std::vector<float>& v) {
+    std::vector<H> hv(v.begin(), v.end());
+    void* p = nullptr;
+    ok(cudaMalloc(&p, std::max<size_t>(1, hv.size()) * sizeof(H)));
+    ok(cudaMemcpy(p, hv.data(), hv.size() * sizeof(H), cudaMemcpyHostToDevice));
+    return p;
+  };
+  auto from_dev = [](void* p, size_t n) {
+    std::vector<H> hv(n);
+    cudaDeviceSynchronize();
+    cudaMemcpy(hv.data(), p, n * sizeof(H), cudaMemcpyDeviceToHost);
+    return std::vector<float>(hv.begin(), hv.end());
+  };
+  void *xg = to_dev(x.h), *wg = to_dev(w.h), *dyg = to_dev(dy.h), *yg = to_dev(y.h), *dxg = to_dev(dx.h),
+       *dwg = to_dev(dw.h);
+  const bool bf = layout == strux::KSLayout::BatchFirst;
+  auto a2 = [&](void* p, int64_t n) {
+    return bf ? View(p, dt, {batch, n}, gpu0()) : View(p, dt, {n, batch}, gpu0());
+  };
+  const View wv(wg, dt, {q.a, q.b, q.c, q.d}, gpu0()), dwv(dwg, dt, {q.a, q.b, q.c, q.d}, gpu0());
+  op::KSFactor cpu({q, batch, layout});
+  op::KSFactor gpu({q, batch, layout, dt, gpu0()});
+  EXPECT_GT(gpu.workspace_bytes(), 0u);
+  cpu.forward({act(x, N, batch, layout, false), w.cpu({q.a, q.b, q.c, q.d}), act(y, M, batch, layout, false)});
+  cpu.backward({act(dy, M, batch, layout, false), act(x, N, batch, layout, false), w.cpu({q.a, q.b, q.c, q.d}),
+                act(dx, N, batch, layout, false), dw.cpu({q.a, q.b, q.c, q.d})});
+  gpu.forward({a2(xg, N), wv, a2(yg, M)});
+  gpu.backward({a2(dyg, M), a2(xg, N), wv, a2(dxg, N), dwv});
+  auto check = [](const std::vector<float>& ref, const std::vector<float>& got, const char* what) {
+    double e = 0, m = 1;
+    for (size_t i = 0; i < ref.size(); ++i) e = std::max(e, double(std::abs(ref[i] - got[i]))), m = std::max(m, double(std::abs(ref[i])));
+    EXPECT_LE(e / m, 2e-2) << what;
+  };
+  check(y.h, from_dev(yg, y.h.size()), "y");
+  check(dx.h, from_dev(dxg, dx.h.size()), "dx");
+  check(dw.h, from_dev(dwg, dw.h.size()), "dw");
+  for (void* p : {xg, wg, dyg, yg, dxg, dwg}) cudaFree(p);
+}
+
+TEST(ApiCuda, KSHalfTypes) {
+  REQUIRE_GPU();
+  using P = strux::KSPattern;
+  for (auto layout : {strux::KSLayout::BatchFirst, strux::KSLayout::BatchLast}) {
+    ks_half_case<__half>(P{2, 16, 16, 2}, 48, layout, DType::f16);
+    ks_half_case<__nv_bfloat16>(P{4, 8, 16, 1}, 40, layout, DType::bf16);
+  }
 }
 
 // ---- scans ----------------------------------------------------------------------------------------
 
 // Forward and backward (with h0, dh_last, dh0) of a scan on both devices. a_n: entries of a per
-// (b, t); ashape: a's shape.
+// (b, t); ashape: a's shape; a_scale: the spread of a, small enough that the transitions' norms
+// stay below 1 (long sequences neither blow up nor underflow).
 template <class S, class A, class Op>
 void scan_compare(Op& cpu, Op& gpu, int64_t B, int64_t T, int64_t n, int64_t a_n, std::initializer_list<int64_t> ashape,
-                  bool pass_h) {
-  Buf<A> a(randv<A>(B * T * a_n, 0.4)), da(zeros<A>(B * T * a_n));
+                  bool pass_h, double a_scale) {
+  Buf<A> a(randv<A>(B * T * a_n, a_scale)), da(zeros<A>(B * T * a_n));
   Buf<S> u(randv<S>(B * T * n)), h0(randv<S>(B * n)), h(zeros<S>(B * T * n)), dh(randv<S>(B * T * n)),
       dh_last(randv<S>(B * n)), du(zeros<S>(B * T * n)), dh0(zeros<S>(B * n));
   StreamGuard s;
@@ -302,8 +371,8 @@ void diag_case(int64_t B, int64_t T, int64_t n) {
   op::DiagScan cpu({B, T, n, strux::dtype_of<S>::value});
   op::DiagScan gpu({B, T, n, strux::dtype_of<S>::value, gpu0()});
   EXPECT_FALSE(gpu.describe().empty());
-  scan_compare<S, S>(cpu, gpu, B, T, n, n, {B, T, n}, true);
-  scan_compare<S, S>(cpu, gpu, B, T, n, n, {B, T, n}, false);
+  scan_compare<S, S>(cpu, gpu, B, T, n, n, {B, T, n}, true, 0.5);
+  scan_compare<S, S>(cpu, gpu, B, T, n, n, {B, T, n}, false, 0.5);
 }
 
 template <class R>
@@ -311,10 +380,10 @@ void circulant_case(int64_t B, int64_t T, int64_t n) {
   SCOPED_TRACE(testing::Message() << "circulant B=" << B << " T=" << T << " n=" << n);
   const DType dt = strux::dtype_of<R>::value;
   op::CirculantScan cpu({B, T, n, false, dt}), gpu({B, T, n, false, dt, gpu0()});
-  scan_compare<R, R>(cpu, gpu, B, T, n, n, {B, T, n}, false);
+  scan_compare<R, R>(cpu, gpu, B, T, n, n, {B, T, n}, false, 0.5 / std::sqrt(double(n)));
   const int64_t nf = n / 2 + 1;
   op::CirculantScan cf({B, T, n, true, dt}), gf({B, T, n, true, dt, gpu0()});
-  scan_compare<R, std::complex<R>>(cf, gf, B, T, n, nf, {B, T, nf}, false);
+  scan_compare<R, std::complex<R>>(cf, gf, B, T, n, nf, {B, T, nf}, false, 0.5);
 }
 
 TEST(ApiCuda, Scans) {
@@ -327,12 +396,15 @@ TEST(ApiCuda, Scans) {
     circulant_case<float>(B, T, n);
     circulant_case<double>(B, T, n);
   }
-  for (auto [B, T, p, k] : std::vector<std::array<int64_t, 4>>{{1, 1, 1, 1}, {2, 5, 2, 3}, {1, 300, 3, 8}}) {
+  for (auto [B, T, p, k] : std::vector<std::array<int64_t, 4>>{{1, 1, 1, 1}, {2, 5, 2, 3}, {1, 300, 3, 8}, {2, 40, 4, 100}}) {
     op::BlockCirculantScan cpu({B, T, p, k}), gpu({B, T, p, k, DType::f32, gpu0()});
     EXPECT_FALSE(gpu.describe().empty());
-    scan_compare<float, float>(cpu, gpu, B, T, p * k, p * p * k, {B, T, p, p, k}, false);
+    const double sc = 0.5 / std::sqrt(double(p * k));
+    scan_compare<float, float>(cpu, gpu, B, T, p * k, p * p * k, {B, T, p, p, k}, false, sc);
+    op::BlockCirculantScan cpu64({B, T, p, k, DType::f64}), gpu64({B, T, p, k, DType::f64, gpu0()});
+    scan_compare<double, double>(cpu64, gpu64, B, T, p * k, p * p * k, {B, T, p, p, k}, false, sc);
   }
-  EXPECT_THROW(op::BlockCirculantScan({1, 2, 2, 2, DType::f64, gpu0()}), strux::TypeError);
+  EXPECT_THROW(op::BlockCirculantScan({1, 2, 2, 2, DType::f16, gpu0()}), strux::TypeError);
 }
 
 TEST(ApiCuda, Errors) {

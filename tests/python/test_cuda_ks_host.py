@@ -5,21 +5,13 @@ opcheck, torch.compile and CUDA graph capture. Skipped without PyTorch, a GPU or
 build."""
 import pytest
 
-torch = pytest.importorskip("torch")
-import strux  # noqa: E402
-from strux import _cuda_ks as K  # noqa: E402
+from ks_cuda_common import needs_gpu, K, TOL, rnd, torch
+import strux
 
-pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and K.available()),
-                                reason="needs a CUDA GPU and strux built with CUDA")
-DEV = "cuda"
-TOL = {torch.float32: 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}
+pytestmark = needs_gpu
 # Two calls may differ in dw: it is summed in float32 with atomics (order varies), ~1e-7
 # relative; rounding those sums to float16/bfloat16 can then flip single elements by one ulp.
 DW_SAME = {torch.float32: 1e-6, torch.float16: 3e-3, torch.bfloat16: 2e-2}
-
-
-def rnd(*shape, dtype=torch.float32):
-    return torch.randn(*shape, device=DEV, dtype=torch.float64).to(dtype)
 
 
 def rel(x, ref):

@@ -5,6 +5,8 @@
 // dtypes: CPU float32, float64; CUDA float16, bfloat16, float32 (float32 arithmetic), float64.
 // The filter k is an operand of every call (like FlashFFTConv): its spectrum is computed per
 // call, so one plan serves filters that change (training).
+// Not here: the spectral form (filter given by its lowest frequencies) and a float32 filter with
+// half-type inputs (DESIGN.md lists them; not in this API yet).
 // Solvers (options.solver): CPU "" (FFTW); CUDA "" (automatic), "fused" (one kernel with its
 // FFTs in shared memory; ValueError where it does not apply), "cufft".
 #pragma once

@@ -5,13 +5,14 @@
 // (M, batch). A chain K = K_1 ⋯ K_P (patterns listed K_1 first; K_P is applied first) has
 // x (batch, cols(K_P)), y (batch, rows(K_1)) (transposed for BatchLast), w[p] the values of
 // patterns[p].
-// dtypes: CPU float32, float64; CUDA float16, bfloat16, float32 (float32 accumulation).
-// float64 on CUDA is not implemented in C++ (TypeError).
+// dtypes: CPU float32, float64; CUDA float16, bfloat16, float32 (float32 accumulation; the tuned
+// kernels and cuBLAS paths) and float64 (direct kernels: exact, not tuned for speed).
 // Backward: dx = dy K (BatchFirst) and dw; each may be empty to skip it (every dw[p] of a chain
 // too, or the whole dw vector). On CUDA with half types dw is accumulated in float32 in the
 // workspace, then rounded once.
 // Solvers (options.solver): "" only; describe() names the path the CUDA plan picked per
-// product (tile kernels, cuBLAS on strided views, streaming kernel, transpositions + cuBLAS).
+// product (tile kernels, cuBLAS on strided views, streaming kernel, transpositions + cuBLAS,
+// or the float64 direct kernels).
 #pragma once
 
 #include <cstdint>

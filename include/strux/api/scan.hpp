@@ -15,8 +15,11 @@
 //   CirculantScan       float32, float64 (CPU and CUDA). Fourier form (problem.fourier): a is
 //                       given by its half spectra rfft(a_t), (B, T, n/2 + 1) complex64/128, and
 //                       da likewise (dL/dRe + i dL/dIm).
-//   BlockCirculantScan  CPU float32, float64; CUDA float32 (float64 on CUDA: TypeError).
+//   BlockCirculantScan  float32, float64 (CPU and CUDA; float64 on CUDA runs direct kernels, exact
+//                       but O(n²) per step, n = p·k limited by shared memory).
 // Solvers (options.solver): "" only.
+// Not in this API yet (DESIGN.md lists them): time-last layouts, reverse scans and an `a` broadcast over batch
+// or time; pass full (B, T, n) arrays.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,10 @@
 // strux::op::BlockToeplitz: block lower-triangular Toeplitz operator F (DESIGN.md "toeplitz",
 // <strux/toeplitz.hpp>). forward is the matvec d = F m, backward its vector-Jacobian product:
-// the adjoint dm = Fᵀ dd, and (CPU only) the gradient for the blocks.
+// the adjoint dm = Fᵀ dd, and the gradient for the blocks when dblocks is given (CPU: FFTs;
+// CUDA: a direct kernel, exact but O(Nt² Nd Nm R)).
 //
+// Blocks from an LTI system or from FFTMatvec files: lti_blocks() / read_fftmatvec() of
+// <strux/toeplitz.hpp>, then set_blocks().
 // The blocks (Nt, Nd, Nm) are operator data: set_blocks() turns them into F̂ once (plan-time
 // work: it allocates and, on CUDA, synchronizes the stream); every call then reads F̂.
 // Views: layout TimeMajor m (Nt, Nm[, R]), d (Nt, Nd[, R]); SpaceMajor m (Nm, Nt[, R]),
@@ -32,7 +35,7 @@ struct BlockToeplitzForward {
 
 struct BlockToeplitzBackward {
   View dd, dm;      // dm = Fᵀ dd
-  View m, dblocks;  // dblocks (Nt, Nd, Nm) = ∂<dd, F m>/∂blocks when given (needs m; CPU only)
+  View m, dblocks;  // dblocks (Nt, Nd, Nm) = ∂<dd, F m>/∂blocks when given (needs m)
 };
 
 class BlockToeplitz

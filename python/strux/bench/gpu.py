@@ -143,7 +143,7 @@ def toeplitz_cases(Nt, Nd, Nm, R, results):
     row["relerr_matvecR_vs_torch"] = rel(op.matvec(mR), recipe(mR))
     # What a user gets: the plan's own choice per direction and R (algo -1).
     op.algo = -1
-    op._plans.clear()
+    _cuda.clear_plan_cache()
     row["relerr_default_matvecR_vs_torch"] = rel(op.matvec(mR), recipe(mR))
     row["relerr_default_rmatvecR_vs_torch"] = rel(op.rmatvec(dR), recipe_adj(dR))
     dm = time_ms(lambda: op.matvec(m), reps=20)[0]
@@ -155,7 +155,7 @@ def toeplitz_cases(Nt, Nd, Nm, R, results):
                default_matvec_R_per_rhs_over_single=dmR / R / dm, default_rmatvec_R_per_rhs_over_single=drR / R / dr)
     for algo in (0, 1, 2):
         op.algo = algo
-        op._plans.clear()
+        _cuda.clear_plan_cache()
         tm = time_ms(lambda: op.matvec(m), reps=20)[0]
         tr = time_ms(lambda: op.rmatvec(d), reps=20)[0]
         row[f"strux_matvec_ms_algo{algo}"] = tm
@@ -164,7 +164,7 @@ def toeplitz_cases(Nt, Nd, Nm, R, results):
         row[f"rmatvec_bw_frac_algo{algo}"] = fbytes / (tr * 1e-3) / bw
     for algo in (0, 2):
         op.algo = algo
-        op._plans.clear()
+        _cuda.clear_plan_cache()
         if algo == 2:
             row["relerr_matvecR_algo2_vs_torch"] = rel(op.matvec(mR), recipe(mR))
             row["relerr_rmatvec_algo2_vs_torch"] = rel(op.rmatvec(d), recipe_adj(d)[..., 0])
@@ -177,7 +177,7 @@ def toeplitz_cases(Nt, Nd, Nm, R, results):
                     f"matvec_R_per_rhs_over_single{sfx}": tmR / R / best_m,
                     f"rmatvec_R_per_rhs_over_single{sfx}": trR / R / best_r})
     op.algo = 0
-    op._plans.clear()
+    _cuda.clear_plan_cache()
     free()
     row["torch_matvec_ms"] = time_ms(lambda: recipe(m), reps=10)[0]
     free()

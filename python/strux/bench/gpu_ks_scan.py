@@ -19,9 +19,6 @@ from strux import _cuda_ks as K
 from strux import _cuda_scan as S
 from strux.bench.timing import copy_bandwidth, median_ms
 
-# gpu_ks_perf imports this name until it times through strux.bench.timing itself.
-timeit = median_ms
-
 
 def ceilings():
     bw = copy_bandwidth(1 << 29, reps=10)  # 2 GiB of float32
@@ -34,6 +31,20 @@ def ceilings():
 
 def rel(x, ref):
     return ((x.double() - ref.double()).norm() / ref.double().norm()).item()
+
+
+def bmm_recipe(x, wl, wf, p, layout):
+    """The ks baseline: bmm with permutations. wf = w.permute(0, 3, 2, 1).reshape(a*d, c, b) for
+    batch-first, wl = w.permute(0, 3, 1, 2).reshape(a*d, b, c) for batch-last (the other may be
+    None)."""
+    a, b, c, d = p
+    if layout == "bsf":
+        batch = x.shape[0]
+        xp = x.view(batch, a, c, d).permute(1, 3, 0, 2).reshape(a * d, batch, c)
+        return torch.bmm(xp, wf).view(a, d, batch, b).permute(2, 0, 3, 1).reshape(batch, a * b * d)
+    batch = x.shape[1]
+    xp = x.view(a, c, d, batch).permute(0, 2, 1, 3).reshape(a * d, c, batch)
+    return torch.bmm(wl, xp).view(a, d, b, batch).permute(0, 2, 1, 3).reshape(a * b * d, batch)
 
 
 def ks_cases(bw, fl, batch, quick):
@@ -53,18 +64,8 @@ def ks_cases(bw, fl, batch, quick):
         wl = w.permute(0, 3, 1, 2).reshape(a * d, b, c).contiguous()   # bsl bmm operand
         for layout in ("bsf", "bsl"):
             x = torch.randn(batch, N, device="cuda") if layout == "bsf" else torch.randn(N, batch, device="cuda")
-            if layout == "bsf":
-                def bmm():
-                    xp = x.view(batch, a, c, d).permute(1, 3, 0, 2).reshape(a * d, batch, c)
-                    yp = torch.bmm(xp, wf)
-                    return yp.view(a, d, batch, b).permute(2, 0, 3, 1).reshape(batch, M)
-                dense = lambda: F.linear(x, Kd)
-            else:
-                def bmm():
-                    xp = x.view(a, c, d, batch).permute(0, 2, 1, 3).reshape(a * d, c, batch)
-                    yp = torch.bmm(wl, xp)
-                    return yp.view(a, d, b, batch).permute(0, 2, 1, 3).reshape(M, batch)
-                dense = lambda: Kd @ x
+            bmm = lambda: bmm_recipe(x, wl, wf, p, layout)
+            dense = (lambda: F.linear(x, Kd)) if layout == "bsf" else (lambda: Kd @ x)
             ours = lambda: K.ks_matmul(x, w, p, layout=layout)
             err = rel(ours(), dense())
             t_ours, t_bmm, t_dense = median_ms(ours), median_ms(bmm), median_ms(dense)
@@ -122,11 +123,11 @@ def scan_cases(bw, quick):
     ref = loop_scan(a.to(torch.complex128), b.to(torch.complex128)) if quick else None
     err = rel(torch.view_as_real(h), torch.view_as_real(ref)) if ref is not None else float("nan")
     del ref
-    t_f = timeit(lambda: S.diag_scan(a, b), reps=20)
+    t_f = median_ms(lambda: S.diag_scan(a, b), reps=20)
     dh = torch.randn_like(b)
-    t_b = timeit(lambda: S._diag_bwd(dh, a, h, None), reps=20)
-    t_log = timeit(lambda: logcumsum_scan(a, b), reps=5)
-    t_loop = timeit(lambda: loop_scan(a, b), reps=2, warm=1)
+    t_b = median_ms(lambda: S._diag_bwd(dh, a, h, None), reps=20)
+    t_log = median_ms(lambda: logcumsum_scan(a, b), reps=5)
+    t_loop = median_ms(lambda: loop_scan(a, b), reps=2, warm=1)
     fb, bb = 3 * 8 * el, 5 * 8 * el
     rows.append(dict(op="diag_scan fwd", shape=(B, T, n), dtype="complex64", ms=t_f, bytes=fb,
                      floor_ms=fb / bw * 1e3, frac_of_copy_bw=fb / bw * 1e3 / t_f,
@@ -140,7 +141,7 @@ def scan_cases(bw, quick):
     for dt in (torch.float32, torch.bfloat16):
         a = (0.9 + 0.1 * torch.rand(B, T, n, device="cuda")).to(dt)
         b = torch.randn(B, T, n, device="cuda").to(dt)
-        t = timeit(lambda: S.diag_scan(a, b))
+        t = median_ms(lambda: S.diag_scan(a, b))
         by = 3 * a.element_size() * el
         rows.append(dict(op="diag_scan fwd", shape=(B, T, n), dtype=str(dt)[6:], ms=t, bytes=by,
                          floor_ms=by / bw * 1e3, frac_of_copy_bw=by / bw * 1e3 / t))
@@ -150,8 +151,8 @@ def scan_cases(bw, quick):
     B, T, n = 16, 2048, 256
     a = torch.randn(B, T, n, device="cuda") * (0.9 / n)
     u = torch.randn(B, T, n, device="cuda")
-    t_c = timeit(lambda: S.circulant_scan(a, u))
-    t_d = timeit(lambda: S.diag_scan(a, u))
+    t_c = median_ms(lambda: S.circulant_scan(a, u))
+    t_d = median_ms(lambda: S.diag_scan(a, u))
 
     def torch_recipe():
         A, U = torch.fft.rfft(a, dim=-1), torch.fft.rfft(u, dim=-1)
@@ -189,9 +190,9 @@ def diag_cases(bw, shapes=((16, 2048, 4096), (4, 8192, 4096), (64, 512, 4096)), 
             err = rel(torch.view_as_real(h[:, :, :64].to(wide)), torch.view_as_real(ref)) if dt == torch.complex64 \
                 else rel(h[:, :, :64], ref)
             dh = torch.randn_like(b)
-            t_f = timeit(lambda: S.diag_scan(a, b, options=options))
+            t_f = median_ms(lambda: S.diag_scan(a, b, options=options))
             algo = S._O.diag_scan_code(options)
-            t_b = timeit(lambda: S._diag_bwd(dh, a, h, None, algo))
+            t_b = median_ms(lambda: S._diag_bwd(dh, a, h, None, algo))
             el, es = B * T * n, a.element_size()
             fb, bb = 3 * es * el, 5 * es * el
             for op, t, by in (("fwd", t_f, fb), ("bwd", t_b, bb)):

@@ -94,30 +94,28 @@ bool capturing(cudaStream_t s, bool* ok) {
 }
 
 // The buffers (weights, dw partials, cuBLAS workspace, ks_tr's transposition buffer) are one
-// set per (thread, device). Work on one stream runs in order; when a call comes on another
-// stream, an event recorded now on the previous stream marks the end of everything queued
-// there (its last use of the buffers included) and s waits for it. Skipped while either stream
-// is being captured into a CUDA graph (a capture must not depend on outside work; a graph
-// replays in its own stream's order). If the previous stream no longer exists, its remaining
-// work is waited for with a device synchronisation.
+// set per (thread, device). Work on one stream runs in order; each call that used them records
+// an event on its own stream after its last launch (buffers_done), and a call on another stream
+// first waits for that event. Only the calling stream is ever queried or recorded on: the
+// previous stream may have been destroyed since (the driver faults on a query of a destroyed
+// stream), while its event stays valid. Skipped while the calling stream is being captured into
+// a CUDA graph (a capture must not depend on outside work; a graph replays in its own order).
 void order_after_last_use(BlasRes& r, cudaStream_t s) {
-  if (r.used && s != r.last) {
-    bool ok_new = false, ok_old = false;
-    // The new stream first: while it is capturing, nothing else is queried (a query of the
-    // legacy stream during a capture could invalidate it).
-    if (!capturing(s, &ok_new) && ok_new && !capturing(r.last, &ok_old)) {
-      if (ok_old && cudaEventRecord(r.ev, r.last) == cudaSuccess) {
-        STRUX_CUDA(cudaStreamWaitEvent(s, r.ev, 0));
-      } else {
-        (void)cudaGetLastError();
-        STRUX_CUDA(cudaDeviceSynchronize());
-      }
-    }
+  if (r.recorded && s != r.last) {
+    bool ok = false;
+    if (!capturing(s, &ok) && ok) STRUX_CUDA(cudaStreamWaitEvent(s, r.ev, 0));
   }
   r.last = s;
-  r.used = true;
 }
 }  // namespace
+
+void buffers_done(cudaStream_t s) {
+  BlasRes& r = res_of_device();
+  bool ok = false;
+  if (capturing(s, &ok) || !ok) return;
+  STRUX_CUDA(cudaEventRecord(r.ev, s));
+  r.recorded = true;
+}
 
 BlasRes& blas_res(cudaStream_t s) {
   BlasRes& r = res_of_device();

@@ -24,7 +24,7 @@ struct BlasRes {
   int64_t dwcap = 0;       // floats
   // Cross-stream order of the shared buffers (see blas_res): the stream of the last call.
   cudaStream_t last = nullptr;
-  bool used = false;
+  bool recorded = false;  // ev marks the end of the last call's use (buffers_done)
   cudaEvent_t ev = nullptr;
 };
 // The calling thread's resources for the current device, the handle bound to stream s. Every
@@ -33,6 +33,9 @@ struct BlasRes {
 // wait for the work already queued on that stream, so shared buffers are never rewritten under
 // a reader (two streams used from one thread stay correct; one stream costs nothing).
 BlasRes& blas_res(cudaStream_t s);
+// After the last launch of a call that took the buffers through blas_res(s): records the end of
+// that use on s, which the next call on another stream waits for.
+void buffers_done(cudaStream_t s);
 cudaDataType blas_type(DType dt);
 size_t elem_bytes(DType dt);
 

@@ -197,12 +197,16 @@ void KsPlan::forward(const void* x, const void* w, void* y, void* stream) const 
                            static_cast<float*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
                            ks::StreamCfg{fwd_.tn, fwd_.stages, fwd_.mt},
                            static_cast<cudaStream_t>(stream));
-  if (fwd_.path == KsPath::blas)
-    return ks::blas_prod(x, w, y, dtype_, a, b, c, d, batch_, b * c * d, c * d, d, 1, batch_last_,
-                         static_cast<cudaStream_t>(stream));
-  if (fwd_.path == KsPath::tr)
-    return ks::tr_prod(x, w, y, dtype_, a, b, c, d, batch_, b * c * d, c * d, d, 1, tr_rows_,
-                       static_cast<cudaStream_t>(stream));
+  if (fwd_.path == KsPath::blas) {
+    ks::blas_prod(x, w, y, dtype_, a, b, c, d, batch_, b * c * d, c * d, d, 1, batch_last_,
+                  static_cast<cudaStream_t>(stream));
+    return ks::buffers_done(static_cast<cudaStream_t>(stream));
+  }
+  if (fwd_.path == KsPath::tr) {
+    ks::tr_prod(x, w, y, dtype_, a, b, c, d, batch_, b * c * d, c * d, d, 1, tr_rows_,
+                static_cast<cudaStream_t>(stream));
+    return ks::buffers_done(static_cast<cudaStream_t>(stream));
+  }
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_prod<T>(static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), a,
@@ -220,12 +224,16 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
                            static_cast<float*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,
                            ks::StreamCfg{bx_.tn, bx_.stages, bx_.mt},
                            static_cast<cudaStream_t>(stream));
-  if (bx_.path == KsPath::blas)
-    return ks::blas_prod(dy, w, dx, dtype_, a, c, b, d, batch_, b * c * d, d, c * d, 1, batch_last_,
-                         static_cast<cudaStream_t>(stream));
-  if (bx_.path == KsPath::tr)
-    return ks::tr_prod(dy, w, dx, dtype_, a, c, b, d, batch_, b * c * d, d, c * d, 1, tr_rows_,
-                       static_cast<cudaStream_t>(stream));
+  if (bx_.path == KsPath::blas) {
+    ks::blas_prod(dy, w, dx, dtype_, a, c, b, d, batch_, b * c * d, d, c * d, 1, batch_last_,
+                  static_cast<cudaStream_t>(stream));
+    return ks::buffers_done(static_cast<cudaStream_t>(stream));
+  }
+  if (bx_.path == KsPath::tr) {
+    ks::tr_prod(dy, w, dx, dtype_, a, c, b, d, batch_, b * c * d, d, c * d, 1, tr_rows_,
+                static_cast<cudaStream_t>(stream));
+    return ks::buffers_done(static_cast<cudaStream_t>(stream));
+  }
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_prod<T>(static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx), a,
@@ -237,21 +245,27 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
 void KsPlan::backward(const void* dy, const void* x, const void* w, void* dx, float* dw32,
                       void* stream) const {
   // both on tr: pass rows are dw's (its buffer holds x' and dy'; dx's GEMM reads that dy')
-  if (dx && dw32 && bx_.path == KsPath::tr && dw_path_ == KsPath::tr)
-    return ks::tr_backward(dy, x, w, dx, dw32, dtype_, p_.a, p_.b, p_.c, p_.d, batch_, dw_chunk_,
-                           dw_rows_, dw_ptrs_, static_cast<cudaStream_t>(stream));
+  if (dx && dw32 && bx_.path == KsPath::tr && dw_path_ == KsPath::tr) {
+    ks::tr_backward(dy, x, w, dx, dw32, dtype_, p_.a, p_.b, p_.c, p_.d, batch_, dw_chunk_,
+                    dw_rows_, dw_ptrs_, static_cast<cudaStream_t>(stream));
+    return ks::buffers_done(static_cast<cudaStream_t>(stream));
+  }
   if (dx) backward_x(dy, w, dx, stream);
   if (dw32) backward_w(x, dy, dw32, stream);
 }
 
 void KsPlan::backward_w(const void* x, const void* dy, float* dw32, void* stream) const {
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d;
-  if (dw_path_ == KsPath::tr)
-    return ks::tr_dw(x, dy, dw32, dtype_, a, b, c, d, batch_, dw_chunk_, dw_rows_, dw_ptrs_,
-                     static_cast<cudaStream_t>(stream));
-  if (dw_path_ == KsPath::blas)
-    return ks::blas_dw(x, dy, dw32, dtype_, a, b, c, d, batch_, dw_chunk_, batch_last_, dw_ptrs_,
-                       static_cast<cudaStream_t>(stream));
+  if (dw_path_ == KsPath::tr) {
+    ks::tr_dw(x, dy, dw32, dtype_, a, b, c, d, batch_, dw_chunk_, dw_rows_, dw_ptrs_,
+              static_cast<cudaStream_t>(stream));
+    return ks::buffers_done(static_cast<cudaStream_t>(stream));
+  }
+  if (dw_path_ == KsPath::blas) {
+    ks::blas_dw(x, dy, dw32, dtype_, a, b, c, d, batch_, dw_chunk_, batch_last_, dw_ptrs_,
+                static_cast<cudaStream_t>(stream));
+    return ks::buffers_done(static_cast<cudaStream_t>(stream));
+  }
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
     ks::launch_gradw<T>(static_cast<const T*>(x), static_cast<const T*>(dy), dw32, a, b, c, d,

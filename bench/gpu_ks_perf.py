@@ -1,21 +1,23 @@
-"""Focused GPU bench of the ks kernels (scripts/gpu_perf_ks.sh): the ks cases of gpu_ks_scan
-(ours vs bmm-with-permutations vs dense, fp32, batch 25088, both layouts; bf16/fp16 rows), a
-summary of wins against bmm, and the forward times and float64 errors of each float32 product
-path forced (options path "kernels": the ks kernels, "blas": cuBLAS on strided views, "stream": the
-batch-last streaming kernel, "tr": batch-first d > 1 through in-row transpositions + cuBLAS; passed
-to the plans, so one process times all), plus the batch-first d > 1 table
-(ks v5b: kernels vs tr vs bmm, per call and back to back, and a per-kernel profile of tr and bmm).
---v5c: only the half-type forward rows (ours default / kernels forced vs bmm in the same dtype)
-and the backward rows (ours vjp, dw alone on cuBLAS and on the old kernel, vs torch autograd of
-the bmm recipe), both layouts, the 10 patterns.
---bsf: only the batch-first d > 1 table and profile (ks v5b).
---v5d: batch-first d > 1 only (ks v5d): half forward (ours = tr, FFMA kernels, bmm in the same
-dtype), backward fp32 / bf16 / fp16 (vjp, dx, dw on tr and on the old kernel, torch autograd of
+"""Focused GPU bench of the ks kernels (scripts/gpu_focus.sh ks): the ks cases of
+strux.bench.gpu_ks_scan (ours vs bmm-with-permutations vs dense, fp32, batch 25088, both layouts;
+bf16/fp16 rows), a summary of wins against bmm, and the forward times and float64 errors of each
+float32 product path forced (options path "kernels": the ks kernels, "blas": cuBLAS on strided
+views, "stream": the batch-last streaming kernel, "tr": batch-first d > 1 through in-row
+transpositions + cuBLAS; passed to the plans, so one process times all), plus the batch-first
+d > 1 table (kernels vs tr vs bmm, per call and back to back, and a per-kernel profile of tr and
+bmm). Times through strux.bench.timing (median_ms per call, back_to_back_ms for GPU time).
+--halves: only the half-type forward rows (ours default / kernels forced vs bmm in the same
+dtype) and the backward rows (ours vjp, dw alone on cuBLAS and on the FFMA kernel, vs torch
+autograd of the bmm recipe), both layouts, the 10 patterns.
+--bsf: only the batch-first d > 1 table and profile.
+--bsf-halves: batch-first d > 1 only: half forward (ours = tr, FFMA kernels, bmm in the same
+dtype), backward fp32 / bf16 / fp16 (vjp, dx, dw on tr and on the FFMA kernel, torch autograd of
 bmm), smaller batches (tr vs kernels), and batch-last float32 dx with each path forced.
 --quick: batch-last float32 only: forced paths and streaming tiles back to back, forward and dx,
 vs bmm (a few seconds).
 
-Run: python -m strux.bench.gpu_ks_perf --out DIR [--v5c | --v5d | --bsf | --quick]
+Run: python bench/gpu_ks_perf.py --out DIR [--halves | --bsf-halves | --bsf | --quick]
+(PYTHONPATH=python, as scripts/gpu_build.sh sets)
 """
 from __future__ import annotations
 
@@ -24,58 +26,21 @@ import json
 import os
 import statistics
 
+import torch
+
+from strux.bench.gpu_ks_scan import bmm_recipe
+from strux.bench.timing import back_to_back_ms, median_ms
+
 PATS = [(1, 48, 48, 16), (2, 96, 384, 4), (2, 192, 48, 4), (1, 768, 768, 1), (6, 64, 64, 1),
         (1, 768, 192, 2), (4, 64, 64, 4), (1, 256, 256, 4), (4, 96, 96, 2), (16, 64, 64, 1)]
 
 
 def ref64(x, w, p, layout):
     """float64 product through bmm with permutations (the same formula, a different code)."""
-    import torch
     a, b, c, d = p
-    batch = x.shape[0] if layout == "bsf" else x.shape[1]
-    x, w = x.double(), w.double()
-    if layout == "bsf":
-        xp = x.view(batch, a, c, d).permute(1, 3, 0, 2).reshape(a * d, batch, c)
-        yp = torch.bmm(xp, w.permute(0, 3, 2, 1).reshape(a * d, c, b))
-        return yp.view(a, d, batch, b).permute(2, 0, 3, 1).reshape(batch, a * b * d)
-    xp = x.view(a, c, d, batch).permute(0, 2, 1, 3).reshape(a * d, c, batch)
-    yp = torch.bmm(w.permute(0, 3, 1, 2).reshape(a * d, b, c), xp)
-    return yp.view(a, d, b, batch).permute(0, 2, 1, 3).reshape(a * b * d, batch)
-
-
-def bmm_f32(x, wl, wf, p, layout):
-    """bmm with permutations (the baseline of gpu_ks_scan.ks_cases)."""
-    import torch
-    a, b, c, d = p
-    if layout == "bsf":
-        batch = x.shape[0]
-        xp = x.view(batch, a, c, d).permute(1, 3, 0, 2).reshape(a * d, batch, c)
-        return torch.bmm(xp, wf).view(a, d, batch, b).permute(2, 0, 3, 1).reshape(batch, a * b * d)
-    batch = x.shape[1]
-    xp = x.view(a, c, d, batch).permute(0, 2, 1, 3).reshape(a * d, c, batch)
-    return torch.bmm(wl, xp).view(a, d, b, batch).permute(0, 2, 1, 3).reshape(a * b * d, batch)
-
-
-def back_to_back(fn, n=20):
-    """ms per call of n calls between two events: the GPU time (the per-call timer also counts
-    host overhead that leaves the GPU idle). A ~2 ms GPU sleep before the first event lets the
-    host queue all n calls first, so the figure is GPU time even where a call's host work takes
-    longer than its kernels."""
-    import torch
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(5):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(4_000_000)
-        e0.record()
-        for _ in range(n):
-            fn()
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1) / n)
-    return statistics.median(ts)
+    w = w.double()
+    return bmm_recipe(x.double(), w.permute(0, 3, 1, 2).reshape(a * d, b, c),
+                      w.permute(0, 3, 2, 1).reshape(a * d, c, b), p, layout)
 
 
 # The options (strux._cuda_options) this driver's ks calls pass to the plans while forced() runs.
@@ -131,7 +96,6 @@ def ks_path(p, batch, bl, dtype_code, dw=False):
 def b2b_times(batch=25088):
     """{"pattern layout": [ours ms, bmm ms, blas ms, stream ms]}, back to back (no host overhead in
     the figure); the forced paths for batch-last only (nan where a path does not apply)."""
-    import torch
     out = {}
     for p in PATS:
         a, b, c, d = p
@@ -142,11 +106,11 @@ def b2b_times(batch=25088):
             x = torch.randn(batch, a * c * d, device="cuda") if layout == "bsf" else \
                 torch.randn(a * c * d, batch, device="cuda")
             f = lambda: mm(x, w, p, layout=layout)  # noqa: E731
-            row = [back_to_back(f), back_to_back(lambda: bmm_f32(x, wl, wf, p, layout))]
+            row = [back_to_back_ms(f), back_to_back_ms(lambda: bmm_recipe(x, wl, wf, p, layout))]
             for path in ("blas", "stream"):
                 env = _path_opts(path)
                 takes = layout == "bsl" and forced(env, lambda: ks_path(p, batch, True, 0)[0]) == path
-                row.append(forced(env, lambda: back_to_back(f)) if takes else float("nan"))
+                row.append(forced(env, lambda: back_to_back_ms(f)) if takes else float("nan"))
             out[f"{p} {layout}"] = row
     return out
 
@@ -156,7 +120,6 @@ def quick(batch=25088):
     path, each forced path (kernels, cuBLAS, stream) and each streaming shape (m16 tiles per warp
     item, batch tile), bmm's forward, and the float64 error of the streaming forward and dx.
     Returns (lines, data)."""
-    import torch
     torch.manual_seed(0)
     cols = [("auto", None), ("tc", _path_opts("kernels")), ("blas", _path_opts("blas")),
             ("stream", _path_opts("stream"))] + \
@@ -180,9 +143,9 @@ def quick(batch=25088):
             # nan where the forced path does not apply (the table's choice runs there, or the plan
             # raises ValueError when it applies to no operation)
             nan = float("nan")
-            row[name] = (forced(env, lambda: back_to_back(fwd)) if want in (None, path[0]) else nan,
-                         forced(env, lambda: back_to_back(bx)) if want in (None, path[1]) else nan)
-        row["bmm"] = back_to_back(lambda: bmm_f32(x, wl, None, p, "bsl"))
+            row[name] = (forced(env, lambda: back_to_back_ms(fwd)) if want in (None, path[0]) else nan,
+                         forced(env, lambda: back_to_back_ms(bx)) if want in (None, path[1]) else nan)
+        row["bmm"] = back_to_back_ms(lambda: bmm_recipe(x, wl, None, p, "bsl"))
         env = _path_opts("stream")
         e_f = e_b = float("nan")
         fp = forced(env, lambda: ks_path(p, batch, True, 0))
@@ -211,11 +174,9 @@ TR_VARIANTS = {"tr": _path_opts("tr")}  # (run 1-2 also timed chunked / pipeline
 
 
 def bsf_tr_table(batches=(25088,)):
-    """ks v5b: batch-first d > 1, per pattern and batch: ms of the kernels (tc), of tr (both
+    """Batch-first d > 1, per pattern and batch: ms of the kernels (tc), of tr (both
     forced), of the default rule and of bmm (per call), the same back to back for the default
     and bmm, the float64 errors of tr (forward and dx), and the default's path."""
-    import torch
-    from strux.bench.gpu_ks_scan import timeit
     out = {}
     for batch in batches:
         for p in (BSF_D if batch == batches[0] else BSF_D[:4]):
@@ -224,13 +185,13 @@ def bsf_tr_table(batches=(25088,)):
             wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
             x = torch.randn(batch, a * c * d, device="cuda")
             ours = lambda: mm(x, w, p, layout="bsf")  # noqa: E731
-            r = {"tc": forced(_path_opts("kernels"), lambda: timeit(ours))}
+            r = {"tc": forced(_path_opts("kernels"), lambda: median_ms(ours))}
             for name, env in TR_VARIANTS.items():
-                r[name] = forced(env, lambda: timeit(ours))
-            r["auto"] = timeit(ours)
-            r["bmm"] = timeit(lambda: bmm_f32(x, None, wf, p, "bsf"))
-            r["auto_b2b"] = back_to_back(ours)
-            r["bmm_b2b"] = back_to_back(lambda: bmm_f32(x, None, wf, p, "bsf"))
+                r[name] = forced(env, lambda: median_ms(ours))
+            r["auto"] = median_ms(ours)
+            r["bmm"] = median_ms(lambda: bmm_recipe(x, None, wf, p, "bsf"))
+            r["auto_b2b"] = back_to_back_ms(ours)
+            r["bmm_b2b"] = back_to_back_ms(lambda: bmm_recipe(x, None, wf, p, "bsf"))
             r["path"] = ks_path(p, batch, False, 0)[0]
             if batch == batches[0]:
                 y = forced(_path_opts("tr"), ours)
@@ -258,7 +219,6 @@ def bsf_tr_table(batches=(25088,)):
 def profile_bsf(pats=((1, 768, 192, 2), (2, 192, 48, 4), (1, 256, 256, 4)), batch=25088, calls=5):
     """Per-kernel GPU microseconds (torch.profiler, CUDA activity) of the tr path and of bmm:
     which piece costs what."""
-    import torch
     from torch.profiler import ProfilerActivity, profile
     res = {}
     for p in pats:
@@ -267,7 +227,7 @@ def profile_bsf(pats=((1, 768, 192, 2), (2, 192, 48, 4), (1, 256, 256, 4)), batc
         wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
         x = torch.randn(batch, a * c * d, device="cuda")
         runs = {"tr": lambda: forced(_path_opts("tr"), lambda: mm(x, w, p)),
-                "bmm": lambda: bmm_f32(x, None, wf, p, "bsf")}
+                "bmm": lambda: bmm_recipe(x, None, wf, p, "bsf")}
         for name, fn in runs.items():
             fn()
             torch.cuda.synchronize()
@@ -290,8 +250,6 @@ def profile_bsf(pats=((1, 768, 192, 2), (2, 192, 48, 4), (1, 256, 256, 4)), batc
 
 def forward_times(batch=25088):
     """{"pattern layout": [ms, rel err vs float64]} of the current process's kernels."""
-    import torch
-    from strux.bench.gpu_ks_scan import timeit
     out = {}
     for p in PATS:
         a, b, c, d = p
@@ -305,7 +263,7 @@ def forward_times(batch=25088):
             r = ref64(x, w, p, layout)
             err = ((y.double() - r).norm() / r.norm()).item()
             del r, y
-            out[f"{p} {layout}"] = [timeit(lambda: mm(x, w, p, layout=layout)), err]
+            out[f"{p} {layout}"] = [median_ms(lambda: mm(x, w, p, layout=layout)), err]
     return out
 
 
@@ -315,7 +273,6 @@ def _forced(path, fn, **extra):
 
 
 def _inputs(p, layout, dt, batch):
-    import torch
     a, b, c, d = p
     w = (torch.randn(*p, device="cuda") / c ** 0.5).to(dt)
     shp_x = (batch, a * c * d) if layout == "bsf" else (a * c * d, batch)
@@ -329,9 +286,7 @@ def _rel(y, ref):
 
 def half_rows(batch=25088):
     """Forward in bf16 / fp16: ours (default rule), the FFMA kernels forced, bmm in the same dtype."""
-    import torch
     from strux import _cuda_ks as K
-    from strux.bench.gpu_ks_scan import timeit
     rows = []
     for p in PATS:
         a, b, c, d = p
@@ -343,14 +298,14 @@ def half_rows(batch=25088):
                 ours = lambda: mm(x, w, p, layout=layout)  # noqa: E731
                 ref = ref64(x, w, p, layout)
                 err = _rel(ours(), ref)
-                err_bmm = _rel(bmm_f32(x, wl, wf, p, layout), ref)
+                err_bmm = _rel(bmm_recipe(x, wl, wf, p, layout), ref)
                 del ref
                 path = ks_path(p, batch, layout == "bsl", K._DTYPE_CODE[str(dt)[6:]])[0]
                 rows.append(dict(pattern=p, layout=layout, dtype=str(dt)[6:], path=path,
-                                 ms=timeit(ours), kernels_ms=_forced("tc", lambda: timeit(ours)),
-                                 bmm_ms=timeit(lambda: bmm_f32(x, wl, wf, p, layout)),
-                                 b2b_ms=back_to_back(ours),
-                                 b2b_bmm_ms=back_to_back(lambda: bmm_f32(x, wl, wf, p, layout)),
+                                 ms=median_ms(ours), kernels_ms=_forced("tc", lambda: median_ms(ours)),
+                                 bmm_ms=median_ms(lambda: bmm_recipe(x, wl, wf, p, layout)),
+                                 b2b_ms=back_to_back_ms(ours),
+                                 b2b_bmm_ms=back_to_back_ms(lambda: bmm_recipe(x, wl, wf, p, layout)),
                                  err=err, err_bmm=err_bmm))
                 r = rows[-1]
                 print(f"half {p} {layout} {r['dtype']}: ours {r['ms']:.3f} ({path}), kernels {r['kernels_ms']:.3f}, "
@@ -363,9 +318,7 @@ def backward_rows(batch=25088):
     """Backward (dx + dw): ours vjp (default rule), dw alone on the default path and on the old
     kernel, vs torch autograd of the bmm recipe (the permutations included), float32 and bf16;
     dw errors vs float64."""
-    import torch
     from strux import _cuda_ks as K
-    from strux.bench.gpu_ks_scan import timeit
     rows = []
     for p in PATS:
         a, b, c, d = p
@@ -375,7 +328,7 @@ def backward_rows(batch=25088):
                 xg, wg = x.detach().requires_grad_(), w.detach().requires_grad_()
                 wf = wg.permute(0, 3, 2, 1).reshape(a * d, c, b)
                 wl = wg.permute(0, 3, 1, 2).reshape(a * d, b, c)
-                y = bmm_f32(xg, wl, wf, p, layout)
+                y = bmm_recipe(xg, wl, wf, p, layout)
                 torch_bwd = lambda: torch.autograd.grad(y, (xg, wg), dy, retain_graph=True)  # noqa: E731
                 ours = lambda: vjp(dy, x, w, p, layout=layout)  # noqa: E731
                 dw_only = lambda: bwd(dy, x, w, p, layout, need_dx=False)[1]  # noqa: E731
@@ -392,11 +345,11 @@ def backward_rows(batch=25088):
                 err_l = _forced(None, lambda: _rel(dw32(), ref), dw_ptrs=False)
                 rows.append(dict(pattern=p, layout=layout, dtype=str(dt)[6:],
                                  dw_path=list(ks_path(p, batch, layout == "bsl", code, dw=True)),
-                                 vjp_ms=timeit(ours, reps=10), dw_ms=timeit(dw_only, reps=10),
-                                 dw_kernel_ms=_forced("tc", lambda: timeit(dw_only, reps=10)),
-                                 dw_loop_ms=_forced(None, lambda: timeit(dw_only, reps=10), dw_ptrs=False),
-                                 torch_ms=timeit(torch_bwd, reps=10), b2b_vjp_ms=back_to_back(ours, n=10),
-                                 b2b_torch_ms=back_to_back(torch_bwd, n=10),
+                                 vjp_ms=median_ms(ours, reps=10), dw_ms=median_ms(dw_only, reps=10),
+                                 dw_kernel_ms=_forced("tc", lambda: median_ms(dw_only, reps=10)),
+                                 dw_loop_ms=_forced(None, lambda: median_ms(dw_only, reps=10), dw_ptrs=False),
+                                 torch_ms=median_ms(torch_bwd, reps=10), b2b_vjp_ms=back_to_back_ms(ours, n=10),
+                                 b2b_torch_ms=back_to_back_ms(torch_bwd, n=10),
                                  err_dw=err, err_dw_kernel=err_k, err_dw_torch=err_t, err_dw_loop=err_l))
                 r = rows[-1]
                 print(f"bwd {p} {layout} {r['dtype']}: vjp {r['vjp_ms']:.3f}, dw {r['dw_ms']:.3f} {r['dw_path']} "
@@ -407,7 +360,6 @@ def backward_rows(batch=25088):
 
 def _dw32(K, dy, x, w, p, layout):
     """The float32 dw sums (K._ks_bwd casts them to the input dtype)."""
-    import torch
     dw32 = torch.empty(*p, device="cuda", dtype=torch.float32)  # zeroed by the entry
     bl = layout == "bsl"
     K._ext.cuda_ks_backward(dy.data_ptr(), x.data_ptr(), w.data_ptr(), 0, dw32.data_ptr(), *p,
@@ -416,8 +368,7 @@ def _dw32(K, dy, x, w, p, layout):
     return dw32
 
 
-def v5c(out):
-    import torch
+def halves(out):
     torch.manual_seed(0)
     print(f"device {torch.cuda.get_device_name()}", flush=True)
     hr = half_rows()
@@ -443,12 +394,12 @@ def v5c(out):
         lines.append(f"{dt} backward: faster than torch autograd in {sum(v > 1 for v in s)}/{len(s)}, "
                      f"median {statistics.median(s):.2f}x")
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "gpu_ks_v5c.json"), "w") as fh:
+    with open(os.path.join(out, "gpu_ks_halves.json"), "w") as fh:
         json.dump(dict(half=hr, backward=br), fh, indent=1, default=str)
     print("\n".join(lines))
 
 
-BSF_PATS = [p for p in PATS if p[3] > 1]  # batch-first d > 1: the tr path (ks v5b, v5d)
+BSF_PATS = [p for p in PATS if p[3] > 1]  # batch-first d > 1: the tr path
 
 
 def _guard(name, fn):
@@ -460,12 +411,10 @@ def _guard(name, fn):
         return None
 
 
-def v5d_forward(batch=25088):
+def bsf_half_forward(batch=25088):
     """Half forward, batch-first d > 1: ours (default rule = tr), the FFMA kernels forced, bmm in
     the same dtype; per call and back to back; errors vs float64."""
-    import torch
     from strux import _cuda_ks as K
-    from strux.bench.gpu_ks_scan import timeit
     rows = []
     for p in BSF_PATS:
         a, b, c, d = p
@@ -474,15 +423,15 @@ def v5d_forward(batch=25088):
             wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
             wl = w.permute(0, 3, 1, 2).reshape(a * d, b, c).contiguous()
             ours = lambda: mm(x, w, p)  # noqa: E731
-            bmm = lambda: bmm_f32(x, wl, wf, p, "bsf")  # noqa: E731
+            bmm = lambda: bmm_recipe(x, wl, wf, p, "bsf")  # noqa: E731
             ref = ref64(x, w, p, "bsf")
             err, err_bmm = _rel(ours(), ref), _rel(bmm(), ref)
             del ref
             name = str(dt)[6:]
             path = ks_path(p, batch, False, K._DTYPE_CODE[name])[0]
-            r = dict(pattern=p, dtype=name, path=path, ms=timeit(ours),
-                     kernels_ms=_forced("tc", lambda: timeit(ours, reps=5)), bmm_ms=timeit(bmm),
-                     b2b_ms=back_to_back(ours), b2b_bmm_ms=back_to_back(bmm), err=err, err_bmm=err_bmm)
+            r = dict(pattern=p, dtype=name, path=path, ms=median_ms(ours),
+                     kernels_ms=_forced("tc", lambda: median_ms(ours, reps=5)), bmm_ms=median_ms(bmm),
+                     b2b_ms=back_to_back_ms(ours), b2b_bmm_ms=back_to_back_ms(bmm), err=err, err_bmm=err_bmm)
             rows.append(r)
             print(f"fwd {p} bsf {name}: ours {r['ms']:.3f} ({path}), kernels {r['kernels_ms']:.3f}, bmm {r['bmm_ms']:.3f} "
                   f"(x{r['bmm_ms'] / r['ms']:.2f}), b2b {r['b2b_ms']:.3f}/{r['b2b_bmm_ms']:.3f}, err {err:.1e} (bmm {err_bmm:.1e})",
@@ -490,13 +439,11 @@ def v5d_forward(batch=25088):
     return rows
 
 
-def v5d_backward(batch=25088):
+def bsf_backward(batch=25088):
     """Backward, batch-first d > 1, fp32 / bf16 / fp16: ours vjp (default rule), dx alone, dw
-    alone (default = tr) and on the old kernel, vs torch autograd of the bmm recipe; dw32 errors
+    alone (default = tr) and on the FFMA kernel, vs torch autograd of the bmm recipe; dw32 errors
     vs float64 (||dw - dw64|| / ||dw64||)."""
-    import torch
     from strux import _cuda_ks as K
-    from strux.bench.gpu_ks_scan import timeit
     rows = []
     for p in BSF_PATS:
         a, b, c, d = p
@@ -505,7 +452,7 @@ def v5d_backward(batch=25088):
             xg, wg = x.detach().requires_grad_(), w.detach().requires_grad_()
             wf = wg.permute(0, 3, 2, 1).reshape(a * d, c, b)
             wl = wg.permute(0, 3, 1, 2).reshape(a * d, b, c)
-            y = bmm_f32(xg, wl, wf, p, "bsf")
+            y = bmm_recipe(xg, wl, wf, p, "bsf")
             torch_bwd = lambda: torch.autograd.grad(y, (xg, wg), dy, retain_graph=True)  # noqa: E731
             ours = lambda: vjp(dy, x, w, p)  # noqa: E731
             dx_only = lambda: bwd(dy, x, w, p, "bsf", need_dw=False)[0]  # noqa: E731
@@ -520,11 +467,11 @@ def v5d_backward(batch=25088):
             del ref
             r = dict(pattern=p, dtype=name, path=list(ks_path(p, batch, False, code)),
                      dw_path=list(ks_path(p, batch, False, code, dw=True)),
-                     vjp_ms=timeit(ours, reps=10), dx_ms=timeit(dx_only, reps=10), dw_ms=timeit(dw_only, reps=10),
-                     dw_kernel_ms=_forced("tc", lambda: timeit(dw_only, reps=5)),
-                     vjp_kernels_ms=_forced("tc", lambda: timeit(ours, reps=5)),
-                     torch_ms=timeit(torch_bwd, reps=10), b2b_vjp_ms=back_to_back(ours, n=10),
-                     b2b_torch_ms=back_to_back(torch_bwd, n=10), err_dw=err, err_dw_kernel=err_k, err_dw_torch=err_t)
+                     vjp_ms=median_ms(ours, reps=10), dx_ms=median_ms(dx_only, reps=10), dw_ms=median_ms(dw_only, reps=10),
+                     dw_kernel_ms=_forced("tc", lambda: median_ms(dw_only, reps=5)),
+                     vjp_kernels_ms=_forced("tc", lambda: median_ms(ours, reps=5)),
+                     torch_ms=median_ms(torch_bwd, reps=10), b2b_vjp_ms=back_to_back_ms(ours, n=10),
+                     b2b_torch_ms=back_to_back_ms(torch_bwd, n=10), err_dw=err, err_dw_kernel=err_k, err_dw_torch=err_t)
             rows.append(r)
             print(f"bwd {p} bsf {name}: vjp {r['vjp_ms']:.3f} (kernels {r['vjp_kernels_ms']:.3f}) dx {r['dx_ms']:.3f} "
                   f"dw {r['dw_ms']:.3f} {r['dw_path']} (kernel {r['dw_kernel_ms']:.3f}), torch {r['torch_ms']:.3f} "
@@ -533,12 +480,10 @@ def v5d_backward(batch=25088):
     return rows
 
 
-def v5d_dx_bsl(batch=25088, layout="bsl", pats=PATS):
+def dx_paths(batch=25088, layout="bsl", pats=PATS):
     """float32 dx alone with each path forced (tc / blas / stream) and the default, per call and
     back to back: checks backward_x's own rule (batch-last by default; batch-first d == 1 with
     layout="bsf" and those patterns)."""
-    import torch
-    from strux.bench.gpu_ks_scan import timeit
     rows = []
     bl = layout == "bsl"
     for p in pats:
@@ -549,17 +494,15 @@ def v5d_dx_bsl(batch=25088, layout="bsl", pats=PATS):
             path = None if name == "auto" else name
             r[name + "_path"] = _forced(path, lambda: ks_path(p, batch, bl, 0)[1])
             r[name] = (float("nan"),) * 2 if r[name + "_path"] == "n/a" else \
-                _forced(path, lambda: (timeit(dx_only, reps=10), back_to_back(dx_only, n=10)))
+                _forced(path, lambda: (median_ms(dx_only, reps=10), back_to_back_ms(dx_only, n=10)))
         rows.append(r)
         print(f"dx {layout} {p}: default {r['path']} " + ", ".join(
             f"{n} [{r[n + '_path']}] {r[n][0]:.3f}/{r[n][1]:.3f}" for n in ("auto", "tc", "blas", "stream")), flush=True)
     return rows
 
 
-def v5d_small():
+def bsf_small():
     """Smaller batches, batch-first d > 1: forward and dw, tr forced vs the kernels forced, per call."""
-    import torch
-    from strux.bench.gpu_ks_scan import timeit
     rows = []
     for p in [(1, 48, 48, 16), (2, 192, 48, 4), (1, 768, 192, 2), (4, 96, 96, 2)]:
         for batch in (256, 1024, 4096):
@@ -568,20 +511,19 @@ def v5d_small():
                 fwd = lambda: mm(x, w, p)  # noqa: E731
                 dw_only = lambda: bwd(dy, x, w, p, "bsf", need_dx=False)[1]  # noqa: E731
                 r = dict(pattern=p, batch=batch, dtype=str(dt)[6:],
-                         fwd_tr=_forced("tr", lambda: timeit(fwd, reps=10)), fwd_tc=_forced("tc", lambda: timeit(fwd, reps=10)),
-                         dw_tr=_forced("tr", lambda: timeit(dw_only, reps=10)), dw_tc=_forced("tc", lambda: timeit(dw_only, reps=10)))
+                         fwd_tr=_forced("tr", lambda: median_ms(fwd, reps=10)), fwd_tc=_forced("tc", lambda: median_ms(fwd, reps=10)),
+                         dw_tr=_forced("tr", lambda: median_ms(dw_only, reps=10)), dw_tc=_forced("tc", lambda: median_ms(dw_only, reps=10)))
                 rows.append(r)
                 print(f"small {p} {batch} {r['dtype']}: fwd tr {r['fwd_tr']:.3f} tc {r['fwd_tc']:.3f}; "
                       f"dw tr {r['dw_tr']:.3f} tc {r['dw_tc']:.3f}", flush=True)
     return rows
 
 
-def v5d(out):
-    import torch
+def bsf_halves(out):
     torch.manual_seed(0)
     print(f"device {torch.cuda.get_device_name()}", flush=True)
-    data = dict(forward=_guard("forward", v5d_forward), backward=_guard("backward", v5d_backward),
-                dx_bsl=_guard("dx_bsl", v5d_dx_bsl), small=_guard("small", v5d_small))
+    data = dict(forward=_guard("forward", bsf_half_forward), backward=_guard("backward", bsf_backward),
+                dx_bsl=_guard("dx_bsl", dx_paths), small=_guard("small", bsf_small))
     for key, dts in (("forward", ("bfloat16", "float16")), ("backward", ("float32", "bfloat16", "float16"))):
         rows = data[key] or []
         for dt in dts:
@@ -591,7 +533,7 @@ def v5d(out):
                 print(f"{key} {dt}: faster than the baseline in {sum(v > 1 for v in s)}/{len(s)}, "
                       f"median {statistics.median(s):.2f}x, min {min(s):.2f}x")
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "gpu_ks_v5d.json"), "w") as fh:
+    with open(os.path.join(out, "gpu_ks_bsf_halves.json"), "w") as fh:
         json.dump(data, fh, indent=1, default=str)
 
 
@@ -599,20 +541,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     ap.add_argument("--variant", action="store_true", help="print forward times as JSON only")
-    ap.add_argument("--bsf", action="store_true", help="the batch-first d > 1 table (ks v5b) only")
-    ap.add_argument("--v5c", action="store_true", help="half-type forward and backward rows only")
+    ap.add_argument("--bsf", action="store_true", help="the batch-first d > 1 table only")
+    ap.add_argument("--halves", action="store_true", help="half-type forward and backward rows only")
     ap.add_argument("--quick", action="store_true", help="batch-last paths back to back only")
-    ap.add_argument("--v5d", action="store_true",
+    ap.add_argument("--bsf-halves", action="store_true",
                     help="batch-first d > 1 halves / backward rows and the batch-last dx path check only")
     args = ap.parse_args()
-    if args.v5d:
-        v5d(args.out)
+    if args.bsf_halves:
+        bsf_halves(args.out)
         return
-    if args.v5c:
-        v5c(args.out)
+    if args.halves:
+        halves(args.out)
         return
     if args.quick:
-        import torch
         lines, data = quick()
         print(f"device {torch.cuda.get_device_name()}")
         print("\n".join(lines))
@@ -624,7 +565,6 @@ def main():
         print(json.dumps(forward_times()))
         return
     if args.bsf:
-        import torch
         torch.manual_seed(0)
         print(f"device {torch.cuda.get_device_name()}", flush=True)
         prof = profile_bsf()
@@ -634,7 +574,6 @@ def main():
             json.dump(dict(table=tab, profile=prof), fh, indent=1)
         return
     from strux.bench.gpu_ks_scan import ceilings, ks_cases
-    import torch
     torch.manual_seed(0)
     bw, fl = ceilings()
     print(f"device {torch.cuda.get_device_name()}: copy {bw / 1e12:.2f} TB/s, fp32 {fl / 1e12:.1f} TFLOP/s", flush=True)

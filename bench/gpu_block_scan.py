@@ -1,11 +1,12 @@
 """GPU timing of block_circulant_scan forward and backward against the PyTorch time loop.
 
-Run: python -m strux.bench.gpu_block_scan --out DIR. For each shape: the native forward and
-backward with the plan's own kernels and each forced family (options path "registers": register
-kernels in one chunk, "generic": the any-p shared-memory kernels), the strux.torch op through
-autograd, and in the same process the PyTorch time loop (the op's reference path, which was
-strux.torch's block_circulant_scan before the native backward) forward and forward + backward
-through autograd. Float32, CUDA events, warm-up, medians. Writes DIR/gpu_block_scan.json.
+Run: python bench/gpu_block_scan.py --out DIR (scripts/gpu_focus.sh block-scan). For each shape:
+the native forward and backward with the plan's own kernels and each forced family (options path
+"registers": register kernels in one chunk, "generic": the any-p shared-memory kernels), the
+strux.torch op through autograd, and in the same process the PyTorch time loop (the op's
+reference path, which was strux.torch's block_circulant_scan before the native backward) forward
+and forward + backward through autograd. Float32, timed by strux.bench.timing (CUDA events, warm-up, medians). Writes
+DIR/gpu_block_scan.json.
 """
 from __future__ import annotations
 
@@ -17,20 +18,7 @@ import torch
 
 from strux import _cuda_scan as K
 from strux.torch import _scan as TS
-from strux.bench.gpu import time_ms
-
-
-def timeit(fn, reps=20, warm=3):
-    return time_ms(fn, warm=warm, reps=reps)[0]
-
-
-def copy_bandwidth():
-    n = 1 << 29
-    x = torch.empty(n, device="cuda").uniform_()
-    y = torch.empty_like(x)
-    t = timeit(lambda: y.copy_(x), reps=10)
-    del x, y
-    return 2 * 4 * n / (t * 1e-3)
+from strux.bench.timing import copy_bandwidth, median_ms
 
 
 def traffic(B, T, p, k, chunked):
@@ -62,28 +50,28 @@ def case(B, T, p, k, bw, loops=True):
             row["plan"] = K.block_circulant_scan_path(B, T, p, k)
         if path == "seq" and p > 4:  # the register kernels exist for p <= 4
             continue
-        row[f"fwd_{name}"] = timeit(lambda: K.block_circulant_scan(a, u, options=opts))
-        row[f"bwd_{name}"] = timeit(lambda: K.block_circulant_scan_vjp(dh, a, u, options=opts))
+        row[f"fwd_{name}"] = median_ms(lambda: K.block_circulant_scan(a, u, options=opts))
+        row[f"bwd_{name}"] = median_ms(lambda: K.block_circulant_scan_vjp(dh, a, u, options=opts))
     # agreement of the three families (float32 vs float32)
     ref = K.block_circulant_scan(a, u)
-    row["rfft_a"] = timeit(lambda: torch.fft.rfft(a, dim=-1))
+    row["rfft_a"] = median_ms(lambda: torch.fft.rfft(a, dim=-1))
     ag, ug = a.clone().requires_grad_(), u.clone().requires_grad_()
 
     def op_fwd_bwd():
         torch.autograd.grad(TS.block_circulant_scan(ag, ug), [ag, ug], dh)
     try:
-        row["op_fwd_bwd"] = timeit(op_fwd_bwd)
+        row["op_fwd_bwd"] = median_ms(op_fwd_bwd)
     except RuntimeError as e:  # keep the other numbers of the run
         row["op_error"] = str(e)[-200:]
         print("op_fwd_bwd failed:", row["op_error"], flush=True)
     if loops:
         loop = lambda: TS._ref_block_scan(a, u, None)
-        row["loop_fwd"] = timeit(loop, reps=3, warm=1)
+        row["loop_fwd"] = median_ms(loop, reps=3, warm=1)
         row["loop_err"] = float((loop() - ref).norm() / ref.norm())
 
         def loop_fwd_bwd():
             torch.autograd.grad(TS._ref_block_scan(ag, ug, None), [ag, ug], dh)
-        row["loop_fwd_bwd"] = timeit(loop_fwd_bwd, reps=3, warm=1)
+        row["loop_fwd_bwd"] = median_ms(loop_fwd_bwd, reps=3, warm=1)
         row["loop_bwd"] = row["loop_fwd_bwd"] - row["loop_fwd"]
         da, du, _ = K.block_circulant_scan_vjp(dh, a, u)
         lda, ldu = torch.autograd.grad(TS._ref_block_scan(ag, ug, None), [ag, ug], dh)
@@ -134,7 +122,7 @@ def main():
     ap.add_argument("--out", default=".")
     args = ap.parse_args()
     diagnose()
-    bw = copy_bandwidth()
+    bw = copy_bandwidth(1 << 29, reps=10)
     print(f"{torch.cuda.get_device_name()}: copy {bw / 1e12:.2f} TB/s", flush=True)
     res = dict(device=torch.cuda.get_device_name(), copy_bw=bw, rows=[])
     res["rows"].append(case(8, 1024, 4, 64, bw))
