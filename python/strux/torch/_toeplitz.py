@@ -8,8 +8,9 @@ From the blocks (gradients to the vector and to the blocks):
   CPU tensors run strux's CPU backend (strux.BlockToeplitz: matvec, and vjp for the blocks
   gradient) on the tensors' memory. CUDA tensors run strux's GPU operator (BlockToeplitzCUDA,
   whose spectrum is rebuilt from the blocks on every call); the GPU backend has no blocks
-  gradient yet, so asking for d(blocks) of CUDA blocks raises NotImplementedError (the vector
-  gradient works).
+  gradient in its Python binding yet, so asking for d(blocks) of CUDA blocks raises
+  NotImplementedError (the vector gradient works). The gradient is not computed in Python: the
+  op waits for the binding.
 
 From the GPU operator's spectrum (CUDA only; gradients to the vector, not to fhat), for graph
 capture with a spectrum built once:
@@ -70,9 +71,9 @@ def _block_matvec_bwd(dd: Tensor, blocks: Tensor, m: Tensor, layout: str,
     if blocks.is_cuda:
         if need_blocks:
             raise NotImplementedError(
-                "strux.torch.toeplitz_matvec: the gradient with respect to CUDA blocks is not implemented "
-                "(strux's GPU backend has no blocks gradient yet); the gradient with respect to m works "
-                "(set blocks.requires_grad=False), and CPU blocks have both")
+                "strux.torch.toeplitz_matvec: the gradient with respect to CUDA blocks is not available from "
+                "Python yet (strux's CUDA Python binding has no blocks gradient); the gradient with respect to m "
+                "works (set blocks.requires_grad=False), and CPU blocks have both")
         return _G.BlockToeplitzCUDA(blocks, layout).rmatvec(dd), _empty(blocks)
     _same("blocks", blocks, m=m, dd=dd)
     op = _cpu_operator(blocks, layout)
