@@ -122,14 +122,6 @@ def diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor] = None, *, return_final
     return (h, h[:, -1]) if return_final else h
 
 
-def circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, fourier: bool = False,
-                   return_final: bool = False):
-    """Differentiable h_t = circ(a_t) h_{t-1} + u_t; u (B, T, n) real, a (B, T, n) real or, with
-    ``fourier=True``, its half spectrum (B, T, n//2 + 1) complex (strux.circulant_scan)."""
-    h = _circ_scan(a, u, h0, bool(fourier))
-    return (h, h[:, -1]) if return_final else h
-
-
 # ---- circulant_scan ---------------------------------------------------------------------------
 
 @torch.library.custom_op("strux::circulant_scan", mutates_args=())
@@ -179,6 +171,14 @@ def _circ_backward(ctx, dh):
 
 
 _circ_scan.register_autograd(_circ_backward, setup_context=_circ_setup)
+
+
+def circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, fourier: bool = False,
+                   return_final: bool = False):
+    """Differentiable h_t = circ(a_t) h_{t-1} + u_t; u (B, T, n) real, a (B, T, n) real or, with
+    ``fourier=True``, its half spectrum (B, T, n//2 + 1) complex (strux.circulant_scan)."""
+    h = _circ_scan(a, u, h0, bool(fourier))
+    return (h, h[:, -1]) if return_final else h
 
 
 # ---- block_circulant_scan ---------------------------------------------------------------------
