@@ -42,6 +42,7 @@ from ._cuda import clear_plan_cache  # noqa: E402
 from .fftconv import fftconv, fftconv_vjp, FFTConv  # noqa: E402
 from .toeplitz import BlockToeplitz, read_vector, write_vector  # noqa: E402
 from .ks import ks_matmul, ks_matmul_vjp, ks_chain, ks_chain_vjp, ks_dense  # noqa: E402
+from .patterns import monarch, butterfly  # noqa: E402
 from .scan import (diag_scan, diag_scan_vjp, circulant_scan, circulant_scan_vjp,  # noqa: E402
                    block_circulant_scan, block_circulant_scan_vjp)
 

@@ -202,7 +202,7 @@ def test_bad_inputs():
 @pytest.mark.parametrize("with_h0", [False, True])
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-5), (torch.bfloat16, 3e-2)])
 def test_torch_autograd_native(with_h0, dtype, tol, monkeypatch):
-    """strux.torch's op on CUDA runs the native backward (the PyTorch time loop is patched to
+    """strux.torch's op on CUDA runs the native backward (the CPU path is patched to
     fail) and matches the op's float64 CPU path (its time-loop formulas, gradchecked in
     test_cuda_scan.test_torch_ops)."""
     from strux.torch import _scan as TS
@@ -214,9 +214,9 @@ def test_torch_autograd_native(with_h0, dtype, tol, monkeypatch):
     ref = torch.autograd.grad(l64, [x for x in cpu if x is not None])
 
     def fail(*args):
-        raise AssertionError("the PyTorch time loop ran for CUDA tensors")
-    monkeypatch.setattr(TS, "_ref_block_scan", fail)
-    monkeypatch.setattr(TS, "_ref_block_scan_bwd", fail)
+        raise AssertionError("the CPU path ran for CUDA tensors")
+    monkeypatch.setattr(TS, "_cpu_block_scan", fail)
+    monkeypatch.setattr(TS, "_cpu_block_scan_bwd", fail)
     gpu = [None if x is None else x.detach().clone().requires_grad_() for x in (a, u, h0)]
     y, yl = TS.block_circulant_scan(*gpu, return_final=True)
     assert y.dtype == dtype and _rel(y, y64.detach().numpy()) < tol

@@ -1,22 +1,32 @@
-"""PyTorch custom ops for strux (torch.library): usable under autograd, torch.compile and CUDA
-graph capture. One file per family; every op is a ``torch.library.custom_op`` with a fake kernel
-and ``register_autograd``.
+"""PyTorch for strux: custom ops with autograd (torch.library), usable under torch.compile and
+CUDA graph capture, and the nn.Modules on them. One file per family; every op is a
+``torch.library.custom_op`` with a fake kernel and ``register_autograd``; optional tensors are
+``Tensor?`` and absent optional outputs come back as empty tensors.
 
-  torch.ops.strux.fftconv(u, k, mode, pregate, postgate, skip) -> y
-      gradients du, dk, dpregate, dpostgate, dskip (through strux::fftconv_backward)
-  torch.ops.strux.toeplitz_matvec(fhat, m, Nt, layout) -> d
-  torch.ops.strux.toeplitz_rmatvec(fhat, d, Nt, layout) -> m
-      fhat: the spectrum of BlockToeplitzCUDA (its `fhat`); gradients flow to the vector
-      (matvec <-> rmatvec), not to fhat.
-  ks_matmul, ks_chain (strux::ks_matmul, strux::ks_chain and their backward ops), KSLinear
-  diag_scan, block_circulant_scan (strux::diag_scan, strux::block_circulant_scan and their
-      backward ops), circulant_scan (rfft -> diag_scan -> irfft)
+Modules:
+  FFTConv(seqlen, dtype, mode)        conv(u, k, pregate, postgate, skip), filter per call
+  KSLinear(patterns, bias, layout, weights, order)   x (..., N) -> (..., M), K = K_1 ⋯ K_P
+  BlockToeplitz(blocks, layout)       d = F m, blocks a Parameter
+  monarch(n, nblocks), butterfly(n, radix)   KS patterns (strux.patterns) for KSLinear
 
-CUDA tensors run the strux CUDA plans on the current stream. CPU tensors run a plain torch
-implementation of the same formulas (for tests and gradcheck). Under graph capture, call once
-before capturing so that the plans (cuFFT/cuBLAS handles and workspace) exist.
+Functions (differentiable): ks_matmul, ks_chain, diag_scan, circulant_scan,
+block_circulant_scan, toeplitz_matvec(blocks, m, layout=...).
+
+Ops (torch.ops.strux.*), each with a backward op: fftconv, ks_matmul, ks_chain, diag_scan,
+circulant_scan, block_circulant_scan, block_toeplitz_matvec; and toeplitz_matvec /
+toeplitz_rmatvec on the GPU operator's spectrum fhat (CUDA only, gradient to the vector).
+
+CUDA tensors run strux's GPU plans on the current stream (call once before capturing a CUDA
+graph, so that the plans exist). CPU tensors run strux's CPU backend on the tensors' memory
+(no torch re-implementation): float16 / bfloat16 are computed in float32 and returned in the
+input dtype. The blocks gradient of the toeplitz product exists on CPU only (NotImplementedError
+for CUDA blocks).
 """
-from ._fftconv import fftconv, fftconv_backward  # noqa: F401
-from ._ks import KSLinear, ks_chain, ks_matmul  # noqa: F401
-from ._scan import block_circulant_scan, circulant_scan, diag_scan  # noqa: F401
-from ._toeplitz import toeplitz_matvec, toeplitz_rmatvec  # noqa: F401
+__all__ = ["FFTConv", "KSLinear", "BlockToeplitz", "monarch", "butterfly", "fftconv", "fftconv_backward", "ks_matmul",
+           "ks_chain", "diag_scan", "circulant_scan", "block_circulant_scan", "toeplitz_matvec", "toeplitz_rmatvec"]
+
+from ..patterns import butterfly, monarch
+from ._fftconv import FFTConv, fftconv, fftconv_backward
+from ._ks import KSLinear, ks_chain, ks_matmul
+from ._scan import block_circulant_scan, circulant_scan, diag_scan
+from ._toeplitz import BlockToeplitz, toeplitz_matvec, toeplitz_rmatvec

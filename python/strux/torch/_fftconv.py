@@ -1,31 +1,36 @@
 """strux::fftconv and strux::fftconv_backward: torch custom ops with autograd (strux.torch).
 
-CUDA tensors run strux's GPU plans (strux._cuda_fftconv) on the current stream; CPU tensors a
-plain torch FFT of the same formula (tests, gradcheck).
+CUDA tensors run strux's GPU plans (strux._cuda_fftconv) on the current stream; CPU tensors
+strux's CPU backend (strux.fftconv / fftconv_vjp) on the tensors' memory (strux.torch._host).
+FFTConv: the nn.Module on the op.
 """
+import importlib
 from typing import Optional, Tuple
 
 import torch
 
 from .. import _cuda_fftconv as _G
+from ._host import np_in as _np, same_dtype as _same, t_out as _out
 
+# The module strux.fftconv (the package's attribute of that name is the function).
+_C = importlib.import_module("..fftconv", __package__)
 Tensor = torch.Tensor
 _EMPTY = (0,)
 
 
 def _fftconv_cpu(u, k, mode, pre, post, skip):
-    """Reference path on CPU: float64/float32 torch FFTs of the DESIGN.md formula."""
-    ct = torch.float64 if u.dtype == torch.float64 else torch.float32
-    L, Lk = u.shape[-1], k.shape[-1]
-    v = u.to(ct) * (pre.to(ct) if pre is not None else 1)
-    kk = k.to(ct)[:, :min(Lk, L)]
-    n = L if mode == "circular" else L + kk.shape[-1] - 1
-    y = torch.fft.irfft(torch.fft.rfft(v, n=n) * torch.fft.rfft(kk, n=n), n=n)[..., :L]
-    if skip is not None:
-        y = y + skip.to(ct)[:, None] * v
-    if post is not None:
-        y = y * post.to(ct)
-    return y.to(u.dtype)
+    """strux's CPU backend (strux.fftconv) on the tensors' memory."""
+    _same("u", u, k=k, pregate=pre, postgate=post, skip=skip)
+    y = _C.fftconv(_np(u), _np(k), mode=mode, pregate=_np(pre), postgate=_np(post),
+                   skip=_np(skip))
+    return _out(y, u.dtype)
+
+
+def _fftconv_cpu_vjp(dy, u, k, mode, pre, post, skip):
+    _same("u", u, dy=dy, k=k, pregate=pre, postgate=post, skip=skip)
+    g = _C.fftconv_vjp(_np(dy), _np(u), _np(k), mode=mode, pregate=_np(pre),
+                       postgate=_np(post), skip=_np(skip))
+    return tuple(_out(x, u.dtype) for x in g)
 
 
 @torch.library.custom_op("strux::fftconv", mutates_args=())
@@ -48,14 +53,7 @@ def fftconv_backward(dy: Tensor, u: Tensor, k: Tensor, mode: str, pregate: Optio
     if u.is_cuda:
         r = _G.fftconv_vjp(dy, u, k, mode, pregate, postgate, skip)
     else:
-        with torch.enable_grad():
-            args = [t.detach().requires_grad_(True) if t is not None else None
-                    for t in (u, k, pregate, postgate, skip)]
-            y = _fftconv_cpu(args[0], args[1], mode, args[2], args[3], args[4])
-            live = [a for a in args if a is not None]
-            g = torch.autograd.grad(y, live, dy)
-        it = iter(g)
-        r = tuple(next(it) if a is not None else None for a in args)
+        r = _fftconv_cpu_vjp(dy, u, k, mode, pregate, postgate, skip)
     return tuple(x if x is not None else u.new_empty(_EMPTY) for x in r)
 
 
@@ -81,3 +79,48 @@ def _fftconv_bwd(ctx, dy):
 
 
 fftconv.register_autograd(_fftconv_bwd, setup_context=_fftconv_setup)
+
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+class FFTConv(torch.nn.Module):
+    """Long depthwise FFT convolution as a module, in the manner of FlashFFTConv: made once per
+    sequence length and dtype, with the filter passed on every call.
+
+        conv = strux.torch.FFTConv(seqlen, dtype=torch.bfloat16)        # mode="causal" | "circular"
+        y = conv(u, k, pregate=None, postgate=None, skip=None)
+
+    u, pregate, postgate: (B, H, seqlen) of ``dtype``; k: (H, Lk) of ``dtype`` or float32 (a
+    float32 filter with float16 / bfloat16 u is allowed: then u, the gates and skip are taken to
+    float32 and the result returned in ``dtype``, so the arithmetic and the filter stay float32);
+    skip: (H,). y = postgate ⊙ (k * v + skip ⊙ v), v = u ⊙ pregate (DESIGN.md fftconv). CPU and
+    CUDA tensors (torch.ops.strux.fftconv, on strux's CPU or GPU backend), differentiable in
+    every tensor argument. The module has no parameters: the filter is the caller's (often made
+    per call by a filter network).
+    """
+
+    def __init__(self, seqlen: int, dtype: torch.dtype = torch.float32, mode: str = "causal"):
+        super().__init__()
+        if isinstance(seqlen, bool) or not isinstance(seqlen, int) or seqlen < 1:
+            raise ValueError(f"argument 'seqlen': expected a positive integer, got {seqlen!r}")
+        if dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+            raise TypeError(f"argument 'dtype': expected torch.float16, bfloat16, float32 or float64, got {dtype}")
+        if mode not in ("causal", "circular"):
+            raise ValueError(f"argument 'mode': expected one of 'causal', 'circular', got {mode!r}")
+        self.seqlen, self.dtype, self.mode = seqlen, dtype, mode
+
+    def forward(self, u: Tensor, k: Tensor, pregate: Optional[Tensor] = None, postgate: Optional[Tensor] = None,
+                skip: Optional[Tensor] = None) -> Tensor:
+        if not isinstance(u, Tensor) or u.dim() != 3 or u.shape[-1] != self.seqlen:
+            got = f"shape {tuple(u.shape)}" if isinstance(u, Tensor) else type(u).__name__
+            raise ValueError(f"argument 'u': expected shape (B, H, {self.seqlen}) (seqlen of this FFTConv), got {got}")
+        if u.dtype != self.dtype:
+            raise TypeError(f"argument 'u': expected dtype {self.dtype} (the dtype of this FFTConv), got {u.dtype}")
+        if isinstance(k, Tensor) and k.dtype == torch.float32 and u.dtype in _HALF:
+            f32 = [None if t is None else t.float() for t in (u, pregate, postgate, skip)]
+            return fftconv(f32[0], k, self.mode, *f32[1:]).to(u.dtype)
+        return fftconv(u, k, self.mode, pregate, postgate, skip)
+
+    def extra_repr(self) -> str:
+        return f"seqlen={self.seqlen}, dtype={self.dtype}, mode={self.mode!r}"

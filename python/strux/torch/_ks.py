@@ -1,10 +1,9 @@
 """strux::ks_matmul and strux::ks_chain (each with a backward op): torch custom ops with autograd,
 and KSLinear (strux.torch).
 
-CUDA float32/float16/bfloat16 run the strux kernels (strux._cuda_ks) on the current stream;
-float64 and CPU tensors a plain PyTorch einsum of the same formulas, so gradcheck in float64
-checks the same op and the same backward formulas. Usable under torch.compile (fake kernels
-registered) and CUDA graph capture.
+CUDA tensors run strux's GPU path (strux._cuda_ks) on the current stream; CPU tensors strux's
+CPU backend (strux.ks_matmul / ks_matmul_vjp / ks_chain / ks_chain_vjp) on the tensors' memory
+(strux.torch._host). Usable under torch.compile (fake kernels registered) and CUDA graph capture.
 """
 import math
 from typing import List, Tuple
@@ -15,48 +14,47 @@ from torch.autograd.function import once_differentiable
 
 from .. import _cuda as _a
 from .. import _cuda_ks as _K
+from .. import ks as _C
+from ._host import np_in as _np, same_dtype as _same, t_out as _out
 from ._eager import LEAN as _LEAN, compiling as _compiling, plain_eager as _plain_eager
 
-_FAST = (torch.float32, torch.float16, torch.bfloat16)
 _K.fast_types(torch.empty(0))  # the cheap checks' torch types (strux._cuda_ks)
-
-def _gpu(*ts) -> bool:
-    return all(t.is_cuda and t.dtype in _FAST for t in ts if t is not None) and _K.available()
-
 
 def _lay(batch_last: bool) -> str:
     return "bsl" if batch_last else "bsf"
 
 
-# ---- reference formulas in PyTorch (float64, CPU) -----------------------------------------------
+# ---- CPU tensors: strux's CPU backend -----------------------------------------------------------
 
-def _ref_ks(x, w, p, batch_last):
-    a, b, c, d = p
-    if batch_last:
-        return torch.einsum("iljn,iklj->ikjn", x.reshape(a, c, d, -1), w).reshape(a * b * d, -1)
-    return torch.einsum("nilj,iklj->nikj", x.reshape(-1, a, c, d), w).reshape(-1, a * b * d)
+def _cpu_ks(x, w, p, batch_last):
+    _same("x", x, w=w)
+    return _out(_C.ks_matmul(_np(x), _np(w), p, layout=_lay(batch_last)), x.dtype)
 
 
-def _ref_ks_bwd(dy, x, w, p, batch_last):
-    a, b, c, d = p
-    if batch_last:
-        dyr, xr = dy.reshape(a, b, d, -1), x.reshape(a, c, d, -1)
-        dx = torch.einsum("ikjn,iklj->iljn", dyr, w).reshape(x.shape)
-        dw = torch.einsum("ikjn,iljn->iklj", dyr, xr)
-    else:
-        dyr, xr = dy.reshape(-1, a, b, d), x.reshape(-1, a, c, d)
-        dx = torch.einsum("nikj,iklj->nilj", dyr, w).reshape(x.shape)
-        dw = torch.einsum("nikj,nilj->iklj", dyr, xr)
-    return dx, dw
+def _cpu_ks_bwd(dy, x, w, p, batch_last):
+    _same("x", x, w=w, dy=dy)
+    dx, dw = _C.ks_matmul_vjp(_np(dy), _np(x), _np(w), p, layout=_lay(batch_last))
+    return _out(dx, x.dtype), _out(dw, w.dtype)
+
+
+def _cpu_chain(x, ws, ps, batch_last):
+    _same("x", x, **{f"ws[{q}]": w for q, w in enumerate(ws)})
+    return _out(_C.ks_chain(_np(x), [_np(w) for w in ws], ps, layout=_lay(batch_last)), x.dtype)
+
+
+def _cpu_chain_bwd(dy, x, ws, ps, batch_last):
+    _same("x", x, dy=dy, **{f"ws[{q}]": w for q, w in enumerate(ws)})
+    dx, dws = _C.ks_chain_vjp(_np(dy), _np(x), [_np(w) for w in ws], ps, layout=_lay(batch_last))
+    return [_out(dx, x.dtype)] + [_out(g, w.dtype) for g, w in zip(dws, ws)]
 
 
 # ---- ks_matmul --------------------------------------------------------------------------------
 
 @torch.library.custom_op("strux::ks_matmul", mutates_args=())
 def _ks_matmul(x: Tensor, w: Tensor, pattern: List[int], batch_last: bool) -> Tensor:
-    if _gpu(x, w):
+    if x.is_cuda:
         return _K.ks_matmul(x, w, pattern, layout=_lay(batch_last))
-    return _ref_ks(x, w, pattern, batch_last)
+    return _cpu_ks(x, w, pattern, batch_last)
 
 
 @_ks_matmul.register_fake
@@ -68,9 +66,9 @@ def _(x, w, pattern, batch_last):
 @torch.library.custom_op("strux::ks_matmul_backward", mutates_args=())
 def _ks_matmul_bwd(dy: Tensor, x: Tensor, w: Tensor, pattern: List[int],
                    batch_last: bool) -> Tuple[Tensor, Tensor]:
-    if _gpu(dy, x, w):
+    if x.is_cuda:
         return _K.ks_matmul_vjp(dy, x, w, pattern, layout=_lay(batch_last))
-    return _ref_ks_bwd(dy, x, w, pattern, batch_last)
+    return _cpu_ks_bwd(dy, x, w, pattern, batch_last)
 
 
 @_ks_matmul_bwd.register_fake
@@ -135,24 +133,15 @@ def ks_matmul(x: Tensor, w: Tensor, pattern, *, layout: str = "bsf") -> Tensor:
 
 # ---- ks_chain ---------------------------------------------------------------------------------
 
-def _chain_fwd_list(x, ws, ps, batch_last):
-    acts = [x]
-    for w, p in zip(reversed(ws), reversed(ps)):
-        y = _K.ks_matmul(acts[-1], w, p, layout=_lay(batch_last)) if _gpu(x, *ws) else \
-            _ref_ks(acts[-1], w, p, batch_last)
-        acts.append(y)
-    return acts  # acts[-1] is the output; acts[q] is the input of factor P-1-q
-
-
 def _unflat(flat):
     return [flat[4 * q:4 * q + 4] for q in range(len(flat) // 4)]
 
 
 @torch.library.custom_op("strux::ks_chain", mutates_args=())
 def _ks_chain(x: Tensor, ws: List[Tensor], patterns: List[int], batch_last: bool) -> Tensor:
-    if _gpu(x, *ws):
+    if x.is_cuda:
         return _K.ks_chain(x, ws, _unflat(patterns), layout=_lay(batch_last))
-    return _chain_fwd_list(x, ws, _unflat(patterns), batch_last)[-1]
+    return _cpu_chain(x, ws, _unflat(patterns), batch_last)
 
 
 @_ks_chain.register_fake
@@ -165,19 +154,10 @@ def _(x, ws, patterns, batch_last):
 def _ks_chain_bwd(dy: Tensor, x: Tensor, ws: List[Tensor], patterns: List[int],
                   batch_last: bool) -> List[Tensor]:
     ps = _unflat(patterns)
-    if _gpu(dy, x, *ws):
+    if x.is_cuda:
         dx, dws = _K.ks_chain_vjp(dy, x, ws, ps, layout=_lay(batch_last))
         return [dx] + dws
-    acts = _chain_fwd_list(x, ws[1:], ps[1:], batch_last) if len(ps) > 1 else [x]
-    g, dws = dy, []
-    for q in range(len(ps)):
-        inp = acts[len(ps) - 1 - q]
-        if _gpu(g, inp, ws[q]):
-            g, dw = _K.ks_matmul_vjp(g, inp, ws[q], ps[q], layout=_lay(batch_last))
-        else:
-            g, dw = _ref_ks_bwd(g, inp, ws[q], ps[q], batch_last)
-        dws.append(dw)
-    return [g] + dws
+    return _cpu_chain_bwd(dy, x, ws, ps, batch_last)
 
 
 @_ks_chain_bwd.register_fake
@@ -250,28 +230,81 @@ def ks_chain(x: Tensor, ws, patterns, *, layout: str = "bsf") -> Tensor:
     return _ks_chain(x, list(ws), [v for p in ps for v in p], layout == "bsl")
 
 
+_ORDERS = ("strux", "ksmm")
+
+
 class KSLinear(nn.Module):
     """A linear layer whose weight is a chain of Kronecker-sparse factors K = K_1 ⋯ K_P (+ bias).
 
-    ``patterns`` as in ks_chain; in_features = a_P c_P d_P, out_features = a_1 b_1 d_1.
-    Batch-size-first (default): input (..., in_features) -> (..., out_features), like nn.Linear.
-    Batch-size-last: input (in_features, batch) -> (out_features, batch).
+    Pattern order: with ``order="strux"`` (default, DESIGN.md) ``patterns`` lists K_1 … K_P in
+    the order of the product, so K_P is applied to the input first, as in ks_chain:
+    y = x (K_1 ⋯ K_P)ᵀ + bias. With ``order="ksmm"`` (the ksmm library's order) the list is
+    read the other way round: the first pattern listed is applied first. ``weights`` (optional)
+    are initial values, one tensor per pattern shaped like it, listed in the same order as
+    ``patterns``; they are copied. Without them each factor is uniform in [-1, 1] / sqrt(c).
+
+    Whatever the order given, the module stores ``patterns`` and ``weights`` (a ParameterList) in
+    the product order K_1 … K_P. in_features = a_P c_P d_P, out_features = a_1 b_1 d_1.
+    Batch-size-first (``layout="bsf"``, default): input (..., in_features) -> (...,
+    out_features), like nn.Linear. Batch-size-last (``"bsl"``): input (in_features, batch) ->
+    (out_features, batch).
+
+    Builders: strux.torch.monarch(n, nblocks) and strux.torch.butterfly(n, radix) give patterns
+    in the product order, e.g. ``KSLinear(strux.torch.monarch(1024, 32))``.
     """
 
-    def __init__(self, patterns, bias: bool = True, layout: str = "bsf", device=None, dtype=None):
+    def __init__(self, patterns, bias: bool = True, layout: str = "bsf", weights=None, order: str = "strux",
+                 device=None, dtype=None):
         super().__init__()
+        order = _K._choice(order, "order", _ORDERS)
+        if order == "ksmm" and isinstance(patterns, (list, tuple)):
+            patterns = list(patterns)[::-1]   # checked below in the product order
         self.patterns = [tuple(p) for p in _K._patterns(patterns)]
         self.layout = _K._choice(layout, "layout", _K._LAYOUTS)
+        self.order = order
         self.in_features = _K._cols(self.patterns[-1])
         self.out_features = _K._rows(self.patterns[0])
         kw = {"device": device, "dtype": dtype}
-        # Each factor scaled by 1/sqrt(c): the chain keeps the variance of nn.Linear's init order.
-        self.weights = nn.ParameterList(
-            [nn.Parameter(torch.empty(p, **kw).uniform_(-1, 1) / math.sqrt(p[2])) for p in self.patterns])
-        self.bias = nn.Parameter(torch.zeros(self.out_features, **kw)) if bias else None
+        if weights is None:
+            # Each factor scaled by 1/sqrt(c): the chain keeps the variance of nn.Linear's init order.
+            ws = [torch.empty(p, **kw).uniform_(-1, 1) / math.sqrt(p[2]) for p in self.patterns]
+        else:
+            ws = self._initial(weights, order, kw)
+        self.weights = nn.ParameterList([nn.Parameter(w) for w in ws])
+        if bias:
+            ref = ws[0]
+            self.bias = nn.Parameter(torch.zeros(self.out_features, device=ref.device, dtype=ref.dtype))
+        else:
+            self.bias = None
         # The validated patterns in the lean path's form, made once (the patterns are fixed at
         # construction: the weights' shapes come from them, and every call checks those).
         self._lean = _K.fast_patterns(self.patterns)
+
+    def _initial(self, weights, order, kw):
+        """Copies of the given weights in the product order, checked against the patterns."""
+        P = len(self.patterns)
+        if isinstance(weights, Tensor) or not hasattr(weights, "__len__") or len(weights) != P:
+            got = type(weights).__name__ if not hasattr(weights, "__len__") or isinstance(weights, Tensor) \
+                else f"{len(weights)} tensors"
+            raise ValueError(f"argument 'weights': expected a list of {P} tensors (one per pattern), got {got}")
+        ws = list(weights) if order == "strux" else list(weights)[::-1]
+        out = []
+        for q, (w, p) in enumerate(zip(ws, self.patterns)):
+            q_listed = q if order == "strux" else P - 1 - q
+            if not isinstance(w, Tensor):
+                raise TypeError(f"argument 'weights': expected tensors, got {type(w).__name__} at index {q_listed}")
+            if tuple(w.shape) != p:
+                raise ValueError(f"argument 'weights': expected weights[{q_listed}] of shape {p} (its pattern), "
+                                 f"got {tuple(w.shape)}")
+            if not w.is_floating_point():
+                raise TypeError(f"argument 'weights': expected a floating dtype, got {w.dtype} at index {q_listed}")
+            out.append(w.detach().to(device=kw["device"] or w.device, dtype=kw["dtype"] or w.dtype, copy=True))
+        dts = {w.dtype for w in out}
+        devs = {w.device for w in out}
+        if len(dts) > 1 or len(devs) > 1:
+            raise TypeError(f"argument 'weights': expected one dtype and device for all, got {sorted(map(str, dts))} "
+                            f"on {sorted(map(str, devs))}")
+        return out
 
     def _chain(self, x: Tensor) -> Tensor:
         ws = list(self.weights)
@@ -292,4 +325,4 @@ class KSLinear(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"patterns={self.patterns}, layout={self.layout!r}, bias={self.bias is not None}")
+                f"patterns={self.patterns} (product order), layout={self.layout!r}, bias={self.bias is not None}")

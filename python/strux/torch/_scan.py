@@ -1,11 +1,11 @@
-"""strux::diag_scan and strux::block_circulant_scan (each with a backward op): torch custom ops
-with autograd, and circulant_scan as a composition (strux.torch).
+"""strux::diag_scan, strux::circulant_scan and strux::block_circulant_scan (each with a backward
+op): torch custom ops with autograd (strux.torch).
 
-CUDA float32/float16/bfloat16 (and complex64 for diag_scan) run the strux kernels
-(strux._cuda_scan) on the current stream; float64/complex128 and CPU tensors a plain PyTorch
-time loop of the same formulas, so gradcheck in float64 checks the same op and the same
-backward formulas. ``circulant_scan`` is rfft over n, the diag_scan op, irfft; its gradient
-comes from autograd through these pieces.
+CUDA tensors run strux's GPU path (strux._cuda_scan) on the current stream; CPU tensors strux's
+CPU backend (strux.diag_scan / circulant_scan / block_circulant_scan and their _vjp functions)
+on the tensors' memory (strux.torch._host): float16 / bfloat16 computed in float32 and returned
+in the input dtype, as strux does. Usable under torch.compile (fake kernels registered) and
+CUDA graph capture.
 """
 from typing import Optional, Tuple
 
@@ -15,78 +15,72 @@ from torch.autograd.function import once_differentiable
 
 from .. import _cuda as _a
 from .. import _cuda_scan as _S
+from .. import scan as _C
+from ._host import empty as _empty, np_in as _np, same_dtype as _same, t_out as _out
+from ._baseline import ref_block_scan as _ref_block_scan  # noqa: F401  (the benchmark's baseline)
 from ._eager import LEAN as _LEAN, compiling as _compiling, plain_eager as _plain_eager
 
-_FAST = (torch.float32, torch.float16, torch.bfloat16)
 
-
-def _gpu(*ts, complex_ok=False) -> bool:
-    ok = _FAST + ((torch.complex64,) if complex_ok else ())
-    return all(t.is_cuda and t.dtype in ok for t in ts if t is not None) and _S.available()
+def _opt_out(g, ref):
+    """An optional gradient as a tensor (empty when absent: custom ops return tensors)."""
+    return _empty(ref) if g is None else g
 
 
 # ---- diag_scan --------------------------------------------------------------------------------
 
-def _ref_scan(a, b, h0):
-    h = torch.zeros_like(b[:, 0]) if h0 is None else h0
-    out = []
-    for t in range(a.shape[1]):
-        h = a[:, t] * h + b[:, t]
-        out.append(h)
-    return torch.stack(out, 1)
+def _cpu_diag(a, b, h0):
+    out = torch.promote_types(a.dtype, b.dtype)
+    h = _C.diag_scan(_np(a), _np(b), h0=_np(h0))
+    return _out(h, out)
 
 
-def _ref_scan_bwd(dh, a, h, h0):
-    T = a.shape[1]
-    g = torch.zeros_like(dh[:, 0])
-    gs = [None] * T
-    for t in range(T - 1, -1, -1):
-        g = dh[:, t] + (a[:, t + 1].conj() * g if t + 1 < T else 0)
-        gs[t] = g
-    g = torch.stack(gs, 1)
-    hp = torch.cat([(torch.zeros_like(h[:, :1]) if h0 is None else h0[:, None]), h[:, :-1]], 1)
-    da = g * hp.conj()
-    dh0 = None if h0 is None else a[:, 0].conj() * g[:, 0]
-    return da, g, dh0
+def _cpu_diag_bwd(dh, a, b, h0):
+    da, db, dh0 = _C.diag_scan_vjp(_np(dh), _np(a), _np(b), h0=_np(h0))
+    return _out(da, a.dtype), _out(db, b.dtype), (None if h0 is None else _out(dh0, h0.dtype))
 
 
 @torch.library.custom_op("strux::diag_scan", mutates_args=())
 def _diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor]) -> Tensor:
-    if _gpu(a, b, h0, complex_ok=True):
+    if a.is_cuda:
         return _S.diag_scan(a, b, h0=h0)
-    return _ref_scan(a, b, h0)
+    return _cpu_diag(a, b, h0)
 
 
 @_diag_scan.register_fake
 def _(a, b, h0):
-    return torch.empty_like(b)
+    return b.new_empty(b.shape, dtype=torch.promote_types(a.dtype, b.dtype))
 
 
 @torch.library.custom_op("strux::diag_scan_backward", mutates_args=())
-def _diag_scan_bwd(dh: Tensor, a: Tensor, h: Tensor,
+def _diag_scan_bwd(dh: Tensor, a: Tensor, b: Tensor, h: Tensor,
                    h0: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
-    # dh0 comes back empty (0 elements) when there is no h0: custom ops return tensors.
-    if _gpu(dh, a, h, h0, complex_ok=True):
+    """(da, db, dh0); the GPU reads the forward's output h, the CPU recomputes it from b (the
+    other one may be an empty tensor). dh0 is empty when there is no h0."""
+    if a.is_cuda:
         da, db, dh0 = _S._diag_bwd(dh.contiguous(), a.contiguous(), h.contiguous(), _a.contig(h0))
     else:
-        da, db, dh0 = _ref_scan_bwd(dh, a, h, h0)
-    return da, db, (a.new_empty(0) if dh0 is None else dh0)
+        da, db, dh0 = _cpu_diag_bwd(dh, a, b, h0)
+    return da, db, _opt_out(dh0, a)
 
 
 @_diag_scan_bwd.register_fake
-def _(dh, a, h, h0):
-    return torch.empty_like(a), torch.empty_like(a), (a.new_empty(0) if h0 is None else torch.empty_like(h0))
+def _(dh, a, b, h, h0):
+    return torch.empty_like(a), torch.empty_like(a if a.is_cuda else b), \
+        (a.new_empty(0) if h0 is None else torch.empty_like(h0))
 
 
 def _scan_setup(ctx, inputs, output):
     a, b, h0 = inputs
     ctx.has_h0 = h0 is not None
-    ctx.save_for_backward(a, output, h0 if h0 is not None else a.new_empty(0))
+    none = a.new_empty(0)
+    # Saved: what this device's backward reads (the GPU the output h, the CPU the input b).
+    ctx.save_for_backward(a, none if a.is_cuda else b, output if a.is_cuda else none,
+                          h0 if h0 is not None else none)
 
 
 def _scan_backward(ctx, dh):
-    a, h, h0 = ctx.saved_tensors
-    da, db, dh0 = _diag_scan_bwd(dh.contiguous(), a, h, h0 if ctx.has_h0 else None)
+    a, b, h, h0 = ctx.saved_tensors
+    da, db, dh0 = _diag_scan_bwd(dh.contiguous(), a, b, h, h0 if ctx.has_h0 else None)
     return da, db, (dh0 if ctx.has_h0 else None)
 
 
@@ -112,7 +106,7 @@ class _DiagScanFn(torch.autograd.Function):
         return da, db, dh0
 
 
-_DIAG_GPU = _FAST + (torch.complex64,)
+_DIAG_GPU = (torch.float32, torch.float16, torch.bfloat16, torch.complex64)
 
 
 def diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor] = None, *, return_final: bool = False):
@@ -128,78 +122,83 @@ def diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor] = None, *, return_final
     return (h, h[:, -1]) if return_final else h
 
 
-def circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, return_final: bool = False):
-    """Differentiable h_t = circ(a_t) h_{t-1} + u_t; a, u real (B, T, n). Via rfft -> diag_scan -> irfft."""
-    n = a.shape[-1]
-    cd = torch.float64 if a.dtype == torch.float64 else torch.float32
-    A = torch.fft.rfft(a.to(cd), dim=-1)
-    U = torch.fft.rfft(u.to(cd), dim=-1)
-    H0 = None if h0 is None else torch.fft.rfft(h0.to(cd), dim=-1)
-    h = torch.fft.irfft(diag_scan(A, U, H0), n=n, dim=-1).to(a.dtype)
+# ---- circulant_scan ---------------------------------------------------------------------------
+
+@torch.library.custom_op("strux::circulant_scan", mutates_args=())
+def _circ_scan(a: Tensor, u: Tensor, h0: Optional[Tensor], fourier: bool) -> Tensor:
+    if u.is_cuda:
+        return _S.circulant_scan(a, u, h0=h0, fourier=fourier)
+    _same("u", u, h0=h0, **({} if fourier else {"a": a}))
+    return _out(_C.circulant_scan(_np(a), _np(u), h0=_np(h0), fourier=fourier), u.dtype)
+
+
+@_circ_scan.register_fake
+def _(a, u, h0, fourier):
+    return torch.empty_like(u)
+
+
+@torch.library.custom_op("strux::circulant_scan_backward", mutates_args=())
+def _circ_scan_bwd(dh: Tensor, a: Tensor, u: Tensor, h0: Optional[Tensor],
+                   fourier: bool) -> Tuple[Tensor, Tensor, Tensor]:
+    """(da, du, dh0); dh0 is empty when there is no h0. With fourier=True da is complex, PyTorch's
+    packing of a complex leaf's gradient."""
+    if u.is_cuda:
+        da, du, dh0 = _S.circulant_scan_vjp(dh, a, u, h0=h0, fourier=fourier)
+    else:
+        _same("u", u, dh=dh, h0=h0, **({} if fourier else {"a": a}))
+        da, du, dh0 = _C.circulant_scan_vjp(_np(dh), _np(a), _np(u), h0=_np(h0),
+                                            fourier=fourier)
+        da, du = _out(da, a.dtype), _out(du, u.dtype)
+        dh0 = None if h0 is None else _out(dh0, h0.dtype)
+    return da, du, _opt_out(dh0, u)
+
+
+@_circ_scan_bwd.register_fake
+def _(dh, a, u, h0, fourier):
+    return torch.empty_like(a), torch.empty_like(u), (u.new_empty(0) if h0 is None else torch.empty_like(h0))
+
+
+def _circ_setup(ctx, inputs, output):
+    a, u, h0, fourier = inputs
+    ctx.has_h0, ctx.fourier = h0 is not None, fourier
+    ctx.save_for_backward(a, u, h0 if h0 is not None else u.new_empty(0))
+
+
+def _circ_backward(ctx, dh):
+    a, u, h0 = ctx.saved_tensors
+    da, du, dh0 = _circ_scan_bwd(dh.contiguous(), a, u, h0 if ctx.has_h0 else None, ctx.fourier)
+    return da, du, (dh0 if ctx.has_h0 else None), None
+
+
+_circ_scan.register_autograd(_circ_backward, setup_context=_circ_setup)
+
+
+def circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, fourier: bool = False,
+                   return_final: bool = False):
+    """Differentiable h_t = circ(a_t) h_{t-1} + u_t; u (B, T, n) real, a (B, T, n) real or, with
+    ``fourier=True``, its half spectrum (B, T, n//2 + 1) complex (strux.circulant_scan)."""
+    h = _circ_scan(a, u, h0, bool(fourier))
     return (h, h[:, -1]) if return_final else h
 
 
 # ---- block_circulant_scan ---------------------------------------------------------------------
 
-def _ref_block_spectra(a, u, h0):
-    """rfft over k: A (B, T, kf, p, p), U (B, T, kf, p), H0 (B, kf, p) or None; complex128 for
-    float64 inputs, else complex64."""
-    B, T, p, _, k = a.shape
-    cd = torch.float64 if a.dtype == torch.float64 else torch.float32
-    A = torch.fft.rfft(a.to(cd), dim=-1).permute(0, 1, 4, 2, 3)
-    U = torch.fft.rfft(u.to(cd).reshape(B, T, p, k), dim=-1).transpose(-1, -2)
-    H0 = None if h0 is None else torch.fft.rfft(h0.to(cd).reshape(B, p, k), dim=-1).transpose(-1, -2)
-    return A, U, H0
+def _cpu_block_scan(a, u, h0):
+    _same("u", u, a=a, h0=h0)
+    return _out(_C.block_circulant_scan(_np(a), _np(u), h0=_np(h0)), u.dtype)
 
 
-def _ref_block_states(A, U, H0):
-    """Per frequency H_t = A_t H_{t-1} + U_t as a time loop; (B, T, kf, p)."""
-    H = torch.zeros_like(U[:, 0]) if H0 is None else H0
-    hs = []
-    for t in range(A.shape[1]):
-        H = (A[:, t] @ H.unsqueeze(-1)).squeeze(-1) + U[:, t]
-        hs.append(H)
-    return torch.stack(hs, 1)
-
-
-def _ref_block_scan(a, u, h0):
-    B, T, p, _, k = a.shape
-    A, U, H0 = _ref_block_spectra(a, u, h0)
-    H = _ref_block_states(A, U, H0).transpose(-1, -2)
-    return torch.fft.irfft(H, n=k, dim=-1).reshape(B, T, p * k).to(u.dtype)
-
-
-def _ref_block_scan_bwd(dh, a, u, h0):
-    """The GPU backward's formulas as a PyTorch time loop: G_t = D_t + A_{t+1}^H G_{t+1},
-    da_hat_t = G_t conj(H_{t-1}), dh0_hat = A_0^H G_0, each gradient the irfft of its (exact)
-    half spectrum."""
-    B, T, p, _, k = a.shape
-    A, U, H0 = _ref_block_spectra(a, u, h0)
-    H = _ref_block_states(A, U, H0)
-    D = torch.fft.rfft(dh.to(A.real.dtype).reshape(B, T, p, k), dim=-1).transpose(-1, -2)
-    AH = A.conj().transpose(-1, -2)
-    g, gs = torch.zeros_like(D[:, 0]), [None] * T
-    for t in range(T - 1, -1, -1):
-        g = D[:, t] + ((AH[:, t + 1] @ g.unsqueeze(-1)).squeeze(-1) if t + 1 < T else 0)
-        gs[t] = g
-    G = torch.stack(gs, 1)
-    Hp = torch.cat([torch.zeros_like(H[:, :1]) if H0 is None else H0[:, None], H[:, :-1]], 1)
-    X = G.unsqueeze(-1) * Hp.conj().unsqueeze(-2)                          # (B, T, kf, p, p)
-    if H0 is None:  # h_{-1} = 0: da_0 is 0 exactly (as on the GPU and the CPU backend)
-        X = torch.cat([torch.zeros_like(X[:, :1]), X[:, 1:]], 1)
-    da = torch.fft.irfft(X.permute(0, 1, 3, 4, 2), n=k, dim=-1).to(a.dtype)
-    du = torch.fft.irfft(G.transpose(-1, -2), n=k, dim=-1).reshape(B, T, p * k).to(u.dtype)
-    if h0 is None:
-        return da, du, None
-    G0 = (AH[:, 0] @ G[:, 0].unsqueeze(-1)).squeeze(-1).transpose(-1, -2)  # (B, p, kf)
-    return da, du, torch.fft.irfft(G0, n=k, dim=-1).reshape(B, p * k).to(h0.dtype)
+def _cpu_block_scan_bwd(dh, a, u, h0):
+    _same("u", u, a=a, h0=h0, dh=dh)
+    da, du, dh0 = _C.block_circulant_scan_vjp(_np(dh), _np(a), _np(u), h0=_np(h0))
+    return _out(da, a.dtype), _out(du, u.dtype), (None if h0 is None else _out(dh0, h0.dtype))
 
 
 @torch.library.custom_op("strux::block_circulant_scan", mutates_args=())
 def _block_scan(a: Tensor, u: Tensor, h0: Optional[Tensor]) -> Tensor:
-    if _gpu(a, u, h0):
+    if u.is_cuda:
         return _S.block_circulant_scan(a, u, h0=h0)
-    return _ref_block_scan(a, u, h0)
+    return _cpu_block_scan(a, u, h0)
 
 
 @_block_scan.register_fake
@@ -210,12 +209,12 @@ def _(a, u, h0):
 @torch.library.custom_op("strux::block_circulant_scan_backward", mutates_args=())
 def _block_scan_bwd(dh: Tensor, a: Tensor, u: Tensor,
                     h0: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
-    # dh0 comes back empty (0 elements) when there is no h0: custom ops return tensors.
-    if _gpu(dh, a, u, h0):
+    """(da, du, dh0); dh0 is empty when there is no h0."""
+    if u.is_cuda:
         da, du, dh0 = _S.block_circulant_scan_vjp(dh, a, u, h0=h0)
     else:
-        da, du, dh0 = _ref_block_scan_bwd(dh, a, u, h0)
-    return da, du, (a.new_empty(0) if dh0 is None else dh0)
+        da, du, dh0 = _cpu_block_scan_bwd(dh, a, u, h0)
+    return da, du, _opt_out(dh0, a)
 
 
 @_block_scan_bwd.register_fake
@@ -242,8 +241,8 @@ def block_circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, r
     """Differentiable block-circulant recurrence; a (B, T, p, p, k), u (B, T, n = p k), h0 (B, n).
 
     Per frequency f of the k-point rfft: ĥ_t[:, f] = Â_t[:, :, f] ĥ_{t-1}[:, f] + û_t[:, f]. CUDA
-    float32/float16/bfloat16 run strux's native kernels forward and backward (the backward
-    recomputes h); other dtypes and CPU tensors run the same formulas as a PyTorch time loop.
+    tensors run strux's GPU kernels forward and backward (the backward recomputes h), CPU
+    tensors strux's CPU backend.
     """
     h = _block_scan(a, u, h0)
     return (h, h[:, -1]) if return_final else h
