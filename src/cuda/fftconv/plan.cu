@@ -105,9 +105,14 @@ template <class T>
 void FFTConvPlan::Impl::set_filter(const T* kf, cudaStream_t s) {
   using Tc = typename Compute<T>::type;
   using F = Fft<Tc>;
+  // 1/nfft of the inverse transform is folded into the filter spectrum once, here.
+  if (fused) {  // one launch: the fused kernels' own transform (fused.cuh spectrum_kernel)
+    fused::spectrum(dtype, fwd_launch, kf, H, Lk, Lmin, 1.f / float(nfft), khat.as<float2>(), s);
+    filter = true;
+    return;
+  }
   const int64_t ld = 2 * nf;
   Tc* kr = khat.as<Tc>();
-  // 1/nfft of the inverse transform is folded into the filter spectrum once, here.
   k::pad<T, Tc><<<grid2(nfft, H, k::kThreads), k::kThreads, 0, s>>>(kf, nullptr, H, Lk, Lmin, nfft, ld,
                                                                       Tc(1) / Tc(nfft), kr);
   STRUX_LAUNCH("fftconv pad(k)");
