@@ -17,7 +17,8 @@ struct FFTConvPlan::Impl {
   DType dtype;
   FFTPlan r2c_rows, c2r_rows, r2c_h, c2r_h;
   DeviceBuffer slotA, slotB, khat, dkhat, work;
-  // Fused path (fused.cuh): one kernel per call, own FFTs; cuFFT only for the filter (H rows).
+  // Fused path (fused.cuh): one kernel per call, own FFTs (the filter spectrum too: one more
+  // kernel per set_filter); cuFFT only for the inverse transform of dK̂ in backward (H rows).
   bool fused = false;
   fused::Launch fwd_launch, bwd_launch;
   DeviceBuffer dkpart, vh;
