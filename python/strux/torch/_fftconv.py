@@ -35,7 +35,7 @@ def _fftconv_cpu(u, k, mode, pre, post, skip):
 
 @torch.library.custom_op("strux::fftconv", mutates_args=())
 def _fftconv_op(u: Tensor, k: Tensor, mode: str = "causal", pregate: Optional[Tensor] = None,
-            postgate: Optional[Tensor] = None, skip: Optional[Tensor] = None) -> Tensor:
+                postgate: Optional[Tensor] = None, skip: Optional[Tensor] = None) -> Tensor:
     if u.is_cuda:
         return _G.fftconv(u, k, mode, pregate, postgate, skip)
     return _fftconv_cpu(u, k, mode, pregate, postgate, skip)
