@@ -99,9 +99,9 @@ struct Toeplitz {
 };
 
 // The plan caches of the two families, keyed by problem, options and device (plans are made on
-// `device`). An fftconv plan with backward serves forward calls too.
-// The cached plan; the caller's guard has made `device` current. A call passes the problem as
-// ints (dtype: a DType code, checked here), so a lookup builds no strings: one fixed-size key.
+// `device`, which the caller's guard has made current). An fftconv plan with backward serves
+// forward calls too. fftconv calls pass the problem as ints (dtype: a DType code, checked here),
+// so a lookup builds no strings: one fixed-size key; `hold` keeps the plan alive for the call.
 FFTConv& fftconv_cached(int device, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, int dtype,
                         bool backward, int algo, std::shared_ptr<FFTConv>& hold) {
   static strux::core::PlanCache<strux::core::PlanKey<9>, FFTConv> cache(16);
