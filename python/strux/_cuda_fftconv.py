@@ -127,14 +127,24 @@ def fftconv_vjp(dy, u, k, mode: str = "causal", pregate=None, postgate=None, ski
     (du, dk, dpregate, dpostgate, dskip), each shaped like its input, with None for the
     inputs that were not given.
     """
+    r = _fast(u, k, mode, pregate, postgate, skip) if type(u) in D.TT else None
+    if r is not None and type(dy) is type(u) and dy.shape == u.shape and dy.dtype is u.dtype \
+            and dy.is_contiguous() and dy.get_device() == r[0]:
+        return _vjp(dy, u, k, pregate, postgate, skip, r, u.new_empty)
     u, k, pre, post, skip, r = _fftconv_args(u, k, mode, pregate, postgate, skip)
+    dy = _gate(dy, "dy", u, r[1:4])
+    return _vjp(dy, u, k, pre, post, skip, r, lambda shape: D.empty(u, shape))
+
+
+def _vjp(dy, u, k, pre, post, skip, r, empty):
+    """The gradients from checked contiguous arrays (r: (dev, B, H, L, Lk, circular, dtype code));
+    empty(shape): an uninitialised array of u's kind, dtype and device."""
     B, H, L, Lk = r[1:5]
-    dy = _gate(dy, "dy", u, (B, H, L))
-    du = D.empty(u, (B, H, L))
-    dk = D.empty(u, (H, Lk))
-    dpre = D.empty(u, (B, H, L)) if pre is not None else None
-    dpost = D.empty(u, (B, H, L)) if post is not None else None
-    dskip = D.empty(u, (H,)) if skip is not None else None
+    du = empty((B, H, L))
+    dk = empty((H, Lk))
+    dpre = empty((B, H, L)) if pre is not None else None
+    dpost = empty((B, H, L)) if post is not None else None
+    dskip = empty((H,)) if skip is not None else None
     _BACKWARD(D.ptr(dy), D.ptr(u), D.ptr(k), D.ptr(pre), D.ptr(post), D.ptr(skip), D.ptr(du), D.ptr(dk),
               D.ptr(dpre), D.ptr(dpost), D.ptr(dskip), *r, fftconv_algo, D.stream(u))
     return du, dk, dpre, dpost, dskip
