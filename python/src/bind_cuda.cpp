@@ -50,12 +50,9 @@ struct FFTConv {
   std::unique_ptr<FFTConvPlan> plan;
   int device;
 
-  FFTConv(int64_t B, int64_t H, int64_t L, int64_t Lk, const std::string& mode, const std::string& dtype,
-          bool with_backward, int algo)
-      : device(current_device()) {
-    check_arg(mode == "causal" || mode == "circular", "mode", "expected 'causal' or 'circular', got '", mode, "'");
-    plan = std::make_unique<FFTConvPlan>(B, H, L, Lk, mode == "circular", parse_dtype(dtype), with_backward, algo);
-  }
+  FFTConv(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward, int algo)
+      : plan(std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, with_backward, algo)),
+        device(current_device()) {}
   void set_filter(uintptr_t k, uintptr_t s) {
     DeviceGuard g(device);
     plan->set_filter(ptr(k), stream_of(s));
@@ -67,6 +64,11 @@ struct FFTConv {
   void backward_(uintptr_t dy, uintptr_t u, uintptr_t pre, uintptr_t post, uintptr_t skip, uintptr_t du,
                  uintptr_t dk, uintptr_t dpre, uintptr_t dpost, uintptr_t dskip, uintptr_t s) {
     DeviceGuard g(device);
+    backward_here(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
+  }
+  // backward_ on the current device (the caller's guard made it this plan's).
+  void backward_here(uintptr_t dy, uintptr_t u, uintptr_t pre, uintptr_t post, uintptr_t skip, uintptr_t du,
+                     uintptr_t dk, uintptr_t dpre, uintptr_t dpost, uintptr_t dskip, uintptr_t s) {
     check_arg(!dpre || pre, "dpregate", "given without pregate");
     check_arg(!dpost || post, "dpostgate", "given without postgate");
     check_arg(!dskip || skip, "dskip", "given without skip");
@@ -97,16 +99,56 @@ struct Toeplitz {
 };
 
 // The plan caches of the two families, keyed by problem, options and device (plans are made on
-// `device`). An fftconv plan with backward serves forward calls too.
+// `device`, which the caller's guard has made current). An fftconv plan with backward serves
+// forward calls too. fftconv calls pass the problem as ints (dtype: a DType code, checked here),
+// so a lookup builds no strings: one fixed-size key; `hold` keeps the plan alive for the call.
+FFTConv& fftconv_cached(int device, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, int dtype,
+                        bool backward, int algo, std::shared_ptr<FFTConv>& hold) {
+  static strux::core::PlanCache<strux::core::PlanKey<9>, FFTConv> cache(16);
+  check_arg(dtype >= 0 && dtype <= 3, "dtype", "expected a code of float32, float64, float16 or bfloat16, got ",
+            dtype);
+  const int64_t dev = device, circ = circular;
+  if (!backward) hold = cache.find({dev, B, H, L, Lk, circ, dtype, algo, 1});
+  if (!hold)
+    hold = cache.get({dev, B, H, L, Lk, circ, dtype, algo, backward},
+                     [&] { return std::make_shared<FFTConv>(B, H, L, Lk, circular, DType(dtype), backward, algo); });
+  return *hold;
+}
+
+bool parse_mode(const std::string& mode) {
+  check_arg(mode == "causal" || mode == "circular", "mode", "expected 'causal' or 'circular', got '", mode, "'");
+  return mode == "circular";
+}
+
 std::shared_ptr<FFTConv> fftconv_plan(int device, int64_t B, int64_t H, int64_t L, int64_t Lk, const std::string& mode,
                                       const std::string& dtype, bool backward, int algo) {
-  static strux::core::PlanCache<strux::core::PlanKey<9>, FFTConv> cache(16);
   DeviceGuard g(device);
-  const int64_t dev = device, circ = mode == "circular", dt = int64_t(parse_dtype(dtype));
-  if (!backward)
-    if (auto p = cache.find({dev, B, H, L, Lk, circ, dt, algo, 1})) return p;
-  return cache.get({dev, B, H, L, Lk, circ, dt, algo, backward},
-                   [&] { return std::make_shared<FFTConv>(B, H, L, Lk, mode, dtype, backward, algo); });
+  std::shared_ptr<FFTConv> hold;
+  fftconv_cached(device, B, H, L, Lk, parse_mode(mode), int(parse_dtype(dtype)), backward, algo, hold);
+  return hold;
+}
+
+// One call per fftconv (strux/_cuda_fftconv.py's path): the cached plan, the filter spectrum of
+// k, the forward -- one binding crossing, no plan object handed to Python.
+void fftconv_forward(uintptr_t u, uintptr_t k, uintptr_t pre, uintptr_t post, uintptr_t skip, uintptr_t y,
+                     int device, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, int dtype, int algo,
+                     uintptr_t s) {
+  DeviceGuard g(device);
+  std::shared_ptr<FFTConv> hold;
+  FFTConvPlan& p = *fftconv_cached(device, B, H, L, Lk, circular, dtype, false, algo, hold).plan;
+  p.set_filter(ptr(k), stream_of(s));
+  p.forward(ptr(u), ptr(pre), ptr(post), ptr(skip), ptr(y), stream_of(s));
+}
+
+// As fftconv_forward, for the gradients (a backward-capable plan).
+void fftconv_backward(uintptr_t dy, uintptr_t u, uintptr_t k, uintptr_t pre, uintptr_t post, uintptr_t skip,
+                      uintptr_t du, uintptr_t dk, uintptr_t dpre, uintptr_t dpost, uintptr_t dskip, int device,
+                      int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, int dtype, int algo, uintptr_t s) {
+  DeviceGuard g(device);
+  std::shared_ptr<FFTConv> hold;
+  FFTConv& p = fftconv_cached(device, B, H, L, Lk, circular, dtype, true, algo, hold);
+  p.plan->set_filter(ptr(k), stream_of(s));
+  p.backward_here(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
 }
 
 std::shared_ptr<Toeplitz> toeplitz_plan(int device, int64_t Nt, int64_t Nd, int64_t Nm, int64_t R,
@@ -124,8 +166,13 @@ void bind_cuda(nb::module_& m) {
   using nb::arg;
   nb::module_ c = m.def_submodule("cuda", "CUDA plans (use strux._cuda_fftconv / _cuda_toeplitz, not this module)");
   nb::class_<FFTConv>(c, "FFTConvPlan")
-      .def(nb::init<int64_t, int64_t, int64_t, int64_t, const std::string&, const std::string&, bool, int>(),
-           arg("B"), arg("H"), arg("L"), arg("Lk"), arg("mode"), arg("dtype"), arg("with_backward"), arg("algo") = 0)
+      .def(
+          "__init__",
+          [](FFTConv* self, int64_t B, int64_t H, int64_t L, int64_t Lk, const std::string& mode,
+             const std::string& dtype, bool with_backward, int algo) {
+            new (self) FFTConv(B, H, L, Lk, parse_mode(mode), parse_dtype(dtype), with_backward, algo);
+          },
+          arg("B"), arg("H"), arg("L"), arg("Lk"), arg("mode"), arg("dtype"), arg("with_backward"), arg("algo") = 0)
       .def("set_filter", &FFTConv::set_filter, arg("k"), arg("stream"))
       .def("forward", &FFTConv::forward, arg("u"), arg("pregate"), arg("postgate"), arg("skip"), arg("y"),
            arg("stream"))
@@ -147,6 +194,12 @@ void bind_cuda(nb::module_& m) {
       .def_prop_ro("workspace_bytes", [](const Toeplitz& p) { return p.plan->workspace_bytes(); });
   c.def("fftconv_plan", &fftconv_plan, arg("device"), arg("B"), arg("H"), arg("L"), arg("Lk"), arg("mode"), arg("dtype"),
         arg("backward"), arg("algo") = 0);
+  c.def("fftconv_forward", &fftconv_forward, arg("u"), arg("k"), arg("pregate"), arg("postgate"), arg("skip"),
+        arg("y"), arg("device"), arg("B"), arg("H"), arg("L"), arg("Lk"), arg("circular"), arg("dtype"), arg("algo"),
+        arg("stream"));
+  c.def("fftconv_backward", &fftconv_backward, arg("dy"), arg("u"), arg("k"), arg("pregate"), arg("postgate"),
+        arg("skip"), arg("du"), arg("dk"), arg("dpregate"), arg("dpostgate"), arg("dskip"), arg("device"), arg("B"),
+        arg("H"), arg("L"), arg("Lk"), arg("circular"), arg("dtype"), arg("algo"), arg("stream"));
   c.def("toeplitz_plan", &toeplitz_plan, arg("device"), arg("Nt"), arg("Nd"), arg("Nm"), arg("R"), arg("layout"), arg("dtype"),
         arg("algo") = -1, arg("fft") = -1);
   c.def("toeplitz_nfft", &toeplitz_nfft, arg("Nt"));

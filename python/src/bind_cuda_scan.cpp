@@ -64,9 +64,16 @@ std::shared_ptr<BlockCirculantScanPlan> block_plan(int device, int64_t B, int64_
 
 // ---- diag_scan --------------------------------------------------------------------------------
 
+// The workspace a diag_scan plan's calls use: the look-back kernel's; the streaming kernels
+// (seq1, seqv: the plan's algo, or seq1 for a seqv call's unaligned pointers) take none, so
+// their callers allocate nothing.
+int64_t diag_ws(const DiagScanPlan& p) {
+  return p.algo() == strux::cuda::DiagScanAlgo::lookback ? p.workspace_bytes() : 0;
+}
+
 int64_t diag_scan_workspace(int device, int64_t B, int64_t T, int64_t n, int dtype, int algo) {
   DeviceGuard g(device);
-  return diag_plan(device, B, T, n, dtype, algo)->workspace_bytes();
+  return diag_ws(*diag_plan(device, B, T, n, dtype, algo));
 }
 
 void diag_scan_forward(uintptr_t a, uintptr_t b, uintptr_t h0, uintptr_t h, uintptr_t ws, int64_t ws_bytes,
@@ -74,7 +81,7 @@ void diag_scan_forward(uintptr_t a, uintptr_t b, uintptr_t h0, uintptr_t h, uint
                        uintptr_t stream) {
   DeviceGuard g(device);
   const auto pl = diag_plan(device, B, T, n, dtype, algo);
-  check_ws(ws_bytes, pl->workspace_bytes());
+  check_ws(ws_bytes, diag_ws(*pl));
   pl->forward(cptr(a), cptr(b), cptr(h0), ptr(h), ptr(ws), ptr(stream), scale);
 }
 
@@ -83,7 +90,7 @@ void diag_scan_backward(uintptr_t a, uintptr_t h, uintptr_t h0, uintptr_t dh, ui
                         int algo, int device, uintptr_t stream) {
   DeviceGuard g(device);
   const auto pl = diag_plan(device, B, T, n, dtype, algo);
-  check_ws(ws_bytes, pl->workspace_bytes());
+  check_ws(ws_bytes, diag_ws(*pl));
   pl->backward(cptr(a), cptr(h), cptr(h0), cptr(dh), ptr(da), ptr(db), ptr(dh0), ptr(ws), ptr(stream));
 }
 

@@ -49,6 +49,8 @@ TT: tuple = ()
 #: torch dtype -> strux::cuda::DType code and -> dtype name, filled with TT.
 TORCH_CODE: dict = {}
 TORCH_NAME: dict = {}
+#: torch dtype -> DType code of the real floating dtypes (FLOATS), filled with TT.
+TORCH_FLOAT_CODE: dict = {}
 _TORCH_DTYPE: dict = {}  # dtype name -> torch dtype (the dtypes outputs and scratch are made of)
 _torch_stream = None  # torch._C._cuda_getCurrentRawStream (device index -> handle)
 
@@ -56,12 +58,13 @@ _torch_stream = None  # torch._C._cuda_getCurrentRawStream (device index -> hand
 def see_torch(x) -> tuple:
     """TT when x is a torch tensor (filled on the first one), else () (always () in a build
     without CUDA: no cheap path leads to entries that do not exist)."""
-    global TT, TORCH_CODE, TORCH_NAME, _TORCH_DTYPE, _torch_stream
+    global TT, TORCH_CODE, TORCH_NAME, TORCH_FLOAT_CODE, _TORCH_DTYPE, _torch_stream
     if not is_torch(x) or not _ext.has_cuda:
         return ()
     if not TT:
         import torch
         TORCH_CODE = {getattr(torch, n): c for n, c in DTYPE_CODE.items()}
+        TORCH_FLOAT_CODE = {getattr(torch, n): DTYPE_CODE[n] for n in FLOATS}
         TORCH_NAME = {getattr(torch, n): n for n in DTYPE_CODE}
         _TORCH_DTYPE = {n: getattr(torch, n) for n in tuple(DTYPE_CODE) + ("uint8",)}
         _torch_stream = torch._C._cuda_getCurrentRawStream

@@ -2,8 +2,9 @@
 
 Arrays are checked once (torch tensors by cheap attribute tests, _fast, else through the array
 adapter strux._cuda with messages that name the argument), outputs allocated of the input's kind
-and device, and raw device pointers passed to a cached FFTConvPlan (the C++ plan
-cache, keyed by shape, dtype, mode, algorithm and device), on the caller's current stream, so
+and device, and raw device pointers passed to one native entry per call (python/src/bind_cuda.cpp),
+which runs a cached FFTConvPlan (the C++ plan cache, keyed by shape, dtype, mode, algorithm and
+device): filter spectrum, then the transform, on the caller's current stream, so
 calls compose with CUDA graphs and torch.compile. A plan's filter spectrum and workspace serve
 one call at a time: do not run the same shapes concurrently on two streams.
 """
@@ -37,26 +38,37 @@ def _gate(g, name, ref, shape, ref_name="u"):
 
 
 def _fast(u, k, mode, pre, post, skip):
-    """(dev, B, H, L, Lk, dtype) when torch u, k, pre, post, skip (None or tensors) pass every
-    check of fftconv as they are (contiguous, one dtype and device, shapes, sizes >= 1), else None."""
-    s, ks = u.shape, k.shape
-    if len(s) != 3 or type(k) is not type(u) or len(ks) != 2 or ks[0] != s[1] or k.dtype is not u.dtype \
-            or not u.is_cuda or u.numel() == 0 or k.numel() == 0 or not (u.is_contiguous() and k.is_contiguous()) \
-            or k.get_device() != u.get_device() or not (mode == "causal" or (mode == "circular" and ks[1] <= s[2])):
+    """(dev, B, H, L, Lk, circular, dtype code) when torch u, k, pre, post, skip (None or tensors)
+    pass every check of fftconv as they are (contiguous, one float dtype and CUDA device, shapes,
+    sizes >= 1), else None. Attribute reads are kept to one of each: this runs on every call."""
+    s = u.shape
+    if len(s) != 3 or type(k) is not type(u):
         return None
-    dt = D.TORCH_NAME.get(u.dtype)
-    if dt not in D.FLOATS:
+    ks, dt = k.shape, u.dtype
+    if len(ks) != 2 or ks[0] != s[1] or k.dtype is not dt or 0 in s or ks[1] == 0:
+        return None
+    c = D.TORCH_FLOAT_CODE.get(dt)
+    if c is None or not u.is_cuda or not u.is_contiguous() or not k.is_contiguous():
         return None
     dev = u.get_device()
-    for g, shape in ((pre, s), (post, s), (skip, (s[1],))):
-        if g is not None and (type(g) is not type(u) or g.shape != shape or g.dtype is not u.dtype
-                              or not g.is_contiguous() or g.get_device() != dev):
-            return None
-    return dev, s[0], s[1], s[2], ks[1], dt
+    if k.get_device() != dev:
+        return None
+    if mode == "causal":
+        circ = False
+    elif mode == "circular" and ks[1] <= s[2]:
+        circ = True
+    else:
+        return None
+    if pre is not None or post is not None or skip is not None:
+        for g, shape in ((pre, s), (post, s), (skip, (s[1],))):
+            if g is not None and (type(g) is not type(u) or g.shape != shape or g.dtype is not dt
+                                  or not g.is_contiguous() or g.get_device() != dev):
+                return None
+    return dev, s[0], s[1], s[2], ks[1], circ, c
 
 
 def _fftconv_args(u, k, mode, pregate, postgate, skip):
-    """Checks fftconv's arrays; returns them contiguous and (dev, B, H, L, Lk, dtype)."""
+    """Checks fftconv's arrays; returns them contiguous and (dev, B, H, L, Lk, circular, dtype code)."""
     D.array(u, "u", 3)
     u = D.contig(u)
     B, H, L = (int(s) for s in u.shape)
@@ -72,7 +84,22 @@ def _fftconv_args(u, k, mode, pregate, postgate, skip):
     pre = _gate(pregate, "pregate", u, (B, H, L))
     post = _gate(postgate, "postgate", u, (B, H, L))
     skip = _gate(skip, "skip", u, (H,))
-    return u, D.contig(k), pre, post, skip, (D.device_id(u), B, H, L, Lk, D.dtname(u))
+    r = (D.device_id(u), B, H, L, Lk, mode == "circular", D.DTYPE_CODE[D.dtname(u)])
+    return u, D.contig(k), pre, post, skip, r
+
+
+#: The native entries: one call each runs the cached plan (filter spectrum, then the transform).
+_FORWARD = getattr(getattr(_ext, "cuda", None), "fftconv_forward", None)
+_BACKWARD = getattr(getattr(_ext, "cuda", None), "fftconv_backward", None)
+
+
+def forward_torch(u, k, pregate, postgate, skip, r):
+    """y from torch tensors that passed _fast (r: its answer): the pointers straight to the entry."""
+    y = u.new_empty(u.shape)
+    _FORWARD(u.data_ptr(), k.data_ptr(), 0 if pregate is None else pregate.data_ptr(),
+             0 if postgate is None else postgate.data_ptr(), 0 if skip is None else skip.data_ptr(),
+             y.data_ptr(), *r, fftconv_algo, D._torch_stream(r[0]))
+    return y
 
 
 def fftconv(u, k, mode: str = "causal", pregate=None, postgate=None, skip=None):
@@ -84,14 +111,12 @@ def fftconv(u, k, mode: str = "causal", pregate=None, postgate=None, skip=None):
     recomputed on every call (use FFTConvCUDA to keep it).
     """
     r = _fast(u, k, mode, pregate, postgate, skip) if type(u) in D.TT else None
-    if r is None:
-        u, k, pregate, postgate, skip, r = _fftconv_args(u, k, mode, pregate, postgate, skip)
-    dev, B, H, L, Lk, dt = r
-    plan = _fftconv_plan(dev, B, H, L, Lk, mode, dt, False)
-    s = D.stream(u)
-    y = D.empty(u, (B, H, L))
-    plan.set_filter(D.ptr(k), s)
-    plan.forward(D.ptr(u), D.ptr(pregate), D.ptr(postgate), D.ptr(skip), D.ptr(y), s)
+    if r is not None:
+        return forward_torch(u, k, pregate, postgate, skip, r)
+    u, k, pregate, postgate, skip, r = _fftconv_args(u, k, mode, pregate, postgate, skip)
+    y = D.empty(u, r[1:4])
+    _FORWARD(D.ptr(u), D.ptr(k), D.ptr(pregate), D.ptr(postgate), D.ptr(skip), D.ptr(y), *r, fftconv_algo,
+             D.stream(u))
     return y
 
 
@@ -102,18 +127,26 @@ def fftconv_vjp(dy, u, k, mode: str = "causal", pregate=None, postgate=None, ski
     (du, dk, dpregate, dpostgate, dskip), each shaped like its input, with None for the
     inputs that were not given.
     """
-    u, k, pre, post, skip, (dev, B, H, L, Lk, dt) = _fftconv_args(u, k, mode, pregate, postgate, skip)
-    dy = _gate(dy, "dy", u, (B, H, L))
-    plan = _fftconv_plan(dev, B, H, L, Lk, mode, dt, True)
-    s = D.stream(u)
-    du = D.empty(u, (B, H, L))
-    dk = D.empty(u, (H, Lk))
-    dpre = D.empty(u, (B, H, L)) if pre is not None else None
-    dpost = D.empty(u, (B, H, L)) if post is not None else None
-    dskip = D.empty(u, (H,)) if skip is not None else None
-    plan.set_filter(D.ptr(k), s)
-    plan.backward(D.ptr(dy), D.ptr(u), D.ptr(pre), D.ptr(post), D.ptr(skip), D.ptr(du), D.ptr(dk), D.ptr(dpre),
-                  D.ptr(dpost), D.ptr(dskip), s)
+    r = _fast(u, k, mode, pregate, postgate, skip) if type(u) in D.TT else None
+    if r is not None and type(dy) is type(u) and dy.shape == u.shape and dy.dtype is u.dtype \
+            and dy.is_contiguous() and dy.get_device() == r[0]:
+        return _vjp(dy, u, k, pregate, postgate, skip, r, u.new_empty)
+    u, k, pre, post, skip, r = _fftconv_args(u, k, mode, pregate, postgate, skip)
+    dy = _gate(dy, "dy", u, r[1:4])
+    return _vjp(dy, u, k, pre, post, skip, r, lambda shape: D.empty(u, shape))
+
+
+def _vjp(dy, u, k, pre, post, skip, r, empty):
+    """The gradients from checked contiguous arrays (r: (dev, B, H, L, Lk, circular, dtype code));
+    empty(shape): an uninitialised array of u's kind, dtype and device."""
+    B, H, L, Lk = r[1:5]
+    du = empty((B, H, L))
+    dk = empty((H, Lk))
+    dpre = empty((B, H, L)) if pre is not None else None
+    dpost = empty((B, H, L)) if post is not None else None
+    dskip = empty((H,)) if skip is not None else None
+    _BACKWARD(D.ptr(dy), D.ptr(u), D.ptr(k), D.ptr(pre), D.ptr(post), D.ptr(skip), D.ptr(du), D.ptr(dk),
+              D.ptr(dpre), D.ptr(dpost), D.ptr(dskip), *r, fftconv_algo, D.stream(u))
     return du, dk, dpre, dpost, dskip
 
 

@@ -97,15 +97,19 @@ def _w_ok(w, x, dev, p):
 
 
 def ks_ok(x, w, p, bl):
-    """(batch, dtype code, device) when torch x, w pass every check of ks_matmul, else None."""
-    if type(x) not in _a.TT:
+    """(batch, dtype code, device) when torch x, w pass every check of ks_matmul, else None.
+    One read of each attribute: this runs on every call."""
+    if type(x) not in _a.TT or type(w) not in _a.TT:
         return None
-    dt = _TDT.get(x.dtype)
+    s, xd = x.shape, x.dtype
+    dt = _TDT.get(xd)
+    if dt is None or len(s) != 2 or w.dtype is not xd or w.shape != p:
+        return None
     dev = x.get_device()
-    if dt is None or dev < 0 or not _w_ok(w, x, dev, p):
+    if dev < 0 or w.get_device() != dev or not x.is_contiguous() or not w.is_contiguous():
         return None
-    batch = _tbatch(x, p[0] * p[2] * p[3], bl)
-    return (batch, dt, dev) if batch else None
+    n, batch = (s[0], s[1]) if bl else (s[1], s[0])
+    return (batch, dt, dev) if n == p[0] * p[2] * p[3] and batch > 0 else None
 
 
 def _dy_ok(dy, r, width, bl):
@@ -151,12 +155,20 @@ def _region(n):
     return (n + 127) // 128 * 128
 
 
+_FORWARD = getattr(_ext, "cuda_ks_forward", None)  # the native entry, read once
+
+
 def ks_forward(x, w, p, bl, batch, dt, dev, opts=0):
     """y = x K^T / K x; opts: the packed plan options (strux._cuda_options.ks_code)."""
     a, b, c, d = p
     M = a * b * d
+    if type(x) in _a.TT:  # torch (the per-call path): no adapter calls
+        y = x.new_empty((M, batch) if bl else (batch, M))
+        _FORWARD(x.data_ptr(), w.data_ptr(), y.data_ptr(), a, b, c, d, batch, bl, dt, dev, opts,
+                 _a._torch_stream(dev))
+        return y
     y = _a.empty(x, (M, batch) if bl else (batch, M))
-    _ext.cuda_ks_forward(_a.ptr(x), _a.ptr(w), _a.ptr(y), a, b, c, d, batch, bl, dt, dev, opts, _a.stream(x))
+    _FORWARD(_a.ptr(x), _a.ptr(w), _a.ptr(y), a, b, c, d, batch, bl, dt, dev, opts, _a.stream(x))
     return y
 
 

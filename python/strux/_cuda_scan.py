@@ -24,18 +24,24 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 _SCAN_DTYPES = ("float32", "float16", "bfloat16", "complex64", "float64", "complex128")
 
 
-def diag_ok(a, b, h0) -> bool:
-    """Whether torch a, b, h0 (or None) pass every check of diag_scan as they are: one scan
-    dtype and CUDA device, shapes (B, T, n) and (B, n), every size >= 1, C-contiguous."""
+def diag_ok(a, b, h0):
+    """(device, dtype code) when torch a, b, h0 (or None) pass every check of diag_scan as they
+    are: one scan dtype and CUDA device, shapes (B, T, n) and (B, n), every size >= 1,
+    C-contiguous; else None. One read of each attribute: this runs on every call."""
     s = a.shape
-    if len(s) != 3 or type(b) is not type(a) or b.shape != s or b.dtype is not a.dtype \
-            or a.dtype not in _a.TORCH_CODE or not (a.is_cuda and a.is_contiguous() and b.is_contiguous()) \
-            or b.get_device() != a.get_device() or a.numel() == 0:
-        return False
-    if h0 is None:
-        return True
-    return type(h0) is type(a) and h0.dtype is a.dtype and h0.shape == (s[0], s[2]) and h0.is_contiguous() \
-        and h0.get_device() == a.get_device()
+    if len(s) != 3 or type(b) is not type(a) or b.shape != s or 0 in s:
+        return None
+    dt = a.dtype
+    c = _a.TORCH_CODE.get(dt)
+    if c is None or b.dtype is not dt or not (a.is_cuda and a.is_contiguous() and b.is_contiguous()):
+        return None
+    dev = a.get_device()
+    if b.get_device() != dev:
+        return None
+    if h0 is not None and (type(h0) is not type(a) or h0.dtype is not dt or h0.shape != (s[0], s[2])
+                           or not h0.is_contiguous() or h0.get_device() != dev):
+        return None
+    return dev, c
 
 
 def _scan_args(a, b, h0, names=("a", "b")):
@@ -55,14 +61,20 @@ def _scan_args(a, b, h0, names=("a", "b")):
 _WS: dict = {}  # (device, B, T, n, dtype, algo) -> workspace bytes of that diag_scan plan
 
 
-def _workspace(a, B, T, n, dt, dev, algo):
+def _ws_bytes(dev, B, T, n, dt, algo):
+    """The workspace bytes of that diag_scan plan (0: its kernel takes none), asked once."""
     key = (dev, B, T, n, dt, algo)
     nbytes = _WS.get(key)
     if nbytes is None:
         if len(_WS) > 1024:
             _WS.clear()
         nbytes = _WS[key] = _ext.cuda_diag_scan_workspace(dev, B, T, n, dt, algo)
-    return _a.scratch(a, nbytes), nbytes
+    return nbytes
+
+
+def _workspace(a, B, T, n, dt, dev, algo):
+    nbytes = _ws_bytes(dev, B, T, n, dt, algo)
+    return (_a.scratch(a, nbytes) if nbytes else None), nbytes
 
 
 def _diag_fwd(a, b, h0, scale=1.0, algo=-1, out=None):
@@ -76,6 +88,19 @@ def _diag_fwd(a, b, h0, scale=1.0, algo=-1, out=None):
     return h
 
 
+def diag_fwd_torch(a, b, h0, r, algo=-1):
+    """h from torch a, b, h0 that passed diag_ok (r: its answer): _diag_fwd with no re-reads."""
+    dev, dt = r
+    s = a.shape
+    h = a.new_empty(s)
+    nbytes = _ws_bytes(dev, s[0], s[1], s[2], dt, algo)
+    ws = a.new_empty((nbytes,), dtype=_a._TORCH_DTYPE["uint8"]) if nbytes else None  # held until enqueued
+    _ext.cuda_diag_scan_forward(a.data_ptr(), b.data_ptr(), 0 if h0 is None else h0.data_ptr(), h.data_ptr(),
+                                0 if ws is None else ws.data_ptr(), nbytes, s[0], s[1], s[2], dt, 1.0, algo, dev,
+                                _a._torch_stream(dev))
+    return h
+
+
 def diag_scan(a, b, *, h0=None, return_final=False, options=None):
     """h_t = a_t ⊙ h_{t-1} + b_t on the GPU, h_{-1} = h0 (zeros when None); a, b (B, T, n).
 
@@ -83,13 +108,16 @@ def diag_scan(a, b, *, h0=None, return_final=False, options=None):
     the GPU). Returns h (B, T, n), or (h, h[:, -1]) when ``return_final``.
     """
     algo = -1 if options is None else _O.diag_scan_code(options)
-    if not (type(a) in _a.TT and diag_ok(a, b, h0)):
+    r = diag_ok(a, b, h0) if type(a) in _a.TT else None
+    if r is not None:
+        if type(return_final) is not bool:
+            return_final = _a.flag(return_final, "return_final")
+        h = diag_fwd_torch(a, b, h0, r, algo)
+    else:
         _a.need()
         return_final = _a.flag(return_final, "return_final")
         a, b, h0 = _scan_args(a, b, h0)
-    elif type(return_final) is not bool:
-        return_final = _a.flag(return_final, "return_final")
-    h = _diag_fwd(a, b, h0, 1.0, algo)
+        h = _diag_fwd(a, b, h0, 1.0, algo)
     return (h, h[:, -1]) if return_final else h
 
 

@@ -132,11 +132,20 @@ def _operator(u, k, mode):
     return u, FFTConv(k, u.shape[2], mode=mode)
 
 
-def _gpu():
+# Tensor types whose CUDA instances go straight to the GPU path (filled once one has gone there:
+# torch.Tensor, nn.Parameter), skipping the DLPack device probe of on_gpu and the imports of _gpu.
+_gpu_types: tuple = ()
+_cuda_fftconv = None  # strux._cuda_fftconv, set with _gpu_types
+
+
+def _gpu(x=None):
     """The CUDA path of fftconv (torch / CuPy arrays), or a clear error when absent."""
-    cuda_backend()  # raises when this build or machine has no CUDA
-    from . import _cuda_fftconv
-    return _cuda_fftconv
+    global _gpu_types, _cuda_fftconv
+    cuda = cuda_backend()  # raises when this build or machine has no CUDA
+    from . import _cuda_fftconv as mod
+    if not _gpu_types and x is not None:
+        _gpu_types, _cuda_fftconv = cuda.see_torch(x), mod
+    return mod
 
 
 def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=None) -> np.ndarray:
@@ -148,8 +157,10 @@ def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=Non
     Returns y (B, H, L) in the dtype of u (float16/bfloat16 computed in float32).
     CUDA arrays (torch, CuPy) run on the GPU on the current stream and come back of their kind.
     """
+    if type(u) in _gpu_types and u.is_cuda:
+        return _cuda_fftconv.fftconv(u, k, mode, pregate, postgate, skip)
     if on_gpu(u):
-        return _gpu().fftconv(u, k, mode, pregate, postgate, skip)
+        return _gpu(u).fftconv(u, k, mode, pregate, postgate, skip)
     u, op = _operator(u, k, mode)
     return op(u, pregate=pregate, postgate=postgate, skip=skip)
 

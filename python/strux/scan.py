@@ -34,11 +34,20 @@ _SUFFIX = {np.dtype(np.float32): "f", np.dtype(np.float64): "d",
 _COMPLEX_OF = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128)}
 
 
-def _gpu():
+# Tensor types whose CUDA instances go straight to the GPU path (filled once one has gone there:
+# torch.Tensor, nn.Parameter), skipping the DLPack device probe of on_gpu and the imports of _gpu.
+_gpu_types: tuple = ()
+_cuda_scan = None  # strux._cuda_scan, set with _gpu_types
+
+
+def _gpu(x=None):
     """The CUDA path of the scans (torch / CuPy arrays), or a clear error when absent."""
-    cuda_backend()  # raises when this build or machine has no CUDA
-    from . import _cuda_scan
-    return _cuda_scan
+    global _gpu_types, _cuda_scan
+    cuda = cuda_backend()  # raises when this build or machine has no CUDA
+    from . import _cuda_scan as mod
+    if not _gpu_types and x is not None:
+        _gpu_types, _cuda_scan = cuda.see_torch(x), mod
+    return mod
 
 
 def _fn(kind: str, dt: np.dtype):
@@ -92,8 +101,10 @@ def diag_scan(a, b, *, h0=None, return_final=False):
     Returns h (B, T, n) in the result dtype, or (h, h_last) with h_last = h[:, -1] (B, n)
     when ``return_final``.
     """
+    if type(a) in _gpu_types and a.is_cuda:
+        return _cuda_scan.diag_scan(a, b, h0=h0, return_final=return_final)
     if on_gpu(a):
-        return _gpu().diag_scan(a, b, h0=h0, return_final=return_final)
+        return _gpu(a).diag_scan(a, b, h0=h0, return_final=return_final)
     return_final = _flag(return_final, "return_final")
     a, b, h0 = _diag_args(a, b, h0)
     cdt, out_dt = _diag_dtypes(a=a, b=b, h0=h0)

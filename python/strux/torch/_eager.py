@@ -1,4 +1,4 @@
-"""When an eager call may skip the custom-op dispatch (strux.torch's ks and scan functions).
+"""When an eager call may skip the custom-op dispatch (strux.torch's fftconv, ks and scan functions).
 
 The dispatch costs tens of microseconds of Python per call; a direct kernel call is
 indistinguishable from the op when not under torch.compile (checked first, so Dynamo folds it

@@ -8,9 +8,14 @@ import importlib
 from typing import Optional, Tuple
 
 import torch
+from torch.autograd.function import once_differentiable
 
+from .. import _cuda as _a
 from .. import _cuda_fftconv as _G
 from ._host import np_in as _np, same_dtype as _same, t_out as _out
+from ._eager import LEAN as _LEAN, compiling as _compiling, plain_eager as _plain_eager
+
+_a.see_torch(torch.empty(0))  # the cheap checks' torch types (strux._cuda)
 
 # The module strux.fftconv (the package's attribute of that name is the function).
 _C = importlib.import_module("..fftconv", __package__)
@@ -34,14 +39,14 @@ def _fftconv_cpu_vjp(dy, u, k, mode, pre, post, skip):
 
 
 @torch.library.custom_op("strux::fftconv", mutates_args=())
-def fftconv(u: Tensor, k: Tensor, mode: str = "causal", pregate: Optional[Tensor] = None,
-            postgate: Optional[Tensor] = None, skip: Optional[Tensor] = None) -> Tensor:
+def _fftconv_op(u: Tensor, k: Tensor, mode: str = "causal", pregate: Optional[Tensor] = None,
+                postgate: Optional[Tensor] = None, skip: Optional[Tensor] = None) -> Tensor:
     if u.is_cuda:
         return _G.fftconv(u, k, mode, pregate, postgate, skip)
     return _fftconv_cpu(u, k, mode, pregate, postgate, skip)
 
 
-@fftconv.register_fake
+@_fftconv_op.register_fake
 def _(u, k, mode="causal", pregate=None, postgate=None, skip=None):
     return torch.empty_like(u, memory_format=torch.contiguous_format)
 
@@ -78,7 +83,39 @@ def _fftconv_bwd(ctx, dy):
     return du, dk, None, dpre if gp else None, dpost if go else None, dskip if gs else None
 
 
-fftconv.register_autograd(_fftconv_bwd, setup_context=_fftconv_setup)
+_fftconv_op.register_autograd(_fftconv_bwd, setup_context=_fftconv_setup)
+
+
+class _FFTConvFn(torch.autograd.Function):
+    """Eager autograd of fftconv without the op dispatch (strux::fftconv's kernels and backward)."""
+
+    @staticmethod
+    def forward(ctx, u, k, mode, pre, post, skip, r):
+        ctx.mode = mode
+        ctx.save_for_backward(u, k, pre, post, skip)
+        return _G.forward_torch(u, k, pre, post, skip, r)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        u, k, pre, post, skip = ctx.saved_tensors
+        du, dk, dpre, dpost, dskip = _G.fftconv_vjp(dy.contiguous(), u, k, ctx.mode, pre, post, skip)
+        return du, dk, None, dpre, dpost, dskip, None
+
+
+def fftconv(u: Tensor, k: Tensor, mode: str = "causal", pregate: Optional[Tensor] = None,
+            postgate: Optional[Tensor] = None, skip: Optional[Tensor] = None) -> Tensor:
+    """Differentiable fftconv (torch.ops.strux.fftconv); eager CUDA calls skip the op dispatch
+    (strux/torch/_eager.py says when)."""
+    if _LEAN and not _compiling() and type(u) in _a.TT and _plain_eager():
+        r = _G._fast(u, k, mode, pregate, postgate, skip)
+        if r is not None:
+            if torch.is_grad_enabled() and (u.requires_grad or k.requires_grad or (
+                    pregate is not None and pregate.requires_grad) or (
+                    postgate is not None and postgate.requires_grad) or (skip is not None and skip.requires_grad)):
+                return _FFTConvFn.apply(u, k, mode, pregate, postgate, skip, r)
+            return _G.forward_torch(u, k, pregate, postgate, skip, r)
+    return _fftconv_op(u, k, mode, pregate, postgate, skip)
 
 
 _HALF = (torch.float16, torch.bfloat16)

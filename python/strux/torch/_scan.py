@@ -112,11 +112,11 @@ _DIAG_GPU = (torch.float32, torch.float16, torch.bfloat16, torch.complex64)
 def diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor] = None, *, return_final: bool = False):
     """Differentiable h_t = a_t ⊙ h_{t-1} + b_t (B, T, n); returns h or (h, h[:, -1])."""
     if _LEAN and not _compiling() and type(a) in _a.TT and a.dtype in _DIAG_GPU and _plain_eager() \
-            and _S.diag_ok(a, b, h0):
+            and (r := _S.diag_ok(a, b, h0)) is not None:
         if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or (h0 is not None and h0.requires_grad)):
             h = _DiagScanFn.apply(a, b, h0)
         else:
-            h = _S.diag_scan(a, b, h0=h0)
+            h = _S.diag_fwd_torch(a, b, h0, r)
     else:
         h = _diag_scan(a, b, h0)
     return (h, h[:, -1]) if return_final else h

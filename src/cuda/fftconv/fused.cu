@@ -13,6 +13,9 @@ Launch plan_forward_t(int64_t N, int64_t B, int64_t H);
 template <class T>
 Launch plan_backward_t(int64_t N, int64_t B, int64_t H);
 template <class T>
+void spectrum_t(const Launch& g, const T* k, int64_t H, int64_t Lk, int64_t Lmin, float scale, float2* khat,
+                cudaStream_t s);
+template <class T>
 void forward_t(const Launch& g, const T* u, const T* pre, const T* post, const T* skip, const float2* khat, T* y,
                int64_t B, int64_t H, int64_t L, cudaStream_t s);
 template <class T>
@@ -61,6 +64,14 @@ Launch plan_backward(DType dt, int64_t N, int64_t B, int64_t H) {
   Launch g;
   with_type(dt, [&](auto t) { g = plan_backward_t<decltype(t)>(N, B, H); });
   return g;
+}
+
+void spectrum(DType dt, const Launch& g, const void* k, int64_t H, int64_t Lk, int64_t Lmin, float scale,
+              float2* khat, cudaStream_t s) {
+  with_type(dt, [&](auto t) {
+    using T = decltype(t);
+    spectrum_t<T>(g, cp<T>(k), H, Lk, Lmin, scale, khat, s);
+  });
 }
 
 void forward(DType dt, const Launch& g, const void* u, const void* pre, const void* post, const void* skip,

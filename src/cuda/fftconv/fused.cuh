@@ -300,6 +300,30 @@ __device__ __forceinline__ Rows rows_of(int64_t B, int nchunk, int rows_per_cta)
   return r;
 }
 
+// ---- filter spectrum -------------------------------------------------------------------------
+// khat[h] = rfft(scale · k[h, :Lmin] zero-padded to 2N): [N + 1] values, one CTA per h. The same
+// transform and split as the rows of the kernels below: the spectrum step of a call is this one
+// launch (not a pad kernel and a cuFFT R2C).
+template <class T, int N>
+__global__ void __launch_bounds__(threads_for(N)) spectrum_kernel(const T* __restrict__ k, int64_t Lk, int64_t Lmin,
+                                                                  float scale, float2* __restrict__ khat) {
+  constexpr int TT = threads_for(N);
+  extern __shared__ float2 smem[];
+  const int64_t h = blockIdx.x;
+  const T* kr = k + h * Lk;
+  fft_io<N, TT, -1, kStaged<N>, false>(
+      smem, fresh_tid(), [&](int n) { return scale2(ld2(kr, 2 * int64_t(n), Lmin, false), scale); },
+      [&](int i, float2 x) { smem[pad(i)] = x; });
+  __syncthreads();
+  float2* __restrict__ out = khat + h * (N + 1);
+  for (int f = fresh_tid(); f <= N / 2; f += TT) {
+    const int g = N - f;
+    const Split sp = split<N>(smem[pad(f)], smem[pad(g & (N - 1))], f);
+    out[f] = sp.xf;
+    out[g] = sp.xg;  // f = N/2: its own partner, the same value
+  }
+}
+
 // ---- forward ---------------------------------------------------------------------------------
 // y = post ⊙ (conv(k, v) + skip·v), v = u ⊙ pre. khat: [H][N + 1], scaled by 1/(2N).
 template <class T, int N>

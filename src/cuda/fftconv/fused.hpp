@@ -27,6 +27,9 @@ struct Launch {
 Launch plan_forward(DType dt, int64_t N, int64_t B, int64_t H);
 Launch plan_backward(DType dt, int64_t N, int64_t B, int64_t H);
 
+// khat[h] = rfft(scale · k[h, :Lmin], zero-padded to nfft) for k (H, Lk): [H][N + 1] complex float.
+void spectrum(DType dt, const Launch& g, const void* k, int64_t H, int64_t Lk, int64_t Lmin, float scale,
+              float2* khat, cudaStream_t s);
 // khat: [H][N + 1] complex float, scaled by 1/nfft. Types as the plan's dtype (f16, bf16, f32).
 void forward(DType dt, const Launch& g, const void* u, const void* pre, const void* post, const void* skip,
              const float2* khat, void* y, int64_t B, int64_t H, int64_t L, cudaStream_t s);

@@ -69,6 +69,7 @@ Launch plan_forward_t(int64_t N, int64_t B, int64_t H) {
     g.threads = threads_for(NN);
     g.smem = size_t(padded(NN)) * sizeof(float2);
     set_smem(k, g.smem);
+    set_smem(reinterpret_cast<const void*>(&spectrum_kernel<T, NN>), g.smem);  // same buffer
     choose_chunks(g, k, B, H, 8);
   });
   return g;
@@ -89,6 +90,17 @@ Launch plan_backward_t(int64_t N, int64_t B, int64_t H) {
     choose_chunks(g, k, B, H, 2);
   });
   return g;
+}
+
+// One CTA per filter row, with the forward kernel's threads and shared memory (plan_forward_t).
+template <class T>
+void spectrum_t(const Launch& g, const T* k, int64_t H, int64_t Lk, int64_t Lmin, float scale, float2* khat,
+                cudaStream_t s) {
+  with_n(g.N, [&](auto nn) {
+    constexpr int NN = decltype(nn)::value;
+    spectrum_kernel<T, NN><<<unsigned(H), g.threads, g.smem, s>>>(k, Lk, Lmin, scale, khat);
+    STRUX_LAUNCH("fftconv fused spectrum");
+  });
 }
 
 template <class T>
@@ -123,6 +135,7 @@ void backward_t(const Launch& g, const T* dy, const T* u, const T* pre, const T*
 #define STRUX_FUSED_INSTANTIATE(T)                                                                           \
   template Launch plan_forward_t<T>(int64_t, int64_t, int64_t);                                              \
   template Launch plan_backward_t<T>(int64_t, int64_t, int64_t);                                             \
+  template void spectrum_t<T>(const Launch&, const T*, int64_t, int64_t, int64_t, float, float2*, cudaStream_t); \
   template void forward_t<T>(const Launch&, const T*, const T*, const T*, const T*, const float2*, T*, int64_t, \
                              int64_t, int64_t, cudaStream_t);                                                \
   template void backward_t<T>(const Launch&, const T*, const T*, const T*, const T*, const T*, const float2*,   \

@@ -17,7 +17,8 @@ struct FFTConvPlan::Impl {
   DType dtype;
   FFTPlan r2c_rows, c2r_rows, r2c_h, c2r_h;
   DeviceBuffer slotA, slotB, khat, dkhat, work;
-  // Fused path (fused.cuh): one kernel per call, own FFTs; cuFFT only for the filter (H rows).
+  // Fused path (fused.cuh): one kernel per call, own FFTs (the filter spectrum too: one more
+  // kernel per set_filter); cuFFT only for the inverse transform of dK̂ in backward (H rows).
   bool fused = false;
   fused::Launch fwd_launch, bwd_launch;
   DeviceBuffer dkpart, vh;
@@ -105,9 +106,14 @@ template <class T>
 void FFTConvPlan::Impl::set_filter(const T* kf, cudaStream_t s) {
   using Tc = typename Compute<T>::type;
   using F = Fft<Tc>;
+  // 1/nfft of the inverse transform is folded into the filter spectrum once, here.
+  if (fused) {  // one launch: the fused kernels' own transform (fused.cuh spectrum_kernel)
+    fused::spectrum(dtype, fwd_launch, kf, H, Lk, Lmin, 1.f / float(nfft), khat.as<float2>(), s);
+    filter = true;
+    return;
+  }
   const int64_t ld = 2 * nf;
   Tc* kr = khat.as<Tc>();
-  // 1/nfft of the inverse transform is folded into the filter spectrum once, here.
   k::pad<T, Tc><<<grid2(nfft, H, k::kThreads), k::kThreads, 0, s>>>(kf, nullptr, H, Lk, Lmin, nfft, ld,
                                                                       Tc(1) / Tc(nfft), kr);
   STRUX_LAUNCH("fftconv pad(k)");

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "cuda/check.hpp"
@@ -43,7 +44,16 @@ template <class C, bool BL, bool VEC>
 void launch_tc_cfg(const tc::Args& ar, cudaStream_t s) {
   constexpr int smem = tc::Shape<C::TP, C::TQ, BL, C::BK, C::STAGES>::SMEM_BYTES;
   auto kern = tc::tf32x3_kernel<C::TP, C::TQ, C::WP, C::WQ, BL, VEC, C::MINB, C::BK, C::STAGES>;
-  STRUX_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  // The shared-memory limit is an attribute of the kernel on a device: set once per device (a
+  // driver call on every launch was host time on every small product). Bit dev of `set`.
+  static std::atomic<uint64_t> set{0};
+  int dev = 0;
+  STRUX_CUDA(cudaGetDevice(&dev));
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (!(set.load(std::memory_order_acquire) & bit)) {
+    STRUX_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    set.fetch_or(bit, std::memory_order_release);
+  }
   tc::Args a = ar;
   a.p_tiles = tc_cdiv(ar.batch, C::TP);
   a.q_tiles = tc_cdiv(ar.b, C::TQ);
