@@ -12,6 +12,7 @@
 #include "cuda/check.hpp"
 #include "cuda/scan/block_scan_kernels.cuh"
 #include "cuda/scan/fft_rows.hpp"
+#include "cuda/staging.hpp"
 #include "strux/core.hpp"
 #include "strux/cuda/scan.hpp"
 
@@ -100,16 +101,21 @@ BlockCirculantScanPlan::~BlockCirculantScanPlan() {
 
 // Workspace: the forward's buffers first, the backward's extra ones after them.
 //   [fft work | Ah (B,T,p,p,kf) | UH (B,T,p,kf) | H0h (B,p,kf) | S, Car (B,C,p,kf) | M (B,C,p,p,kf)]
+//     [| Stage (B,T,p,k) float32, k > 1 only]
 //   + backward: [DG (B,T,p,kf) | DLh, dH0h (B,p,kf)]
 // Backward reuses S for R and Car for E (the forward's S and carries are spent by then).
+// Stage takes real arrays cuFFT refuses (not 8-byte aligned, staging.hpp): every spectrum buffer
+// is busy while a's spectrum is being written, so it is a region of its own, u's size; a (p times
+// that) is transformed in p pieces of u's rows. k == 1 runs no cuFFT and needs no stage.
 namespace {
 struct BcWs {
   void* fwork;
   float2 *ah, *uh, *h0h, *s, *car, *m, *dg, *dlh, *dh0h;
+  float* stage;
 };
 }  // namespace
 
-static BcWs carve(void* w0, int64_t fft_work, int64_t B, int64_t T, int64_t p, int64_t kf, int64_t C,
+static BcWs carve(void* w0, int64_t fft_work, int64_t B, int64_t T, int64_t p, int64_t k, int64_t kf, int64_t C,
                   bool chunked, int64_t* fwd_bytes, int64_t* bwd_bytes) {
   char* w = static_cast<char*>(w0);
   char* const base = w;
@@ -128,6 +134,7 @@ static BcWs carve(void* w0, int64_t fft_work, int64_t B, int64_t T, int64_t p, i
     r.car = take(B * C * p * kf * 8);
     r.m = take(B * C * p * p * kf * 8);
   }
+  if (k > 1) r.stage = reinterpret_cast<float*>(take(B * T * p * k * 4));
   if (fwd_bytes) *fwd_bytes = w - base;
   r.dg = take(B * T * p * kf * 8);
   r.dlh = take(B * p * kf * 8);
@@ -138,13 +145,13 @@ static BcWs carve(void* w0, int64_t fft_work, int64_t B, int64_t T, int64_t p, i
 
 int64_t BlockCirculantScanPlan::workspace_bytes() const {
   int64_t f = 0;
-  carve(nullptr, fft_work_, B_, T_, p_, kf_, C_, C_ > 1, &f, nullptr);
+  carve(nullptr, fft_work_, B_, T_, p_, k_, kf_, C_, C_ > 1, &f, nullptr);
   return f;
 }
 
 int64_t BlockCirculantScanPlan::backward_workspace_bytes() const {
   int64_t b = 0;
-  carve(nullptr, fft_work_, B_, T_, p_, kf_, C_, C_ > 1, nullptr, &b);
+  carve(nullptr, fft_work_, B_, T_, p_, k_, kf_, C_, C_ > 1, nullptr, &b);
   return b;
 }
 
@@ -234,18 +241,51 @@ void BlockCirculantScanPlan::scan_forward(void* ah_, void* uh_, const void* h0h_
   }
 }
 
+namespace {
+// Real rows of k in and out of the transforms. An array cuFFT refuses (k > 1, not 8-byte aligned)
+// is copied through the stage, in pieces of at most `piece` rows (the stage's size); run(x, y,
+// rows) is the transform of `rows` rows, x real and y spectra.
+struct RealRows {
+  int64_t k, kf, piece;
+  float* stage;
+  cudaStream_t s;
+  template <class F>
+  void in(const float* x, float2* y, int64_t rows, F run) const {
+    if (k == 1 || aligned_to(x, 8)) return run(x, y, rows);
+    const int64_t n = std::min(rows, piece);
+    for (int64_t r = 0; r < rows; r += n)
+      run(static_cast<const float*>(staged_in(x + r * k, n * k * 4, stage, 8, s)), y + r * kf, n);
+  }
+  template <class F>
+  void out(float2* y, float* x, int64_t rows, F run) const {
+    if (k == 1 || aligned_to(x, 8)) return run(y, x, rows);
+    const int64_t n = std::min(rows, piece);
+    for (int64_t r = 0; r < rows; r += n) {
+      auto* t = static_cast<float*>(out_target(x + r * k, stage, 8));
+      run(y + r * kf, t, n);
+      finish_out(x + r * k, t, n * k * 4, s);
+    }
+  }
+};
+}  // namespace
+
 void BlockCirculantScanPlan::forward(const float* a, const float* u, const float* h0, float* h, void* workspace,
                                      void* stream) const {
   auto s = static_cast<cudaStream_t>(stream);
-  const BcWs w = carve(workspace, fft_work_, B_, T_, p_, kf_, C_, C_ > 1, nullptr, nullptr);
+  const BcWs w = carve(workspace, fft_work_, B_, T_, p_, k_, kf_, C_, C_ > 1, nullptr, nullptr);
   if (k_ > 1) bind_plans({r2c_a_, r2c_u_, r2c_h0_, c2r_, c2r_a_, c2r_h0_}, w.fwork, s);
-  r2c(r2c_a_, a, w.ah, B_ * T_ * p_ * p_, stream);
-  r2c(r2c_u_, u, w.uh, B_ * T_ * p_, stream);
-  if (h0) r2c(r2c_h0_, h0, w.h0h, B_ * p_, stream);
+  const int64_t ru = B_ * T_ * p_, rh = B_ * p_;
+  const RealRows io{k_, kf_, ru, w.stage, s};
+  auto fwd = [&](const float* x, float2* y, int64_t rows) {
+    r2c(rows == rh ? r2c_h0_ : rows == ru ? r2c_u_ : r2c_a_, x, y, rows, stream);
+  };
+  io.in(a, w.ah, ru * p_, fwd);
+  io.in(u, w.uh, ru, fwd);
+  if (h0) io.in(h0, w.h0h, rh, fwd);
   // The 1/k of the inverse transform goes on U and H0 as the kernels read them (the recurrence
   // is linear in both), so C2R (unnormalized) of the state gives h.
   scan_forward(w.ah, w.uh, h0 ? w.h0h : nullptr, w.s, w.m, w.car, 1.f / float(k_), stream);
-  c2r(c2r_, w.uh, h, B_ * T_ * p_, stream);
+  io.out(w.uh, h, ru, [&](float2* y, float* x, int64_t rows) { c2r(c2r_, y, x, rows, stream); });
 }
 
 // In the Fourier basis over k each circ block is diagonal and circ(v)^T has the spectrum conj(v),
@@ -258,15 +298,24 @@ void BlockCirculantScanPlan::backward(const float* a, const float* u, const floa
                                       const float* dh_last, float* da, float* du, float* dh0, void* workspace,
                                       void* stream) const {
   auto st = static_cast<cudaStream_t>(stream);
-  const BcWs w = carve(workspace, fft_work_, B_, T_, p_, kf_, C_, C_ > 1, nullptr, nullptr);
+  const BcWs w = carve(workspace, fft_work_, B_, T_, p_, k_, kf_, C_, C_ > 1, nullptr, nullptr);
   if (k_ > 1) bind_plans({r2c_a_, r2c_u_, r2c_h0_, c2r_, c2r_a_, c2r_h0_}, w.fwork, st);
-  r2c(r2c_a_, a, w.ah, B_ * T_ * p_ * p_, stream);
-  r2c(r2c_u_, u, w.uh, B_ * T_ * p_, stream);
-  if (h0) r2c(r2c_h0_, h0, w.h0h, B_ * p_, stream);
+  const int64_t ru = B_ * T_ * p_, rh = B_ * p_;
+  const RealRows io{k_, kf_, ru, w.stage, st};
+  // The plan for a row count (rh: h0's, ru: u's, else a's; equal counts have equivalent plans).
+  auto fwd = [&](const float* x, float2* y, int64_t rows) {
+    r2c(rows == rh ? r2c_h0_ : rows == ru ? r2c_u_ : r2c_a_, x, y, rows, stream);
+  };
+  auto inv = [&](float2* y, float* x, int64_t rows) {
+    c2r(rows == rh ? c2r_h0_ : rows == ru ? c2r_ : c2r_a_, y, x, rows, stream);
+  };
+  io.in(a, w.ah, ru * p_, fwd);
+  io.in(u, w.uh, ru, fwd);
+  if (h0) io.in(h0, w.h0h, rh, fwd);
   const float2* h0h = h0 ? w.h0h : nullptr;
   scan_forward(w.ah, w.uh, h0h, w.s, w.m, w.car, 1.f, stream);
-  r2c(r2c_u_, dh, w.dg, B_ * T_ * p_, stream);
-  if (dh_last) r2c(r2c_h0_, dh_last, w.dlh, B_ * p_, stream);
+  io.in(dh, w.dg, ru, fwd);
+  if (dh_last) io.in(dh_last, w.dlh, rh, fwd);
   const float2* dlh = dh_last ? w.dlh : nullptr;
   float2* dh0h = dh0 ? w.dh0h : nullptr;
   const float s = 1.f / float(k_);
@@ -283,9 +332,9 @@ void BlockCirculantScanPlan::backward(const float* a, const float* u, const floa
       default: chunk_backward<4>(w.ah, w.uh, w.dg, h0h, dlh, dh0h, w.s, w.m, w.car, B_, T_, L_, C_, kf_, s, st); break;
     }
   }
-  c2r(c2r_, w.dg, du, B_ * T_ * p_, stream);
-  c2r(c2r_a_, w.ah, da, B_ * T_ * p_ * p_, stream);
-  if (dh0) c2r(c2r_h0_, w.dh0h, dh0, B_ * p_, stream);
+  io.out(w.dg, du, ru, inv);
+  io.out(w.ah, da, ru * p_, inv);
+  if (dh0) io.out(w.dh0h, dh0, rh, inv);
 }
 
 }  // namespace strux::cuda

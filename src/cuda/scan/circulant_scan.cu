@@ -6,11 +6,11 @@
 #include <cufft.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <initializer_list>
 
 #include "cuda/check.hpp"
 #include "cuda/scan/fft_rows.hpp"
+#include "cuda/staging.hpp"
 #include "strux/core.hpp"
 #include "strux/cuda/scan.hpp"
 
@@ -48,6 +48,8 @@ CirculantScanPlan::~CirculantScanPlan() {
 
 // [fft work | ah | s1 | s2 | s3 (4 spectra (B,T,nf)) | h0h | dh0h ((B,nf)) | scan ws].
 // forward: ah = A, s1 = U then H. backward: s1 = H, s2 = DH then G, s3 = the spectrum of da.
+// Real arrays not aligned to a complex element (staging.hpp) are staged through whichever
+// spectrum buffer is idle at that point: (B, T, nf) complex values hold (B, T, n) reals.
 namespace {
 struct CircWs {
   void* fwork;
@@ -109,24 +111,6 @@ template <class C>
 __global__ void scale_c(C* x, int64_t count, double s) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
     x[i].x *= s, x[i].y *= s;
-}
-
-// cuFFT refuses (CUFFT_INVALID_VALUE) real arrays whose pointer is not aligned to the complex
-// element (8 bytes for float32, 16 for float64); a contiguous tensor sliced at an odd offset is
-// such an array. Those go through a staging area of the workspace (a spectrum buffer that is idle
-// at that point: (B, T, nf) complex values hold (B, T, n) reals), one device copy each way.
-bool aligned_to(const void* p, int64_t cs) { return reinterpret_cast<std::uintptr_t>(p) % uintptr_t(cs) == 0; }
-
-const void* staged_in(const void* p, int64_t bytes, void* stage, int64_t cs, cudaStream_t s) {
-  if (!p || aligned_to(p, cs)) return p;
-  STRUX_CUDA(cudaMemcpyAsync(stage, p, size_t(bytes), cudaMemcpyDeviceToDevice, s));
-  return stage;
-}
-
-// The transform writes `out` directly when it is aligned, else `stage`, copied by finish_out.
-void* out_target(void* out, void* stage, int64_t cs) { return aligned_to(out, cs) ? out : stage; }
-void finish_out(void* out, const void* target, int64_t bytes, cudaStream_t s) {
-  if (target != out) STRUX_CUDA(cudaMemcpyAsync(out, target, size_t(bytes), cudaMemcpyDeviceToDevice, s));
 }
 
 unsigned blocks_for(int64_t count, int threads) {
