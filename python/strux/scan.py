@@ -114,9 +114,11 @@ def _layout(a_shape: tuple, b_shape: tuple, axis, reverse):
     t, reverse = _time_axis(axis), _flag(reverse, "reverse")
     if len(b_shape) != 3:
         raise ValueError(f"argument 'b': expected 3 dimensions, got {len(b_shape)} (shape {b_shape})")
-    if len(a_shape) > 3 or any(x not in (1, y) for x, y in zip(a_shape[::-1], b_shape[::-1])):
-        raise ValueError(f"argument 'a': expected a shape that broadcasts to {b_shape}, the shape of 'b' (numpy "
-                         f"rules: at most 3 dimensions, each size 1 or that of 'b'), got {a_shape}")
+    # a has 3 dimensions like b (numpy's rules for their sizes): a lower rank would be ambiguous
+    # between the layouts, and a scalar stays the error it always was.
+    if len(a_shape) != 3 or any(x not in (1, y) for x, y in zip(a_shape, b_shape)):
+        raise ValueError(f"argument 'a': expected a shape that broadcasts to {b_shape}, the shape of 'b' (3 "
+                         f"dimensions, each of size 1 or that of 'b'), got {a_shape}")
     return t, reverse, (None if a_shape == b_shape else b_shape)
 
 
@@ -173,7 +175,8 @@ def diag_scan(a, b, h0=None, *, axis=1, reverse=False, return_final=False):
     """Diagonal linear recurrence h_t = a_t * h_{t-1} + b_t, h_{-1} = h0 (zeros when None).
 
     a, b: (B, T, n), real or complex (see the module docstring for mixing); ``a`` may broadcast
-    to b's shape by numpy's rules, e.g. a time-invariant decay (1, 1, n) or (B, 1, n). h0: (B, n)
+    to b's shape (3 dimensions, each of size 1 or b's), e.g. a time-invariant decay (1, 1, n) or
+    (B, 1, n). h0: (B, n)
     or None. ``axis=2`` (or -1) takes time-last arrays (B, n, T) and returns h so. With
     ``reverse=True`` time runs backwards: h_t = a_t * h_{t+1} + b_t, h_T = h0.
     Returns h in b's shape and the result dtype, or (h, h_last) when ``return_final``, h_last

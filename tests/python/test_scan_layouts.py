@@ -116,13 +116,16 @@ def test_time_last_is_the_transposed_scan():
 
 
 @pytest.mark.parametrize("axis", AXES)
-def test_lower_rank_a_broadcasts(axis):
+def test_a_has_three_dimensions(axis):
+    """Sizes broadcast, ranks do not: a lower-rank or scalar `a` is an error naming 'a' (which
+    axis an (n,) would mean depends on the layout)."""
     r = np.random.default_rng(4)
     b = rand(r, caller((B, T, N), axis), np.float64)
-    a_n = rand(r, (N,), np.float64, 0.6)
-    a = a_n if axis == 1 else a_n[:, None]  # (n,) against (B, T, n); (n, 1) against (B, n, T)
-    assert relerr(strux.diag_scan(a, b, axis=axis), loop(a, b, None, axis, False)[0]) < 1e-13
-    assert relerr(strux.diag_scan(0.5, b, axis=axis), loop(0.5, b, None, axis, False)[0]) < 1e-13
+    for a in (rand(r, (N,), np.float64), rand(r, (N, 1), np.float64), rand(r, (1, N), np.float64), 0.5,
+              np.float64(0.5)):
+        with pytest.raises(ValueError, match="'a'"):
+            strux.diag_scan(a, b, axis=axis)
+    assert relerr(strux.diag_scan(np.full((1, 1, 1), 0.5), b, axis=axis), loop(0.5, b, None, axis, False)[0]) < 1e-13
 
 
 def test_real_a_broadcast_with_complex_b():
