@@ -176,9 +176,8 @@ def diag_scan(a, b, h0=None, *, axis=1, reverse=False, return_final=False):
 
     a, b: (B, T, n), real or complex (see the module docstring for mixing); ``a`` may broadcast
     to b's shape (3 dimensions, each of size 1 or b's), e.g. a time-invariant decay (1, 1, n) or
-    (B, 1, n). h0: (B, n)
-    or None. ``axis=2`` (or -1) takes time-last arrays (B, n, T) and returns h so. With
-    ``reverse=True`` time runs backwards: h_t = a_t * h_{t+1} + b_t, h_T = h0.
+    (B, 1, n). h0: (B, n) or None. ``axis=2`` (or -1) takes time-last arrays (B, n, T) and
+    returns h so. With ``reverse=True`` time runs backwards: h_t = a_t * h_{t+1} + b_t, h_T = h0.
     Returns h in b's shape and the result dtype, or (h, h_last) when ``return_final``, h_last
     (B, n) the final state: h_{T-1}, or h_0 when ``reverse``.
     The layout keywords and a broadcast ``a`` cost copies of the arrays (for now: the kernels
