@@ -3,7 +3,9 @@
 Shapes are (B, T, n) channels-last: batch, time, state channels; h_{-1} = h0 ((B, n), zeros
 when None).
 
-- ``diag_scan(a, b)``:             h_t = a_t * h_{t-1} + b_t (real or complex).
+- ``diag_scan(a, b)``:             h_t = a_t * h_{t-1} + b_t (real or complex); also time-last
+  arrays (B, n, T) (``axis=2``), time run backwards (``reverse=True``) and an ``a`` that
+  broadcasts to b's shape (a time-invariant decay), each by a copy for now.
 - ``circulant_scan(a, u)``:        h_t = circ(a_t) h_{t-1} + u_t, circ(a)[i, j] = a[(i - j) mod n];
   ``fourier=True`` takes ``a`` as its half spectrum rfft(a_t) ((B, T, n//2 + 1) complex).
 - ``block_circulant_scan(a, u)``:  a (B, T, p, p, k), n = p*k; A_t is the p x p grid of k x k
@@ -19,6 +21,8 @@ float64 with complex128; other mixes are a TypeError), and its gradient is the r
 complex one. Inputs that are not C-contiguous are copied.
 """
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 
@@ -94,13 +98,102 @@ def _diag_args(a, b, h0):
     return a, b, h0
 
 
-def diag_scan(a, b, *, h0=None, return_final=False):
+# The keywords axis / reverse and a broadcasting `a` are layout transforms around the (B, T, n)
+# kernels: the arrays are brought to the kernels' layout in their own library (numpy, torch,
+# CuPy) -- a copy for now -- and h is brought back. A plain call (defaults, a.shape == b.shape)
+# skips all of it after one check.
+
+def _plain(a, b, axis, reverse) -> bool:
+    """Whether a call needs no layout transform (the one cheap check of the plain call)."""
+    return reverse is False and type(axis) is int and axis == 1 and \
+        getattr(a, "shape", None) == getattr(b, "shape", None)
+
+
+def _time_axis(axis) -> int:
+    """The time axis of the caller's arrays: 1 ((B, T, n)) or 2 ((B, n, T); -1 is 2)."""
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, numbers.Integral) or int(axis) not in (1, 2, -1):
+        raise ValueError(f"argument 'axis': expected 1 (time at axis 1, arrays (B, T, n)) or 2 / -1 (time last, "
+                         f"arrays (B, n, T)), got {axis!r}")
+    return 1 if int(axis) == 1 else 2
+
+
+def _layout(a_shape: tuple, b_shape: tuple, axis, reverse):
+    """Checks a transformed call by its shapes (any array library); returns (time axis, reverse,
+    the shape to broadcast a to, or None)."""
+    t, reverse = _time_axis(axis), _flag(reverse, "reverse")
+    if len(b_shape) != 3:
+        raise ValueError(f"argument 'b': expected 3 dimensions, got {len(b_shape)} (shape {b_shape})")
+    # a has 3 dimensions like b (numpy's rules for their sizes): a lower rank would be ambiguous
+    # between the layouts, and a scalar stays the error it always was.
+    if len(a_shape) != 3 or any(x not in (1, y) for x, y in zip(a_shape, b_shape)):
+        raise ValueError(f"argument 'a': expected a shape that broadcasts to {b_shape}, the shape of 'b' (3 "
+                         f"dimensions, each of size 1 or that of 'b'), got {a_shape}")
+    return t, reverse, (None if a_shape == b_shape else b_shape)
+
+
+def _layout_args(a, b, axis, reverse):
+    """_layout of a public call; CPU arrays come back as numpy arrays, CUDA arrays unchanged."""
+    if on_gpu(a):
+        ca = cuda_backend()  # the array adapter of the GPU paths (raises when there is no CUDA)
+        a, b = ca.array(a, "a", None, None), ca.array(b, "b", 3, None)
+    else:
+        a, b = complex_or_real_array(a, "a"), complex_or_real_array(b, "b", 3)
+    return (a, b) + _layout(tuple(a.shape), tuple(b.shape), axis, reverse)
+
+
+def _lib(x):
+    """x's own array library: numpy, torch or cupy."""
+    if isinstance(x, np.ndarray):
+        return np
+    from . import _cuda
+    return _cuda.xp(x)
+
+
+def _relayout(x, t: int, flip: bool, to_kernel: bool, shape=None):
+    """x between the caller's layout (time at axis t) and the kernels' C-contiguous (B, T, n),
+    time reversed when `flip`; `shape`: broadcast x to it first (caller's layout). Views in x's
+    own library, then one copy; differentiable for torch tensors. None stays None."""
+    if x is None:
+        return None
+    xp = _lib(x)
+    if shape is not None:
+        x = xp.broadcast_to(x, shape)
+    if t == 2 and to_kernel:
+        x = xp.swapaxes(x, 1, 2)
+    if flip:
+        x = xp.flip(x, (1,))  # time is at axis 1 on both sides of the swap
+    if t == 2 and not to_kernel:
+        x = xp.swapaxes(x, 1, 2)
+    return x.contiguous() if xp.__name__ == "torch" else xp.ascontiguousarray(x)
+
+
+def _reduce_to(g, shape):
+    """g summed over the axes that broadcasting `shape` to g.shape added or stretched (the
+    gradient of a broadcast input)."""
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape) if s == 1 and g.shape[lead + i] != 1)
+    if not axes:
+        return g
+    if isinstance(g, np.ndarray):
+        acc = g.dtype if g.dtype in _SUFFIX else np.float32  # half types summed in float32
+        return g.sum(axis=axes, dtype=acc).astype(g.dtype, copy=False).reshape(shape)
+    return g.sum(axes).reshape(shape)  # torch and CuPy accumulate half types in float32
+
+
+def diag_scan(a, b, h0=None, *, axis=1, reverse=False, return_final=False):
     """Diagonal linear recurrence h_t = a_t * h_{t-1} + b_t, h_{-1} = h0 (zeros when None).
 
-    a, b: (B, T, n), real or complex (see the module docstring for mixing). h0: (B, n) or None.
-    Returns h (B, T, n) in the result dtype, or (h, h_last) with h_last = h[:, -1] (B, n)
-    when ``return_final``.
+    a, b: (B, T, n), real or complex (see the module docstring for mixing); ``a`` may broadcast
+    to b's shape (3 dimensions, each of size 1 or b's), e.g. a time-invariant decay (1, 1, n) or
+    (B, 1, n). h0: (B, n) or None. ``axis=2`` (or -1) takes time-last arrays (B, n, T) and
+    returns h so. With ``reverse=True`` time runs backwards: h_t = a_t * h_{t+1} + b_t, h_T = h0.
+    Returns h in b's shape and the result dtype, or (h, h_last) when ``return_final``, h_last
+    (B, n) the final state: h_{T-1}, or h_0 when ``reverse``.
+    The layout keywords and a broadcast ``a`` cost copies of the arrays (for now: the kernels
+    read (B, T, n)); a plain call costs nothing extra.
     """
+    if not _plain(a, b, axis, reverse):
+        return _diag_scan_layout(a, b, h0, axis, reverse, return_final)
     if type(a) in _gpu_types and a.is_cuda:
         return _cuda_scan.diag_scan(a, b, h0=h0, return_final=return_final)
     if on_gpu(a):
@@ -114,14 +207,30 @@ def diag_scan(a, b, *, h0=None, return_final=False):
     return (h, np.ascontiguousarray(h[:, -1])) if return_final else h
 
 
-def diag_scan_vjp(dh, a, b, *, h0=None, dh_last=None):
+def _diag_scan_layout(a, b, h0, axis, reverse, return_final):
+    """diag_scan with axis / reverse / a broadcasting: the plain call on transformed arrays."""
+    a, b, t, flip, shape = _layout_args(a, b, axis, reverse)
+    out = diag_scan(_relayout(a, t, flip, True, shape), _relayout(b, t, flip, True), h0,
+                    return_final=return_final)
+    if isinstance(out, tuple):  # the kernels' last step is the final state in either direction
+        return _relayout(out[0], t, flip, False), out[1]
+    return _relayout(out, t, flip, False)
+
+
+def diag_scan_vjp(dh, a, b, h0=None, *, dh_last=None, axis=1, reverse=False):
     """Gradients of ``diag_scan``: returns (da, db, dh0); dh0 is None when h0 is None.
 
-    dh: (B, T, n) = dL/dconj(h); dh_last: (B, n) or None, the cotangent of h_last (added to
-    dh[:, -1]). PyTorch's convention: g_t = dh_t + conj(a_{t+1}) g_{t+1}, db_t = g_t,
-    da_t = g_t conj(h_{t-1}), dh0 = conj(a_0) g_0 (conj is the identity for real values).
+    dh: dL/dconj(h), in h's shape (that of b); dh_last: (B, n) or None, the cotangent of the
+    final state h_last (added to dh at that step). PyTorch's convention: g_t = dh_t +
+    conj(a_{t+1}) g_{t+1}, db_t = g_t, da_t = g_t conj(h_{t-1}), dh0 = conj(a_0) g_0 (conj is the
+    identity for real values). ``axis`` and ``reverse`` as in diag_scan; the reversed recurrence is
+    the plain one on time-flipped arrays, so its gradient is the flipped one: g_t = dh_t +
+    conj(a_{t-1}) g_{t-1}, da_t = g_t conj(h_{t+1}), dh0 = conj(a_{T-1}) g_{T-1}. A broadcast ``a``
+    gets da in its own shape, summed over the broadcast axes.
     Each gradient has its input's dtype; a real input next to complex ones gets the real part.
     """
+    if not _plain(a, b, axis, reverse):
+        return _diag_scan_vjp_layout(dh, a, b, h0, dh_last, axis, reverse)
     if on_gpu(a):
         return _gpu().diag_scan_vjp(dh, a, b, h0=h0, dh_last=dh_last)
     a, b, h0 = _diag_args(a, b, h0)
@@ -142,6 +251,22 @@ def diag_scan_vjp(dh, a, b, *, h0=None, dh_last=None):
         return result(g, x.dtype)
 
     return back(da, a), back(db, b), back(dh0, h0)
+
+
+def _diag_scan_vjp_layout(dh, a, b, h0, dh_last, axis, reverse):
+    """diag_scan_vjp with axis / reverse / a broadcasting: the layout maps are permutations, so
+    the gradient is the plain one on transformed arrays, brought back (da reduced to a's shape)."""
+    a, b, t, flip, shape = _layout_args(a, b, axis, reverse)
+    if on_gpu(a):
+        dh = cuda_backend().array(dh, "dh", 3, None)
+    else:
+        dh = complex_or_real_array(dh, "dh", 3)
+    if tuple(dh.shape) != tuple(b.shape):
+        raise ValueError(f"argument 'dh': expected shape {tuple(b.shape)} (that of h and 'b'), got {tuple(dh.shape)}")
+    da, db, dh0 = diag_scan_vjp(_relayout(dh, t, flip, True), _relayout(a, t, flip, True, shape),
+                                _relayout(b, t, flip, True), h0, dh_last=dh_last)
+    da = _relayout(da, t, flip, False)
+    return (da if shape is None else _reduce_to(da, tuple(a.shape))), _relayout(db, t, flip, False), dh0
 
 
 # ---- circulant_scan ----------------------------------------------------------------------------

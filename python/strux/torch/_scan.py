@@ -109,8 +109,15 @@ class _DiagScanFn(torch.autograd.Function):
 _DIAG_GPU = (torch.float32, torch.float16, torch.bfloat16, torch.complex64)
 
 
-def diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor] = None, *, return_final: bool = False):
-    """Differentiable h_t = a_t ⊙ h_{t-1} + b_t (B, T, n); returns h or (h, h[:, -1])."""
+def diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor] = None, *, axis: int = 1, reverse: bool = False,
+              return_final: bool = False):
+    """Differentiable h_t = a_t ⊙ h_{t-1} + b_t (B, T, n); returns h or (h, h_last), h_last the
+    final state. ``axis``, ``reverse`` and an ``a`` broadcasting to b's shape as in strux.diag_scan:
+    differentiable torch layout maps around the op (a copy for now)."""
+    if not _C._plain(a, b, axis, reverse):
+        t, flip, shape = _C._layout(tuple(a.shape), tuple(b.shape), axis, reverse)
+        h = diag_scan(_C._relayout(a, t, flip, True, shape), _C._relayout(b, t, flip, True), h0)
+        return (_C._relayout(h, t, flip, False), h[:, -1]) if return_final else _C._relayout(h, t, flip, False)
     if _LEAN and not _compiling() and type(a) in _a.TT and a.dtype in _DIAG_GPU and _plain_eager() \
             and (r := _S.diag_ok(a, b, h0)) is not None:
         if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or (h0 is not None and h0.requires_grad)):
