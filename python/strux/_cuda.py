@@ -178,8 +178,8 @@ def xp(x):
 def contig(x):
     if x is None:
         return None
-    if is_torch(x):
-        return x.contiguous()
+    if is_torch(x):  # a lazy conjugate / negative view is materialised before its memory is read
+        return x.resolve_conj().resolve_neg().contiguous()
     import cupy
     return cupy.ascontiguousarray(x)
 

@@ -48,7 +48,7 @@ def _fast(u, k, mode, pre, post, skip):
     if len(ks) != 2 or ks[0] != s[1] or k.dtype is not dt or 0 in s or ks[1] == 0:
         return None
     c = D.TORCH_FLOAT_CODE.get(dt)
-    if c is None or not u.is_cuda or not u.is_contiguous() or not k.is_contiguous():
+    if c is None or not u.is_cuda or not u.is_contiguous() or not k.is_contiguous() or u.is_neg() or k.is_neg():
         return None
     dev = u.get_device()
     if k.get_device() != dev:
@@ -62,7 +62,7 @@ def _fast(u, k, mode, pre, post, skip):
     if pre is not None or post is not None or skip is not None:
         for g, shape in ((pre, s), (post, s), (skip, (s[1],))):
             if g is not None and (type(g) is not type(u) or g.shape != shape or g.dtype is not dt
-                                  or not g.is_contiguous() or g.get_device() != dev):
+                                  or not g.is_contiguous() or g.get_device() != dev or g.is_neg()):
                 return None
     return dev, s[0], s[1], s[2], ks[1], circ, c
 

@@ -85,7 +85,7 @@ def fast_layout(lay):
 def _tbatch(x, width, bl):
     """x's batch when x is contiguous, 2-D with `width` features and batch >= 1; else 0."""
     s = x.shape
-    if len(s) != 2 or not x.is_contiguous():
+    if len(s) != 2 or not x.is_contiguous() or x.is_neg():  # a lazy negative view: the full path
         return 0
     n, batch = (s[0], s[1]) if bl else (s[1], s[0])
     return batch if n == width and batch > 0 else 0
@@ -93,7 +93,7 @@ def _tbatch(x, width, bl):
 
 def _w_ok(w, x, dev, p):
     return type(w) in _a.TT and w.dtype is x.dtype and w.get_device() == dev and w.shape == p \
-        and w.is_contiguous()
+        and w.is_contiguous() and not w.is_neg()
 
 
 def ks_ok(x, w, p, bl):

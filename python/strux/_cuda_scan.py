@@ -33,13 +33,14 @@ def diag_ok(a, b, h0):
         return None
     dt = a.dtype
     c = _a.TORCH_CODE.get(dt)
-    if c is None or b.dtype is not dt or not (a.is_cuda and a.is_contiguous() and b.is_contiguous()):
+    if c is None or b.dtype is not dt or not (a.is_cuda and a.is_contiguous() and b.is_contiguous()) \
+            or a.is_conj() or a.is_neg() or b.is_conj() or b.is_neg():  # lazy views: the full path
         return None
     dev = a.get_device()
     if b.get_device() != dev:
         return None
     if h0 is not None and (type(h0) is not type(a) or h0.dtype is not dt or h0.shape != (s[0], s[2])
-                           or not h0.is_contiguous() or h0.get_device() != dev):
+                           or not h0.is_contiguous() or h0.get_device() != dev or h0.is_conj() or h0.is_neg()):
         return None
     return dev, c
 
