@@ -129,10 +129,10 @@ def fftconv_vjp(dy, u, k, mode: str = "causal", pregate=None, postgate=None, ski
     """
     r = _fast(u, k, mode, pregate, postgate, skip) if type(u) in D.TT else None
     if r is not None and type(dy) is type(u) and dy.shape == u.shape and dy.dtype is u.dtype \
-            and dy.is_contiguous() and dy.get_device() == r[0]:
+            and dy.is_contiguous() and dy.get_device() == r[0] and not dy.is_neg():
         return _vjp(dy, u, k, pregate, postgate, skip, r, u.new_empty)
     u, k, pre, post, skip, r = _fftconv_args(u, k, mode, pregate, postgate, skip)
-    dy = _gate(dy, "dy", u, r[1:4])
+    dy = _gate(D.array(dy, "dy", 3), "dy", u, r[1:4])  # dy is required: None is a TypeError
     return _vjp(dy, u, k, pre, post, skip, r, lambda shape: D.empty(u, shape))
 
 

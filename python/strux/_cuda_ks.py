@@ -294,16 +294,16 @@ def _ks_bwd(dy, x, w, p, lay, need_dx=True, need_dw=True, opts=0):
     return ks_backward(dy, x, w, p, lay == "bsl", _nbatch(x, lay), dt, _a.device_id(x), need_dx, need_dw, opts)
 
 
-def _checked(x, w, pattern_, lay, dy=None):
+def _checked(x, w, pattern_, lay, dy=None, with_dy=False):
     _a.need()
     lay = _choice(lay, "layout", _LAYOUTS)
     p = _pattern(pattern_)
     x = _act(x, "x", _cols(p), lay)
     w = _weights(w, "w", p)
-    if dy is not None:
+    if with_dy:  # a required cotangent: None is a TypeError naming it (never a null pointer)
         dy = _act(dy, "dy", _rows(p), lay)
     _a.same(x, "x", w=w, dy=dy)
-    if dy is not None:
+    if with_dy:
         _same_batch(dy, x, lay)
     fast_types(x)
     return x, w, p, lay, dy
@@ -355,7 +355,7 @@ def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf", options=None):
         r = None if p is None or bl is None else vjp_ok(dy, x, w, p, bl)
         if r is not None:
             return ks_backward(dy, x, w, p, bl, *r, True, True, opts)
-    x, w, p, lay, dy = _checked(x, w, pattern, layout, dy)
+    x, w, p, lay, dy = _checked(x, w, pattern, layout, dy, True)
     return _ks_bwd(dy, x, w, p, lay, opts=opts)
 
 
