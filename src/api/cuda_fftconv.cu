@@ -52,8 +52,7 @@ class CudaFFTConv final : public FFTConvBackend {
 }  // namespace
 
 std::unique_ptr<FFTConvBackend> cuda_fftconv(const op::FFTConvProblem& p, const Options& o) {
-  check_cuda_device(p.device);
-  return std::make_unique<CudaFFTConv>(p, o);
+  return make_cuda<CudaFFTConv>(p, o);
 }
 
 }  // namespace strux::api

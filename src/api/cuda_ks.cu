@@ -168,13 +168,11 @@ class CudaKSChain final : public KSChainBackend {
 }  // namespace
 
 std::unique_ptr<KSFactorBackend> cuda_ks_factor(const op::KSFactorProblem& p, const Options& o) {
-  check_cuda_device(p.device);
-  return std::make_unique<CudaKSFactor>(p, o);
+  return make_cuda<CudaKSFactor>(p, o);
 }
 
 std::unique_ptr<KSChainBackend> cuda_ks_chain(const op::KSChainProblem& p, const Options& o) {
-  check_cuda_device(p.device);
-  return std::make_unique<CudaKSChain>(p, o);
+  return make_cuda<CudaKSChain>(p, o);
 }
 
 }  // namespace strux::api

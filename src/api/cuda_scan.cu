@@ -174,18 +174,15 @@ class CudaBlockCirculantScan final : public ScanBackend {
 }  // namespace
 
 std::unique_ptr<ScanBackend> cuda_diag_scan(const op::DiagScanProblem& p, const Options& o) {
-  check_cuda_device(p.device);
-  return std::make_unique<CudaDiagScan>(p, o);
+  return make_cuda<CudaDiagScan>(p, o);
 }
 
 std::unique_ptr<ScanBackend> cuda_circulant_scan(const op::CirculantScanProblem& p, const Options& o) {
-  check_cuda_device(p.device);
-  return std::make_unique<CudaCirculantScan>(p, o);
+  return make_cuda<CudaCirculantScan>(p, o);
 }
 
 std::unique_ptr<ScanBackend> cuda_block_circulant_scan(const op::BlockCirculantScanProblem& p, const Options& o) {
-  check_cuda_device(p.device);
-  return std::make_unique<CudaBlockCirculantScan>(p, o);
+  return make_cuda<CudaBlockCirculantScan>(p, o);
 }
 
 }  // namespace strux::api

@@ -59,8 +59,7 @@ class CudaToeplitz final : public ToeplitzBackend {
 }  // namespace
 
 std::unique_ptr<ToeplitzBackend> cuda_toeplitz(const op::BlockToeplitzProblem& p, const Options& o) {
-  check_cuda_device(p.device);
-  return std::make_unique<CudaToeplitz>(p, o);
+  return make_cuda<CudaToeplitz>(p, o);
 }
 
 }  // namespace strux::api
