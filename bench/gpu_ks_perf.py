@@ -285,7 +285,6 @@ def half_rows(batch=25088):
     from strux import _cuda_ks as K
     rows = []
     for p in PATS:
-        a, b, c, d = p
         for dt in (torch.bfloat16, torch.float16):
             for layout in ("bsf", "bsl"):
                 x, w, _ = _inputs(p, layout, dt, batch)
@@ -411,7 +410,6 @@ def bsf_half_forward(batch=25088):
     from strux import _cuda_ks as K
     rows = []
     for p in BSF_PATS:
-        a, b, c, d = p
         for dt in (torch.bfloat16, torch.float16):
             x, w, _ = _inputs(p, "bsf", dt, batch)
             wl, wf = bmm_operands(w, p)
