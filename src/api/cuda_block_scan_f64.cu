@@ -81,7 +81,8 @@ __global__ void backward_kernel(Dims d, const double* a, const double* h, const 
   // After the loop g_next holds g_0.
   if (dh0) {
     __syncthreads();
-    for (int64_t s = threadIdx.x; s < d.n; s += blockDim.x) dh0[b * d.n + s] = times<true>(a + b * d.T * A, g_next, s, d);
+    for (int64_t s = threadIdx.x; s < d.n; s += blockDim.x)
+      dh0[b * d.n + s] = times<true>(a + b * d.T * A, g_next, s, d);
   }
 }
 

@@ -22,7 +22,7 @@ class Factor {
  public:
   Factor(const KSPattern& q, int64_t batch, KSLayout layout, DType t)
       : q_(q), batch_(batch), bl_(layout == KSLayout::BatchLast), t_(t) {
-    core::dispatch<CudaReals>(t, "problem.dtype", "the CUDA ks", [](auto) {});
+    check_dtype<CudaReals>(t, "the CUDA ks");
     if (t != DType::f64) plan_.emplace(cuda::KsPattern{q.a, q.b, q.c, q.d}, batch, bl_, to_cuda(t));
   }
   std::string describe() const {

@@ -62,6 +62,13 @@ inline void check_cuda_device(const Device& d) {
             "), got ", d.index, n == 0 ? " (no CUDA device is visible)" : "");
 }
 
+// TypeError naming 'problem.dtype' (`where` supports ...; got ...) unless Set has an element
+// type for dt.
+template <class Set>
+void check_dtype(DType dt, const char* where) {
+  core::dispatch<Set>(dt, "problem.dtype", where, [](auto) {});
+}
+
 // The CUDA backend Impl of problem p, once p.device is checked to be a visible device.
 template <class Impl, class P>
 std::unique_ptr<Impl> make_cuda(const P& p, const Options& o) {
