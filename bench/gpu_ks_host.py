@@ -24,7 +24,7 @@ import os
 
 import torch
 
-from strux.bench.gpu_ks_scan import bmm_recipe
+from strux.bench.gpu_ks_scan import bmm_operands, bmm_recipe
 from strux.bench.timing import back_to_back_ms, host_us, time_ms
 
 BATCH = 25088
@@ -65,8 +65,7 @@ def forward_cases():
     for p in PATS:
         a, b, c, d = p
         w = torch.randn(*p, device="cuda") / c ** 0.5
-        wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
-        wl = w.permute(0, 3, 1, 2).reshape(a * d, b, c).contiguous()
+        wl, wf = bmm_operands(w, p)
         for layout in ("bsf", "bsl"):
             bl = layout == "bsl"
             x = torch.randn(a * c * d, BATCH, device="cuda") if bl else torch.randn(BATCH, a * c * d, device="cuda")
@@ -103,8 +102,7 @@ def grad_cases():
             x = (torch.randn(a * c * d, BATCH, device="cuda") if bl else
                  torch.randn(BATCH, a * c * d, device="cuda")).requires_grad_()
             dy = torch.randn(a * b * d, BATCH, device="cuda") if bl else torch.randn(BATCH, a * b * d, device="cuda")
-            wf = w.detach().permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous().requires_grad_()
-            wl = w.detach().permute(0, 3, 1, 2).reshape(a * d, b, c).contiguous().requires_grad_()
+            wl, wf = (t.requires_grad_() for t in bmm_operands(w.detach(), p))
             g1 = torch.autograd.grad(T.ks_matmul(x, w, p, layout=layout), [x, w], dy)
             g2 = torch.autograd.grad(T._ks_matmul(x, w, list(p), bl), [x, w], dy)
             same = max(((u - v).norm() / v.norm()).item() for u, v in zip(g1, g2))

@@ -28,7 +28,7 @@ import statistics
 
 import torch
 
-from strux.bench.gpu_ks_scan import bmm_recipe
+from strux.bench.gpu_ks_scan import bmm_operands, bmm_recipe
 from strux.bench.timing import back_to_back_ms, median_ms
 
 PATS = [(1, 48, 48, 16), (2, 96, 384, 4), (2, 192, 48, 4), (1, 768, 768, 1), (6, 64, 64, 1),
@@ -37,10 +37,7 @@ PATS = [(1, 48, 48, 16), (2, 96, 384, 4), (2, 192, 48, 4), (1, 768, 768, 1), (6,
 
 def ref64(x, w, p, layout):
     """float64 product through bmm with permutations (the same formula, a different code)."""
-    a, b, c, d = p
-    w = w.double()
-    return bmm_recipe(x.double(), w.permute(0, 3, 1, 2).reshape(a * d, b, c),
-                      w.permute(0, 3, 2, 1).reshape(a * d, c, b), p, layout)
+    return bmm_recipe(x.double(), *bmm_operands(w.double(), p, contiguous=False), p, layout)
 
 
 # The options (strux._cuda_options) this driver's ks calls pass to the plans while forced() runs.
@@ -100,8 +97,7 @@ def b2b_times(batch=25088):
     for p in PATS:
         a, b, c, d = p
         w = torch.randn(*p, device="cuda") / c ** 0.5
-        wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
-        wl = w.permute(0, 3, 1, 2).reshape(a * d, b, c).contiguous()
+        wl, wf = bmm_operands(w, p)
         for layout in ("bsf", "bsl"):
             x = torch.randn(batch, a * c * d, device="cuda") if layout == "bsf" else \
                 torch.randn(a * c * d, batch, device="cuda")
@@ -289,12 +285,10 @@ def half_rows(batch=25088):
     from strux import _cuda_ks as K
     rows = []
     for p in PATS:
-        a, b, c, d = p
         for dt in (torch.bfloat16, torch.float16):
             for layout in ("bsf", "bsl"):
                 x, w, _ = _inputs(p, layout, dt, batch)
-                wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
-                wl = w.permute(0, 3, 1, 2).reshape(a * d, b, c).contiguous()
+                wl, wf = bmm_operands(w, p)
                 ours = lambda: mm(x, w, p, layout=layout)  # noqa: E731
                 ref = ref64(x, w, p, layout)
                 err = _rel(ours(), ref)
@@ -326,8 +320,7 @@ def backward_rows(batch=25088):
             for layout in ("bsf", "bsl"):
                 x, w, dy = _inputs(p, layout, dt, batch)
                 xg, wg = x.detach().requires_grad_(), w.detach().requires_grad_()
-                wf = wg.permute(0, 3, 2, 1).reshape(a * d, c, b)
-                wl = wg.permute(0, 3, 1, 2).reshape(a * d, b, c)
+                wl, wf = bmm_operands(wg, p, contiguous=False)
                 y = bmm_recipe(xg, wl, wf, p, layout)
                 torch_bwd = lambda: torch.autograd.grad(y, (xg, wg), dy, retain_graph=True)  # noqa: E731
                 ours = lambda: vjp(dy, x, w, p, layout=layout)  # noqa: E731
@@ -417,11 +410,9 @@ def bsf_half_forward(batch=25088):
     from strux import _cuda_ks as K
     rows = []
     for p in BSF_PATS:
-        a, b, c, d = p
         for dt in (torch.bfloat16, torch.float16):
             x, w, _ = _inputs(p, "bsf", dt, batch)
-            wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()
-            wl = w.permute(0, 3, 1, 2).reshape(a * d, b, c).contiguous()
+            wl, wf = bmm_operands(w, p)
             ours = lambda: mm(x, w, p)  # noqa: E731
             bmm = lambda: bmm_recipe(x, wl, wf, p, "bsf")  # noqa: E731
             ref = ref64(x, w, p, "bsf")
@@ -450,8 +441,7 @@ def bsf_backward(batch=25088):
         for dt in (torch.float32, torch.bfloat16, torch.float16):
             x, w, dy = _inputs(p, "bsf", dt, batch)
             xg, wg = x.detach().requires_grad_(), w.detach().requires_grad_()
-            wf = wg.permute(0, 3, 2, 1).reshape(a * d, c, b)
-            wl = wg.permute(0, 3, 1, 2).reshape(a * d, b, c)
+            wl, wf = bmm_operands(wg, p, contiguous=False)
             y = bmm_recipe(xg, wl, wf, p, "bsf")
             torch_bwd = lambda: torch.autograd.grad(y, (xg, wg), dy, retain_graph=True)  # noqa: E731
             ours = lambda: vjp(dy, x, w, p)  # noqa: E731

@@ -10,7 +10,7 @@ import sys
 import torch
 
 from strux import _cuda, _cuda_toeplitz
-from strux.bench.gpu import copy_bandwidth, rel
+from strux.bench.gpu import copy_bandwidth, rel, toeplitz_recipes
 from strux.bench.timing import time_ms
 
 out = sys.argv[1] if len(sys.argv) > 1 else "."
@@ -25,19 +25,7 @@ floor = fb / bw * 1e3
 res.update(fhat_GB=fb / 1e9, floor_ms=floor)
 m, d = torch.randn(Nt, Nm, device="cuda"), torch.randn(Nt, Nd, device="cuda")
 mR, dR = torch.randn(Nt, Nm, R, device="cuda"), torch.randn(Nt, Nd, R, device="cuda")
-
-
-def recipe(x):
-    X = torch.fft.rfft(x, n=nfft, dim=0)
-    return torch.fft.irfft(torch.bmm(fhat, X.reshape(X.shape[0], Nm, -1)), n=nfft, dim=0)[:Nt]
-
-
-def recipe_adj(x):
-    X = torch.fft.rfft(x, n=nfft, dim=0)
-    return torch.fft.irfft(torch.bmm(fhat.conj().transpose(1, 2), X.reshape(X.shape[0], Nd, -1)),
-                           n=nfft, dim=0)[:Nt]
-
-
+recipe, recipe_adj = toeplitz_recipes(fhat, Nt, Nd, Nm, nfft)
 ref = dict(m=recipe(m)[..., 0], d=recipe_adj(d)[..., 0], mR=recipe(mR), dR=recipe_adj(dR))
 torch.cuda.empty_cache()
 cases = dict(m=(False, m), d=(True, d), mR=(False, mR), dR=(True, dR))

@@ -1,5 +1,6 @@
 // What the operator layer (src/api/) shares: the one check of a View against a problem, the
-// check of options.solver, backend selection, and the factories of each family's backends.
+// check of options.solver, backend selection, the CPU backend factory and the factories of each
+// family's CUDA backends.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "core/dispatch.hpp"
 #include "strux/strux.hpp"
 
 namespace strux::api {
@@ -32,6 +34,12 @@ int solver_index(const Options& o, const char* where, std::initializer_list<cons
 // "(2, 3, 4)" from a problem's sizes, for describe().
 std::string dims(std::initializer_list<int64_t> s);
 
+// A view's data as the backend's element type.
+template <class T>
+T* ptr(const View& v) {
+  return static_cast<T*>(v.data);
+}
+
 // Backends of each family (the CPU ones in src/api/<family>.cpp, the CUDA ones in
 // src/api/cuda_<family>.cu, compiled only with STRUX_HAVE_CUDA).
 using FFTConvBackend = op::detail::Backend<op::FFTConvForward, op::FFTConvBackward>;
@@ -50,6 +58,18 @@ std::unique_ptr<ScanBackend> cuda_diag_scan(const op::DiagScanProblem& p, const 
 std::unique_ptr<ScanBackend> cuda_circulant_scan(const op::CirculantScanProblem& p, const Options& o);
 std::unique_ptr<ScanBackend> cuda_block_circulant_scan(const op::BlockCirculantScanProblem& p,
                                                        const Options& o);
+
+// The CPU backend Impl<T> of problem p, T = Set's element type for p.dtype. The CPU backends
+// take no solver: options.solver must be "" (solver_index names `where`); an unsupported dtype is
+// a TypeError naming `dtype_where` (`where` when null).
+template <class Base, template <class> class Impl, class Set, class P>
+std::unique_ptr<Base> make_cpu(const P& p, const Options& o, const char* where, const char* dtype_where = nullptr) {
+  solver_index(o, where, {""});
+  std::unique_ptr<Base> b;
+  core::dispatch<Set>(p.dtype, "problem.dtype", dtype_where ? dtype_where : where,
+                      [&](auto tag) { b = std::make_unique<Impl<typename decltype(tag)::type>>(p); });
+  return b;
+}
 
 }  // namespace strux::api
 

@@ -14,21 +14,17 @@ struct Dims {
 
 __device__ __forceinline__ int64_t wrap(int64_t x, int64_t k) { return (x % k + k) % k; }
 
-// (A x)[s] for the step's a (p, p, k).
-__device__ double a_times(const double* at, const double* x, int64_t s, const Dims& d) {
-  const int64_t i = s / d.k, r = s % d.k;
+// (A x)[s] for the step's a (p, p, k), or (Aᵀ x)[s] when Transposed. With s = o·k + c and
+// x summed over m·k + l: A reads a[o, m, (c - l) mod k], Aᵀ reads a[m, o, (l - c) mod k].
+template <bool Transposed>
+__device__ double times(const double* at, const double* x, int64_t s, const Dims& d) {
+  const int64_t o = s / d.k, c = s % d.k;
   double acc = 0;
-  for (int64_t j = 0; j < d.p; ++j)
-    for (int64_t q = 0; q < d.k; ++q) acc += at[(i * d.p + j) * d.k + wrap(r - q, d.k)] * x[j * d.k + q];
-  return acc;
-}
-
-// (Aᵀ g)[s] for s = j·k + q: Σ_{i, r} a[i, j, (r - q) mod k] g[i·k + r].
-__device__ double at_times(const double* at, const double* g, int64_t s, const Dims& d) {
-  const int64_t j = s / d.k, q = s % d.k;
-  double acc = 0;
-  for (int64_t i = 0; i < d.p; ++i)
-    for (int64_t r = 0; r < d.k; ++r) acc += at[(i * d.p + j) * d.k + wrap(r - q, d.k)] * g[i * d.k + r];
+  for (int64_t m = 0; m < d.p; ++m)
+    for (int64_t l = 0; l < d.k; ++l) {
+      const int64_t blk = Transposed ? m * d.p + o : o * d.p + m;
+      acc += at[blk * d.k + (Transposed ? wrap(l - c, d.k) : wrap(c - l, d.k))] * x[m * d.k + l];
+    }
   return acc;
 }
 
@@ -42,7 +38,7 @@ __global__ void forward_kernel(Dims d, const double* a, const double* u, const d
   for (int64_t t = 0; t < d.T; ++t) {
     const int64_t row = (b * d.T + t) * d.n;
     for (int64_t s = threadIdx.x; s < d.n; s += blockDim.x)
-      h[row + s] = nxt[s] = a_times(a + (b * d.T + t) * A, cur, s, d) + u[row + s];
+      h[row + s] = nxt[s] = times<false>(a + (b * d.T + t) * A, cur, s, d) + u[row + s];
     __syncthreads();  // nxt complete; cur no longer read, so it takes the next step
     double* tmp = cur;
     cur = nxt;
@@ -62,7 +58,7 @@ __global__ void backward_kernel(Dims d, const double* a, const double* h, const 
       if (t == d.T - 1) {
         if (dh_last) v += dh_last[b * d.n + s];
       } else {
-        v += at_times(a + (b * d.T + t + 1) * A, g_next, s, d);
+        v += times<true>(a + (b * d.T + t + 1) * A, g_next, s, d);
       }
       g[s] = du[row + s] = v;
     }
@@ -85,7 +81,8 @@ __global__ void backward_kernel(Dims d, const double* a, const double* h, const 
   // After the loop g_next holds g_0.
   if (dh0) {
     __syncthreads();
-    for (int64_t s = threadIdx.x; s < d.n; s += blockDim.x) dh0[b * d.n + s] = at_times(a + b * d.T * A, g_next, s, d);
+    for (int64_t s = threadIdx.x; s < d.n; s += blockDim.x)
+      dh0[b * d.n + s] = times<true>(a + b * d.T * A, g_next, s, d);
   }
 }
 

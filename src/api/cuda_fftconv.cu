@@ -12,7 +12,7 @@ class CudaFFTConv final : public FFTConvBackend {
   CudaFFTConv(const op::FFTConvProblem& p, const Options& o) : p_(p), with_backward_(o.with_backward) {
     // 0: automatic (the fused kernels where they apply, else cuFFT), 1: fused forced, 2: cuFFT.
     const int solver = solver_index(o, "the CUDA fftconv", {"", "fused", "cufft"});
-    core::dispatch<CudaReals>(p.dtype, "problem.dtype", "the CUDA fftconv", [](auto) {});
+    check_dtype<CudaReals>(p.dtype, "the CUDA fftconv");
     DeviceGuard g(p.device);
     plan_ = std::make_unique<cuda::FFTConvPlan>(p.B, p.H, p.L, p.Lk, p.mode == ConvMode::Circular,
                                                 to_cuda(p.dtype), o.with_backward, solver == 2 ? 1 : 0);
@@ -52,8 +52,7 @@ class CudaFFTConv final : public FFTConvBackend {
 }  // namespace
 
 std::unique_ptr<FFTConvBackend> cuda_fftconv(const op::FFTConvProblem& p, const Options& o) {
-  check_cuda_device(p.device);
-  return std::make_unique<CudaFFTConv>(p, o);
+  return make_cuda<CudaFFTConv>(p, o);
 }
 
 }  // namespace strux::api

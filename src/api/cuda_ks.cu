@@ -22,7 +22,7 @@ class Factor {
  public:
   Factor(const KSPattern& q, int64_t batch, KSLayout layout, DType t)
       : q_(q), batch_(batch), bl_(layout == KSLayout::BatchLast), t_(t) {
-    core::dispatch<CudaReals>(t, "problem.dtype", "the CUDA ks", [](auto) {});
+    check_dtype<CudaReals>(t, "the CUDA ks");
     if (t != DType::f64) plan_.emplace(cuda::KsPattern{q.a, q.b, q.c, q.d}, batch, bl_, to_cuda(t));
   }
   std::string describe() const {
@@ -168,13 +168,11 @@ class CudaKSChain final : public KSChainBackend {
 }  // namespace
 
 std::unique_ptr<KSFactorBackend> cuda_ks_factor(const op::KSFactorProblem& p, const Options& o) {
-  check_cuda_device(p.device);
-  return std::make_unique<CudaKSFactor>(p, o);
+  return make_cuda<CudaKSFactor>(p, o);
 }
 
 std::unique_ptr<KSChainBackend> cuda_ks_chain(const op::KSChainProblem& p, const Options& o) {
-  check_cuda_device(p.device);
-  return std::make_unique<CudaKSChain>(p, o);
+  return make_cuda<CudaKSChain>(p, o);
 }
 
 }  // namespace strux::api

@@ -73,7 +73,7 @@ class CudaCirculantScan final : public ScanBackend {
  public:
   CudaCirculantScan(const op::CirculantScanProblem& p, const Options& o) : p_(p) {
     solver_index(o, "the CUDA circulant scan", {""});
-    core::dispatch<core::RealScalars>(p.dtype, "problem.dtype", "the CUDA circulant scan", [](auto) {});
+    check_dtype<core::RealScalars>(p.dtype, "the CUDA circulant scan");
     DeviceGuard g(p.device);
     plan_ = std::make_unique<cuda::CirculantScanPlan>(p.B, p.T, p.n, to_cuda(p.dtype));
     ws_ = ScanWs(size_t(plan_->workspace_bytes()), size_t(p.B * p.T * p.n) * dtype_size(p.dtype), false);
@@ -115,9 +115,7 @@ class CudaBlockCirculantScan final : public ScanBackend {
  public:
   CudaBlockCirculantScan(const op::BlockCirculantScanProblem& p, const Options& o) : p_(p) {
     solver_index(o, "the CUDA block-circulant scan", {""});
-    if (p.dtype != DType::f32 && p.dtype != DType::f64)
-      throw TypeError(msg("argument 'problem.dtype': the CUDA block-circulant scan supports float32, float64; got ",
-                          dtype_name(p.dtype)));
+    check_dtype<core::RealScalars>(p.dtype, "the CUDA block-circulant scan");
     DeviceGuard g(p.device);
     if (p.dtype == DType::f32) {
       plan_ = std::make_unique<cuda::BlockCirculantScanPlan>(p.B, p.T, p.p, p.k);
@@ -174,18 +172,15 @@ class CudaBlockCirculantScan final : public ScanBackend {
 }  // namespace
 
 std::unique_ptr<ScanBackend> cuda_diag_scan(const op::DiagScanProblem& p, const Options& o) {
-  check_cuda_device(p.device);
-  return std::make_unique<CudaDiagScan>(p, o);
+  return make_cuda<CudaDiagScan>(p, o);
 }
 
 std::unique_ptr<ScanBackend> cuda_circulant_scan(const op::CirculantScanProblem& p, const Options& o) {
-  check_cuda_device(p.device);
-  return std::make_unique<CudaCirculantScan>(p, o);
+  return make_cuda<CudaCirculantScan>(p, o);
 }
 
 std::unique_ptr<ScanBackend> cuda_block_circulant_scan(const op::BlockCirculantScanProblem& p, const Options& o) {
-  check_cuda_device(p.device);
-  return std::make_unique<CudaBlockCirculantScan>(p, o);
+  return make_cuda<CudaBlockCirculantScan>(p, o);
 }
 
 }  // namespace strux::api

@@ -14,7 +14,7 @@ class CudaToeplitz final : public ToeplitzBackend {
   CudaToeplitz(const op::BlockToeplitzProblem& p, const Options& o) : p_(p) {
     // The products of cuda::ToeplitzPlan by number: -1 automatic, 0 blas, 1 gemm, 2 kernels, 3 real-gemm.
     const int solver = solver_index(o, "the CUDA block Toeplitz", {"", "blas", "gemm", "kernels", "real-gemm"});
-    core::dispatch<core::RealScalars>(p.dtype, "problem.dtype", "the CUDA block Toeplitz", [](auto) {});
+    check_dtype<core::RealScalars>(p.dtype, "the CUDA block Toeplitz");
     DeviceGuard g(p.device);
     plan_ = std::make_unique<cuda::ToeplitzPlan>(p.Nt, p.Nd, p.Nm, p.R, p.layout == ToeplitzLayout::SpaceMajor,
                                                  to_cuda(p.dtype), solver - 1);
@@ -59,8 +59,7 @@ class CudaToeplitz final : public ToeplitzBackend {
 }  // namespace
 
 std::unique_ptr<ToeplitzBackend> cuda_toeplitz(const op::BlockToeplitzProblem& p, const Options& o) {
-  check_cuda_device(p.device);
-  return std::make_unique<CudaToeplitz>(p, o);
+  return make_cuda<CudaToeplitz>(p, o);
 }
 
 }  // namespace strux::api

@@ -32,13 +32,9 @@ inline cuda::DType to_cuda(DType t) {
 inline cuda::Stream stream_of(Stream s) { return static_cast<cuda::Stream>(s.handle); }
 
 // Element types of the CUDA backends (complex ones travel as their real pairs in the kernels here).
-struct CudaReals {
+struct CudaReals : core::RealScalars {
   using f16 = __half;
   using bf16 = __nv_bfloat16;
-  using f32 = float;
-  using f64 = double;
-  using c64 = void;
-  using c128 = void;
 };
 
 // Makes the problem's device current for the guard's lifetime (plans allocate on the current
@@ -64,6 +60,20 @@ inline void check_cuda_device(const Device& d) {
   const int n = cuda::device_count();
   check_arg(d.index >= 0 && d.index < n, "problem.device", "expected a CUDA device index in [0, ", n,
             "), got ", d.index, n == 0 ? " (no CUDA device is visible)" : "");
+}
+
+// TypeError naming 'problem.dtype' (`where` supports ...; got ...) unless Set has an element
+// type for dt.
+template <class Set>
+void check_dtype(DType dt, const char* where) {
+  core::dispatch<Set>(dt, "problem.dtype", where, [](auto) {});
+}
+
+// The CUDA backend Impl of problem p, once p.device is checked to be a visible device.
+template <class Impl, class P>
+std::unique_ptr<Impl> make_cuda(const P& p, const Options& o) {
+  check_cuda_device(p.device);
+  return std::make_unique<Impl>(p, o);
 }
 
 // Offsets of a workspace cut into parts, each 256-byte aligned.

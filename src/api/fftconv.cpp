@@ -2,7 +2,6 @@
 #include <vector>
 
 #include "api/common.hpp"
-#include "core/dispatch.hpp"
 #include "strux/fftconv.hpp"
 
 namespace strux {
@@ -42,15 +41,6 @@ class CpuFFTConv final : public FFTConvBackend {
   int64_t nfft_ = 0;
 };
 
-std::unique_ptr<FFTConvBackend> cpu_fftconv(const op::FFTConvProblem& p, const Options& o) {
-  api::solver_index(o, "the CPU fftconv", {""});
-  std::unique_ptr<FFTConvBackend> b;
-  core::dispatch<core::RealScalars>(p.dtype, "problem.dtype", "the CPU fftconv", [&](auto tag) {
-    b = std::make_unique<CpuFFTConv<typename decltype(tag)::type>>(p);
-  });
-  return b;
-}
-
 }  // namespace
 
 namespace op {
@@ -62,7 +52,9 @@ FFTConv::FFTConv(const Problem& p, const Options& o) : Operator(p) {
   check_positive(p.Lk, "problem.Lk");
   if (p.mode == ConvMode::Circular)
     check_arg(p.Lk <= p.L, "problem.Lk", "circular mode needs Lk <= L = ", p.L, ", got ", p.Lk);
-  impl_ = STRUX_PICK_BACKEND(p.device, cpu_fftconv(p, o), api::cuda_fftconv(p, o));
+  impl_ = STRUX_PICK_BACKEND(
+      p.device, (api::make_cpu<FFTConvBackend, CpuFFTConv, core::RealScalars>(p, o, "the CPU fftconv")),
+      api::cuda_fftconv(p, o));
 }
 
 void FFTConv::forward(const Forward& a, Workspace ws, Stream s) {

@@ -3,7 +3,6 @@
 #include <vector>
 
 #include "api/common.hpp"
-#include "core/dispatch.hpp"
 #include "strux/ks.hpp"
 
 namespace strux {
@@ -15,10 +14,7 @@ using api::KSFactorBackend;
 std::string pattern_str(const KSPattern& p) { return api::dims({p.a, p.b, p.c, p.d}); }
 const char* layout_str(KSLayout l) { return l == KSLayout::BatchFirst ? "batch-first" : "batch-last"; }
 
-template <class T>
-T* ptr(const View& v) {
-  return static_cast<T*>(v.data);
-}
+using api::ptr;
 
 template <class T>
 class CpuKSFactor final : public KSFactorBackend {
@@ -77,24 +73,6 @@ class CpuKSChain final : public KSChainBackend {
   std::vector<T*> dw_;
 };
 
-std::unique_ptr<KSFactorBackend> cpu_ks_factor(const op::KSFactorProblem& p, const Options& o) {
-  api::solver_index(o, "the CPU ks factor", {""});
-  std::unique_ptr<KSFactorBackend> b;
-  core::dispatch<core::RealScalars>(p.dtype, "problem.dtype", "the CPU ks", [&](auto tag) {
-    b = std::make_unique<CpuKSFactor<typename decltype(tag)::type>>(p);
-  });
-  return b;
-}
-
-std::unique_ptr<KSChainBackend> cpu_ks_chain(const op::KSChainProblem& p, const Options& o) {
-  api::solver_index(o, "the CPU ks chain", {""});
-  std::unique_ptr<KSChainBackend> b;
-  core::dispatch<core::RealScalars>(p.dtype, "problem.dtype", "the CPU ks", [&](auto tag) {
-    b = std::make_unique<CpuKSChain<typename decltype(tag)::type>>(p);
-  });
-  return b;
-}
-
 // x (batch, n) for batch-first, (n, batch) for batch-last.
 void check_act(const View& v, const char* name, DType t, const Device& dev, KSLayout l, int64_t n,
                int64_t batch, bool optional) {
@@ -117,7 +95,10 @@ namespace op {
 KSFactor::KSFactor(const Problem& p, const Options& o) : Operator(p) {
   ks_check_pattern(p.pattern, "problem.pattern");
   check_positive(p.batch, "problem.batch");
-  impl_ = STRUX_PICK_BACKEND(p.device, cpu_ks_factor(p, o), api::cuda_ks_factor(p, o));
+  impl_ = STRUX_PICK_BACKEND(
+      p.device,
+      (api::make_cpu<KSFactorBackend, CpuKSFactor, core::RealScalars>(p, o, "the CPU ks factor", "the CPU ks")),
+      api::cuda_ks_factor(p, o));
 }
 
 void KSFactor::forward(const Forward& a, Workspace ws, Stream s) {
@@ -148,7 +129,9 @@ KSChain::KSChain(const Problem& p, const Options& o) : Operator(p) {
                 p.patterns[i + 1].rows(), " rows (K = K_1 K_2 ... needs cols(K_p) == rows(K_{p+1}))");
   }
   check_positive(p.batch, "problem.batch");
-  impl_ = STRUX_PICK_BACKEND(p.device, cpu_ks_chain(p, o), api::cuda_ks_chain(p, o));
+  impl_ = STRUX_PICK_BACKEND(
+      p.device, (api::make_cpu<KSChainBackend, CpuKSChain, core::RealScalars>(p, o, "the CPU ks chain", "the CPU ks")),
+      api::cuda_ks_chain(p, o));
 }
 
 namespace {

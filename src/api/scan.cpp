@@ -3,7 +3,6 @@
 #include <complex>
 
 #include "api/common.hpp"
-#include "core/dispatch.hpp"
 #include "strux/scan.hpp"
 
 namespace strux {
@@ -11,9 +10,18 @@ namespace {
 
 using api::ScanBackend;
 
-template <class T>
-T* ptr(const View& v) {
-  return static_cast<T*>(v.data);
+using api::ptr;
+
+// The plans whose a has the state's element type S (all but the circulant scan's Fourier form)
+// share one call form.
+template <class S, class Plan>
+void plan_forward(Plan& plan, const op::ScanForward& a) {
+  plan.forward(ptr<S>(a.a), ptr<S>(a.u), ptr<S>(a.h0), ptr<S>(a.h));
+}
+template <class S, class Plan>
+void plan_backward(Plan& plan, const op::ScanBackward& a) {
+  plan.backward(ptr<S>(a.dh), ptr<S>(a.dh_last), ptr<S>(a.a), ptr<S>(a.u), ptr<S>(a.h0), ptr<S>(a.da),
+                ptr<S>(a.du), ptr<S>(a.dh0));
 }
 
 template <class S>
@@ -26,13 +34,8 @@ class CpuDiagScan final : public ScanBackend {
                " on cpu: one sequential pass per channel, OpenMP over (batch, channel chunks); backward "
                "recomputes h; workspace: none");
   }
-  void forward(const op::ScanForward& a, void*, Stream) override {
-    plan_.forward(ptr<S>(a.a), ptr<S>(a.u), ptr<S>(a.h0), ptr<S>(a.h));
-  }
-  void backward(const op::ScanBackward& a, void*, Stream) override {
-    plan_.backward(ptr<S>(a.dh), ptr<S>(a.dh_last), ptr<S>(a.a), ptr<S>(a.u), ptr<S>(a.h0), ptr<S>(a.da),
-                   ptr<S>(a.du), ptr<S>(a.dh0));
-  }
+  void forward(const op::ScanForward& a, void*, Stream) override { plan_forward<S>(plan_, a); }
+  void backward(const op::ScanBackward& a, void*, Stream) override { plan_backward<S>(plan_, a); }
 
  private:
   op::DiagScanProblem p_;
@@ -56,15 +59,14 @@ class CpuCirculantScan final : public ScanBackend {
     if (p_.fourier)
       plan_.forward_fourier(ptr<C>(a.a), ptr<R>(a.u), ptr<R>(a.h0), ptr<R>(a.h));
     else
-      plan_.forward(ptr<R>(a.a), ptr<R>(a.u), ptr<R>(a.h0), ptr<R>(a.h));
+      plan_forward<R>(plan_, a);
   }
   void backward(const op::ScanBackward& a, void*, Stream) override {
     if (p_.fourier)
       plan_.backward_fourier(ptr<R>(a.dh), ptr<R>(a.dh_last), ptr<C>(a.a), ptr<R>(a.u), ptr<R>(a.h0),
                              ptr<C>(a.da), ptr<R>(a.du), ptr<R>(a.dh0));
     else
-      plan_.backward(ptr<R>(a.dh), ptr<R>(a.dh_last), ptr<R>(a.a), ptr<R>(a.u), ptr<R>(a.h0), ptr<R>(a.da),
-                     ptr<R>(a.du), ptr<R>(a.dh0));
+      plan_backward<R>(plan_, a);
   }
 
  private:
@@ -82,27 +84,13 @@ class CpuBlockCirculantScan final : public ScanBackend {
                dtype_name(p_.dtype), " on cpu: FFTW real FFTs of length k, a ", p_.p, " x ", p_.p,
                " complex recurrence per frequency; workspace: none");
   }
-  void forward(const op::ScanForward& a, void*, Stream) override {
-    plan_.forward(ptr<R>(a.a), ptr<R>(a.u), ptr<R>(a.h0), ptr<R>(a.h));
-  }
-  void backward(const op::ScanBackward& a, void*, Stream) override {
-    plan_.backward(ptr<R>(a.dh), ptr<R>(a.dh_last), ptr<R>(a.a), ptr<R>(a.u), ptr<R>(a.h0), ptr<R>(a.da),
-                   ptr<R>(a.du), ptr<R>(a.dh0));
-  }
+  void forward(const op::ScanForward& a, void*, Stream) override { plan_forward<R>(plan_, a); }
+  void backward(const op::ScanBackward& a, void*, Stream) override { plan_backward<R>(plan_, a); }
 
  private:
   op::BlockCirculantScanProblem p_;
   BlockCirculantScan<R> plan_;
 };
-
-template <template <class> class Impl, class Set, class P>
-std::unique_ptr<ScanBackend> make_cpu(const P& p, const Options& o, const char* where) {
-  api::solver_index(o, where, {""});
-  std::unique_ptr<ScanBackend> b;
-  core::dispatch<Set>(p.dtype, "problem.dtype", where,
-                      [&](auto tag) { b = std::make_unique<Impl<typename decltype(tag)::type>>(p); });
-  return b;
-}
 
 // The checks shared by the three scans. a has shape `ashape` and dtype `adt`; every state-shaped
 // array (u, h, dh, du) is (B, T, n); h0, dh_last, dh0 are (B, n).
@@ -113,7 +101,7 @@ struct Shapes {
 };
 
 template <class AShape>
-void check_fwd(const op::ScanForward& a, const Shapes& s, const AShape& check_a) {
+void check_args(const op::ScanForward& a, const Shapes& s, const AShape& check_a) {
   check_a(a.a, "a");
   api::check_view(a.u, "u", s.dt, s.dev, {s.B, s.T, s.n});
   api::check_view(a.h, "h", s.dt, s.dev, {s.B, s.T, s.n});
@@ -121,7 +109,7 @@ void check_fwd(const op::ScanForward& a, const Shapes& s, const AShape& check_a)
 }
 
 template <class AShape>
-void check_bwd(const op::ScanBackward& a, const Shapes& s, const AShape& check_a) {
+void check_args(const op::ScanBackward& a, const Shapes& s, const AShape& check_a) {
   api::check_view(a.dh, "dh", s.dt, s.dev, {s.B, s.T, s.n});
   check_a(a.a, "a");
   api::check_view(a.u, "u", s.dt, s.dev, {s.B, s.T, s.n});
@@ -133,6 +121,37 @@ void check_bwd(const op::ScanBackward& a, const Shapes& s, const AShape& check_a
   api::check_optional(a.dh0, "dh0", s.dt, s.dev, {s.B, s.n});
 }
 
+// Each scan's shapes, and the check of its a and da.
+Shapes shapes(const op::DiagScanProblem& p) { return {p.dtype, p.dtype, p.device, p.B, p.T, p.n}; }
+auto a_check(const op::DiagScanProblem&, const Shapes& sh) {
+  return [&sh](const View& v, const char* nm) { api::check_view(v, nm, sh.dt, sh.dev, {sh.B, sh.T, sh.n}); };
+}
+
+Shapes shapes(const op::CirculantScanProblem& p) {
+  return {p.dtype, p.fourier ? complex_of(p.dtype) : p.dtype, p.device, p.B, p.T, p.n};
+}
+// a and da: (B, T, n) real, or (B, T, n/2 + 1) complex in the Fourier form.
+auto a_check(const op::CirculantScanProblem& p, const Shapes& sh) {
+  const int64_t na = p.fourier ? p.n / 2 + 1 : p.n;
+  return [&sh, na](const View& v, const char* nm) { api::check_view(v, nm, sh.adt, sh.dev, {sh.B, sh.T, na}); };
+}
+
+Shapes shapes(const op::BlockCirculantScanProblem& p) {
+  return {p.dtype, p.dtype, p.device, p.B, p.T, p.p * p.k};
+}
+auto a_check(const op::BlockCirculantScanProblem& p, const Shapes& sh) {
+  return [&p, &sh](const View& v, const char* nm) {
+    api::check_view(v, nm, sh.adt, sh.dev, {p.B, p.T, p.p, p.p, p.k});
+  };
+}
+
+// The checks of one forward or backward call of any of the three scans.
+template <class P, class Args>
+void check_call(const P& p, const Args& a) {
+  const Shapes sh = shapes(p);
+  check_args(a, sh, a_check(p, sh));
+}
+
 }  // namespace
 
 namespace op {
@@ -141,23 +160,18 @@ DiagScan::DiagScan(const Problem& p, const Options& o) : Operator(p) {
   check_positive(p.B, "problem.B");
   check_positive(p.T, "problem.T");
   check_positive(p.n, "problem.n");
-  impl_ = STRUX_PICK_BACKEND(p.device, (make_cpu<CpuDiagScan, core::CpuScalars>(p, o, "the CPU diagonal scan")),
-                             api::cuda_diag_scan(p, o));
+  impl_ = STRUX_PICK_BACKEND(
+      p.device, (api::make_cpu<ScanBackend, CpuDiagScan, core::CpuScalars>(p, o, "the CPU diagonal scan")),
+      api::cuda_diag_scan(p, o));
 }
 
-namespace {
-Shapes diag_shapes(const DiagScanProblem& p) { return {p.dtype, p.dtype, p.device, p.B, p.T, p.n}; }
-}  // namespace
-
 void DiagScan::forward(const Forward& a, Workspace ws, Stream s) {
-  const Shapes sh = diag_shapes(problem_);
-  check_fwd(a, sh, [&](const View& v, const char* nm) { api::check_view(v, nm, sh.dt, sh.dev, {sh.B, sh.T, sh.n}); });
+  check_call(problem_, a);
   impl_->forward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 
 void DiagScan::backward(const Backward& a, Workspace ws, Stream s) {
-  const Shapes sh = diag_shapes(problem_);
-  check_bwd(a, sh, [&](const View& v, const char* nm) { api::check_view(v, nm, sh.dt, sh.dev, {sh.B, sh.T, sh.n}); });
+  check_call(problem_, a);
   impl_->backward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 
@@ -165,31 +179,18 @@ CirculantScan::CirculantScan(const Problem& p, const Options& o) : Operator(p) {
   check_positive(p.B, "problem.B");
   check_positive(p.T, "problem.T");
   check_positive(p.n, "problem.n");
-  impl_ = STRUX_PICK_BACKEND(p.device,
-                             (make_cpu<CpuCirculantScan, core::RealScalars>(p, o, "the CPU circulant scan")),
-                             api::cuda_circulant_scan(p, o));
+  impl_ = STRUX_PICK_BACKEND(
+      p.device, (api::make_cpu<ScanBackend, CpuCirculantScan, core::RealScalars>(p, o, "the CPU circulant scan")),
+      api::cuda_circulant_scan(p, o));
 }
-
-namespace {
-Shapes circ_shapes(const CirculantScanProblem& p) {
-  return {p.dtype, p.fourier ? complex_of(p.dtype) : p.dtype, p.device, p.B, p.T, p.n};
-}
-// a and da: (B, T, n) real, or (B, T, n/2 + 1) complex in the Fourier form.
-auto circ_a(const CirculantScanProblem& p, const Shapes& sh) {
-  const int64_t na = p.fourier ? p.n / 2 + 1 : p.n;
-  return [&sh, na](const View& v, const char* nm) { api::check_view(v, nm, sh.adt, sh.dev, {sh.B, sh.T, na}); };
-}
-}  // namespace
 
 void CirculantScan::forward(const Forward& a, Workspace ws, Stream s) {
-  const Shapes sh = circ_shapes(problem_);
-  check_fwd(a, sh, circ_a(problem_, sh));
+  check_call(problem_, a);
   impl_->forward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 
 void CirculantScan::backward(const Backward& a, Workspace ws, Stream s) {
-  const Shapes sh = circ_shapes(problem_);
-  check_bwd(a, sh, circ_a(problem_, sh));
+  check_call(problem_, a);
   impl_->backward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 
@@ -199,30 +200,18 @@ BlockCirculantScan::BlockCirculantScan(const Problem& p, const Options& o) : Ope
   check_positive(p.p, "problem.p");
   check_positive(p.k, "problem.k");
   impl_ = STRUX_PICK_BACKEND(
-      p.device, (make_cpu<CpuBlockCirculantScan, core::RealScalars>(p, o, "the CPU block-circulant scan")),
+      p.device,
+      (api::make_cpu<ScanBackend, CpuBlockCirculantScan, core::RealScalars>(p, o, "the CPU block-circulant scan")),
       api::cuda_block_circulant_scan(p, o));
 }
 
-namespace {
-Shapes block_shapes(const BlockCirculantScanProblem& p) {
-  return {p.dtype, p.dtype, p.device, p.B, p.T, p.p * p.k};
-}
-auto block_a(const BlockCirculantScanProblem& p, const Shapes& sh) {
-  return [&p, &sh](const View& v, const char* nm) {
-    api::check_view(v, nm, sh.adt, sh.dev, {p.B, p.T, p.p, p.p, p.k});
-  };
-}
-}  // namespace
-
 void BlockCirculantScan::forward(const Forward& a, Workspace ws, Stream s) {
-  const Shapes sh = block_shapes(problem_);
-  check_fwd(a, sh, block_a(problem_, sh));
+  check_call(problem_, a);
   impl_->forward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 
 void BlockCirculantScan::backward(const Backward& a, Workspace ws, Stream s) {
-  const Shapes sh = block_shapes(problem_);
-  check_bwd(a, sh, block_a(problem_, sh));
+  check_call(problem_, a);
   impl_->backward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 

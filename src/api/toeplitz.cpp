@@ -2,7 +2,6 @@
 #include <optional>
 
 #include "api/common.hpp"
-#include "core/dispatch.hpp"
 #include "strux/toeplitz.hpp"
 
 namespace strux {
@@ -42,15 +41,6 @@ class CpuToeplitz final : public ToeplitzBackend {
   std::optional<BlockToeplitzPlan<T>> plan_;
 };
 
-std::unique_ptr<ToeplitzBackend> cpu_toeplitz(const op::BlockToeplitzProblem& p, const Options& o) {
-  api::solver_index(o, "the CPU block Toeplitz", {""});
-  std::unique_ptr<ToeplitzBackend> b;
-  core::dispatch<core::RealScalars>(p.dtype, "problem.dtype", "the CPU block Toeplitz", [&](auto tag) {
-    b = std::make_unique<CpuToeplitz<typename decltype(tag)::type>>(p);
-  });
-  return b;
-}
-
 }  // namespace
 
 namespace op {
@@ -60,7 +50,9 @@ BlockToeplitz::BlockToeplitz(const Problem& p, const Options& o) : Operator(p) {
   check_positive(p.Nd, "problem.Nd");
   check_positive(p.Nm, "problem.Nm");
   check_positive(p.R, "problem.R");
-  impl_ = STRUX_PICK_BACKEND(p.device, cpu_toeplitz(p, o), api::cuda_toeplitz(p, o));
+  impl_ = STRUX_PICK_BACKEND(
+      p.device, (api::make_cpu<ToeplitzBackend, CpuToeplitz, core::RealScalars>(p, o, "the CPU block Toeplitz")),
+      api::cuda_toeplitz(p, o));
 }
 
 void BlockToeplitz::set_blocks(const View& blocks, Stream s) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "api_test_util.hpp"
 #include "strux/strux.hpp"
 
 namespace {
@@ -28,15 +29,7 @@ std::mt19937_64& rng() {
 
 template <class T>
 std::vector<T> randv(int64_t count, double scale = 1.0) {
-  std::normal_distribution<double> d(0.0, scale);
-  std::vector<T> v(static_cast<size_t>(count));
-  for (auto& x : v) {
-    if constexpr (std::is_same_v<T, std::complex<float>> || std::is_same_v<T, cd>)
-      x = T(d(rng()), d(rng()));
-    else
-      x = T(d(rng()));
-  }
-  return v;
+  return strux::test::randn<T>(rng(), count, scale);
 }
 
 template <class T>
@@ -49,17 +42,7 @@ double tol() {
   return std::is_same_v<T, float> || std::is_same_v<T, std::complex<float>> ? 2e-4 : 1e-10;
 }
 
-// max |ref - got| / max(1, max |ref|)
-template <class A, class B>
-double rel(const std::vector<A>& ref, const std::vector<B>& got) {
-  EXPECT_EQ(ref.size(), got.size());
-  double e = 0, m = 1;
-  for (size_t i = 0; i < ref.size() && i < got.size(); ++i) {
-    e = std::max(e, std::abs(cd(ref[i]) - cd(got[i])));
-    m = std::max(m, std::abs(cd(ref[i])));
-  }
-  return e / m;
-}
+using strux::test::rel_err;
 
 // Re <x, y> in float64.
 template <class A, class B>
@@ -108,7 +91,7 @@ void fftconv_case(int64_t B, int64_t H, int64_t L, int64_t Lk, strux::ConvMode m
         ref[r + t] = s;
       }
     }
-  EXPECT_LE(rel(ref, y), tol<T>());
+  EXPECT_LE(rel_err(ref, y), tol<T>());
 
   // y is linear in u, in (k, skip) together, in pregate and in postgate:
   // <dy, y> = <du, u> = <dk, k> + <dskip, skip> = <dpregate, pregate> = <dpostgate, postgate>.
@@ -164,7 +147,7 @@ void toeplitz_case(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, strux::Toeplit
         for (int64_t q = 0; q < Nm; ++q)
           for (int64_t r = 0; r < R; ++r)
             ref[at(i, p, r, Nd)] += double(blocks[((i - j) * Nd + p) * Nm + q]) * double(m[at(j, q, r, Nm)]);
-  EXPECT_LE(rel(ref, d), tol<T>());
+  EXPECT_LE(rel_err(ref, d), tol<T>());
 
   // <dd, F m> = <Fᵀ dd, m> = <dblocks, blocks>.
   auto dd = randv<T>(Nt * Nd * R), dm = std::vector<T>(m.size()), dblocks = std::vector<T>(blocks.size());
@@ -230,7 +213,7 @@ void ks_chain_case(const std::vector<strux::KSPattern>& pats, int64_t batch, str
     op::KSFactor K({pats[0], batch, layout, dt});
     EXPECT_FALSE(K.describe().empty());
     K.forward({act(x, N, batch, layout), wv[0], act(y, M, batch, layout)});
-    EXPECT_LE(rel(ref, y), tol<T>());
+    EXPECT_LE(rel_err(ref, y), tol<T>());
     K.backward({act(dy, M, batch, layout), act(x, N, batch, layout), wv[0], act(dx, N, batch, layout), dwv[0]});
     near(dot(dy, y), dot(dx, x), 10 * tol<T>(), "<dy, y> vs <dx, x>");
     near(dot(dy, y), dot(dw[0], w[0]), 10 * tol<T>(), "<dy, y> vs <dw, w>");
@@ -240,7 +223,7 @@ void ks_chain_case(const std::vector<strux::KSPattern>& pats, int64_t batch, str
   EXPECT_FALSE(C.describe().empty());
   EXPECT_EQ(C.workspace_bytes(), 0u);
   C.forward({act(x, N, batch, layout), wv, act(y, M, batch, layout)});
-  EXPECT_LE(rel(ref, y), tol<T>());
+  EXPECT_LE(rel_err(ref, y), tol<T>());
   C.backward({act(dy, M, batch, layout), act(x, N, batch, layout), wv, act(dx, N, batch, layout), dwv});
   near(dot(dy, y), dot(dx, x), 10 * tol<T>(), "chain <dy, y> vs <dx, x>");
   for (size_t i = 0; i < pats.size(); ++i) near(dot(dy, y), dot(dw[i], w[i]), 10 * tol<T>(), "chain <dy, y> vs <dw_p, w_p>");
@@ -322,7 +305,7 @@ void diag_case(int64_t B, int64_t T, int64_t n) {
   auto ref = scan_ref(B, T, n, u, &h0, [&](int64_t b, int64_t t, const std::vector<cd>& p, std::vector<cd>& o) {
     for (int64_t i = 0; i < n; ++i) o[i] = cd(a[(b * T + t) * n + i]) * p[i];
   });
-  EXPECT_LE(rel(ref, h), tol<S>());
+  EXPECT_LE(rel_err(ref, h), tol<S>());
   scan_backward_checks<S>(sc, a, {B, T, n}, u, h0, h, B, T, n, run);
 }
 
@@ -354,7 +337,7 @@ void circulant_case(int64_t B, int64_t T, int64_t n) {
     return out;
   };
   h = run(a);
-  EXPECT_LE(rel(ref, h), tol<R>());
+  EXPECT_LE(rel_err(ref, h), tol<R>());
   scan_backward_checks<R>(sc, a, {B, T, n}, u, h0, h, B, T, n, run);
 
   // Fourier form: a_hat = rfft(a_t) by the DFT sum.
@@ -369,7 +352,7 @@ void circulant_case(int64_t B, int64_t T, int64_t n) {
   op::CirculantScan sf({B, T, n, true, dt});
   std::vector<R> hf(u.size());
   sf.forward({vw(ah, {B, T, nf}), vw(u, {B, T, n}), vw(hf, {B, T, n}), vw(h0, {B, n})});
-  EXPECT_LE(rel(ref, hf), 10 * tol<R>());
+  EXPECT_LE(rel_err(ref, hf), 10 * tol<R>());
   auto dh = randv<R>(B * T * n), du = std::vector<R>(u.size()), dh0 = std::vector<R>(h0.size());
   std::vector<C> dah(ah.size());
   sf.backward({vw(dh, {B, T, n}), vw(ah, {B, T, nf}), vw(u, {B, T, n}), vw(dah, {B, T, nf}), vw(du, {B, T, n}),
@@ -401,7 +384,7 @@ void block_case(int64_t B, int64_t T, int64_t p, int64_t k) {
         o[i * k + r] = s;
       }
   });
-  EXPECT_LE(rel(ref, h), tol<R>());
+  EXPECT_LE(rel_err(ref, h), tol<R>());
   scan_backward_checks<R>(sc, a, {B, T, p, p, k}, u, h0, h, B, T, n, run);
 }
 

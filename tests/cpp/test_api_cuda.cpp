@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "api_test_util.hpp"
 #include "strux/strux.hpp"
 
 namespace {
@@ -65,15 +66,7 @@ struct Buf {
 
 template <class T>
 std::vector<T> randv(int64_t n, double scale = 1.0) {
-  std::normal_distribution<double> dist(0.0, scale);
-  std::vector<T> v(static_cast<size_t>(n));
-  for (auto& x : v) {
-    if constexpr (std::is_same_v<T, std::complex<float>> || std::is_same_v<T, cd>)
-      x = T(dist(rng()), dist(rng()));
-    else
-      x = T(dist(rng()));
-  }
-  return v;
+  return strux::test::randn<T>(rng(), n, scale);
 }
 template <class T>
 std::vector<T> zeros(int64_t n) {
@@ -88,13 +81,7 @@ double tol() {
 // The GPU result against the CPU one: max |cpu - gpu| / max(1, max |cpu|).
 template <class T>
 void same(const Buf<T>& b, const char* what) {
-  const auto g = b.get();
-  double e = 0, m = 1;
-  for (size_t i = 0; i < g.size(); ++i) {
-    e = std::max(e, std::abs(cd(b.h[i]) - cd(g[i])));
-    m = std::max(m, std::abs(cd(b.h[i])));
-  }
-  EXPECT_LE(e / m, tol<T>()) << what;
+  EXPECT_LE(strux::test::rel_err(b.h, b.get()), tol<T>()) << what;
 }
 
 struct StreamGuard {

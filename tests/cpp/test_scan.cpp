@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "api_test_util.hpp"
 #include "strux/core.hpp"
 #include "strux/scan.hpp"
 
@@ -23,15 +24,7 @@ std::mt19937_64& rng() {
 }
 template <class S>
 std::vector<S> randv(int64_t count, double scale = 1.0) {
-  std::normal_distribution<double> d(0.0, scale);
-  std::vector<S> v(count);
-  for (auto& x : v) {
-    if constexpr (std::is_same_v<S, std::complex<float>> || std::is_same_v<S, cd>)
-      x = S(d(rng()), d(rng()));
-    else
-      x = S(d(rng()));
-  }
-  return v;
+  return strux::test::randn<S>(rng(), count, scale);
 }
 template <class S>
 cd to_cd(S x) { return cd(x); }

@@ -109,6 +109,21 @@ def fftconv_cases(L_list, B, H, results):
         free()
 
 
+def toeplitz_recipes(fhat, Nt, Nd, Nm, nfft):
+    """The PyTorch recipes the block Toeplitz is checked against, from its F̂ (nfreq, Nd, Nm):
+    (matvec, rmatvec) of time-major x (Nt, n[, R]), each returning (Nt, n', R or 1)."""
+    def recipe(x):
+        X = torch.fft.rfft(x, n=nfft, dim=0)
+        return torch.fft.irfft(torch.bmm(fhat, X.reshape(X.shape[0], Nm, -1)), n=nfft, dim=0)[:Nt]
+
+    def recipe_adj(x):
+        X = torch.fft.rfft(x, n=nfft, dim=0)
+        return torch.fft.irfft(torch.bmm(fhat.conj().transpose(1, 2), X.reshape(X.shape[0], Nd, -1)),
+                               n=nfft, dim=0)[:Nt]
+
+    return recipe, recipe_adj
+
+
 def toeplitz_cases(Nt, Nd, Nm, R, results):
     blocks = torch.randn(Nt, Nd, Nm, device="cuda")
     op = _cuda_toeplitz.BlockToeplitzCUDA(blocks)
@@ -122,15 +137,7 @@ def toeplitz_cases(Nt, Nd, Nm, R, results):
     d = torch.randn(Nt, Nd, device="cuda")
     mR = torch.randn(Nt, Nm, R, device="cuda")
     dR = torch.randn(Nt, Nd, R, device="cuda")
-
-    def recipe(x):
-        X = torch.fft.rfft(x, n=nfft, dim=0)
-        return torch.fft.irfft(torch.bmm(fhat, X.reshape(X.shape[0], Nm, -1)), n=nfft, dim=0)[:Nt]
-
-    def recipe_adj(x):
-        X = torch.fft.rfft(x, n=nfft, dim=0)
-        return torch.fft.irfft(torch.bmm(fhat.conj().transpose(1, 2), X.reshape(X.shape[0], Nd, -1)),
-                               n=nfft, dim=0)[:Nt]
+    recipe, recipe_adj = toeplitz_recipes(fhat, Nt, Nd, Nm, nfft)
 
     row = dict(Nt=Nt, Nd=Nd, Nm=Nm, R=R, fhat_GB=fbytes / 1e9, fhat_floor_ms=fbytes / bw * 1e3)
     # accuracy: vs the torch recipe, adjoint dot product

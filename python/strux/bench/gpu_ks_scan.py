@@ -47,6 +47,15 @@ def bmm_recipe(x, wl, wf, p, layout):
     return torch.bmm(wl, xp).view(a, d, b, batch).permute(0, 2, 1, 3).reshape(a * b * d, batch)
 
 
+def bmm_operands(w, p, contiguous=True):
+    """(wl, wf) of bmm_recipe from w (a, b, c, d) of pattern p: copies laid out for bmm, or with
+    contiguous=False the permuted views (autograd then reaches w through them)."""
+    a, b, c, d = p
+    wl = w.permute(0, 3, 1, 2).reshape(a * d, b, c)
+    wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b)
+    return (wl.contiguous(), wf.contiguous()) if contiguous else (wl, wf)
+
+
 def ks_cases(bw, fl, batch, quick):
     pats = [(1, 48, 48, 16), (2, 96, 384, 4), (2, 192, 48, 4), (1, 768, 768, 1), (6, 64, 64, 1),
             (1, 768, 192, 2), (4, 64, 64, 4), (1, 256, 256, 4), (4, 96, 96, 2), (16, 64, 64, 1)]
@@ -60,8 +69,7 @@ def ks_cases(bw, fl, batch, quick):
         Kd = torch.zeros(M, N, device="cuda")
         ii, kk, ll, jj = torch.meshgrid(*[torch.arange(s, device="cuda") for s in p], indexing="ij")
         Kd[ii * b * d + kk * d + jj, ii * c * d + ll * d + jj] = w
-        wf = w.permute(0, 3, 2, 1).reshape(a * d, c, b).contiguous()   # bsf bmm operand
-        wl = w.permute(0, 3, 1, 2).reshape(a * d, b, c).contiguous()   # bsl bmm operand
+        wl, wf = bmm_operands(w, p)
         for layout in ("bsf", "bsl"):
             x = torch.randn(batch, N, device="cuda") if layout == "bsf" else torch.randn(N, batch, device="cuda")
             bmm = lambda: bmm_recipe(x, wl, wf, p, layout)

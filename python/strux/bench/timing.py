@@ -17,20 +17,29 @@ def _torch():
     return torch
 
 
-def time_ms(fn, warm=3, reps=15):
-    """(median, min, max) of `reps` CUDA-event timings of fn() in ms, after `warm` calls."""
+def _warmed(fn, warm):
+    """torch, after `warm` calls of fn and a synchronize (so no warm-up work is timed)."""
     torch = _torch()
     for _ in range(warm):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
+    return torch
+
+
+def _event_ms(torch, body):
+    """CUDA-event ms of body() on the current stream (waits for the end event)."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    body()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b)
+
+
+def time_ms(fn, warm=3, reps=15):
+    """(median, min, max) of `reps` CUDA-event timings of fn() in ms, after `warm` calls."""
+    torch = _warmed(fn, warm)
+    times = [_event_ms(torch, fn) for _ in range(reps)]
     return statistics.median(times), min(times), max(times)
 
 
@@ -44,30 +53,23 @@ def back_to_back_ms(fn, n=20, reps=5, warm=3):
     counts host overhead that leaves the GPU idle). A ~2 ms GPU sleep before the first event lets
     the host queue all n calls first, so the figure is GPU time even where a call's host work
     takes longer than its kernels."""
-    torch = _torch()
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(4_000_000)
-        e0.record()
+    torch = _warmed(fn, warm)
+
+    def calls():
         for _ in range(n):
             fn()
-        e1.record()
-        e1.synchronize()
-        ts.append(e0.elapsed_time(e1) / n)
+
+    ts = []
+    for _ in range(reps):
+        torch.cuda._sleep(4_000_000)
+        ts.append(_event_ms(torch, calls) / n)
     return statistics.median(ts)
 
 
 def host_us(fn, n=100, reps=9, warm=3):
     """Median host microseconds per call, the GPU kept busy by a sleep queued first (nothing waits
     on the GPU, so this is the host's own cost per call)."""
-    torch = _torch()
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
+    torch = _warmed(fn, warm)
     ts = []
     for _ in range(reps):
         torch.cuda._sleep(int(n * 250e3))  # ~125 us of GPU time per call: the queue never drains

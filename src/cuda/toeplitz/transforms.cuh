@@ -25,10 +25,15 @@ namespace strux::cuda::toeplitz_detail {
 
 constexpr int kThreads = 256;
 
-// Source time index of padded row t: t itself, or (nfft - t) mod nfft when reversed
-// (time reversal conjugates the real FFT). -1 when it falls in the zero padding.
+// Time index of padded row t: t itself, or (nfft - t) mod nfft when reversed (time reversal
+// conjugates the real FFT).
+__device__ __forceinline__ int64_t row_time(int64_t t, int64_t nfft, bool reverse) {
+  return reverse ? (t == 0 ? 0 : nfft - t) : t;
+}
+
+// row_time, or -1 when it falls in the zero padding (>= Nt).
 __device__ __forceinline__ int64_t src_time(int64_t t, int64_t Nt, int64_t nfft, bool reverse) {
-  const int64_t s = reverse ? (t == 0 ? 0 : nfft - t) : t;
+  const int64_t s = row_time(t, nfft, reverse);
   return s < Nt ? s : -1;
 }
 
@@ -56,6 +61,14 @@ __device__ __forceinline__ int64_t col_slot(int64_t col, int64_t R, int64_t hn) 
   return 2 * ((n - k * hn) * R + r) + k;
 }
 
+// Entry (time s, column col) of a vector in its layout; zero where s or col is -1 (the zero
+// padding, an empty slot).
+template <class T>
+__device__ __forceinline__ T padded_at(const T* __restrict__ x, int64_t s, int64_t col, int64_t Nt, int64_t R,
+                                       bool space_major, int64_t cols) {
+  return s >= 0 && col >= 0 ? x[vec_offset(s, col, Nt, R, space_major, cols)] : T(0);
+}
+
 // P[t, slot] (nfft × ld, time-major) from a vector x in its layout (nsp·R columns), zero past
 // Nt and in empty slots. Threads run along the slots (coalesced writes); grid y strides over t.
 template <class T>
@@ -64,10 +77,8 @@ __global__ void gather_pad(const T* __restrict__ x, int64_t Nt, int64_t nsp, int
   const int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (p >= ld) return;
   const int64_t col = slot_col(p, R, nsp, hn), cols = nsp * R;
-  for (int64_t t = blockIdx.y; t < nfft; t += gridDim.y) {
-    const int64_t s = src_time(t, Nt, nfft, reverse);
-    P[t * ld + p] = s >= 0 && col >= 0 ? x[vec_offset(s, col, Nt, R, space_major, cols)] : T(0);
-  }
+  for (int64_t t = blockIdx.y; t < nfft; t += gridDim.y)
+    P[t * ld + p] = padded_at(x, src_time(t, Nt, nfft, reverse), col, Nt, R, space_major, cols);
 }
 
 // out (layout) [t < Nt, col] = Q[src_time(t), slot(col)] (Q row stride ld).
@@ -77,10 +88,8 @@ __global__ void scatter_out(const T* __restrict__ Q, int64_t Nt, int64_t nsp, in
   const int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, cols = nsp * R;
   if (col >= cols) return;
   const int64_t p = col_slot(col, R, hn);
-  for (int64_t t = blockIdx.y; t < Nt; t += gridDim.y) {
-    const int64_t s = reverse ? (t == 0 ? 0 : nfft - t) : t;
-    out[vec_offset(t, col, Nt, R, space_major, cols)] = Q[s * ld + p];
-  }
+  for (int64_t t = blockIdx.y; t < Nt; t += gridDim.y)
+    out[vec_offset(t, col, Nt, R, space_major, cols)] = Q[row_time(t, nfft, reverse) * ld + p];
 }
 
 // Space-major vectors: threads along time (coalesced reads of each (n, r) row when R = 1).
@@ -90,10 +99,8 @@ __global__ void gather_pad_sm(const T* __restrict__ x, int64_t Nt, int64_t nsp, 
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= nfft) return;
   const int64_t s = src_time(t, Nt, nfft, reverse), cols = nsp * R;
-  for (int64_t p = blockIdx.y; p < ld; p += gridDim.y) {
-    const int64_t col = slot_col(p, R, nsp, hn);
-    P[t * ld + p] = s >= 0 && col >= 0 ? x[vec_offset(s, col, Nt, R, true, cols)] : T(0);
-  }
+  for (int64_t p = blockIdx.y; p < ld; p += gridDim.y)
+    P[t * ld + p] = padded_at(x, s, slot_col(p, R, nsp, hn), Nt, R, true, cols);
 }
 
 template <class T>
@@ -101,7 +108,7 @@ __global__ void scatter_out_sm(const T* __restrict__ Q, int64_t Nt, int64_t nsp,
                                bool reverse, int64_t nfft, T* __restrict__ out) {
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= Nt) return;
-  const int64_t s = reverse ? (t == 0 ? 0 : nfft - t) : t, cols = nsp * R;
+  const int64_t s = row_time(t, nfft, reverse), cols = nsp * R;
   for (int64_t col = blockIdx.y; col < cols; col += gridDim.y)
     out[vec_offset(t, col, Nt, R, true, cols)] = Q[s * ld + col_slot(col, R, hn)];
 }
@@ -234,7 +241,7 @@ __global__ void __launch_bounds__(kTile* kTRows) scatter_rows(const T* __restric
   for (int64_t c0 = int64_t(blockIdx.y) * kTile; c0 < cols; c0 += int64_t(gridDim.y) * kTile) {
     for (int k = ty; k < kTile; k += kTRows) {
       const int64_t col = c0 + k, t = t0 + tx;
-      if (col < cols && t < Nt) tile[k][tx] = Q[col * nfft + (reverse ? (t == 0 ? 0 : nfft - t) : t)];
+      if (col < cols && t < Nt) tile[k][tx] = Q[col * nfft + row_time(t, nfft, reverse)];
     }
     __syncthreads();
     for (int k = ty; k < kTile; k += kTRows) {
