@@ -146,6 +146,36 @@ def test_block_scan_f64_limit():
     assert S._ext.cuda_block_scan_f64_max_n(dev) == smem // 16
 
 
+def test_f64_under_cuda_graph():
+    """The float64 chain (forward and vjp) and block scan queue only work on the current stream
+    (scratch from the array library's allocator): they capture in a CUDA graph and replay on new
+    inputs."""
+    chain = [(2, 3, 4, 2), (4, 2, 2, 2)]
+    ws = [rnd(*q, dtype=F64) for q in chain]
+    x, dy = rnd(9, 16, dtype=F64), rnd(9, 12, dtype=F64)
+    a, u = (t.to(DEV) for t in _scan_case(2, 6, 2, 3, False, seed=3)[:2])
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-up: operators cached, the kernels' limit asked
+        K.ks_chain(x, ws, chain)
+        K.ks_chain_vjp(dy, x, ws, chain)
+        S.block_circulant_scan(a, u)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = K.ks_chain(x, ws, chain)
+        dx, dws = K.ks_chain_vjp(dy, x, ws, chain)
+        h = S.block_circulant_scan(a, u)
+    x.copy_(rnd(9, 16, dtype=F64))
+    u.copy_(torch.randn_like(u))
+    g.replay()
+    torch.cuda.synchronize()
+    assert rel(y, K.ks_chain(x, ws, chain)) < 1e-14
+    dx_ref, dws_ref = K.ks_chain_vjp(dy, x, ws, chain)
+    assert rel(dx, dx_ref) < 1e-14 and all(rel(g_, r) < 1e-14 for g_, r in zip(dws, dws_ref))
+    assert rel(h, S.block_circulant_scan(a, u)) < 1e-14
+
+
 # ---- toeplitz blocks gradient ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("layout", ["time-major", "space-major"])
