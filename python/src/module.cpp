@@ -15,6 +15,7 @@ void bind_scan(nb::module_& m);
 void bind_cuda(nb::module_& m);
 void bind_cuda_ks(nb::module_& m);
 void bind_cuda_scan(nb::module_& m);
+void bind_cuda_f64(nb::module_& m);
 #endif
 
 NB_MODULE(_ext, m) {
@@ -54,5 +55,6 @@ NB_MODULE(_ext, m) {
   bind_cuda(m);
   bind_cuda_ks(m);
   bind_cuda_scan(m);
+  bind_cuda_f64(m);
 #endif
 }

@@ -10,9 +10,10 @@ are cheap attribute tests (``*_ok``): a call either passes them all, or takes th
 contiguous (a documented copy) and cover CuPy arrays. Both end in the same launchers.
 
 dtypes: float32, float16 and bfloat16 (float32 accumulation, results in the input dtype);
-float64, computed in float64 by the array library's einsum (cuBLAS DGEMM on its current
-stream). Layouts: "bsf" (x (batch, N) -> x K^T) and "bsl" (x (N, batch) -> K x). Every function
-takes ``options=None``: explicit kernel choices (strux._cuda_options), passed to the plan.
+float64, computed in float64 by the operator layer's direct kernels (strux::op::KSFactor /
+KSChain through python/src/bind_cuda_f64.cpp; a whole chain in one call). Layouts: "bsf"
+(x (batch, N) -> x K^T) and "bsl" (x (N, batch) -> K x). Every function takes
+``options=None``: explicit kernel choices (strux._cuda_options), passed to the plan.
 """
 from __future__ import annotations
 
@@ -244,36 +245,53 @@ def _same_batch(dy, x, lay):
 
 
 def _code(x):
-    """The kernel dtype code of a checked array, or None for float64 (einsum)."""
+    """The kernel dtype code of a checked array, or None for float64 (the operator layer)."""
     return _DTYPE_CODE[_a.dtname(x)] if _a.dtname(x) != "float64" else None
 
 
 def _no_options_f64(opts):
     if opts:
-        raise ValueError("argument 'options': float64 ks runs as einsums of the array library (no "
-                         "kernel choice), got options for the float32 / half plans")
+        raise ValueError("argument 'options': float64 ks has one kernel (the operator layer's float64 direct "
+                         "kernels, no choice), got options for the float32 / half plans")
 
 
 def _ks_fwd_f64(x, w, p, lay):
-    """float64: the DESIGN.md formula as one einsum of the array library."""
+    """float64: one call of strux::op::KSFactor (bind_cuda_f64.cpp) on x's stream and device."""
     a, b, c, d = p
-    ein = _a.xp(x).einsum
-    if lay == "bsl":
-        return _a.contig(ein("iljn,iklj->ikjn", x.reshape(a, c, d, -1), w).reshape(a * b * d, -1))
-    return _a.contig(ein("nilj,iklj->nikj", x.reshape(-1, a, c, d), w).reshape(-1, a * b * d))
+    bl, batch = lay == "bsl", _nbatch(x, lay)
+    y = _a.empty(x, (a * b * d, batch) if bl else (batch, a * b * d))
+    _ext.cuda_ks_f64_forward(_a.ptr(x), _a.ptr(w), _a.ptr(y), a, b, c, d, batch, bl, _a.device_id(x), _a.stream(x))
+    return y
 
 
 def _ks_bwd_f64(dy, x, w, p, lay, need_dx, need_dw):
-    """float64 gradients: dx = dy K and dw (summed over the batch in float64), as einsums."""
+    """float64 gradients: dx = dy K and dw (summed over the batch in float64), None where not needed."""
     a, b, c, d = p
-    ein = _a.xp(x).einsum
-    if lay == "bsl":
-        dyr, xr, sub = dy.reshape(a, b, d, -1), x.reshape(a, c, d, -1), ("ikjn", "iljn")
-    else:
-        dyr, xr, sub = dy.reshape(-1, a, b, d), x.reshape(-1, a, c, d), ("nikj", "nilj")
-    dx = _a.contig(ein(f"{sub[0]},iklj->{sub[1]}", dyr, w).reshape(x.shape)) if need_dx else None
-    dw = _a.contig(ein(f"{sub[0]},{sub[1]}->iklj", dyr, xr)) if need_dw else None
+    dx = _a.empty(x, tuple(x.shape)) if need_dx else None
+    dw = _a.empty(w, tuple(p)) if need_dw else None
+    _ext.cuda_ks_f64_backward(_a.ptr(dy), _a.ptr(x), _a.ptr(w), _a.ptr(dx), _a.ptr(dw), a, b, c, d, _nbatch(x, lay),
+                              lay == "bsl", _a.device_id(x), _a.stream(x))
     return dx, dw
+
+
+def _chain_f64(x, ws, ps, lay, dy=None):
+    """float64 chain forward (dy None: y) or backward ((dx, [dw_q])) in one call of strux::op::KSChain,
+    its activations in a scratch array of x's kind."""
+    flat, bl, batch, dev = [v for p in ps for v in p], lay == "bsl", _nbatch(x, lay), _a.device_id(x)
+    nbytes = _ext.cuda_ks_f64_chain_workspace(flat, batch, bl, dev)
+    work = _a.scratch(x, nbytes)
+    if dy is None:
+        a, b, _, d = ps[0]
+        y = _a.empty(x, (a * b * d, batch) if bl else (batch, a * b * d))
+        _ext.cuda_ks_f64_chain_forward(_a.ptr(x), [_a.ptr(w) for w in ws], _a.ptr(y), _a.ptr(work), nbytes, flat,
+                                       batch, bl, dev, _a.stream(x))
+        return y
+    dx = _a.empty(x, tuple(x.shape))
+    dws = [_a.empty(w, tuple(p)) for w, p in zip(ws, ps)]
+    _ext.cuda_ks_f64_chain_backward(_a.ptr(dy), _a.ptr(x), [_a.ptr(w) for w in ws], _a.ptr(dx),
+                                    [_a.ptr(g) for g in dws], _a.ptr(work), nbytes, flat, batch, bl, dev,
+                                    _a.stream(x))
+    return dx, dws
 
 
 def _ks_fwd(x, w, p, lay, opts=0):
@@ -375,10 +393,8 @@ def ks_chain(x, ws, patterns, *, layout: str = "bsf", options=None):
     if dt is not None:
         return chain_forward(x, ws, ps, [v for p in ps for v in p], lay == "bsl", _nbatch(x, lay), dt,
                              _a.device_id(x), opts)
-    y = x
-    for w, p in zip(reversed(ws), reversed(ps)):
-        y = _ks_fwd(y, w, p, lay, opts)
-    return y
+    _no_options_f64(opts)
+    return _chain_f64(x, ws, ps, lay)
 
 
 def ks_chain_vjp(dy, x, ws, patterns, *, layout: str = "bsf", options=None):
@@ -400,14 +416,8 @@ def ks_chain_vjp(dy, x, ws, patterns, *, layout: str = "bsf", options=None):
     if dt is not None:
         return chain_backward(dy, x, ws, ps, [v for p in ps for v in p], lay == "bsl", _nbatch(x, lay), dt,
                               _a.device_id(x), True, None, opts)
-    acts = [x]  # acts[q] is the input of factor P-1-q
-    for w, p in zip(reversed(ws[1:]), reversed(ps[1:])):
-        acts.append(_ks_fwd(acts[-1], w, p, lay, opts))
-    dws = [None] * len(ps)
-    g = dy
-    for q in range(len(ps)):
-        g, dws[q] = _ks_bwd(g, acts[len(ps) - 1 - q], ws[q], ps[q], lay, opts=opts)
-    return g, dws
+    _no_options_f64(opts)
+    return _chain_f64(x, ws, ps, lay, dy)
 
 
 def ks_paths(pattern, batch: int, *, layout: str = "bsf", dtype: str = "float32", options=None):

@@ -9,8 +9,10 @@ current stream of the arrays' library.
 
 dtypes: diag_scan float32, float16, bfloat16 (float32 arithmetic), complex64, float64 and
 complex128 (float64 arithmetic); circulant_scan float32 / float64 (half types cast to float32);
-block_circulant_scan float32 (half types cast), float64 in the array library. Every function
-takes ``options=None``: explicit kernel choices (strux._cuda_options), passed to the plan.
+block_circulant_scan float32 (half types cast), float64 by the operator layer's direct kernels
+(n = p*k up to their shared-memory limit, python/src/bind_cuda_f64.cpp) or, beyond it, in the
+array library. Every function takes ``options=None``: explicit kernel choices
+(strux._cuda_options), passed to the plan.
 """
 from __future__ import annotations
 
@@ -313,10 +315,45 @@ def _block_args(a, u, h0):
     return cr(a), cr(u), cr(h0), (p, k), _a.dtname(u)
 
 
-# float64: the same Fourier-domain algorithm in the array library (its cuFFT Z2D/D2Z and batched
-# complex128 products, one step of the p x p recurrence per time step): float64 accuracy where
-# the strux kernels compute in float32. Slower (T small launches per call); for checking and
-# for users who need float64.
+# float64 up to n = p*k = cuda_block_scan_f64_max_n (the two states of one batch item in shared
+# memory): strux::op::BlockCirculantScan's direct kernels, one launch for the whole sequence.
+
+_F64_MAX_N: dict = {}  # device -> the largest n of the float64 direct kernels there
+
+
+def _f64_kernels(u, n) -> bool:
+    dev = _a.device_id(u)
+    m = _F64_MAX_N.get(dev)
+    if m is None:
+        m = _F64_MAX_N[dev] = _ext.cuda_block_scan_f64_max_n(dev)
+    return n <= m
+
+
+def _block_fwd_f64_kernels(a, u, h0, p, k):
+    B, T, n = u.shape
+    h = _a.empty(u, (B, T, n))
+    _ext.cuda_block_scan_f64_forward(_a.ptr(a), _a.ptr(u), _a.ptr(h0), _a.ptr(h), B, T, p, k, _a.device_id(u),
+                                     _a.stream(u))
+    return h
+
+
+def _block_bwd_f64_kernels(dh, dh_last, a, u, h0, p, k):
+    """(da, du, dh0 or None); the kernels add dh_last to g_{T-1} and recompute h in scratch."""
+    B, T, n = u.shape
+    dev = _a.device_id(u)
+    da, du = _a.empty(a, tuple(a.shape)), _a.empty(u, (B, T, n))
+    dh0 = _a.empty(u, (B, n)) if h0 is not None else None
+    nbytes = _ext.cuda_block_scan_f64_workspace(B, T, p, k, dev)
+    ws = _a.scratch(u, nbytes)
+    _ext.cuda_block_scan_f64_backward(_a.ptr(a), _a.ptr(u), _a.ptr(h0), _a.ptr(dh), _a.ptr(dh_last), _a.ptr(da),
+                                      _a.ptr(du), _a.ptr(dh0), _a.ptr(ws), nbytes, B, T, p, k, dev, _a.stream(u))
+    return da, du, dh0
+
+
+# float64 beyond that n: the same Fourier-domain algorithm in the array library (its cuFFT
+# Z2D/D2Z and batched complex128 products, one step of the p x p recurrence per time step):
+# float64 accuracy where the strux kernels compute in float32. Slower (T small launches per
+# call); for checking and for users who need float64.
 
 def _block_states_f64(A, U, H0):
     """H_t = A_t H_{t-1} + U_t per frequency; A (B, T, p, p, f), U (B, T, p, f), H0 (B, p, f) or
@@ -371,8 +408,8 @@ def _block_bwd_f64(dh, a, u, h0, p, k):
 def _block_code(options, dt):
     code = _O.block_scan_code(options)
     if dt == "float64" and code != (-1, 0):
-        raise ValueError("argument 'options': float64 block_circulant_scan runs in the array library (no "
-                         "kernel choice), got options for the float32 plan")
+        raise ValueError("argument 'options': float64 block_circulant_scan has one path (direct kernels, or "
+                         "the array library beyond their n), no kernel choice; got options for the float32 plan")
     return code
 
 
@@ -382,7 +419,8 @@ def block_circulant_scan(a, u, *, h0=None, return_final=False, options=None):
     A_t is the p x p grid of k x k circulant blocks, block (i, j) = circ(a_t[i, j]); state index
     i*k + r. cuFFT rfft over k, one p x p complex recurrence per frequency (in chunks of time when
     B*(k//2+1) is too small to fill the GPU), irfft; float32 inside (float16/bfloat16 cast and
-    the result cast back); float64 runs the same algorithm in the array library, in float64.
+    the result cast back); float64 runs direct float64 kernels (a dense pass over the blocks per
+    step) up to n = cuda_block_scan_f64_max_n, beyond it the Fourier algorithm in the array library.
     Returns h, or (h, h[:, -1]).
     """
     _a.need()
@@ -391,7 +429,8 @@ def block_circulant_scan(a, u, *, h0=None, return_final=False, options=None):
     reg, chunk = _block_code(options, dt)
     B, T, n = u32.shape
     if dt == "float64":
-        h = _block_fwd_f64(a32, u32, h032, p, k)
+        f = _block_fwd_f64_kernels if _f64_kernels(u32, n) else _block_fwd_f64
+        h = f(a32, u32, h032, p, k)
         return (h, h[:, -1]) if return_final else h
     h = _a.empty(u32, (B, T, n))
     dev = _a.device_id(u32)
@@ -419,6 +458,8 @@ def block_circulant_scan_vjp(dh, a, u, *, h0=None, dh_last=None, options=None):
     B, T, n = u32.shape
     real = _a.dtname(u32)
     dh, dh_last = _real_cotangents(dh, dh_last, u, (B, T, n), real)
+    if real == "float64" and _f64_kernels(u32, n):
+        return _block_bwd_f64_kernels(dh, dh_last, a32, u32, h032, p, k)
     if real == "float64":
         return _block_bwd_f64(dh if dh_last is None else _folded(dh, dh_last), a32, u32, h032, p, k)
     da = _a.empty(a32, tuple(a32.shape))

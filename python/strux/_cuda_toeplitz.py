@@ -169,3 +169,24 @@ class BlockToeplitzCUDA:
 
     def __matmul__(self, m):
         return self.matvec(m)
+
+    def grad_blocks(self, m, dd):
+        """The gradient for the blocks of d = F m given the cotangent dd (shaped like d, same R):
+        dblocks[t] = Σ_r Σ_{i >= t} dd[i, :, r] m[i - t, :, r]ᵀ, shape (Nt, Nd, Nm), in the
+        operator's dtype. A direct kernel (bind_cuda_f64.cpp, one thread per block entry,
+        O(Nt² Nd Nm R) work), on m's stream."""
+        x = self._vec(m, "m", self.Nm)
+        g = self._vec(dd, "dd", self.Nd)
+        if g.ndim != x.ndim or (x.ndim == 3 and g.shape[2] != x.shape[2]):
+            raise ValueError(f"argument 'dd': expected the right-hand sides of 'm' (shape {tuple(x.shape)}), "
+                             f"got shape {tuple(g.shape)}")
+        R = int(x.shape[2]) if x.ndim == 3 else 1
+        db = _a.empty(x, (self.Nt, self.Nd, self.Nm))
+        _ext.cuda_toeplitz_grad_blocks(_a.ptr(x), _a.ptr(g), _a.ptr(db), self.Nt, self.Nd, self.Nm, R,
+                                       self.layout == "space-major", self.dtype, self.device, _a.stream(x))
+        return db
+
+    def vjp(self, m, dd):
+        """(dm, dblocks) of d = F m: dm = Fᵀ dd (shaped like m) and grad_blocks(m, dd)."""
+        db = self.grad_blocks(m, dd)
+        return self.rmatvec(dd), db

@@ -300,9 +300,11 @@ class BlockToeplitz(LinearOperator):
         Arguments, in order: ``m`` the input of the forward product and ``dd`` the cotangent
         of its output d (shaped like d, same layout and R). Returns the tuple ``(dm, dblocks)``:
         ``dm = F^T dd`` (shaped like m) and ``dblocks[k] = sum_i dd[i] m[i-k]^T`` (summed over
-        the R right-hand sides), shape (Nt, Nd, Nm). Both computed natively with FFTs.
+        the R right-hand sides), shape (Nt, Nd, Nm). Both computed natively with FFTs (CUDA
+        blocks: m and dd on their device, dm by the GPU operator, dblocks by a direct kernel).
         """
-        self._require_cpu("vjp")
+        if self._gpu is not None:
+            return self._gpu.vjp(m, dd)
         x = self._vec(m, "m", self._nm, "Nm")
         g = self._vec(dd, "dd", self._nd, "Nd")
         if g.ndim != x.ndim or (x.ndim == 3 and g.shape[2] != x.shape[2]):

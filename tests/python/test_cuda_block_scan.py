@@ -235,8 +235,9 @@ def test_torch_autograd_native(with_h0, dtype, tol, monkeypatch):
 @pytest.mark.parametrize("p,k,T", [(1, 1, 1), (2, 5, 9), (3, 4, 2), (4, 33, 5)])
 @pytest.mark.parametrize("with_h0", [False, True])
 def test_float64_on_gpu(p, k, T, with_h0, use_path):
-    """float64 CUDA arrays: the Fourier-domain algorithm in float64 (array library), to float64
-    rounding against the CPU backend, forward and vjp with dh_last."""
+    """float64 CUDA arrays (the direct float64 kernels; the array-library path beyond their n is
+    in test_cuda_f64_ops.py), to float64 rounding against the CPU backend, forward and vjp with
+    dh_last."""
     a, u, h0, dh, dl = make(2, T, p, k, with_h0, seed=7 + p + k + T, dtype=torch.float64)
     check_vjp(a, u, h0, dh, dl, 1e-12, [""], use_path)
     with pytest.raises(TypeError, match="'a'"):

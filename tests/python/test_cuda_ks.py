@@ -155,7 +155,7 @@ def test_bad_inputs():
 
 @pytest.mark.parametrize("layout", ["bsf", "bsl"])
 def test_float64_on_gpu(layout):
-    """float64 (cuBLAS DGEMM through einsum): forward, vjp and chains to float64 rounding,
+    """float64 (the operator layer's direct kernels): forward, vjp and chains to float64 rounding,
     against the dense matrix built entry by entry, non-contiguous input included."""
     import strux
     for p in [(1, 1, 1, 1), (3, 5, 7, 2), (2, 17, 19, 3), (1, 9, 3, 5)]:

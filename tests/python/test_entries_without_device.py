@@ -113,23 +113,55 @@ def test_entry_reached(cp, name):
         calls(cp)[name]()
 
 
-def test_float64_paths_run_in_the_array_library(cp):
-    """float64 ks and block-circulant scans never reach a native entry."""
+def operator_calls(cp):
+    """Entries over the operator layer (bind_cuda_f64.cpp): float64 ks and block-circulant scans,
+    the toeplitz blocks gradient."""
+    from strux import _cuda_ks as K, _cuda_scan as S, _cuda_toeplitz as T
+    a = lambda *s, dt="float64": arr(cp, *s, dt=dt)  # noqa: E731
+    p, ps = (2, 3, 4, 2), [(2, 3, 4, 2), (4, 2, 2, 2)]
+    x, w, dy = a(5, 16), a(*p), a(5, 12)
+    ws = [a(*q) for q in ps]
+    A, U = a(2, 7, 2, 2, 3), a(2, 7, 6)
+    fh = cp.asarray(np.zeros((T.toeplitz_nfft(4) // 2 + 1, 3, 5), "complex64"))
+    return {
+        "ks_matmul f64": lambda: K.ks_matmul(x, w, p),
+        "ks_matmul f64 bsl": lambda: K.ks_matmul(a(16, 5), w, p, layout="bsl"),
+        "ks_matmul_vjp f64": lambda: K.ks_matmul_vjp(dy, x, w, p),
+        "ks_chain f64": lambda: K.ks_chain(x, ws, ps),
+        "ks_chain_vjp f64": lambda: K.ks_chain_vjp(dy, x, ws, ps, layout="bsf"),
+        "block_circulant_scan f64": lambda: S.block_circulant_scan(A, U, h0=a(2, 6)),
+        "block_circulant_scan_vjp f64": lambda: S.block_circulant_scan_vjp(a(2, 7, 6), A, U, dh_last=a(2, 6)),
+        "toeplitz grad_blocks": lambda: T.BlockToeplitzCUDA.from_fhat(fh, 4).grad_blocks(a(4, 5, 2, dt="float32"),
+                                                                                         a(4, 3, 2, dt="float32")),
+    }
+
+
+OP_NAMES = list(operator_calls(_fake_cupy()))
+
+
+@pytest.mark.parametrize("name", OP_NAMES)
+def test_operator_entry_reached(cp, name):
+    """The operator layer checks the device first (ValueError: no CUDA device is visible), the
+    entries' own device guards fail at their first CUDA call (RuntimeError); never a TypeError of
+    argument conversion."""
+    from strux import _cuda_scan as S
+    S._F64_MAX_N.clear()
+    with pytest.raises((RuntimeError, ValueError), match="(?i)cuda"):
+        operator_calls(cp)[name]()
+
+
+def test_float64_options_are_refused(cp):
+    """float64 has one path: a forced kernel choice is a ValueError before any native call."""
     from strux import _cuda_ks as K, _cuda_scan as S
     p = (2, 3, 4, 2)
     x, w = arr(cp, 5, 16, dt="float64"), arr(cp, *p, dt="float64")
-    Kd = np.zeros((12, 16))
-    a_, b_, c_, d_ = p
-    for i in range(a_):
-        for kk in range(b_):
-            for ll in range(c_):
-                for j in range(d_):
-                    Kd[i * b_ * d_ + kk * d_ + j, i * c_ * d_ + ll * d_ + j] = w[i, kk, ll, j]
-    assert np.allclose(np.asarray(K.ks_matmul(x, w, p)), np.asarray(x) @ Kd.T)
-    h = S.block_circulant_scan(arr(cp, 2, 5, 2, 2, 3, dt="float64") * 0.1, arr(cp, 2, 5, 6, dt="float64"))
-    assert h.shape == (2, 5, 6)
     with pytest.raises(ValueError, match="options"):
         K.ks_matmul(x, w, p, options={"path": "tr"})
+    with pytest.raises(ValueError, match="options"):
+        K.ks_chain(x, [w], [p], options={"path": "blas"})
+    with pytest.raises(ValueError, match="options"):
+        S.block_circulant_scan(arr(cp, 2, 5, 2, 2, 3, dt="float64"), arr(cp, 2, 5, 6, dt="float64"),
+                               options={"chunk": 2})
 
 
 def test_options_are_checked(cp):

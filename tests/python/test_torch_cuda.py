@@ -105,8 +105,11 @@ def test_block_toeplitz_gpu(layout):
     dg.backward(dd.to(DEV))
     assert rel(mg.grad, mc.grad) < 1e-12
     op = st.BlockToeplitz(blocks.to(DEV), layout=layout)
-    with pytest.raises(NotImplementedError, match="CUDA blocks"):
-        op(m.to(DEV)).sum().backward()
+    mc = m.clone().requires_grad_()
+    mod_c = st.BlockToeplitz(blocks, layout=layout)
+    mod_c(mc).backward(dd)
+    op(m.to(DEV)).backward(dd.to(DEV))                                 # the blocks gradient on CUDA
+    assert op.blocks.grad.is_cuda and rel(op.blocks.grad, mod_c.blocks.grad) < 1e-12
     assert torch.autograd.gradcheck(lambda x: st.toeplitz_matvec(blocks.to(DEV), x, layout=layout),
                                     (m.to(DEV).requires_grad_(),))
 

@@ -7,10 +7,8 @@ From the blocks (gradients to the vector and to the blocks):
 
   CPU tensors run strux's CPU backend (strux.BlockToeplitz: matvec, and vjp for the blocks
   gradient) on the tensors' memory. CUDA tensors run strux's GPU operator (BlockToeplitzCUDA,
-  whose spectrum is rebuilt from the blocks on every call); the GPU backend has no blocks
-  gradient in its Python binding yet, so asking for d(blocks) of CUDA blocks raises
-  NotImplementedError (the vector gradient works). The gradient is not computed in Python: the
-  op waits for the binding.
+  whose spectrum is rebuilt from the blocks on every call; its vjp gives the blocks gradient
+  with a direct kernel of the operator layer).
 
 From the GPU operator's spectrum (CUDA only; gradients to the vector, not to fhat), for graph
 capture with a spectrum built once:
@@ -69,12 +67,10 @@ def _block_matvec_bwd(dd: Tensor, blocks: Tensor, m: Tensor, layout: str,
                       need_blocks: bool) -> Tuple[Tensor, Tensor]:
     """(dm, dblocks): dm = Fᵀ dd, dblocks[k] = Σ_i dd[i] m[i-k]ᵀ (empty when not needed)."""
     if blocks.is_cuda:
+        op = _G.BlockToeplitzCUDA(blocks, layout)
         if need_blocks:
-            raise NotImplementedError(
-                "strux.torch.toeplitz_matvec: the gradient with respect to CUDA blocks is not available from "
-                "Python yet (strux's CUDA Python binding has no blocks gradient); the gradient with respect to m "
-                "works (set blocks.requires_grad=False), and CPU blocks have both")
-        return _G.BlockToeplitzCUDA(blocks, layout).rmatvec(dd), _empty(blocks)
+            return op.vjp(m, dd)
+        return op.rmatvec(dd), _empty(blocks)
     _same("blocks", blocks, m=m, dd=dd)
     op = _cpu_operator(blocks, layout)
     if need_blocks:
@@ -106,13 +102,12 @@ _block_matvec.register_autograd(_bm_backward, setup_context=_bm_setup)
 
 def toeplitz_matvec(blocks: Tensor, m: Tensor, Nt: Optional[int] = None, layout: str = "time-major") -> Tensor:
     """d = F m for the block lower-triangular Toeplitz F of ``blocks`` (Nt, Nd, Nm), differentiable
-    with respect to m and (CPU tensors) to the blocks.
+    with respect to m and to the blocks.
 
     m: (Nt, Nm[, R]) for ``layout="time-major"`` (default), (Nm, Nt[, R]) for "space-major";
     returns d (Nt, Nd[, R]) / (Nd, Nt[, R]) (DESIGN.md toeplitz). CPU tensors run strux's CPU
-    backend (float16 / bfloat16 computed in float32). CUDA tensors run the GPU operator; its
-    blocks gradient is not implemented (NotImplementedError when the blocks require grad in a
-    backward pass).
+    backend (float16 / bfloat16 computed in float32). CUDA tensors (float32, float64) run the
+    GPU operator, and its blocks gradient (BlockToeplitzCUDA.vjp).
 
     A complex first argument is the GPU operator's spectrum ``fhat`` (BlockToeplitzCUDA.fhat),
     with ``Nt`` given: then this is torch.ops.strux.toeplitz_matvec (CUDA only, no fhat gradient).
@@ -132,8 +127,8 @@ def toeplitz_matvec(blocks: Tensor, m: Tensor, Nt: Optional[int] = None, layout:
 
 class BlockToeplitz(nn.Module):
     """d = F m with the blocks (Nt, Nd, Nm) of F held as a Parameter (trained through the blocks
-    gradient on CPU; see toeplitz_matvec for CUDA). ``layout`` as in toeplitz_matvec. The blocks
-    are copied (``requires_grad`` says whether they train)."""
+    gradient, CPU or CUDA). ``layout`` as in toeplitz_matvec. The blocks are copied
+    (``requires_grad`` says whether they train)."""
 
     def __init__(self, blocks: Tensor, layout: str = "time-major", requires_grad: bool = True):
         super().__init__()
