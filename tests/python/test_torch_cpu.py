@@ -407,3 +407,18 @@ def test_plain_api_reads_bfloat16_tensors_as_float32():
         strux.fftconv(u, k.to(torch.int32))
     h = strux.diag_scan(rnd(2, 5, 3, scale=0.3).to(torch.bfloat16), rnd(2, 5, 3).to(torch.bfloat16))
     assert h.dtype == np.float32
+
+
+def test_scan_flags_are_booleans():
+    """fourier / return_final as strux's plain scans take them: True or False, else a TypeError naming it."""
+    a, u = rnd(2, 5, 6, scale=0.2), rnd(2, 5, 6)
+    with pytest.raises(TypeError, match="argument 'fourier'"):
+        st.circulant_scan(a, u, fourier="yes")
+    with pytest.raises(TypeError, match="argument 'return_final'"):
+        st.circulant_scan(a, u, return_final=1)
+    with pytest.raises(TypeError, match="argument 'return_final'"):
+        st.diag_scan(a, u, return_final="no")
+    with pytest.raises(TypeError, match="argument 'return_final'"):
+        st.block_circulant_scan(rnd(2, 5, 2, 2, 3, scale=0.2), u, return_final=None)
+    h, last = st.diag_scan(a, u, return_final=np.bool_(True))
+    assert torch.equal(last, h[:, -1])

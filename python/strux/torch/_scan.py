@@ -118,6 +118,8 @@ def diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor] = None, *, axis: int = 
     """Differentiable h_t = a_t ⊙ h_{t-1} + b_t (B, T, n); returns h or (h, h_last), h_last the
     final state. ``axis``, ``reverse`` and an ``a`` broadcasting to b's shape as in strux.diag_scan:
     differentiable torch layout maps around the op (a copy for now)."""
+    if return_final is not False:
+        _C._flag(return_final, "return_final")
     if not _C._plain(a, b, axis, reverse):
         _ck.tensors(_ck.REAL_OR_COMPLEX, "a", a, _H0, b=b, h0=h0)
         t, flip, shape = _C._layout(tuple(a.shape), tuple(b.shape), axis, reverse)
@@ -190,9 +192,10 @@ def circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, fourier
                    return_final: bool = False):
     """Differentiable h_t = circ(a_t) h_{t-1} + u_t; u (B, T, n) real, a (B, T, n) real or, with
     ``fourier=True``, its half spectrum (B, T, n//2 + 1) complex (strux.circulant_scan)."""
+    fourier, return_final = _C._flag(fourier, "fourier"), _C._flag(return_final, "return_final")
     _ck.tensors(_ck.REAL, "u", u, _H0, h0=h0)
     _ck.tensor("a", a, _ck.COMPLEX if fourier else _ck.REAL, u, "u")
-    h = _circ_scan(a, u, h0, bool(fourier))
+    h = _circ_scan(a, u, h0, fourier)
     return (h, h[:, -1]) if return_final else h
 
 
@@ -259,6 +262,7 @@ def block_circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, r
     tensors run strux's GPU kernels forward and backward (the backward recomputes h), CPU
     tensors strux's CPU backend.
     """
+    return_final = _C._flag(return_final, "return_final")
     _ck.tensors(_ck.REAL, "u", u, _H0, a=a, h0=h0)
     h = _block_scan(a, u, h0)
     return (h, h[:, -1]) if return_final else h
