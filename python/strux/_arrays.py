@@ -7,7 +7,9 @@ reads dense row-major memory. Two more documented copies make every valid array 
 its own precision: a byte-swapped array (``>f8`` from HDF5, FITS or MATLAB files) is converted to
 native byte order (so it computes in float64 and the result is native-order float64), and an
 array whose data pointer is not aligned to its element is copied to aligned memory. Lazy torch
-views (conjugate or negative bit set) are resolved before their memory is read.
+views (conjugate or negative bit set) are resolved before their memory is read. A torch
+bfloat16 CPU tensor is read as a float32 copy (numpy has no bfloat16 dtype): it is computed in
+float32, as bfloat16 always is, and its result comes back as float32 numpy.
 """
 from __future__ import annotations
 
@@ -68,6 +70,8 @@ def _to_numpy(x, name: str) -> np.ndarray:
             return np.from_dlpack(x)
         except (TypeError, BufferError, RuntimeError):
             pass
+        if str(getattr(x, "dtype", "")) == "torch.bfloat16":  # numpy has no bfloat16 (module docstring)
+            return x.detach().float().numpy()
     if hasattr(x, "__array__") or isinstance(x, (list, tuple, int, float, complex)):
         a = np.asarray(x)
         if a.dtype.kind in "iub":  # plain Python numbers and lists: treat as float64

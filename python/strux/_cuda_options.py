@@ -6,6 +6,8 @@ bench/NOTES-gpu-ks-scan.md.
 """
 from __future__ import annotations
 
+import numbers
+
 _KS_PATHS = {"auto": 0, "kernels": 1, "blas": 2, "stream": 3, "tr": 4}
 _KS_TN = {0: 0, 32: 1, 64: 2, 128: 3}
 _DIAG_PATHS = {"auto": -1, "lookback": 0, "seq1": 1, "seqv": 2}
@@ -15,18 +17,35 @@ _BLOCK_PATHS = {"auto": -1, "generic": 0, "registers": 1}
 def _items(options, family, keys):
     if not isinstance(options, dict):
         raise TypeError(f"argument 'options': expected a dict or None, got {type(options).__name__}")
-    bad = sorted(set(options) - set(keys))
+    bad = sorted(map(repr, set(options) - set(keys)))  # repr: keys of any type sort
     if bad:
-        raise ValueError(f"argument 'options': unknown {family} option(s) {', '.join(map(repr, bad))}; "
+        raise ValueError(f"argument 'options': unknown {family} option(s) {', '.join(bad)}; "
                          f"expected some of {', '.join(keys)}")
     return options
 
 
 def _pick(options, key, table, default, what):
     v = options.get(key, default)
-    if isinstance(v, bool) or v not in table:
+    try:
+        ok = not isinstance(v, bool) and v in table
+    except TypeError:  # unhashable (a list, a dict): no table entry
+        ok = False
+    if not ok:
         raise ValueError(f"argument 'options': {key!r} expected {what}, got {v!r}")
     return table[v]
+
+
+# The sizes strux indexes (strux._arrays.integer's bound): a larger count would not fit the
+# bindings' int64 (nanobind's signature dump instead of a message).
+_MAX_INT = 2**62
+
+
+def _count(options, key, what):
+    """A non-negative int option (0: automatic) up to _MAX_INT, as int."""
+    v = options.get(key, 0)
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not 0 <= int(v) <= _MAX_INT:
+        raise ValueError(f"argument 'options': {key!r} expected {what} (an int in [0, 2^62]), got {v!r}")
+    return int(v)
 
 
 def ks_code(options) -> int:
@@ -67,9 +86,7 @@ def block_scan_code(options) -> tuple:
         return -1, 0
     o = _items(options, "block_circulant_scan", ("path", "chunk"))
     reg = _pick(o, "path", _BLOCK_PATHS, "auto", "one of " + ", ".join(map(repr, _BLOCK_PATHS)))
-    chunk = o.get("chunk", 0)
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 0:
-        raise ValueError(f"argument 'options': 'chunk' expected an int >= 1 (0: automatic), got {chunk!r}")
+    chunk = _count(o, "chunk", "a number of time steps >= 1 or 0 (automatic)")
     if chunk and reg == 0:
         raise ValueError("argument 'options': 'chunk' needs the register kernels, got path 'generic'")
     return (1 if chunk else reg), chunk

@@ -1,5 +1,7 @@
 """strux.torch ops on CPU tensors: strux's CPU backend underneath (zero-copy), gradcheck in float64,
 torch.library.opcheck for every op, half types, torch.compile. Skipped without PyTorch (CI has none)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -290,3 +292,133 @@ def test_diag_scan_real_decay_complex_input():
     assert h.dtype == torch.complex128
     assert rel(h.abs(), np.abs(strux.diag_scan(a.detach().numpy(), b.detach().numpy()))) < 1e-14
     gradcheck(lambda a, b: st.diag_scan(a, b), (a, b))
+
+
+# ---- hostile arguments: a TypeError / ValueError naming the argument (strux.torch._check) ---------
+
+P = (2, 3, 3, 2)  # M = N = 12
+
+
+def _hostile_calls():
+    """name -> (valid arguments, the call, optional arguments): every strux.torch entry."""
+    f = lambda *s, scale=1.0: rnd(*s, dtype=torch.float32, scale=scale)  # noqa: E731
+    fft = lambda: {"u": f(2, 3, 16), "k": f(3, 5), "pregate": f(2, 3, 16), "postgate": f(2, 3, 16),  # noqa: E731
+                   "skip": f(3)}
+    scan = lambda first, second, shape_a, n: {first: f(*shape_a, scale=0.2), second: f(2, 5, n),  # noqa: E731
+                                              "h0": f(2, n)}
+    gates = ("pregate", "postgate", "skip")
+    return {
+        "fftconv": (fft, lambda d: st.fftconv(d["u"], d["k"], "causal", d["pregate"], d["postgate"], d["skip"]),
+                    gates),
+        "FFTConv": (fft, lambda d: st.FFTConv(16)(d["u"], d["k"], d["pregate"], d["postgate"], d["skip"]), gates),
+        "ks_matmul": (lambda: {"x": f(3, 12), "w": f(*P)}, lambda d: st.ks_matmul(d["x"], d["w"], P), ()),
+        "ks_chain": (lambda: {"x": f(3, 12), "ws": [f(*P), f(*P)]}, lambda d: st.ks_chain(d["x"], d["ws"], [P, P]),
+                     ()),
+        "KSLinear": (lambda: {"x": f(3, 12)}, lambda d: st.KSLinear([P, P])(d["x"]), ()),
+        "diag_scan": (lambda: scan("a", "b", (2, 5, 3), 3), lambda d: st.diag_scan(d["a"], d["b"], d["h0"]),
+                      ("h0",)),
+        "diag_scan axis": (lambda: scan("a", "b", (2, 5, 3), 3),
+                           lambda d: st.diag_scan(d["a"], d["b"], d["h0"], reverse=True), ("h0",)),
+        "circulant_scan": (lambda: scan("a", "u", (2, 5, 6), 6), lambda d: st.circulant_scan(d["a"], d["u"], d["h0"]),
+                           ("h0",)),
+        "block_circulant_scan": (lambda: scan("a", "u", (2, 5, 2, 2, 3), 6),
+                                 lambda d: st.block_circulant_scan(d["a"], d["u"], d["h0"]), ("h0",)),
+        "toeplitz_matvec": (lambda: {"blocks": f(4, 2, 3), "m": f(4, 3)},
+                            lambda d: st.toeplitz_matvec(d["blocks"], d["m"]), ()),
+        "BlockToeplitz": (lambda: {"m": f(4, 3)}, lambda d: st.BlockToeplitz(f(4, 2, 3))(d["m"]), ()),
+    }
+
+
+HOSTILE = _hostile_calls()
+_KINDS = {"None": lambda x: None, "int": lambda x: x.to(torch.int32), "bool": lambda x: x > 0,
+          "complex": lambda x: x.to(torch.complex64), "list": lambda x: x.tolist()}
+
+
+@pytest.mark.parametrize("kind", list(_KINDS))
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_tensor_arguments_name_the_argument(name, kind):
+    """None, int / bool / complex tensors and non-tensors in place of each tensor argument: a
+    TypeError naming it (not AttributeError, torch's schema RuntimeError or a cast result)."""
+    make, call, optional = HOSTILE[name]
+    base = make()
+    call(base)  # the valid call runs
+    for arg, x in base.items():
+        for i, t in ([(None, x)] if not isinstance(x, list) else list(enumerate(x))):
+            if (kind == "None" and arg in optional) or (kind == "complex" and name.startswith("diag_scan")) \
+                    or (kind == "complex" and arg == "blocks"):
+                continue  # a valid "absent" / a complex diag_scan / complex blocks: the spectrum fhat
+            d = dict(base)
+            if i is None:
+                d[arg] = _KINDS[kind](t)
+                want = arg
+            else:
+                d[arg] = list(x)
+                d[arg][i] = _KINDS[kind](t)
+                want = f"{arg}[{i}]"
+            with pytest.raises(TypeError, match=re.escape(f"argument '{want}'")) as e:
+                call(d)
+            assert "expected" in str(e.value) and "got" in str(e.value)
+
+
+def test_circulant_scan_fourier_takes_complex_a_only():
+    u = rnd(2, 5, 6)
+    with pytest.raises(TypeError, match="argument 'a': expected a complex dtype"):
+        st.circulant_scan(rnd(2, 5, 4), u, fourier=True)
+    with pytest.raises(TypeError, match="argument 'a': expected a real floating dtype"):
+        st.circulant_scan(rnd(2, 5, 6, dtype=torch.complex128), u)
+
+
+def test_ks_chain_weights_not_a_list():
+    with pytest.raises(TypeError, match="argument 'ws'"):
+        st.ks_chain(rnd(3, 12), rnd(*P), [P])
+    with pytest.raises(ValueError, match="argument 'ws'"):
+        st.ks_chain(rnd(3, 12), [], [P])
+
+
+@pytest.mark.parametrize("n", [2**62, 2**70, -1, 0])
+def test_huge_pattern_sizes_name_the_pattern(n):
+    """Pattern entries beyond what strux indexes: a ValueError naming the pattern, not torch's
+    'Storage size calculation overflowed' or its schema's int64 RuntimeError."""
+    x, w = rnd(3, 12, dtype=torch.float32), rnd(*P, dtype=torch.float32)
+    with pytest.raises(ValueError, match="argument 'pattern'"):
+        st.ks_matmul(x, w, (2, 3, n, 2))
+    with pytest.raises(ValueError, match="argument 'patterns"):
+        st.ks_chain(x, [w], [(2, 3, n, 2)])
+    with pytest.raises(ValueError, match="argument 'patterns"):
+        st.KSLinear([(n, 1, 1, 1)])
+
+
+def test_kslinear_weight_too_large_to_allocate_is_a_memory_error(monkeypatch):
+    def refuse(*a, **k):
+        raise RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 8 bytes")
+    monkeypatch.setattr(torch, "empty", lambda *a, _e=torch.empty, **k: _e(*a, **k) if a == (0,) else refuse())
+    with pytest.raises(MemoryError, match=r"argument 'patterns'.*\(2, 1, 1, 1\).*8 bytes"):
+        st.KSLinear([(2, 1, 1, 1)])
+
+
+def test_plain_api_reads_bfloat16_tensors_as_float32():
+    """numpy has no bfloat16: a torch bfloat16 CPU tensor is read as float32 (what bfloat16 is
+    computed in), the result float32 numpy, equal to the float32 call."""
+    u, k = rnd(2, 3, 16).to(torch.bfloat16), rnd(3, 5).to(torch.bfloat16)
+    y = strux.fftconv(u, k)
+    assert isinstance(y, np.ndarray) and y.dtype == np.float32
+    assert np.array_equal(y, strux.fftconv(u.float().numpy(), k.float().numpy()))
+    with pytest.raises(TypeError, match="argument 'k'"):
+        strux.fftconv(u, k.to(torch.int32))
+    h = strux.diag_scan(rnd(2, 5, 3, scale=0.3).to(torch.bfloat16), rnd(2, 5, 3).to(torch.bfloat16))
+    assert h.dtype == np.float32
+
+
+def test_scan_flags_are_booleans():
+    """fourier / return_final as strux's plain scans take them: True or False, else a TypeError naming it."""
+    a, u = rnd(2, 5, 6, scale=0.2), rnd(2, 5, 6)
+    with pytest.raises(TypeError, match="argument 'fourier'"):
+        st.circulant_scan(a, u, fourier="yes")
+    with pytest.raises(TypeError, match="argument 'return_final'"):
+        st.circulant_scan(a, u, return_final=1)
+    with pytest.raises(TypeError, match="argument 'return_final'"):
+        st.diag_scan(a, u, return_final="no")
+    with pytest.raises(TypeError, match="argument 'return_final'"):
+        st.block_circulant_scan(rnd(2, 5, 2, 2, 3, scale=0.2), u, return_final=None)
+    h, last = st.diag_scan(a, u, return_final=np.bool_(True))
+    assert torch.equal(last, h[:, -1])

@@ -15,6 +15,7 @@ from torch.autograd.function import once_differentiable
 from .. import _cuda as _a
 from .. import _cuda_ks as _K
 from .. import ks as _C
+from . import _check as _ck
 from ._host import np_in as _np, same_dtype as _same, t_out as _out
 from ._eager import LEAN as _LEAN, compiling as _compiling, plain_eager as _plain_eager
 
@@ -118,17 +119,17 @@ class _KsMatmulFn(torch.autograd.Function):
 def ks_matmul(x: Tensor, w: Tensor, pattern, *, layout: str = "bsf") -> Tensor:
     """Differentiable KS factor product: ``x @ K.T`` ("bsf") or ``K @ x`` ("bsl")."""
     p, bl = _K.fast_pattern(pattern), _K.fast_layout(layout)  # plain type checks (Dynamo traces them too)
-    if p is not None and bl is not None:
-        if _LEAN and not _compiling() and type(x) in _a.TT and _plain_eager():
-            r = _K.ks_ok(x, w, p, bl)
-            if r is not None:
-                if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad):
-                    return _KsMatmulFn.apply(x, w, p, bl, r)
-                return _K.ks_forward(x, w, p, bl, *r)
-        return _ks_matmul(x, w, list(p), bl)
+    if p is not None and bl is not None and _LEAN and not _compiling() and type(x) in _a.TT and _plain_eager():
+        r = _K.ks_ok(x, w, p, bl)  # w's shape is p: the pattern's sizes are those of a tensor
+        if r is not None:
+            if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad):
+                return _KsMatmulFn.apply(x, w, p, bl, r)
+            return _K.ks_forward(x, w, p, bl, *r)
+    # The full checks: the pattern's range (fast_pattern has no upper bound), then the tensors.
     p = list(_K._pattern(pattern))
-    layout = _K._choice(layout, "layout", _K._LAYOUTS)
-    return _ks_matmul(x, w, p, layout == "bsl")
+    bl = _K._choice(layout, "layout", _K._LAYOUTS) == "bsl"
+    _ck.tensors(_ck.REAL, "x", x, w=w)
+    return _ks_matmul(x, w, p, bl)
 
 
 # ---- ks_chain ---------------------------------------------------------------------------------
@@ -224,13 +225,35 @@ def ks_chain(x: Tensor, ws, patterns, *, layout: str = "bsf") -> Tensor:
     pf, bl = _K.fast_patterns(patterns), _K.fast_layout(layout)
     if pf is not None and bl is not None:
         y = _chain_lean(x, ws, pf[0], pf[1], bl)
-        return _ks_chain(x, list(ws), pf[1], bl) if y is None else y
+        if y is not None:
+            return y
+    # The full checks: the patterns' range (fast_patterns has no upper bound), then the tensors.
     ps = _K._patterns(patterns)
-    layout = _K._choice(layout, "layout", _K._LAYOUTS)
-    return _ks_chain(x, list(ws), [v for p in ps for v in p], layout == "bsl")
+    bl = _K._choice(layout, "layout", _K._LAYOUTS) == "bsl"
+    _ck.tensor("x", x, _ck.REAL)
+    _ck.tensor_list("ws", ws, _ck.REAL, x, "x")
+    return _ks_chain(x, list(ws), [v for p in ps for v in p], bl)
 
 
 _ORDERS = ("strux", "ksmm")
+_MAX_BYTES = 2**62  # the sizes strux indexes (strux._ks_pattern bounds the values alike)
+
+
+def _new_weight(q: int, p, kw) -> Tensor:
+    """An uninitialised weight of pattern p; a size torch cannot hold is a ValueError and a failed
+    allocation a MemoryError, each naming the pattern and the bytes (not torch's RuntimeError)."""
+    n = p[0] * p[1] * p[2] * p[3]
+    nbytes = n * torch.empty(0, dtype=kw["dtype"]).element_size()
+    if nbytes > _MAX_BYTES:
+        raise ValueError(f"argument 'patterns': patterns[{q}] {p} needs a weight of {n} values ({nbytes} bytes), "
+                         f"more than strux indexes (2^62 bytes)")
+    try:
+        return torch.empty(p, **kw)
+    except RuntimeError as e:
+        if isinstance(e, getattr(torch, "OutOfMemoryError", ())) or "alloc" in str(e).lower():
+            raise MemoryError(f"argument 'patterns': patterns[{q}] {p}: could not allocate its weight of "
+                              f"{nbytes} bytes") from e
+        raise
 
 
 class KSLinear(nn.Module):
@@ -267,7 +290,7 @@ class KSLinear(nn.Module):
         kw = {"device": device, "dtype": dtype}
         if weights is None:
             # Each factor scaled by 1/sqrt(c): the chain keeps the variance of nn.Linear's init order.
-            ws = [torch.empty(p, **kw).uniform_(-1, 1) / math.sqrt(p[2]) for p in self.patterns]
+            ws = [_new_weight(q, p, kw).uniform_(-1, 1) / math.sqrt(p[2]) for q, p in enumerate(self.patterns)]
         else:
             ws = self._initial(weights, order, kw)
         self.weights = nn.ParameterList([nn.Parameter(w) for w in ws])
@@ -313,6 +336,8 @@ class KSLinear(nn.Module):
         return ks_chain(x, ws, self.patterns, layout=self.layout) if y is None else y
 
     def forward(self, x: Tensor) -> Tensor:
+        if not isinstance(x, Tensor):
+            _ck.tensor("x", x, _ck.REAL)
         if self.layout == "bsl":
             y = self._chain(x)
             return y if self.bias is None else y + self.bias[:, None]
