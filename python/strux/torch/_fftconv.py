@@ -12,7 +12,7 @@ from torch.autograd.function import once_differentiable
 
 from .. import _cuda as _a
 from .. import _cuda_fftconv as _G
-from . import _check as _ck
+from ._check import REAL as _ck_REAL, tensor as _ck_tensor, tensors as _ck_tensors
 from ._host import np_in as _np, same_dtype as _same, t_out as _out
 from ._eager import LEAN as _LEAN, compiling as _compiling, plain_eager as _plain_eager
 
@@ -117,7 +117,7 @@ def fftconv(u: Tensor, k: Tensor, mode: str = "causal", pregate: Optional[Tensor
                     postgate is not None and postgate.requires_grad) or (skip is not None and skip.requires_grad)):
                 return _FFTConvFn.apply(u, k, mode, pregate, postgate, skip, r)
             return _G.forward_torch(u, k, pregate, postgate, skip, r)
-    _ck.tensors(_ck.REAL, "u", u, _GATES, k=k, pregate=pregate, postgate=postgate, skip=skip)
+    _ck_tensors(_ck_REAL, "u", u, _GATES, k=k, pregate=pregate, postgate=postgate, skip=skip)
     return _fftconv_op(u, k, mode, pregate, postgate, skip)
 
 
@@ -153,7 +153,7 @@ class FFTConv(torch.nn.Module):
     def forward(self, u: Tensor, k: Tensor, pregate: Optional[Tensor] = None, postgate: Optional[Tensor] = None,
                 skip: Optional[Tensor] = None) -> Tensor:
         if not isinstance(u, Tensor):
-            _ck.tensor("u", u, _ck.REAL)
+            _ck_tensor("u", u, _ck_REAL)
         if u.dim() != 3 or u.shape[-1] != self.seqlen:
             raise ValueError(f"argument 'u': expected shape (B, H, {self.seqlen}) (seqlen of this FFTConv), "
                              f"got shape {tuple(u.shape)}")

@@ -15,7 +15,7 @@ from torch.autograd.function import once_differentiable
 from .. import _cuda as _a
 from .. import _cuda_ks as _K
 from .. import ks as _C
-from . import _check as _ck
+from ._check import REAL as _ck_REAL, tensor as _ck_tensor, tensor_list as _ck_tensor_list, tensors as _ck_tensors
 from ._host import np_in as _np, same_dtype as _same, t_out as _out
 from ._eager import LEAN as _LEAN, compiling as _compiling, plain_eager as _plain_eager
 
@@ -128,7 +128,7 @@ def ks_matmul(x: Tensor, w: Tensor, pattern, *, layout: str = "bsf") -> Tensor:
     # The full checks: the pattern's range (fast_pattern has no upper bound), then the tensors.
     p = list(_K._pattern(pattern))
     bl = _K._choice(layout, "layout", _K._LAYOUTS) == "bsl"
-    _ck.tensors(_ck.REAL, "x", x, w=w)
+    _ck_tensors(_ck_REAL, "x", x, w=w)
     return _ks_matmul(x, w, p, bl)
 
 
@@ -230,8 +230,8 @@ def ks_chain(x: Tensor, ws, patterns, *, layout: str = "bsf") -> Tensor:
     # The full checks: the patterns' range (fast_patterns has no upper bound), then the tensors.
     ps = _K._patterns(patterns)
     bl = _K._choice(layout, "layout", _K._LAYOUTS) == "bsl"
-    _ck.tensor("x", x, _ck.REAL)
-    _ck.tensor_list("ws", ws, _ck.REAL, x, "x")
+    _ck_tensor("x", x, _ck_REAL)
+    _ck_tensor_list("ws", ws, _ck_REAL, x, "x")
     return _ks_chain(x, list(ws), [v for p in ps for v in p], bl)
 
 
@@ -337,7 +337,7 @@ class KSLinear(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if not isinstance(x, Tensor):
-            _ck.tensor("x", x, _ck.REAL)
+            _ck_tensor("x", x, _ck_REAL)
         if self.layout == "bsl":
             y = self._chain(x)
             return y if self.bias is None else y + self.bias[:, None]

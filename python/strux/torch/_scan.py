@@ -16,7 +16,7 @@ from torch.autograd.function import once_differentiable
 from .. import _cuda as _a
 from .. import _cuda_scan as _S
 from .. import scan as _C
-from . import _check as _ck
+from ._check import COMPLEX as _ck_COMPLEX, REAL as _ck_REAL, REAL_OR_COMPLEX as _ck_REAL_OR_COMPLEX, tensor as _ck_tensor, tensors as _ck_tensors
 from ._host import empty as _empty, np_in as _np, same_dtype as _same, t_out as _out
 from ._baseline import ref_block_scan as _ref_block_scan  # noqa: F401  (the benchmark's baseline)
 from ._eager import LEAN as _LEAN, compiling as _compiling, plain_eager as _plain_eager
@@ -121,7 +121,7 @@ def diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor] = None, *, axis: int = 
     if return_final is not False:
         _C._flag(return_final, "return_final")
     if not _C._plain(a, b, axis, reverse):
-        _ck.tensors(_ck.REAL_OR_COMPLEX, "a", a, _H0, b=b, h0=h0)
+        _ck_tensors(_ck_REAL_OR_COMPLEX, "a", a, _H0, b=b, h0=h0)
         t, flip, shape = _C._layout(tuple(a.shape), tuple(b.shape), axis, reverse)
         h = diag_scan(_C._relayout(a, t, flip, True, shape), _C._relayout(b, t, flip, True), h0)
         return (_C._relayout(h, t, flip, False), h[:, -1]) if return_final else _C._relayout(h, t, flip, False)
@@ -132,7 +132,7 @@ def diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor] = None, *, axis: int = 
         else:
             h = _S.diag_fwd_torch(a, b, h0, r)
     else:
-        _ck.tensors(_ck.REAL_OR_COMPLEX, "a", a, _H0, b=b, h0=h0)
+        _ck_tensors(_ck_REAL_OR_COMPLEX, "a", a, _H0, b=b, h0=h0)
         h = _diag_scan(a, b, h0)
     return (h, h[:, -1]) if return_final else h
 
@@ -193,8 +193,8 @@ def circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, fourier
     """Differentiable h_t = circ(a_t) h_{t-1} + u_t; u (B, T, n) real, a (B, T, n) real or, with
     ``fourier=True``, its half spectrum (B, T, n//2 + 1) complex (strux.circulant_scan)."""
     fourier, return_final = _C._flag(fourier, "fourier"), _C._flag(return_final, "return_final")
-    _ck.tensors(_ck.REAL, "u", u, _H0, h0=h0)
-    _ck.tensor("a", a, _ck.COMPLEX if fourier else _ck.REAL, u, "u")
+    _ck_tensors(_ck_REAL, "u", u, _H0, h0=h0)
+    _ck_tensor("a", a, _ck_COMPLEX if fourier else _ck_REAL, u, "u")
     h = _circ_scan(a, u, h0, fourier)
     return (h, h[:, -1]) if return_final else h
 
@@ -263,6 +263,6 @@ def block_circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, r
     tensors strux's CPU backend.
     """
     return_final = _C._flag(return_final, "return_final")
-    _ck.tensors(_ck.REAL, "u", u, _H0, a=a, h0=h0)
+    _ck_tensors(_ck_REAL, "u", u, _H0, a=a, h0=h0)
     h = _block_scan(a, u, h0)
     return (h, h[:, -1]) if return_final else h

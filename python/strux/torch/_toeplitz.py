@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from .. import _cuda_toeplitz as _G
 from .. import toeplitz as _C
-from . import _check as _ck
+from ._check import REAL as _ck_REAL, REAL_OR_COMPLEX as _ck_REAL_OR_COMPLEX, tensor as _ck_tensor
 from ._host import empty as _empty, np_in as _np, same_dtype as _same, t_out as _out
 
 _LAYOUTS = ("time-major", "space-major")
@@ -115,8 +115,8 @@ def toeplitz_matvec(blocks: Tensor, m: Tensor, Nt: Optional[int] = None, layout:
     """
     if layout not in _LAYOUTS:
         raise ValueError(f"argument 'layout': expected one of 'time-major', 'space-major', got {layout!r}")
-    _ck.tensor("blocks", blocks, _ck.REAL_OR_COMPLEX)  # complex: the spectrum fhat
-    _ck.tensor("m", m, _ck.REAL, blocks, "blocks")
+    _ck_tensor("blocks", blocks, _ck_REAL_OR_COMPLEX)  # complex: the spectrum fhat
+    _ck_tensor("m", m, _ck_REAL, blocks, "blocks")
     if blocks.is_complex():
         if Nt is None:
             raise ValueError("argument 'Nt': expected the number of time steps with a spectrum fhat, got None")
@@ -144,7 +144,7 @@ class BlockToeplitz(nn.Module):
         self.blocks = nn.Parameter(blocks.detach().clone(), requires_grad=requires_grad)
 
     def forward(self, m: Tensor) -> Tensor:
-        _ck.tensor("m", m, _ck.REAL, self.blocks, "blocks")
+        _ck_tensor("m", m, _ck_REAL, self.blocks, "blocks")
         return _block_matvec(self.blocks, m, self.layout)
 
     def extra_repr(self) -> str:
