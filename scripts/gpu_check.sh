@@ -56,9 +56,13 @@ fi
 
 # ---- memcheck on small sizes -------------------------------------------------------------------
 if [ $TESTS = 1 ]; then
-  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/gpu_memcheck.py small > "$OUT/memcheck.log" 2>&1
-  echo "== compute-sanitizer memcheck rc=$? ($(grep -c 'Invalid' "$OUT/memcheck.log") invalid accesses)"
-  tail -3 "$OUT/memcheck.log"
+  for set in small families; do
+    timeout 180 compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/gpu_memcheck.py $set >> "$OUT/memcheck.log" 2>&1
+    echo "== compute-sanitizer memcheck ($set) rc=$?"
+  done
+  timeout 240 compute-sanitizer --tool racecheck --error-exitcode 9 python3 scripts/gpu_memcheck.py families > "$OUT/racecheck.log" 2>&1
+  echo "== compute-sanitizer racecheck (families) rc=$?"
+  grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT/memcheck.log" "$OUT/racecheck.log"
 fi
 [ -f "$OUT/gpu_bench.md" ] && cat "$OUT/gpu_bench.md"
 [ -f "$OUT/gpu_ks_scan.md" ] && cat "$OUT/gpu_ks_scan.md"

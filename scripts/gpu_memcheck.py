@@ -2,8 +2,10 @@
 scripts/gpu_focus.sh toeplitz):
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/gpu_memcheck.py [SET]
 SET: "small" (default: fftconv causal/circular float32/float16 forward and vjp, toeplitz both
-layouts with R = 1 and 3) or "toeplitz" (every product algo 0/2/3 with fft 2, both dtypes and
-layouts, odd, even and tiny shapes, R = 1 and 19).
+layouts with R = 1 and 3), "toeplitz" (every product algo 0/2/3 with fft 2, both dtypes and
+layouts, odd, even and tiny shapes, R = 1 and 19) or "families" (ks factors and chains in every
+dtype and both layouts, the three scans forward and backward incl. a misaligned input, fftconv
+float64 and bfloat16): also the set for `--tool racecheck`.
 """
 import sys
 
@@ -42,8 +44,48 @@ def toeplitz():
                         op.rmatvec(torch.randn(*sh(Nd), device="cuda", dtype=dt))
 
 
+def families():
+    import strux
+    ks_cases = [((2, 3, 5, 1), 7), ((1, 16, 16, 4), 33), ((3, 4, 1, 1), 5)]
+    for dt in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        for p, batch in ks_cases:
+            a, b, c, d = p
+            w = torch.randn(*p, device="cuda", dtype=dt)
+            for layout in ("bsf", "bsl"):
+                x = torch.randn(*((batch, a * c * d) if layout == "bsf" else (a * c * d, batch)), device="cuda", dtype=dt)
+                y = strux.ks_matmul(x, w, p, layout=layout)
+                strux.ks_matmul_vjp(torch.randn_like(y), x, w, p, layout=layout)
+        ps = [(1, 4, 6, 2), (2, 3, 2, 1)]
+        ws = [torch.randn(*q, device="cuda", dtype=dt) for q in ps]
+        x = torch.randn(5, 8, device="cuda", dtype=dt)
+        y = strux.ks_chain(x, ws, ps)
+        strux.ks_chain_vjp(torch.randn_like(y), x, ws, ps)
+    for dt in (torch.float32, torch.complex64, torch.float64, torch.bfloat16):
+        a = (0.9 * torch.rand(2, 37, 5, device="cuda")).to(dt)
+        b = torch.randn(2, 37, 5, device="cuda").to(dt)
+        h = strux.diag_scan(a, b)
+        strux.diag_scan_vjp(torch.randn_like(h), a, b)
+    for dt in (torch.float32, torch.float64):
+        a = torch.randn(2, 9, 8, device="cuda", dtype=dt) * 0.1
+        u = torch.randn(2, 9, 8, device="cuda", dtype=dt)
+        off = torch.empty(u.numel() + 1, device="cuda", dtype=dt)[1:].view(u.shape)  # misaligned
+        off.copy_(u)
+        for uu in (u, off):
+            h = strux.circulant_scan(a, uu)
+            strux.circulant_scan_vjp(torch.randn_like(h), a, uu)
+        ab = torch.randn(2, 9, 3, 3, 4, device="cuda", dtype=dt) * 0.1
+        ub = torch.randn(2, 9, 12, device="cuda", dtype=dt)
+        h = strux.block_circulant_scan(ab, ub)
+        strux.block_circulant_scan_vjp(torch.randn_like(h), ab, ub)
+    for dt in (torch.float64, torch.bfloat16):
+        u = torch.randn(2, 3, 41, device="cuda", dtype=dt)
+        k = torch.randn(3, 41, device="cuda", dtype=dt)
+        y = strux.fftconv(u, k)
+        strux.fftconv_vjp(torch.randn_like(y), u, k)
+
+
 if __name__ == "__main__":
     which = sys.argv[1] if len(sys.argv) > 1 else "small"
-    {"small": small, "toeplitz": toeplitz}[which]()
+    {"small": small, "toeplitz": toeplitz, "families": families}[which]()
     torch.cuda.synchronize()
     print("memcheck script done")
