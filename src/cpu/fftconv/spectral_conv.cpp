@@ -73,8 +73,8 @@ SpectralConvPlan<T>::SpectralConvPlan(int64_t B, int64_t H, int64_t L, const std
   check_arg(k_hat != nullptr, "k_hat", "expected a filter pointer, got null");
   // FFTW takes 32-bit sizes; the contract fixes n, so no other length can stand in.
   check_arg(L <= (mode == ConvMode::Causal ? INT32_MAX / 2 : INT32_MAX), "L",
-            "expected an FFT length n of at most 2^31-1 (n = L circular, 2L causal), got L = ", L, " (", conv_mode_name(mode),
-            ")");
+            "expected an FFT length n of at most 2^31-1 (n = L circular, 2L causal), got L = ", L, " (",
+            conv_mode_name(mode), ")");
   const int64_t n = mode == ConvMode::Causal ? 2 * L : L;
   check_arg(m <= n / 2 + 1, "k_hat", "expected at most n/2 + 1 = ", n / 2 + 1, " frequencies (n = ", n, ", ",
             conv_mode_name(mode), " mode, L = ", L, "), got m = ", m);
