@@ -369,3 +369,16 @@ def test_torch_half_and_opcheck():
     torch.library.opcheck(torch.ops.strux.fftconv_spectral_backward.default,
                           (torch.randn(2, 3, 9, dtype=torch.float64), u64.detach(), kh64.detach(), "causal",
                            None, None, torch.randn(3, dtype=torch.float64)))
+
+
+def test_torch_compile_fullgraph():
+    torch = _torch()
+    import strux.torch as st
+    u = torch.randn(2, 3, 10, dtype=torch.float64, requires_grad=True)
+    kh = torch.randn(3, 6, dtype=torch.complex128, requires_grad=True)
+    loss = lambda u, kh: st.fftconv_spectral(u, kh, "causal").square().sum()  # noqa: E731
+    torch.compile(loss, backend="aot_eager", fullgraph=True)(u, kh).backward()
+    g = (u.grad.clone(), kh.grad.clone())
+    u.grad = kh.grad = None
+    loss(u, kh).backward()
+    assert torch.equal(g[0], u.grad) and torch.equal(g[1], kh.grad)

@@ -9,11 +9,12 @@ Modules:
   BlockToeplitz(blocks, layout)       d = F m, blocks a Parameter
   monarch(n, nblocks), butterfly(n, radix)   KS patterns (strux.patterns) for KSLinear
 
-Functions (differentiable): fftconv, fftconv_spectral (k_hat complex), ks_matmul, ks_chain, diag_scan, circulant_scan,
-block_circulant_scan, toeplitz_matvec(blocks, m, layout=...).
+Functions (differentiable): fftconv, fftconv_spectral (the filter as its lowest frequencies,
+complex), ks_matmul, ks_chain, diag_scan, circulant_scan, block_circulant_scan,
+toeplitz_matvec(blocks, m, layout=...).
 
-Ops (torch.ops.strux.*), each with a backward op: fftconv, fftconv_spectral, ks_matmul, ks_chain, diag_scan,
-circulant_scan, block_circulant_scan, block_toeplitz_matvec; and toeplitz_matvec /
+Ops (torch.ops.strux.*), each with a backward op: fftconv, fftconv_spectral, ks_matmul, ks_chain,
+diag_scan, circulant_scan, block_circulant_scan, block_toeplitz_matvec; and toeplitz_matvec /
 toeplitz_rmatvec on the GPU operator's spectrum fhat (CUDA only, gradient to the vector).
 
 CUDA tensors run strux's GPU plans on the current stream (call once before capturing a CUDA
