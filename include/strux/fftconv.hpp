@@ -74,4 +74,49 @@ class FFTConvPlan {
 extern template class FFTConvPlan<float>;
 extern template class FFTConvPlan<double>;
 
+// fftconv_spectral: the filter given by its lowest m frequencies (DESIGN.md, "fftconv"). With
+// n = L (circular) or 2L (causal) and K̂ = k_hat zero-padded to n/2 + 1 bins (m <= n/2 + 1):
+//   y = irfft(rfft(v, n) ⊙ K̂, n)[:L],  v = u ⊙ pregate;  y += skip[h] v;  y ⊙= postgate.
+// irfft drops the imaginary parts of bins 0 and n/2 (n even), so those of k_hat have no effect.
+// n is fixed by the contract (FFTW at exactly n, any n). Immutable after construction, so
+// forward/backward may run from several threads at once. Copies share the stored filter.
+template <class T>
+class SpectralConvPlan {
+ public:
+  // k_hat: (H, m) complex row-major; read during construction only.
+  SpectralConvPlan(int64_t B, int64_t H, int64_t L, const std::complex<T>* k_hat, int64_t m,
+                   ConvMode mode = ConvMode::Causal);
+
+  // The same filter for another batch size (shares it, no copies).
+  SpectralConvPlan with_batch(int64_t B) const;
+
+  int64_t batch() const { return B_; }
+  int64_t channels() const;
+  int64_t length() const;
+  int64_t bins() const;   // m
+  int64_t nfft() const;   // n: L (circular) or 2L (causal)
+  int64_t nfreq() const;  // n / 2 + 1
+  ConvMode mode() const;
+
+  // y (B, H, L). Null pregate/postgate/skip = absent. y may not alias u or a gate.
+  void forward(const T* u, const T* pregate, const T* postgate, const T* skip, T* y) const;
+
+  // Vector-Jacobian product for the cotangent dy (B, H, L): du (B, H, L) and dk_hat (H, m), the
+  // PyTorch convention for a complex input (dL/dRe + i dL/dIm; the imaginary parts of bins 0
+  // and n/2 get 0). dpregate / dpostgate (B, H, L) and dskip (H,) are written when their input
+  // is given and the pointer is not null. Outputs may not alias inputs.
+  void backward(const T* dy, const T* u, const T* pregate, const T* postgate, const T* skip, T* du,
+                std::complex<T>* dk_hat, T* dpregate, T* dpostgate, T* dskip) const;
+
+  struct Impl;
+
+ private:
+  SpectralConvPlan(std::shared_ptr<const Impl> impl, int64_t B) : impl_(std::move(impl)), B_(B) {}
+  std::shared_ptr<const Impl> impl_;
+  int64_t B_;
+};
+
+extern template class SpectralConvPlan<float>;
+extern template class SpectralConvPlan<double>;
+
 }  // namespace strux

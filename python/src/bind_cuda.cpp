@@ -16,6 +16,7 @@
 #include "cuda/check.hpp"
 #include "cuda_binding.hpp"
 #include "strux/cuda/fftconv.hpp"
+#include "strux/cuda/fftconv_spectral.hpp"
 #include "strux/cuda/toeplitz.hpp"
 
 namespace {
@@ -151,6 +152,44 @@ void fftconv_backward(uintptr_t dy, uintptr_t u, uintptr_t k, uintptr_t pre, uin
   p.backward_here(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
 }
 
+// fftconv_spectral: the cached SpectralConvPlan of (device, B, H, L, m, mode, dtype of u); as for
+// fftconv, a plan with backward serves forward calls too. k_hat is read per call (nothing cached).
+std::shared_ptr<SpectralConvPlan> spectral_cached(int device, int64_t B, int64_t H, int64_t L, int64_t m,
+                                                  bool circular, int dtype, bool backward) {
+  static strux::core::PlanCache<strux::core::PlanKey<8>, SpectralConvPlan> cache(16);
+  check_arg(dtype >= 0 && dtype <= 3, "dtype", "expected a code of float32, float64, float16 or bfloat16, got ",
+            dtype);
+  const int64_t dev = device, circ = circular;
+  std::shared_ptr<SpectralConvPlan> hold;
+  if (!backward) hold = cache.find({dev, B, H, L, m, circ, dtype, 1});
+  if (!hold)
+    hold = cache.get({dev, B, H, L, m, circ, dtype, backward}, [&] {
+      return std::make_shared<SpectralConvPlan>(B, H, L, m, circular, DType(dtype), backward);
+    });
+  return hold;
+}
+
+void fftconv_spectral_forward(uintptr_t u, uintptr_t k_hat, uintptr_t pre, uintptr_t post, uintptr_t skip,
+                              uintptr_t y, int device, int64_t B, int64_t H, int64_t L, int64_t m, bool circular,
+                              int dtype, uintptr_t s) {
+  DeviceGuard g(device);
+  auto p = spectral_cached(device, B, H, L, m, circular, dtype, false);
+  p->forward(ptr(u), ptr(k_hat), ptr(pre), ptr(post), ptr(skip), ptr(y), stream_of(s));
+}
+
+void fftconv_spectral_backward(uintptr_t dy, uintptr_t u, uintptr_t k_hat, uintptr_t pre, uintptr_t post,
+                               uintptr_t skip, uintptr_t du, uintptr_t dk_hat, uintptr_t dpre, uintptr_t dpost,
+                               uintptr_t dskip, int device, int64_t B, int64_t H, int64_t L, int64_t m,
+                               bool circular, int dtype, uintptr_t s) {
+  check_arg(!dpre || pre, "dpregate", "given without pregate");
+  check_arg(!dpost || post, "dpostgate", "given without postgate");
+  check_arg(!dskip || skip, "dskip", "given without skip");
+  DeviceGuard g(device);
+  auto p = spectral_cached(device, B, H, L, m, circular, dtype, true);
+  p->backward(ptr(dy), ptr(u), ptr(k_hat), ptr(pre), ptr(post), ptr(skip), ptr(du), ptr(dk_hat), ptr(dpre),
+              ptr(dpost), ptr(dskip), stream_of(s));
+}
+
 std::shared_ptr<Toeplitz> toeplitz_plan(int device, int64_t Nt, int64_t Nd, int64_t Nm, int64_t R,
                                         const std::string& layout, const std::string& dtype, int algo, int fft) {
   static strux::core::PlanCache<strux::core::PlanKey<9>, Toeplitz> cache(32);
@@ -200,6 +239,12 @@ void bind_cuda(nb::module_& m) {
   c.def("fftconv_backward", &fftconv_backward, arg("dy"), arg("u"), arg("k"), arg("pregate"), arg("postgate"),
         arg("skip"), arg("du"), arg("dk"), arg("dpregate"), arg("dpostgate"), arg("dskip"), arg("device"), arg("B"),
         arg("H"), arg("L"), arg("Lk"), arg("circular"), arg("dtype"), arg("algo"), arg("stream"));
+  c.def("fftconv_spectral_forward", &fftconv_spectral_forward, arg("u"), arg("k_hat"), arg("pregate"),
+        arg("postgate"), arg("skip"), arg("y"), arg("device"), arg("B"), arg("H"), arg("L"), arg("m"), arg("circular"),
+        arg("dtype"), arg("stream"));
+  c.def("fftconv_spectral_backward", &fftconv_spectral_backward, arg("dy"), arg("u"), arg("k_hat"), arg("pregate"),
+        arg("postgate"), arg("skip"), arg("du"), arg("dk_hat"), arg("dpregate"), arg("dpostgate"), arg("dskip"),
+        arg("device"), arg("B"), arg("H"), arg("L"), arg("m"), arg("circular"), arg("dtype"), arg("stream"));
   c.def("toeplitz_plan", &toeplitz_plan, arg("device"), arg("Nt"), arg("Nd"), arg("Nm"), arg("R"), arg("layout"), arg("dtype"),
         arg("algo") = -1, arg("fft") = -1);
   c.def("toeplitz_nfft", &toeplitz_nfft, arg("Nt"));

@@ -30,8 +30,8 @@ const T* ptr(const Opt<T>& a) {
 }
 
 // u (B, H, L), gates like u, skip (H,), dy like u; returns (B, H, L).
-template <class T>
-std::vector<int64_t> check_inputs(const FFTConvPlan<T>& plan, const In<T>& u, const Opt<T>& pre,
+template <class Plan, class T>
+std::vector<int64_t> check_inputs(const Plan& plan, const In<T>& u, const Opt<T>& pre,
                                   const Opt<T>& post, const Opt<T>& skip) {
   auto su = shape_of(u);
   check_arg(su.size() == 3, "u", "expected 3 dimensions (B, H, L), got shape ", shape_str(su));
@@ -127,6 +127,61 @@ void bind_dtype(nb::module_& m, const char* plan_name) {
       nb::arg("postgate").none(), nb::arg("skip").none());
 }
 
+// fftconv_spectral (the filter as its lowest m frequencies, complex (H, m)): a plan per call
+// (it copies k_hat / n; the FFTW plan is cached by size).
+template <class T>
+strux::SpectralConvPlan<T> spectral_plan(const In<T>& u, const In<std::complex<T>>& k_hat, const std::string& mode) {
+  check_arg(u.ndim() == 3, "u", "expected 3 dimensions (B, H, L), got shape ", shape_str(shape_of(u)));
+  auto sk = shape_of(k_hat);
+  check_arg(sk.size() == 2 && sk[0] == int64_t(u.shape(1)), "k_hat", "expected shape (", u.shape(1),
+            ", m) (H = u.shape[1]), got ", shape_str(sk));
+  const strux::ConvMode md = strux::parse_conv_mode(mode);
+  return strux::py::run_nogil("k_hat", [&] {
+    return strux::SpectralConvPlan<T>(int64_t(u.shape(0)), sk[0], int64_t(u.shape(2)), k_hat.data(), sk[1], md);
+  });
+}
+
+template <class T>
+void bind_spectral(nb::module_& m) {
+  using C = std::complex<T>;
+  m.def(
+      "fftconv_spectral_forward",
+      [](const In<T>& u, const In<C>& k_hat, const std::string& mode, const Opt<T>& pre, const Opt<T>& post,
+         const Opt<T>& skip) {
+        const auto plan = spectral_plan(u, k_hat, mode);
+        auto su = check_inputs(plan, u, pre, post, skip);
+        Out<T> y = new_array<T>(su, "u");
+        strux::py::run_nogil("u", [&] { plan.forward(u.data(), ptr(pre), ptr(post), ptr(skip), y.data()); });
+        return y;
+      },
+      nb::arg("u"), nb::arg("k_hat"), nb::arg("mode"), nb::arg("pregate").none(), nb::arg("postgate").none(),
+      nb::arg("skip").none());
+  m.def(
+      "fftconv_spectral_backward",
+      [](const In<T>& dy, const In<T>& u, const In<C>& k_hat, const std::string& mode, const Opt<T>& pre,
+         const Opt<T>& post, const Opt<T>& skip) {
+        const auto plan = spectral_plan(u, k_hat, mode);
+        auto su = check_inputs(plan, u, pre, post, skip);
+        check_arg(shape_of(dy) == su, "dy", "expected shape ", shape_str(su), " (the shape of u), got ",
+                  shape_str(shape_of(dy)));
+        Out<T> du = new_array<T>(su, "u");
+        Out<C> dk = new_array<C>({plan.channels(), plan.bins()}, "k_hat");
+        std::optional<Out<T>> dpre, dpost, dskip;
+        if (pre) dpre = new_array<T>(su);
+        if (post) dpost = new_array<T>(su);
+        if (skip) dskip = new_array<T>({su[1]});
+        strux::py::run_nogil("u", [&] {
+          plan.backward(dy.data(), u.data(), ptr(pre), ptr(post), ptr(skip), du.data(), dk.data(),
+                        dpre ? dpre->data() : nullptr, dpost ? dpost->data() : nullptr,
+                        dskip ? dskip->data() : nullptr);
+        });
+        auto obj = [](std::optional<Out<T>>& a) { return a ? nb::cast(*a) : nb::none(); };
+        return nb::make_tuple(du, dk, obj(dpre), obj(dpost), obj(dskip));
+      },
+      nb::arg("dy"), nb::arg("u"), nb::arg("k_hat"), nb::arg("mode"), nb::arg("pregate").none(),
+      nb::arg("postgate").none(), nb::arg("skip").none());
+}
+
 }  // namespace
 
 // The CPU backend's process-wide settings: FFT planning effort and wisdom (used by every
@@ -157,5 +212,7 @@ void bind_cpu_settings(nb::module_& m) {
 void bind_fftconv(nb::module_& m) {
   bind_dtype<float>(m, "FFTConvPlanFloat32");
   bind_dtype<double>(m, "FFTConvPlanFloat64");
+  bind_spectral<float>(m);
+  bind_spectral<double>(m);
   bind_cpu_settings(m);
 }

@@ -39,7 +39,7 @@ from . import _runtime  # noqa: E402
 from ._runtime import (set_num_threads, get_num_threads, set_planning, get_planning,  # noqa: E402
                        planning, set_wisdom_dir, wisdom_dir, save_wisdom)
 from ._cuda import clear_plan_cache  # noqa: E402
-from .fftconv import fftconv, fftconv_vjp, FFTConv  # noqa: E402
+from .fftconv import fftconv, fftconv_vjp, FFTConv, fftconv_spectral, fftconv_spectral_vjp  # noqa: E402
 from .toeplitz import BlockToeplitz, read_vector, write_vector  # noqa: E402
 from .ks import ks_matmul, ks_matmul_vjp, ks_chain, ks_chain_vjp, ks_dense  # noqa: E402
 from .patterns import monarch, butterfly  # noqa: E402

@@ -1,4 +1,5 @@
-"""fftconv on the GPU, for torch tensors and CuPy arrays (strux.fftconv and strux.torch call here).
+"""fftconv and fftconv_spectral on the GPU, for torch tensors and CuPy arrays (strux.fftconv,
+strux.fftconv_spectral and strux.torch call here).
 
 Arrays are checked once (torch tensors by cheap attribute tests, _fast, else through the array
 adapter strux._cuda with messages that name the argument), outputs allocated of the input's kind
@@ -190,3 +191,64 @@ class FFTConvCUDA:
         y = D.empty(u, shape)
         self._plan.forward(D.ptr(u), D.ptr(pre), D.ptr(post), D.ptr(skip), D.ptr(y), D.stream(u))
         return y
+
+
+# ---- fftconv_spectral: the filter as its lowest m frequencies, k_hat (H, m) complex ----------------
+
+#: The complex dtype k_hat must have for each dtype of u (float32 arithmetic for the half types).
+_COMPLEX_OF = {"float32": "complex64", "float16": "complex64", "bfloat16": "complex64", "float64": "complex128"}
+_SPEC_FORWARD = getattr(getattr(_ext, "cuda", None), "fftconv_spectral_forward", None)
+_SPEC_BACKWARD = getattr(getattr(_ext, "cuda", None), "fftconv_spectral_backward", None)
+
+
+def _spectral_args(u, k_hat, mode, pregate, postgate, skip):
+    """Checks fftconv_spectral's arrays; returns them contiguous and (dev, B, H, L, m, circular, dtype code)."""
+    D.array(u, "u", 3)
+    u = D.contig(u)
+    B, H, L = (int(s) for s in u.shape)
+    if mode not in _MODES:
+        raise ValueError(f"argument 'mode': expected one of 'causal', 'circular', got {mode!r}")
+    D.array(k_hat, "k_hat", 2, dtypes=("complex64", "complex128"))
+    D.same_device(u, "u", k_hat=k_hat)
+    want = _COMPLEX_OF[D.dtname(u)]
+    if D.dtname(k_hat) != want:
+        raise TypeError(f"argument 'k_hat': expected dtype {want} (for u of dtype {D.dtname(u)}), "
+                        f"got {D.dtname(k_hat)}")
+    if int(k_hat.shape[0]) != H:
+        raise ValueError(f"argument 'k_hat': expected shape ({H}, m) (H = u.shape[1]), got {tuple(k_hat.shape)}")
+    m = int(k_hat.shape[1])
+    n = L if mode == "circular" else 2 * L
+    if m > n // 2 + 1:
+        raise ValueError(f"argument 'k_hat': expected 1 <= m <= n // 2 + 1 = {n // 2 + 1} frequencies "
+                         f"(n = {n}: L = {L}, {mode} mode), got m = {m}")
+    pre = _gate(pregate, "pregate", u, (B, H, L))
+    post = _gate(postgate, "postgate", u, (B, H, L))
+    skip = _gate(skip, "skip", u, (H,))
+    r = (D.device_id(u), B, H, L, m, mode == "circular", D.DTYPE_CODE[D.dtname(u)])
+    return u, D.contig(k_hat), pre, post, skip, r
+
+
+def fftconv_spectral(u, k_hat, mode: str = "causal", pregate=None, postgate=None, skip=None):
+    """strux.fftconv_spectral on the GPU (DESIGN.md): u (B, H, L) float16 / bfloat16 / float32 with
+    k_hat (H, m) complex64, or float64 with complex128; gates like u. Returns y of u's kind, dtype
+    and device, computed on the current stream."""
+    u, k_hat, pre, post, skip, r = _spectral_args(u, k_hat, mode, pregate, postgate, skip)
+    y = D.empty(u, r[1:4])
+    _SPEC_FORWARD(D.ptr(u), D.ptr(k_hat), D.ptr(pre), D.ptr(post), D.ptr(skip), D.ptr(y), *r, D.stream(u))
+    return y
+
+
+def fftconv_spectral_vjp(dy, u, k_hat, mode: str = "causal", pregate=None, postgate=None, skip=None):
+    """(du, dk_hat, dpregate, dpostgate, dskip) of fftconv_spectral for cotangent dy; dk_hat in
+    k_hat's dtype (PyTorch's convention for complex inputs), None for inputs not given."""
+    u, k_hat, pre, post, skip, r = _spectral_args(u, k_hat, mode, pregate, postgate, skip)
+    B, H, L, m = r[1:5]
+    dy = _gate(D.array(dy, "dy", 3), "dy", u, (B, H, L))  # dy is required: None is a TypeError
+    du = D.empty(u, (B, H, L))
+    dk = D.empty(u, (H, m), D.dtname(k_hat))
+    dpre = D.empty(u, (B, H, L)) if pre is not None else None
+    dpost = D.empty(u, (B, H, L)) if post is not None else None
+    dskip = D.empty(u, (H,)) if skip is not None else None
+    _SPEC_BACKWARD(D.ptr(dy), D.ptr(u), D.ptr(k_hat), D.ptr(pre), D.ptr(post), D.ptr(skip), D.ptr(du), D.ptr(dk),
+                   D.ptr(dpre), D.ptr(dpost), D.ptr(dskip), *r, D.stream(u))
+    return du, dk, dpre, dpost, dskip

@@ -15,8 +15,8 @@ import numpy as np
 
 from . import _ext
 from ._runtime import planning
-from ._arrays import (check_shape, cuda_backend, on_gpu, choice, compute_dtype, integer, native, real_array, result,
-                      same_dtype)
+from ._arrays import (check_shape, cuda_backend, on_gpu, choice, compute_dtype, integer, native, native_dtype,
+                      real_array, result, same_dtype, to_numpy)
 
 # FFTW transforms take 32-bit sizes: L (and L + Lk - 1 in causal mode) must fit them.
 _MAX_FFT = 2**31 - 1
@@ -177,3 +177,76 @@ def fftconv_vjp(dy, u, k, *, mode: str = "causal", pregate=None, postgate=None, 
         return _gpu().fftconv_vjp(dy, u, k, mode, pregate, postgate, skip)
     u, op = _operator(u, k, mode)
     return op.vjp(dy, u, pregate=pregate, postgate=postgate, skip=skip)
+
+
+# ---- fftconv_spectral: the filter as its lowest m frequencies --------------------------------------
+
+_COMPLEX_OF = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128)}
+
+
+def spectral_size(L: int, mode: str) -> int:
+    """n of fftconv_spectral: L (circular) or 2L (causal); k_hat may hold up to n // 2 + 1 bins."""
+    return L if mode == "circular" else 2 * L
+
+
+def _spectral_args(u, k_hat, mode, pregate, postgate, skip, dy=_NO_DY):
+    """Validated (u, k_hat, pregate, postgate, skip, dy) in the compute dtypes, and u's dtype."""
+    mode = choice(mode, "mode", _MODES)
+    u = real_array(u, "u", 3)
+    B, H, L = u.shape
+    if spectral_size(L, mode) > _MAX_FFT:
+        raise ValueError(f"argument 'u': fftconv_spectral transforms at n = {'L' if mode == 'circular' else '2L'} "
+                         f"= {spectral_size(L, mode)}, more than FFTW's 32-bit sizes allow ({_MAX_FFT}), "
+                         f"got L = {L} ({mode})")
+    k_hat = to_numpy(k_hat, "k_hat")
+    if k_hat.dtype.kind != "c" or compute_dtype(k_hat.dtype) not in _COMPLEX_OF.values():
+        raise TypeError(f"argument 'k_hat': expected a complex array (complex64 or complex128), got {k_hat.dtype}")
+    if k_hat.ndim != 2 or k_hat.shape[0] != H:
+        raise ValueError(f"argument 'k_hat': expected shape ({H}, m) (H = u.shape[1]), got {k_hat.shape}")
+    n = spectral_size(L, mode)
+    if not 1 <= k_hat.shape[1] <= n // 2 + 1:
+        raise ValueError(f"argument 'k_hat': expected 1 <= m <= n // 2 + 1 = {n // 2 + 1} frequencies "
+                         f"(n = {n}: L = {L}, {mode} mode), got m = {k_hat.shape[1]}")
+    cdt = compute_dtype(u.dtype)
+    kdt = _COMPLEX_OF[cdt]
+    if native_dtype(k_hat.dtype) != kdt:
+        raise TypeError(f"argument 'k_hat': expected dtype {kdt} (for u of dtype {u.dtype}), got {k_hat.dtype}")
+    u, pregate, postgate, skip, dy = _check_inputs(u, H, L, pregate, postgate, skip, dy)
+    arrays = dict(u=u, pregate=pregate, postgate=postgate, skip=skip)
+    if dy is not _NO_DY:
+        arrays["dy"] = dy
+    same_dtype(**arrays)
+    dt = u.dtype
+    conv = [native(a, cdt) for a in (u, pregate, postgate, skip)]
+    return conv[0], native(k_hat, kdt), conv[1], conv[2], conv[3], (native(dy, cdt) if dy is not _NO_DY else None), dt
+
+
+def fftconv_spectral(u, k_hat, *, mode: str = "causal", pregate=None, postgate=None, skip=None):
+    """fftconv with the filter given by its lowest m frequencies (DESIGN.md fftconv_spectral).
+
+    With n = L (circular) or 2L (causal) and K = k_hat zero-padded to n // 2 + 1 bins:
+    y = irfft(rfft(v, n) * K, n)[..., :L], v = u * pregate; then y += skip[h] v, y *= postgate.
+    u (B, H, L) real; k_hat (H, m) complex, 1 <= m <= n // 2 + 1: complex64 with float16,
+    bfloat16 or float32 u (computed in float32), complex128 with float64 u. The imaginary parts
+    of bins 0 and n / 2 have no effect (irfft reads their real parts). Returns y (B, H, L) in
+    the dtype of u. CUDA arrays (torch, CuPy) run on the GPU on the current stream.
+    """
+    if on_gpu(u):
+        return _gpu(u).fftconv_spectral(u, k_hat, mode, pregate, postgate, skip)
+    u, k_hat, pregate, postgate, skip, _, dt = _spectral_args(u, k_hat, mode, pregate, postgate, skip)
+    return result(_ext.fftconv_spectral_forward(u, k_hat, mode, pregate, postgate, skip), dt)
+
+
+def fftconv_spectral_vjp(dy, u, k_hat, *, mode: str = "causal", pregate=None, postgate=None, skip=None):
+    """Vector-Jacobian product of `fftconv_spectral` for cotangent dy (B, H, L).
+
+    Returns (du, dk_hat, dpregate, dpostgate, dskip), shaped like u, k_hat, pregate, postgate,
+    skip (None for optional inputs not given). dk_hat follows PyTorch's convention for complex
+    inputs, dL/dRe + i dL/dIm (the conjugate Wirtinger derivative), in k_hat's dtype; the others
+    are in u's dtype. CUDA arrays run on the GPU.
+    """
+    if on_gpu(u):
+        return _gpu(u).fftconv_spectral_vjp(dy, u, k_hat, mode, pregate, postgate, skip)
+    u, k_hat, pregate, postgate, skip, dy, dt = _spectral_args(u, k_hat, mode, pregate, postgate, skip, dy)
+    du, dk, dpre, dpost, dskip = _ext.fftconv_spectral_backward(dy, u, k_hat, mode, pregate, postgate, skip)
+    return (result(du, dt), dk, *(None if g is None else result(g, dt) for g in (dpre, dpost, dskip)))

@@ -79,6 +79,7 @@ def calls(cp):
     ws = [a(*q) for q in ps]
     A, U = a(2, 7, 2, 2, 3), a(2, 7, 6)
     u, k = a(2, 3, 16), a(3, 5)
+    kh = cp.asarray(np.zeros((3, 9), "complex64"))
     fh = cp.asarray(np.zeros((T.toeplitz_nfft(4) // 2 + 1, 3, 5), "complex64"))
     return {
         "ks_matmul": lambda: K.ks_matmul(x, w, p),
@@ -98,6 +99,9 @@ def calls(cp):
         "fftconv": lambda: F.fftconv(u, k, pregate=a(2, 3, 16), skip=a(3)),
         "fftconv_vjp": lambda: F.fftconv_vjp(a(2, 3, 16), u, k, postgate=a(2, 3, 16)),
         "FFTConvCUDA": lambda: F.FFTConvCUDA(k, 2, 16),
+        "fftconv_spectral": lambda: F.fftconv_spectral(u, kh, "causal", a(2, 3, 16), a(2, 3, 16), a(3)),
+        "fftconv_spectral_vjp": lambda: F.fftconv_spectral_vjp(a(2, 3, 16), u, kh, "circular", a(2, 3, 16), None,
+                                                               a(3)),
         "BlockToeplitzCUDA": lambda: T.BlockToeplitzCUDA(a(4, 3, 5)),
         "toeplitz matvec": lambda: T.BlockToeplitzCUDA.from_fhat(fh, 4).matvec(a(4, 5, 2)),
         "toeplitz rmatvec": lambda: T.BlockToeplitzCUDA.from_fhat(fh, 4).rmatvec(a(4, 3)),

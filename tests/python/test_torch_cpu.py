@@ -169,6 +169,7 @@ def _opcheck_cases():
     ws = [rnd(2, 3, 4, 3, grad=True), rnd(4, 3, 5, 2, grad=True)]
     u, k = rnd(2, 3, 8, grad=True), rnd(3, 5, grad=True)
     pre, post, skip = rnd(2, 3, 8, grad=True), rnd(2, 3, 8, grad=True), rnd(3, grad=True)
+    kh = rnd(3, 4, dtype=torch.complex128, grad=True)
     a, b = rnd(2, 5, 3, scale=0.5, grad=True), rnd(2, 5, 3, grad=True)
     ac, bc = rnd(2, 5, 3, dtype=torch.complex128, scale=0.5, grad=True), rnd(2, 5, 3, dtype=torch.complex128, grad=True)
     h0 = rnd(2, 3, grad=True)
@@ -182,6 +183,9 @@ def _opcheck_cases():
         "fftconv plain circular": (ops.fftconv, (u, k, "circular", None, None, None)),
         "fftconv_backward": (ops.fftconv_backward, (rnd(2, 3, 8), u.detach(), k.detach(), "causal", pre.detach(),
                                                      None, skip.detach())),
+        "fftconv_spectral": (ops.fftconv_spectral, (u, kh, "causal", pre, post, skip)),
+        "fftconv_spectral_backward": (ops.fftconv_spectral_backward, (rnd(2, 3, 8), u.detach(), kh.detach(),
+                                                                       "circular", None, post.detach(), None)),
         "ks_matmul": (ops.ks_matmul, (rnd(4, 20, grad=True), rnd(*p, grad=True), p, False)),
         "ks_matmul bsl": (ops.ks_matmul, (rnd(20, 3, grad=True), rnd(*p, grad=True), p, True)),
         "ks_matmul_backward": (ops.ks_matmul_backward, (rnd(4, 12), rnd(4, 20), rnd(*p), p, False)),

@@ -9,11 +9,12 @@ Modules:
   BlockToeplitz(blocks, layout)       d = F m, blocks a Parameter
   monarch(n, nblocks), butterfly(n, radix)   KS patterns (strux.patterns) for KSLinear
 
-Functions (differentiable): ks_matmul, ks_chain, diag_scan, circulant_scan,
-block_circulant_scan, toeplitz_matvec(blocks, m, layout=...).
+Functions (differentiable): fftconv, fftconv_spectral (the filter as its lowest frequencies,
+complex), ks_matmul, ks_chain, diag_scan, circulant_scan, block_circulant_scan,
+toeplitz_matvec(blocks, m, layout=...).
 
-Ops (torch.ops.strux.*), each with a backward op: fftconv, ks_matmul, ks_chain, diag_scan,
-circulant_scan, block_circulant_scan, block_toeplitz_matvec; and toeplitz_matvec /
+Ops (torch.ops.strux.*), each with a backward op: fftconv, fftconv_spectral, ks_matmul, ks_chain,
+diag_scan, circulant_scan, block_circulant_scan, block_toeplitz_matvec; and toeplitz_matvec /
 toeplitz_rmatvec on the GPU operator's spectrum fhat (CUDA only, gradient to the vector).
 
 CUDA tensors run strux's GPU plans on the current stream (call once before capturing a CUDA
@@ -22,11 +23,12 @@ graph, so that the plans exist). CPU tensors run strux's CPU backend on the tens
 input dtype. The blocks gradient of the toeplitz product exists on CPU only (NotImplementedError
 for CUDA blocks).
 """
-__all__ = ["FFTConv", "KSLinear", "BlockToeplitz", "monarch", "butterfly", "fftconv", "fftconv_backward", "ks_matmul",
+__all__ = ["FFTConv", "KSLinear", "BlockToeplitz", "monarch", "butterfly", "fftconv", "fftconv_backward",
+           "fftconv_spectral", "fftconv_spectral_backward", "ks_matmul",
            "ks_chain", "diag_scan", "circulant_scan", "block_circulant_scan", "toeplitz_matvec", "toeplitz_rmatvec"]
 
 from ..patterns import butterfly, monarch
-from ._fftconv import FFTConv, fftconv, fftconv_backward
+from ._fftconv import FFTConv, fftconv, fftconv_backward, fftconv_spectral, fftconv_spectral_backward
 from ._ks import KSLinear, ks_chain, ks_matmul
 from ._scan import block_circulant_scan, circulant_scan, diag_scan
 from ._toeplitz import BlockToeplitz, toeplitz_matvec, toeplitz_rmatvec

@@ -1,4 +1,5 @@
-"""strux::fftconv and strux::fftconv_backward: torch custom ops with autograd (strux.torch).
+"""strux::fftconv and strux::fftconv_backward: torch custom ops with autograd (strux.torch); the same
+for strux::fftconv_spectral (the filter as its lowest frequencies) and its backward.
 
 CUDA tensors run strux's GPU plans (strux._cuda_fftconv) on the current stream; CPU tensors
 strux's CPU backend (strux.fftconv / fftconv_vjp) on the tensors' memory (strux.torch._host).
@@ -12,7 +13,7 @@ from torch.autograd.function import once_differentiable
 
 from .. import _cuda as _a
 from .. import _cuda_fftconv as _G
-from ._check import REAL as _ck_REAL, tensor as _ck_tensor, tensors as _ck_tensors
+from ._check import COMPLEX as _ck_COMPLEX, REAL as _ck_REAL, tensor as _ck_tensor, tensors as _ck_tensors
 from ._host import np_in as _np, same_dtype as _same, t_out as _out
 from ._eager import LEAN as _LEAN, compiling as _compiling, plain_eager as _plain_eager
 
@@ -166,3 +167,69 @@ class FFTConv(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return f"seqlen={self.seqlen}, dtype={self.dtype}, mode={self.mode!r}"
+
+
+# ---- fftconv_spectral: the filter as its lowest m frequencies, k_hat (H, m) complex ----------------
+
+def _spectral_cpu_vjp(dy, u, k_hat, mode, pre, post, skip):
+    _same("u", u, dy=dy, pregate=pre, postgate=post, skip=skip)
+    g = _C.fftconv_spectral_vjp(_np(dy), _np(u), _np(k_hat), mode=mode, pregate=_np(pre),
+                                postgate=_np(post), skip=_np(skip))
+    return (_out(g[0], u.dtype), _out(g[1], k_hat.dtype), *(_out(x, u.dtype) for x in g[2:]))
+
+
+@torch.library.custom_op("strux::fftconv_spectral", mutates_args=())
+def _spectral_op(u: Tensor, k_hat: Tensor, mode: str = "causal", pregate: Optional[Tensor] = None,
+                 postgate: Optional[Tensor] = None, skip: Optional[Tensor] = None) -> Tensor:
+    if u.is_cuda:
+        return _G.fftconv_spectral(u, k_hat, mode, pregate, postgate, skip)
+    _same("u", u, pregate=pregate, postgate=postgate, skip=skip)
+    y = _C.fftconv_spectral(_np(u), _np(k_hat), mode=mode, pregate=_np(pregate), postgate=_np(postgate),
+                            skip=_np(skip))
+    return _out(y, u.dtype)
+
+
+@_spectral_op.register_fake
+def _(u, k_hat, mode="causal", pregate=None, postgate=None, skip=None):
+    return torch.empty_like(u, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("strux::fftconv_spectral_backward", mutates_args=())
+def fftconv_spectral_backward(dy: Tensor, u: Tensor, k_hat: Tensor, mode: str, pregate: Optional[Tensor],
+                              postgate: Optional[Tensor], skip: Optional[Tensor]
+                              ) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """(du, dk_hat, dpregate, dpostgate, dskip); empty tensors stand for inputs not given. dk_hat is
+    PyTorch's gradient of a complex input (dL/dRe + i dL/dIm)."""
+    if u.is_cuda:
+        r = _G.fftconv_spectral_vjp(dy, u, k_hat, mode, pregate, postgate, skip)
+    else:
+        r = _spectral_cpu_vjp(dy, u, k_hat, mode, pregate, postgate, skip)
+    return tuple(x if x is not None else u.new_empty(_EMPTY) for x in r)
+
+
+@fftconv_spectral_backward.register_fake
+def _(dy, u, k_hat, mode, pregate, postgate, skip):
+    def like(t):
+        return torch.empty_like(t, memory_format=torch.contiguous_format) if t is not None else u.new_empty(_EMPTY)
+    return like(u), like(k_hat), like(pregate), like(postgate), like(skip)
+
+
+def _spectral_bwd(ctx, dy):
+    u, k_hat, pre, post, skip = ctx.saved_tensors
+    du, dk, dpre, dpost, dskip = torch.ops.strux.fftconv_spectral_backward(dy.contiguous(), u, k_hat, ctx.mode, pre,
+                                                                          post, skip)
+    gp, go, gs = ctx.given
+    return du, dk, None, dpre if gp else None, dpost if go else None, dskip if gs else None
+
+
+_spectral_op.register_autograd(_spectral_bwd, setup_context=_fftconv_setup)
+
+
+def fftconv_spectral(u: Tensor, k_hat: Tensor, mode: str = "causal", pregate: Optional[Tensor] = None,
+                     postgate: Optional[Tensor] = None, skip: Optional[Tensor] = None) -> Tensor:
+    """Differentiable strux.fftconv_spectral (torch.ops.strux.fftconv_spectral): u (B, H, L) real,
+    k_hat (H, m) complex (complex64 with float16 / bfloat16 / float32 u, complex128 with float64),
+    the filter's lowest m frequencies at n = L (circular) or 2L (causal)."""
+    _ck_tensors(_ck_REAL, "u", u, _GATES, pregate=pregate, postgate=postgate, skip=skip)
+    _ck_tensor("k_hat", k_hat, _ck_COMPLEX, u, "u")
+    return _spectral_op(u, k_hat, mode, pregate, postgate, skip)
