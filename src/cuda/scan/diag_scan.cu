@@ -65,7 +65,9 @@ void launch(const scan::ScanArgs<S, typename scan::Tr<S>::V>& args0, const Layou
 // the streaming kernel needs enough channels to keep the memory system busy with one thread per
 // channel (at least SEQ_MIN_PER_SM threads per SM); past one wave of resident threads
 // (SEQ_THREADS * SEQ_MIN_BLOCKS per SM) it packs 16 bytes of channels per thread where n allows
-// (and, per call, every pointer); otherwise the look-back kernel, which also splits time.
+// (and, per call, every pointer); otherwise the look-back kernel, which also splits time -- when
+// there is time to split: a sequence within one look-back chunk (T <= CH) gains nothing from it
+// and would pay its workspace and the flags' memset on every call, so it streams.
 constexpr int64_t SEQ_MIN_PER_SM = 96;
 
 int sm_count() {
@@ -83,7 +85,7 @@ int64_t vec_width(DType dt) {
 }
 
 struct Problem {
-  int64_t B, n, sms;
+  int64_t B, T, n, sms;
   DType dt;
 };
 struct Solver {
@@ -93,7 +95,9 @@ struct Solver {
 };
 const Solver kSolvers[] = {
     {DiagScanAlgo::lookback, [](const Problem&) { return true; },
-     [](const Problem& q) { return !has_seq(q.dt) || q.B * q.n < SEQ_MIN_PER_SM * q.sms; }},
+     [](const Problem& q) {
+       return !has_seq(q.dt) || (q.B * q.n < SEQ_MIN_PER_SM * q.sms && q.T > scan::CH);
+     }},
     {DiagScanAlgo::seqv, [](const Problem& q) { return has_seq(q.dt) && q.n % vec_width(q.dt) == 0; },
      [](const Problem& q) { return q.B * q.n > int64_t(scan::SEQ_THREADS) * scan::SEQ_MIN_BLOCKS * q.sms; }},
     {DiagScanAlgo::seq1, [](const Problem& q) { return has_seq(q.dt); },
@@ -167,7 +171,7 @@ DiagScanPlan::DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype, const D
             dtype_name(dtype));
   check_arg(layout(B, T, n, dtype).nblk < (int64_t(1) << 31), "a", "too many blocks for shape (",
             B, ", ", T, ", ", n, ")");
-  const Problem q{B, n, has_seq(dtype) && !opt.algo ? int64_t(sm_count()) : 0, dtype};
+  const Problem q{B, T, n, has_seq(dtype) && !opt.algo ? int64_t(sm_count()) : 0, dtype};
   bool found = false;
   for (const Solver& s : kSolvers)
     if (opt.algo ? s.algo == *opt.algo && s.applicable(q) : s.applicable(q) && s.preferred(q)) {
