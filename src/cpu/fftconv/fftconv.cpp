@@ -9,10 +9,10 @@
 #include "strux/fftconv.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "cpu/fft.hpp"
+#include "cpu/fftconv/rows.hpp"
 #include "cpu/fftconv/spectral.hpp"
 #include "cpu/thread_scratch.hpp"
 #include "strux/core.hpp"
@@ -122,31 +122,12 @@ void FFTConvPlan<T>::forward(const T* u, const T* pre, const T* post, const T* s
       const int64_t h = r % H, o = r * L;
       const T* ur = u + o;
       const T* pr = pre ? pre + o : nullptr;
-      // copy-in: v = u ⊙ pregate, zero-padded to nfft
-      if (pr) {
-        for (int64_t t = 0; t < L; ++t) a[t] = ur[t] * pr[t];
-      } else {
-        std::memcpy(a.data(), ur, sizeof(T) * size_t(L));
-      }
-      std::fill(a.data() + L, a.data() + nfft, T(0));
+      cpu::row_load_v(a.data(), ur, pr, L, nfft);  // copy-in: v = u ⊙ pregate, zero-padded
       c.fft->forward(a.data(), X.data());
       cpu::spec_mul(X.data(), c.K.data() + h * c.cs, nfreq);
       c.fft->inverse(X.data(), a.data());
       // copy-out: the first L samples, plus skip ⊙ v, times postgate
-      T* yr = y + o;
-      const T* po = post ? post + o : nullptr;
-      if (skip) {
-        const T sk = skip[h];
-        if (pr) {
-          for (int64_t t = 0; t < L; ++t) yr[t] = a[t] + sk * (ur[t] * pr[t]);
-        } else {
-          for (int64_t t = 0; t < L; ++t) yr[t] = a[t] + sk * ur[t];
-        }
-      } else {
-        std::memcpy(yr, a.data(), sizeof(T) * size_t(L));
-      }
-      if (po)
-        for (int64_t t = 0; t < L; ++t) yr[t] *= po[t];
+      cpu::row_store_y(y + o, a.data(), ur, pr, post ? post + o : nullptr, skip ? skip + h : nullptr, L);
     }
   }
 }
@@ -205,51 +186,20 @@ void FFTConvPlan<T>::backward(const T* dy, const T* u, const T* pre, const T* po
         const T* pr = pre ? pre + o : nullptr;
         const T* po = post ? post + o : nullptr;
         const T* dyr = dy + o;
-        // V = rfft(v)
-        if (pr) {
-          for (int64_t t = 0; t < L; ++t) a[t] = ur[t] * pr[t];
-        } else {
-          std::memcpy(a.data(), ur, sizeof(T) * size_t(L));
-        }
-        std::fill(a.data() + L, a.data() + nfft, T(0));
+        cpu::row_load_v(a.data(), ur, pr, L, nfft);  // V = rfft(v)
         c.fft->forward(a.data(), V.data());
         // a = dz (zero-padded); with a postgate we need z first, for dpostgate.
-        if (po) {
-          if (dpost) {
-            cpu::spec_mul_to(W.data(), V.data(), Kh, nfreq);
-            c.fft->inverse(W.data(), a.data());
-            T* dpr = dpost + o;
-            for (int64_t t = 0; t < L; ++t) {
-              const T v = pr ? ur[t] * pr[t] : ur[t];
-              dpr[t] = dyr[t] * (a[t] + sk * v);
-            }
-          }
-          for (int64_t t = 0; t < L; ++t) a[t] = dyr[t] * po[t];
-        } else {
-          std::memcpy(a.data(), dyr, sizeof(T) * size_t(L));
+        if (po && dpost) {
+          cpu::spec_mul_to(W.data(), V.data(), Kh, nfreq);
+          c.fft->inverse(W.data(), a.data());
+          cpu::row_dpost(dpost + o, dyr, a.data(), ur, pr, sk, L);
         }
-        std::fill(a.data() + L, a.data() + nfft, T(0));
+        cpu::row_load_dz(a.data(), dyr, po, L, nfft);
         c.fft->forward(a.data(), W.data());
         cpu::spec_mac_conj(A, W.data(), V.data(), nfreq);  // dk: Σ DZ conj(V)
         cpu::spec_mul_conj(W.data(), Kh, nfreq);           // dv: DZ conj(K) / nfft
         c.fft->inverse(W.data(), a.data());
-        T* dur = du + o;
-        T* dpr = dpre ? dpre + o : nullptr;
-        for (int64_t t = 0; t < L; ++t) {
-          const T dz = po ? dyr[t] * po[t] : dyr[t];
-          T dv = a[t];
-          if (skip) {
-            const T v = pr ? ur[t] * pr[t] : ur[t];
-            dv += sk * dz;
-            ssum += double(dz) * double(v);
-          }
-          if (pr) {
-            dur[t] = dv * pr[t];
-            if (dpr) dpr[t] = dv * ur[t];
-          } else {
-            dur[t] = dv;
-          }
-        }
+        cpu::row_store_dv(du + o, dpre ? dpre + o : nullptr, a.data(), dyr, ur, pr, po, skip != nullptr, sk, L, ssum);
       }
       if (skip) skip_part[size_t(task)] = ssum;
     }

@@ -15,11 +15,11 @@
 //   dv = irfft(G ⊙ conj(K̂), n)[:L]
 // (checked against torch autograd and finite differences in tests/python/test_fftconv_spectral.py).
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "core/checked_size.hpp"
 #include "cpu/fft.hpp"
+#include "cpu/fftconv/rows.hpp"
 #include "cpu/fftconv/spectral.hpp"
 #include "cpu/thread_scratch.hpp"
 #include "strux/core.hpp"
@@ -40,17 +40,6 @@ struct SpectralConvPlan<T>::Impl {
 };
 
 namespace {
-
-// a[0, L) = v = u ⊙ pre, a[L, n) = 0.
-template <class T>
-void load_v(T* a, const T* u, const T* pre, int64_t L, int64_t n) {
-  if (pre) {
-    for (int64_t t = 0; t < L; ++t) a[t] = u[t] * pre[t];
-  } else {
-    std::memcpy(a, u, sizeof(T) * size_t(L));
-  }
-  std::fill(a + L, a + n, T(0));
-}
 
 // Bins [m, nfreq) to zero and the imaginary parts irfft drops (bins 0 and n/2) to zero.
 template <class T>
@@ -127,25 +116,12 @@ void SpectralConvPlan<T>::forward(const T* u, const T* pre, const T* post, const
       const int64_t h = r % H, o = r * L;
       const T* ur = u + o;
       const T* pr = pre ? pre + o : nullptr;
-      load_v(a.data(), ur, pr, L, n);
+      cpu::row_load_v(a.data(), ur, pr, L, n);
       c.fft->forward(a.data(), X.data());
       cpu::spec_mul(X.data(), c.K.data() + h * m, m);
       finish_spectrum(X.data(), m, nfreq, n);
       c.fft->inverse(X.data(), a.data());
-      T* yr = y + o;
-      const T* po = post ? post + o : nullptr;
-      if (skip) {
-        const T sk = skip[h];
-        if (pr) {
-          for (int64_t t = 0; t < L; ++t) yr[t] = a[t] + sk * (ur[t] * pr[t]);
-        } else {
-          for (int64_t t = 0; t < L; ++t) yr[t] = a[t] + sk * ur[t];
-        }
-      } else {
-        std::memcpy(yr, a.data(), sizeof(T) * size_t(L));
-      }
-      if (po)
-        for (int64_t t = 0; t < L; ++t) yr[t] *= po[t];
+      cpu::row_store_y(y + o, a.data(), ur, pr, post ? post + o : nullptr, skip ? skip + h : nullptr, L);
     }
   }
 }
@@ -197,47 +173,22 @@ void SpectralConvPlan<T>::backward(const T* dy, const T* u, const T* pre, const 
         const T* pr = pre ? pre + o : nullptr;
         const T* po = post ? post + o : nullptr;
         const T* dyr = dy + o;
-        load_v(a.data(), ur, pr, L, n);
+        cpu::row_load_v(a.data(), ur, pr, L, n);
         c.fft->forward(a.data(), V.data());
         // a = dz (zero-padded); with a postgate the forward's z is needed first, for dpostgate.
-        if (po) {
-          if (dpost) {
-            cpu::spec_mul_to(W.data(), V.data(), Kh, m);
-            finish_spectrum(W.data(), m, nfreq, n);
-            c.fft->inverse(W.data(), a.data());
-            T* dpr = dpost + o;
-            for (int64_t t = 0; t < L; ++t) {
-              const T v = pr ? ur[t] * pr[t] : ur[t];
-              dpr[t] = dyr[t] * (a[t] + sk * v);
-            }
-          }
-          for (int64_t t = 0; t < L; ++t) a[t] = dyr[t] * po[t];
-        } else {
-          std::memcpy(a.data(), dyr, sizeof(T) * size_t(L));
+        if (po && dpost) {
+          cpu::spec_mul_to(W.data(), V.data(), Kh, m);
+          finish_spectrum(W.data(), m, nfreq, n);
+          c.fft->inverse(W.data(), a.data());
+          cpu::row_dpost(dpost + o, dyr, a.data(), ur, pr, sk, L);
         }
-        std::fill(a.data() + L, a.data() + n, T(0));
+        cpu::row_load_dz(a.data(), dyr, po, L, n);
         c.fft->forward(a.data(), W.data());
         cpu::spec_mac_conj(A, W.data(), V.data(), m);  // dk_hat: Σ DZ conj(V)
         cpu::spec_mul_conj(W.data(), Kh, m);           // dv: DZ conj(K̂) / n
         finish_spectrum(W.data(), m, nfreq, n);
         c.fft->inverse(W.data(), a.data());
-        T* dur = du + o;
-        T* dpr = dpre ? dpre + o : nullptr;
-        for (int64_t t = 0; t < L; ++t) {
-          const T dz = po ? dyr[t] * po[t] : dyr[t];
-          T dv = a[t];
-          if (skip) {
-            const T v = pr ? ur[t] * pr[t] : ur[t];
-            dv += sk * dz;
-            ssum += double(dz) * double(v);
-          }
-          if (pr) {
-            dur[t] = dv * pr[t];
-            if (dpr) dpr[t] = dv * ur[t];
-          } else {
-            dur[t] = dv;
-          }
-        }
+        cpu::row_store_dv(du + o, dpre ? dpre + o : nullptr, a.data(), dyr, ur, pr, po, skip != nullptr, sk, L, ssum);
       }
       if (skip) skip_part[size_t(task)] = ssum;
     }
