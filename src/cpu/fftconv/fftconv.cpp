@@ -9,10 +9,10 @@
 #include "strux/fftconv.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "cpu/fft.hpp"
+#include "cpu/fftconv/rows.hpp"
 #include "cpu/fftconv/spectral.hpp"
 #include "cpu/thread_scratch.hpp"
 #include "strux/core.hpp"
@@ -109,46 +109,10 @@ void FFTConvPlan<T>::forward(const T* u, const T* pre, const T* post, const T* s
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
   const Impl& c = *impl_;
-  const int64_t L = c.L, nfft = c.nfft, nfreq = c.nfreq, H = c.H, rows = B_ * H;
-  const int nth = cpu::num_threads();
-  const cpu::ThreadScratch<T> sa(nth, nfft);
-  const cpu::ThreadScratch<cplx<T>> sx(nth, nfreq);
-#pragma omp parallel num_threads(nth) if (rows > 1)
-  {
-    const cpu::AlignedView<T> a{sa.mine()};
-    const cpu::AlignedView<cplx<T>> X{sx.mine()};
-#pragma omp for schedule(dynamic)
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t h = r % H, o = r * L;
-      const T* ur = u + o;
-      const T* pr = pre ? pre + o : nullptr;
-      // copy-in: v = u ⊙ pregate, zero-padded to nfft
-      if (pr) {
-        for (int64_t t = 0; t < L; ++t) a[t] = ur[t] * pr[t];
-      } else {
-        std::memcpy(a.data(), ur, sizeof(T) * size_t(L));
-      }
-      std::fill(a.data() + L, a.data() + nfft, T(0));
-      c.fft->forward(a.data(), X.data());
-      cpu::spec_mul(X.data(), c.K.data() + h * c.cs, nfreq);
-      c.fft->inverse(X.data(), a.data());
-      // copy-out: the first L samples, plus skip ⊙ v, times postgate
-      T* yr = y + o;
-      const T* po = post ? post + o : nullptr;
-      if (skip) {
-        const T sk = skip[h];
-        if (pr) {
-          for (int64_t t = 0; t < L; ++t) yr[t] = a[t] + sk * (ur[t] * pr[t]);
-        } else {
-          for (int64_t t = 0; t < L; ++t) yr[t] = a[t] + sk * ur[t];
-        }
-      } else {
-        std::memcpy(yr, a.data(), sizeof(T) * size_t(L));
-      }
-      if (po)
-        for (int64_t t = 0; t < L; ++t) yr[t] *= po[t];
-    }
-  }
+  const int64_t cs = c.cs, nfreq = c.nfreq;
+  const cplx<T>* K = c.K.data();
+  cpu::rows_forward(*c.fft, B_ * c.H, c.H, c.L, c.nfft, u, pre, post, skip, y,
+                    [=](cplx<T>* X, int64_t h) { cpu::spec_mul(X, K + h * cs, nfreq); });
 }
 
 // Backward, per row with z = conv(k, v) + skip v (the pre-postgate output), dz = dy ⊙ postgate:
@@ -174,105 +138,28 @@ void FFTConvPlan<T>::backward(const T* dy, const T* u, const T* pre, const T* po
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
   const Impl& c = *impl_;
-  const int64_t B = B_, H = c.H, L = c.L, nfft = c.nfft, nfreq = c.nfreq, cs = c.cs;
-  const int nth = cpu::num_threads();
-  const int np = cpu::partition_threads();  // chunks fix the summation order of dk, not nth
-  const int64_t nchunk = std::min<int64_t>(B, std::max<int64_t>(1, (np + H - 1) / H));
-  const int64_t ntask = H * nchunk;
-  AlignedBuffer<cplx<T>> acc(ntask * cs);
-  std::vector<double> skip_part(size_t(skip ? ntask : 0), 0.0);
-  if (!pre) dpre = nullptr;
-  if (!post) dpost = nullptr;
-
-  const cpu::ThreadScratch<T> sa(nth, nfft);
-  const cpu::ThreadScratch<cplx<T>> sv(nth, nfreq), sw(nth, nfreq);
-#pragma omp parallel num_threads(nth) if (ntask > 1)
-  {
-    const cpu::AlignedView<T> a{sa.mine()};
-    const cpu::AlignedView<cplx<T>> V{sv.mine()}, W{sw.mine()};
-#pragma omp for schedule(dynamic)
-    for (int64_t task = 0; task < ntask; ++task) {
-      const int64_t h = task / nchunk, chunk = task % nchunk;
-      const int64_t b0 = chunk * B / nchunk, b1 = (chunk + 1) * B / nchunk;
-      const cplx<T>* Kh = c.K.data() + h * cs;
-      cplx<T>* A = acc.data() + task * cs;
-      std::fill(A, A + nfreq, cplx<T>(0));
-      const T sk = skip ? skip[h] : T(0);
-      double ssum = 0.0;
-      for (int64_t b = b0; b < b1; ++b) {
-        const int64_t o = (b * H + h) * L;
-        const T* ur = u + o;
-        const T* pr = pre ? pre + o : nullptr;
-        const T* po = post ? post + o : nullptr;
-        const T* dyr = dy + o;
-        // V = rfft(v)
-        if (pr) {
-          for (int64_t t = 0; t < L; ++t) a[t] = ur[t] * pr[t];
-        } else {
-          std::memcpy(a.data(), ur, sizeof(T) * size_t(L));
-        }
-        std::fill(a.data() + L, a.data() + nfft, T(0));
-        c.fft->forward(a.data(), V.data());
-        // a = dz (zero-padded); with a postgate we need z first, for dpostgate.
-        if (po) {
-          if (dpost) {
-            cpu::spec_mul_to(W.data(), V.data(), Kh, nfreq);
-            c.fft->inverse(W.data(), a.data());
-            T* dpr = dpost + o;
-            for (int64_t t = 0; t < L; ++t) {
-              const T v = pr ? ur[t] * pr[t] : ur[t];
-              dpr[t] = dyr[t] * (a[t] + sk * v);
-            }
-          }
-          for (int64_t t = 0; t < L; ++t) a[t] = dyr[t] * po[t];
-        } else {
-          std::memcpy(a.data(), dyr, sizeof(T) * size_t(L));
-        }
-        std::fill(a.data() + L, a.data() + nfft, T(0));
-        c.fft->forward(a.data(), W.data());
-        cpu::spec_mac_conj(A, W.data(), V.data(), nfreq);  // dk: Σ DZ conj(V)
-        cpu::spec_mul_conj(W.data(), Kh, nfreq);           // dv: DZ conj(K) / nfft
-        c.fft->inverse(W.data(), a.data());
-        T* dur = du + o;
-        T* dpr = dpre ? dpre + o : nullptr;
-        for (int64_t t = 0; t < L; ++t) {
-          const T dz = po ? dyr[t] * po[t] : dyr[t];
-          T dv = a[t];
-          if (skip) {
-            const T v = pr ? ur[t] * pr[t] : ur[t];
-            dv += sk * dz;
-            ssum += double(dz) * double(v);
-          }
-          if (pr) {
-            dur[t] = dv * pr[t];
-            if (dpr) dpr[t] = dv * ur[t];
-          } else {
-            dur[t] = dv;
-          }
-        }
-      }
-      if (skip) skip_part[size_t(task)] = ssum;
-    }
-
-    // Reduce the chunks of each h and transform back: dk[h, s] for s < Lk_used.
-    const T scale = T(1) / T(nfft);
-#pragma omp for schedule(static)
-    for (int64_t h = 0; h < H; ++h) {
-      cplx<T>* A0 = acc.data() + h * nchunk * cs;
-      for (int64_t ch = 1; ch < nchunk; ++ch) cpu::spec_add(A0, A0 + ch * cs, nfreq);
-      c.fft->inverse(A0, a.data());
-      T* dkr = dk + h * c.Lk;
-      for (int64_t s = 0; s < c.Lk_used; ++s) dkr[s] = a[s] * scale;
-      std::fill(dkr + c.Lk_used, dkr + c.Lk, T(0));  // taps s >= L never reach an output
-    }
-  }
-  if (skip && dskip) {
-    for (int64_t h = 0; h < H; ++h) {
-      double s = 0.0;
-      for (int64_t ch = 0; ch < nchunk; ++ch) s += skip_part[size_t(h * nchunk + ch)];
-      dskip[h] = T(s);
-    }
-  }
+  const int64_t H = c.H, nfft = c.nfft, nfreq = c.nfreq, cs = c.cs;
+  const int64_t nchunk = cpu::backward_chunks(B_, H);  // fixes the summation order of dk, not nth
+  AlignedBuffer<cplx<T>> acc(H * nchunk * cs);
+  const cplx<T>* K = c.K.data();
+  const RealFFT<T>& fft = *c.fft;
+  const T scale = T(1) / T(nfft);
+  cpu::rows_backward(
+      fft, B_, H, c.L, nfft, nchunk, dy, u, pre, post, skip, du, dpre, dpost, dskip, acc.data(), cs, nfreq,
+      [=](cplx<T>* W, const cplx<T>* V, int64_t h) { cpu::spec_mul_to(W, V, K + h * cs, nfreq); },
+      [=](cplx<T>* A, cplx<T>* W, const cplx<T>* V, int64_t h) {
+        cpu::spec_mac_conj(A, W, V, nfreq);        // dk: Σ DZ conj(V)
+        cpu::spec_mul_conj(W, K + h * cs, nfreq);  // dv: DZ conj(K) / nfft
+      },
+      // Reduce the chunks of each h and transform back: dk[h, s] for s < Lk_used.
+      [&](int64_t h, T* a) {
+        cplx<T>* A0 = acc.data() + h * nchunk * cs;
+        for (int64_t ch = 1; ch < nchunk; ++ch) cpu::spec_add(A0, A0 + ch * cs, nfreq);
+        fft.inverse(A0, a);
+        T* dkr = dk + h * c.Lk;
+        for (int64_t s = 0; s < c.Lk_used; ++s) dkr[s] = a[s] * scale;
+        std::fill(dkr + c.Lk_used, dkr + c.Lk, T(0));  // taps s >= L never reach an output
+      });
 }
 
 template class FFTConvPlan<float>;

@@ -15,11 +15,11 @@
 //   dv = irfft(G ⊙ conj(K̂), n)[:L]
 // (checked against torch autograd and finite differences in tests/python/test_fftconv_spectral.py).
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "core/checked_size.hpp"
 #include "cpu/fft.hpp"
+#include "cpu/fftconv/rows.hpp"
 #include "cpu/fftconv/spectral.hpp"
 #include "cpu/thread_scratch.hpp"
 #include "strux/core.hpp"
@@ -40,17 +40,6 @@ struct SpectralConvPlan<T>::Impl {
 };
 
 namespace {
-
-// a[0, L) = v = u ⊙ pre, a[L, n) = 0.
-template <class T>
-void load_v(T* a, const T* u, const T* pre, int64_t L, int64_t n) {
-  if (pre) {
-    for (int64_t t = 0; t < L; ++t) a[t] = u[t] * pre[t];
-  } else {
-    std::memcpy(a, u, sizeof(T) * size_t(L));
-  }
-  std::fill(a + L, a + n, T(0));
-}
 
 // Bins [m, nfreq) to zero and the imaginary parts irfft drops (bins 0 and n/2) to zero.
 template <class T>
@@ -114,40 +103,12 @@ void SpectralConvPlan<T>::forward(const T* u, const T* pre, const T* post, const
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
   const Impl& c = *impl_;
-  const int64_t L = c.L, n = c.n, nfreq = c.nfreq, H = c.H, m = c.m, rows = B_ * H;
-  const int nth = cpu::num_threads();
-  const cpu::ThreadScratch<T> sa(nth, n);
-  const cpu::ThreadScratch<cplx<T>> sx(nth, nfreq);
-#pragma omp parallel num_threads(nth) if (rows > 1)
-  {
-    const cpu::AlignedView<T> a{sa.mine()};
-    const cpu::AlignedView<cplx<T>> X{sx.mine()};
-#pragma omp for schedule(dynamic)
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t h = r % H, o = r * L;
-      const T* ur = u + o;
-      const T* pr = pre ? pre + o : nullptr;
-      load_v(a.data(), ur, pr, L, n);
-      c.fft->forward(a.data(), X.data());
-      cpu::spec_mul(X.data(), c.K.data() + h * m, m);
-      finish_spectrum(X.data(), m, nfreq, n);
-      c.fft->inverse(X.data(), a.data());
-      T* yr = y + o;
-      const T* po = post ? post + o : nullptr;
-      if (skip) {
-        const T sk = skip[h];
-        if (pr) {
-          for (int64_t t = 0; t < L; ++t) yr[t] = a[t] + sk * (ur[t] * pr[t]);
-        } else {
-          for (int64_t t = 0; t < L; ++t) yr[t] = a[t] + sk * ur[t];
-        }
-      } else {
-        std::memcpy(yr, a.data(), sizeof(T) * size_t(L));
-      }
-      if (po)
-        for (int64_t t = 0; t < L; ++t) yr[t] *= po[t];
-    }
-  }
+  const int64_t n = c.n, nfreq = c.nfreq, m = c.m;
+  const cplx<T>* K = c.K.data();
+  cpu::rows_forward(*c.fft, B_ * c.H, c.H, c.L, n, u, pre, post, skip, y, [=](cplx<T>* X, int64_t h) {
+    cpu::spec_mul(X, K + h * m, m);
+    finish_spectrum(X, m, nfreq, n);
+  });
 }
 
 // Backward per row, with z = irfft(V K̂)[:L] + skip v and dz = dy ⊙ postgate:
@@ -166,106 +127,37 @@ void SpectralConvPlan<T>::backward(const T* dy, const T* u, const T* pre, const 
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
   const Impl& c = *impl_;
-  const int64_t B = B_, H = c.H, L = c.L, n = c.n, nfreq = c.nfreq, m = c.m;
-  const int nth = cpu::num_threads();
-  const int np = cpu::partition_threads();
-  const int64_t nchunk = std::min<int64_t>(B, std::max<int64_t>(1, (np + H - 1) / H));
-  const int64_t ntask = H * nchunk;
-  std::vector<cplx<T>> acc(size_t(checked_count("k_hat", {ntask, m})));
-  std::vector<double> skip_part(size_t(skip ? ntask : 0), 0.0);
-  if (!pre) dpre = nullptr;
-  if (!post) dpost = nullptr;
-
-  const cpu::ThreadScratch<T> sa(nth, n);
-  const cpu::ThreadScratch<cplx<T>> sv(nth, nfreq), sw(nth, nfreq);
-#pragma omp parallel num_threads(nth) if (ntask > 1)
-  {
-    const cpu::AlignedView<T> a{sa.mine()};
-    const cpu::AlignedView<cplx<T>> V{sv.mine()}, W{sw.mine()};
-#pragma omp for schedule(dynamic)
-    for (int64_t task = 0; task < ntask; ++task) {
-      const int64_t h = task / nchunk, chunk = task % nchunk;
-      const int64_t b0 = chunk * B / nchunk, b1 = (chunk + 1) * B / nchunk;
-      const cplx<T>* Kh = c.K.data() + h * m;
-      cplx<T>* A = acc.data() + task * m;
-      std::fill(A, A + m, cplx<T>(0));
-      const T sk = skip ? skip[h] : T(0);
-      double ssum = 0.0;
-      for (int64_t b = b0; b < b1; ++b) {
-        const int64_t o = (b * H + h) * L;
-        const T* ur = u + o;
-        const T* pr = pre ? pre + o : nullptr;
-        const T* po = post ? post + o : nullptr;
-        const T* dyr = dy + o;
-        load_v(a.data(), ur, pr, L, n);
-        c.fft->forward(a.data(), V.data());
-        // a = dz (zero-padded); with a postgate the forward's z is needed first, for dpostgate.
-        if (po) {
-          if (dpost) {
-            cpu::spec_mul_to(W.data(), V.data(), Kh, m);
-            finish_spectrum(W.data(), m, nfreq, n);
-            c.fft->inverse(W.data(), a.data());
-            T* dpr = dpost + o;
-            for (int64_t t = 0; t < L; ++t) {
-              const T v = pr ? ur[t] * pr[t] : ur[t];
-              dpr[t] = dyr[t] * (a[t] + sk * v);
-            }
-          }
-          for (int64_t t = 0; t < L; ++t) a[t] = dyr[t] * po[t];
-        } else {
-          std::memcpy(a.data(), dyr, sizeof(T) * size_t(L));
-        }
-        std::fill(a.data() + L, a.data() + n, T(0));
-        c.fft->forward(a.data(), W.data());
-        cpu::spec_mac_conj(A, W.data(), V.data(), m);  // dk_hat: Σ DZ conj(V)
-        cpu::spec_mul_conj(W.data(), Kh, m);           // dv: DZ conj(K̂) / n
-        finish_spectrum(W.data(), m, nfreq, n);
-        c.fft->inverse(W.data(), a.data());
-        T* dur = du + o;
-        T* dpr = dpre ? dpre + o : nullptr;
-        for (int64_t t = 0; t < L; ++t) {
-          const T dz = po ? dyr[t] * po[t] : dyr[t];
-          T dv = a[t];
-          if (skip) {
-            const T v = pr ? ur[t] * pr[t] : ur[t];
-            dv += sk * dz;
-            ssum += double(dz) * double(v);
-          }
-          if (pr) {
-            dur[t] = dv * pr[t];
-            if (dpr) dpr[t] = dv * ur[t];
-          } else {
-            dur[t] = dv;
-          }
-        }
-      }
-      if (skip) skip_part[size_t(task)] = ssum;
-    }
-  }
-
-  // Reduce the chunks of each h, weight each bin by c_f / n (the count irfft gives it).
+  const int64_t H = c.H, n = c.n, nfreq = c.nfreq, m = c.m;
+  const int64_t nchunk = cpu::backward_chunks(B_, H);
+  std::vector<cplx<T>> acc(size_t(checked_count("k_hat", {H * nchunk, m})));
+  const cplx<T>* K = c.K.data();
   const T w1 = T(1) / T(n), w2 = T(2) / T(n);
-  for (int64_t h = 0; h < H; ++h) {
-    const cplx<T>* A0 = acc.data() + h * nchunk * m;
-    cplx<T>* dk = dk_hat + h * m;
-    for (int64_t f = 0; f < m; ++f) {
-      T re = A0[f].real(), im = A0[f].imag();
-      for (int64_t ch = 1; ch < nchunk; ++ch) {
-        re += A0[ch * m + f].real();
-        im += A0[ch * m + f].imag();
-      }
-      const bool once = f == 0 || (n % 2 == 0 && f == n / 2);
-      // Bins 0 and n/2 of real sequences are real: their imaginary part is exactly 0.
-      dk[f] = once ? cplx<T>(re * w1, T(0)) : cplx<T>(re * w2, im * w2);
-    }
-  }
-  if (skip && dskip) {
-    for (int64_t h = 0; h < H; ++h) {
-      double s = 0.0;
-      for (int64_t ch = 0; ch < nchunk; ++ch) s += skip_part[size_t(h * nchunk + ch)];
-      dskip[h] = T(s);
-    }
-  }
+  cpu::rows_backward(
+      *c.fft, B_, H, c.L, n, nchunk, dy, u, pre, post, skip, du, dpre, dpost, dskip, acc.data(), m, m,
+      [=](cplx<T>* W, const cplx<T>* V, int64_t h) {
+        cpu::spec_mul_to(W, V, K + h * m, m);
+        finish_spectrum(W, m, nfreq, n);
+      },
+      [=](cplx<T>* A, cplx<T>* W, const cplx<T>* V, int64_t h) {
+        cpu::spec_mac_conj(A, W, V, m);       // dk_hat: Σ DZ conj(V)
+        cpu::spec_mul_conj(W, K + h * m, m);  // dv: DZ conj(K̂) / n
+        finish_spectrum(W, m, nfreq, n);
+      },
+      // Reduce the chunks of each h, weight each bin by c_f / n (the count irfft gives it).
+      [&](int64_t h, T*) {
+        const cplx<T>* A0 = acc.data() + h * nchunk * m;
+        cplx<T>* dk = dk_hat + h * m;
+        for (int64_t f = 0; f < m; ++f) {
+          T re = A0[f].real(), im = A0[f].imag();
+          for (int64_t ch = 1; ch < nchunk; ++ch) {
+            re += A0[ch * m + f].real();
+            im += A0[ch * m + f].imag();
+          }
+          const bool once = f == 0 || (n % 2 == 0 && f == n / 2);
+          // Bins 0 and n/2 of real sequences are real: their imaginary part is exactly 0.
+          dk[f] = once ? cplx<T>(re * w1, T(0)) : cplx<T>(re * w2, im * w2);
+        }
+      });
 }
 
 template class SpectralConvPlan<float>;

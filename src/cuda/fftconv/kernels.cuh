@@ -56,6 +56,31 @@ __global__ void epilogue_forward(const Tc* __restrict__ conv, int64_t ldc, const
   }
 }
 
+// One (h, f) of the backward spectra, over b: returns Σ_b conj(V)·G; G ← conj(k)·G (the dv
+// spectrum), V ← k·V when need_z (the forward's product, for dpostgate); zero_imag zeroes the
+// imaginary parts of both (fftconv_spectral's bins 0 and n/2, which irfft reads as real).
+template <class C>
+__device__ __forceinline__ C backward_bin(C* __restrict__ V, C* __restrict__ G, C k, int64_t B, int64_t H,
+                                          int64_t h, int64_t nf, int64_t f, bool need_z, bool zero_imag) {
+  C acc{0, 0};
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t i = (b * H + h) * nf + f;
+    const C v = V[i], g = G[i];
+    const C p = cmulc(v, g);
+    acc.x += p.x;
+    acc.y += p.y;
+    C dv = cmulc(k, g);
+    if (zero_imag) dv.y = 0;
+    G[i] = dv;
+    if (need_z) {
+      C z = cmul(k, v);
+      if (zero_imag) z.y = 0;
+      V[i] = z;
+    }
+  }
+  return acc;
+}
+
 // Per (h, f): dK[h,f] = scale·Σ_b conj(V[b,h,f])·G[b,h,f];  G ← conj(K)·G (dv spectrum);
 // V ← K·V when need_z (the forward's conv, for dpostgate).
 template <class C, class Tc>
@@ -64,17 +89,7 @@ __global__ void backward_spectra(C* __restrict__ V, C* __restrict__ G, const C* 
   const int64_t f = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (f >= nf) return;
   for (int64_t h = blockIdx.y; h < H; h += gridDim.y) {
-    const C k = K[h * nf + f];
-    C acc{0, 0};
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t i = (b * H + h) * nf + f;
-      const C v = V[i], g = G[i];
-      const C p = cmulc(v, g);
-      acc.x += p.x;
-      acc.y += p.y;
-      G[i] = cmulc(k, g);
-      if (need_z) V[i] = cmul(k, v);
-    }
+    const C acc = backward_bin(V, G, K[h * nf + f], B, H, h, nf, f, need_z, false);
     dK[h * nf + f] = C{acc.x * scale, acc.y * scale};
   }
 }

@@ -68,22 +68,7 @@ __global__ void spectral_backward(C* __restrict__ V, C* __restrict__ G, const C*
     C kk = K[h * m + f];
     kk.x *= scale;
     kk.y *= scale;
-    C acc{0, 0};
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t i = (b * H + h) * nf + f;
-      const C v = V[i], g = G[i];
-      const C p = cmulc(v, g);
-      acc.x += p.x;
-      acc.y += p.y;
-      C dv = cmulc(kk, g);
-      if (rb) dv.y = 0;
-      G[i] = dv;
-      if (need_z) {
-        C z = cmul(kk, v);
-        if (rb) z.y = 0;
-        V[i] = z;
-      }
-    }
+    const C acc = k::backward_bin(V, G, kk, B, H, h, nf, f, need_z, rb);
     const Tc w = rb ? scale : Tc(2) * scale;
     dK[h * m + f] = C{acc.x * w, rb ? Tc(0) : acc.y * w};
   }
