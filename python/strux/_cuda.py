@@ -124,15 +124,15 @@ def array(x, name: str, ndim: int | None = None, dtypes=FLOATS):
     return x
 
 
-def same(ref, refname: str, **arrays):
-    """Same kind, device and dtype as `ref` (None entries skipped); errors name the argument."""
+def _same(ref, refname: str, arrays: dict, dtype: bool):
+    """Each non-None array of `arrays` has ref's kind, (if `dtype`) dtype and device."""
     for n, x in arrays.items():
         if x is None:
             continue
         if is_torch(x) != is_torch(ref):
             raise TypeError(f"argument '{n}': expected the array kind of '{refname}' "
                             f"({type(ref).__name__}), got {type(x).__name__}")
-        if dtname(x) != dtname(ref):
+        if dtype and dtname(x) != dtname(ref):
             raise TypeError(f"argument '{n}': expected dtype {dtname(ref)} (the dtype of '{refname}'), "
                             f"got {dtname(x)}")
         if device_id(x) != device_id(ref):
@@ -140,17 +140,14 @@ def same(ref, refname: str, **arrays):
                              f"got {device_id(x)}")
 
 
+def same(ref, refname: str, **arrays):
+    """Same kind, device and dtype as `ref` (None entries skipped); errors name the argument."""
+    _same(ref, refname, arrays, True)
+
+
 def same_device(ref, refname: str, **arrays):
     """Same kind and device as `ref` (any dtype); errors name the argument."""
-    for n, x in arrays.items():
-        if x is None:
-            continue
-        if is_torch(x) != is_torch(ref):
-            raise TypeError(f"argument '{n}': expected the array kind of '{refname}' "
-                            f"({type(ref).__name__}), got {type(x).__name__}")
-        if device_id(x) != device_id(ref):
-            raise ValueError(f"argument '{n}': expected device {device_id(ref)} (that of '{refname}'), "
-                             f"got {device_id(x)}")
+    _same(ref, refname, arrays, False)
 
 
 def shape(x, name: str, expected) -> None:

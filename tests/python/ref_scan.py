@@ -97,3 +97,17 @@ def ref_block_circulant_scan(a, u, h0=None):
 def re_dot(x, y):
     """Re sum conj(x) y: the real inner product under which vjp and jvp are adjoint."""
     return float(np.sum(np.conj(np.asarray(x, np.complex128)) * np.asarray(y, np.complex128)).real)
+
+
+def rand(r, shape, dtype, scale=1.0):
+    """Normal values of `shape` in `dtype` from generator r (complex: both parts)."""
+    x = r.standard_normal(shape) * scale
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * r.standard_normal(shape) * scale
+    return x.astype(dtype)
+
+
+def relerr(got, want):
+    """Norm-wise relative error, in complex128."""
+    got, want = np.asarray(got, np.complex128), np.asarray(want, np.complex128)
+    return np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-300)

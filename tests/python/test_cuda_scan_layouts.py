@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 import strux  # noqa: E402
 from strux import _cuda_scan as K  # noqa: E402
 from strux import scan as S  # noqa: E402
+from ref_scan import relerr  # noqa: E402
 from test_scan_layouts import B, N, T, caller, loop  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and K.available()),
@@ -19,11 +20,6 @@ A_SHAPES = [(B, T, N), (1, 1, N), (B, 1, N), (1, T, N), (B, T, 1)]
 A_IDS = ["full", "1x1xn", "Bx1xn", "1xTxn", "BxTx1"]
 LAYOUTS = [(1, False), (1, True), (2, False), (2, True), (-1, True)]
 TOL = {"float32": 2e-5, "float64": 1e-12, "complex64": 2e-5, "complex128": 1e-12, "float16": 5e-3}
-
-
-def relerr(got, want):
-    got, want = np.asarray(got, np.complex128), np.asarray(want, np.complex128)
-    return np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-300)
 
 
 def host(x):

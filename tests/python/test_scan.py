@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import strux
-from ref_scan import (block_matrix, circ_matrix, dense_jvp, diag_matrix, naive_irfft, re_dot,
-                      ref_block_circulant_scan, ref_circulant_scan, ref_diag_scan)
+from ref_scan import (block_matrix, circ_matrix, dense_jvp, diag_matrix, naive_irfft, rand, re_dot,
+                      ref_block_circulant_scan, ref_circulant_scan, ref_diag_scan, relerr)
 
 TOL = {np.float32: 2e-5, np.float64: 1e-12, np.complex64: 2e-5, np.complex128: 1e-12, np.float16: 2e-2}
 
@@ -22,19 +22,6 @@ def time_block(request):
     strux._ext.scan_set_time_block(request.param)
     yield request.param
     strux._ext.scan_set_time_block(0)
-
-
-def rand(r, shape, dtype, scale=1.0):
-    x = r.standard_normal(shape) * scale
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * r.standard_normal(shape) * scale
-    return x.astype(dtype)
-
-
-def relerr(got, want):
-    got = np.asarray(got, np.complex128)
-    want = np.asarray(want, np.complex128)
-    return np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-300)
 
 
 SHAPES = [(1, 1, 1), (2, 7, 13), (3, 5, 33), (1, 1, 4), (2, 9, 1)]

@@ -10,7 +10,7 @@ import pytest
 
 import strux
 from strux import scan as S
-from ref_scan import re_dot
+from ref_scan import rand, re_dot, relerr
 
 B, T, N = 2, 5, 3
 # a's shape, written for (B, T, n) arrays (time at axis 1); time-last calls swap its last two
@@ -18,18 +18,6 @@ A_SHAPES = [(B, T, N), (1, 1, N), (B, 1, N), (1, T, N), (B, T, 1)]
 A_IDS = ["full", "1x1xn", "Bx1xn", "1xTxn", "BxTx1"]
 AXES = [1, 2, -1]
 TOL = {np.float32: 3e-6, np.float64: 1e-13, np.complex64: 3e-6, np.complex128: 1e-13}
-
-
-def rand(r, shape, dtype, scale=1.0):
-    x = r.standard_normal(shape) * scale
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * r.standard_normal(shape) * scale
-    return x.astype(dtype)
-
-
-def relerr(got, want):
-    got, want = np.asarray(got, np.complex128), np.asarray(want, np.complex128)
-    return np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-300)
 
 
 def caller(shape, axis):

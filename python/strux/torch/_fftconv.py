@@ -23,6 +23,16 @@ _a.see_torch(torch.empty(0))  # the cheap checks' torch types (strux._cuda)
 _C = importlib.import_module("..fftconv", __package__)
 Tensor = torch.Tensor
 _EMPTY = (0,)
+
+
+def _filled(grads, u):
+    """A backward op's outputs: empty tensors stand for inputs not given (the op returns tensors)."""
+    return tuple(g if g is not None else u.new_empty(_EMPTY) for g in grads)
+
+
+def _like(t, u):
+    """The fake kernel's output for gradient of t (empty when t was not given)."""
+    return torch.empty_like(t, memory_format=torch.contiguous_format) if t is not None else u.new_empty(_EMPTY)
 _GATES = ("pregate", "postgate", "skip")
 
 
@@ -62,14 +72,12 @@ def fftconv_backward(dy: Tensor, u: Tensor, k: Tensor, mode: str, pregate: Optio
         r = _G.fftconv_vjp(dy, u, k, mode, pregate, postgate, skip)
     else:
         r = _fftconv_cpu_vjp(dy, u, k, mode, pregate, postgate, skip)
-    return tuple(x if x is not None else u.new_empty(_EMPTY) for x in r)
+    return _filled(r, u)
 
 
 @fftconv_backward.register_fake
 def _(dy, u, k, mode, pregate, postgate, skip):
-    def like(t):
-        return torch.empty_like(t, memory_format=torch.contiguous_format) if t is not None else u.new_empty(_EMPTY)
-    return like(u), like(k), like(pregate), like(postgate), like(skip)
+    return tuple(_like(t, u) for t in (u, k, pregate, postgate, skip))
 
 
 def _fftconv_setup(ctx, inputs, output):
@@ -204,14 +212,12 @@ def fftconv_spectral_backward(dy: Tensor, u: Tensor, k_hat: Tensor, mode: str, p
         r = _G.fftconv_spectral_vjp(dy, u, k_hat, mode, pregate, postgate, skip)
     else:
         r = _spectral_cpu_vjp(dy, u, k_hat, mode, pregate, postgate, skip)
-    return tuple(x if x is not None else u.new_empty(_EMPTY) for x in r)
+    return _filled(r, u)
 
 
 @fftconv_spectral_backward.register_fake
 def _(dy, u, k_hat, mode, pregate, postgate, skip):
-    def like(t):
-        return torch.empty_like(t, memory_format=torch.contiguous_format) if t is not None else u.new_empty(_EMPTY)
-    return like(u), like(k_hat), like(pregate), like(postgate), like(skip)
+    return tuple(_like(t, u) for t in (u, k_hat, pregate, postgate, skip))
 
 
 def _spectral_bwd(ctx, dy):
