@@ -27,6 +27,8 @@ import torch
 from strux.bench.gpu_ks_scan import bmm_operands, bmm_recipe
 from strux.bench.timing import back_to_back_ms, host_us, time_ms
 
+from gpu_host import small_cases  # bench/ is the script's directory, first on sys.path
+
 BATCH = 25088
 PATS = [(6, 64, 64, 1), (16, 64, 64, 1)]
 
@@ -34,26 +36,6 @@ PATS = [(6, 64, 64, 1), (16, 64, 64, 1)]
 def measure(fn):
     return {"per_call_ms": time_ms(fn, warm=5, reps=50)[0], "b2b_ms": back_to_back_ms(fn),
             "host_us": host_us(fn)}
-
-
-def small_cases():
-    """Host microseconds of one small call per family (cached plans, float32 torch tensors)."""
-    import strux
-    import strux.torch as ST
-    u, k = torch.randn(1, 1, 256, device="cuda"), torch.randn(1, 256, device="cuda")
-    p = (1, 16, 16, 1)
-    x, w = torch.randn(8, 16, device="cuda"), torch.randn(*p, device="cuda")
-    a, b = torch.rand(1, 16, 8, device="cuda"), torch.randn(1, 16, 8, device="cuda")
-    fns = {
-        "strux.fftconv (1,1,256)": lambda: strux.fftconv(u, k),
-        "strux.torch.fftconv (1,1,256)": lambda: ST.fftconv(u, k),
-        "strux.ks_matmul (1,16,16,1) batch 8": lambda: strux.ks_matmul(x, w, p),
-        "strux.torch.ks_matmul (1,16,16,1) batch 8": lambda: ST.ks_matmul(x, w, p),
-        "strux.diag_scan (1,16,8)": lambda: strux.diag_scan(a, b),
-        "strux.torch.diag_scan (1,16,8)": lambda: ST.diag_scan(a, b),
-    }
-    with torch.no_grad():
-        return {k_: {"host_us": host_us(f)} for k_, f in fns.items()}
 
 
 def forward_cases():

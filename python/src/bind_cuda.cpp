@@ -137,8 +137,7 @@ void fftconv_forward(uintptr_t u, uintptr_t k, uintptr_t pre, uintptr_t post, ui
   DeviceGuard g(device);
   std::shared_ptr<FFTConv> hold;
   FFTConvPlan& p = *fftconv_cached(device, B, H, L, Lk, circular, dtype, false, algo, hold).plan;
-  p.set_filter(ptr(k), stream_of(s));
-  p.forward(ptr(u), ptr(pre), ptr(post), ptr(skip), ptr(y), stream_of(s));
+  p.forward(ptr(k), ptr(u), ptr(pre), ptr(post), ptr(skip), ptr(y), stream_of(s));
 }
 
 // As fftconv_forward, for the gradients (a backward-capable plan).

@@ -26,14 +26,13 @@ class CudaFFTConv final : public FFTConvBackend {
     return msg("fftconv ", conv_mode_name(p_.mode), " (B, H, L) = ", dims({p_.B, p_.H, p_.L}), ", Lk = ", p_.Lk,
                ", ", dtype_name(p_.dtype), " on ", device_name(p_.device), ": ",
                plan_->fused() ? "fused kernels (FFTs in shared memory)" : "cuFFT R2C/C2R with fused pre/post kernels",
-               ", nfft = ", plan_->nfft(), ", filter spectrum computed per call",
+               ", nfft = ", plan_->nfft(), ", filter spectrum computed per call", plan_->fused() ? " (inside the forward kernel when one CTA serves each h)" : "",
                with_backward_ ? "" : ", forward only", "; workspace: ", plan_->workspace_bytes(),
                " bytes owned by the plan");
   }
   void forward(const op::FFTConvForward& a, void*, Stream s) override {
     DeviceGuard g(p_.device);
-    plan_->set_filter(a.k.data, stream_of(s));
-    plan_->forward(a.u.data, a.pregate.data, a.postgate.data, a.skip.data, a.y.data, stream_of(s));
+    plan_->forward(a.k.data, a.u.data, a.pregate.data, a.postgate.data, a.skip.data, a.y.data, stream_of(s));
   }
   void backward(const op::FFTConvBackward& a, void*, Stream s) override {
     check_arg(with_backward_, "options.with_backward", "backward() on a plan made with with_backward = false");

@@ -34,6 +34,10 @@ class FFTConvPlan {
   void set_filter(const void* k, Stream s);
   // y = postgate ⊙ (k * (u ⊙ pregate) + skip ⊙ (u ⊙ pregate)); null gates/skip are absent.
   void forward(const void* u, const void* pregate, const void* postgate, const void* skip, void* y, Stream s);
+  // set_filter(k) then forward(...), in one kernel launch where the plan can (the spectrum is
+  // then computed inside the forward kernel); the spectrum is kept as after set_filter.
+  void forward(const void* k, const void* u, const void* pregate, const void* postgate, const void* skip, void* y,
+               Stream s);
   // Gradients for the filter last given to set_filter. Outputs du (B,H,L), dk (H,Lk) and, when
   // the matching input is given, dpregate, dpostgate (B,H,L) and dskip (H,). Needs with_backward.
   void backward(const void* dy, const void* u, const void* pregate, const void* postgate, const void* skip,

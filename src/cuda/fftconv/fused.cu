@@ -16,8 +16,8 @@ template <class T>
 void spectrum_t(const Launch& g, const T* k, int64_t H, int64_t Lk, int64_t Lmin, float scale, float2* khat,
                 cudaStream_t s);
 template <class T>
-void forward_t(const Launch& g, const T* u, const T* pre, const T* post, const T* skip, const float2* khat, T* y,
-               int64_t B, int64_t H, int64_t L, cudaStream_t s);
+void forward_t(const Launch& g, const T* u, const T* pre, const T* post, const T* skip, float2* khat, T* y,
+               int64_t B, int64_t H, int64_t L, const OwnFilter& own, cudaStream_t s);
 template <class T>
 void backward_t(const Launch& g, const T* dy, const T* u, const T* pre, const T* post, const T* skip,
                 const float2* khat, float2* dkpart, float2* vh_global, T* du, T* dpre, T* dpost, int64_t B,
@@ -75,10 +75,10 @@ void spectrum(DType dt, const Launch& g, const void* k, int64_t H, int64_t Lk, i
 }
 
 void forward(DType dt, const Launch& g, const void* u, const void* pre, const void* post, const void* skip,
-             const float2* khat, void* y, int64_t B, int64_t H, int64_t L, cudaStream_t s) {
+             float2* khat, void* y, int64_t B, int64_t H, int64_t L, const OwnFilter& own, cudaStream_t s) {
   with_type(dt, [&](auto t) {
     using T = decltype(t);
-    forward_t<T>(g, cp<T>(u), cp<T>(pre), cp<T>(post), cp<T>(skip), khat, mp<T>(y), B, H, L, s);
+    forward_t<T>(g, cp<T>(u), cp<T>(pre), cp<T>(post), cp<T>(skip), khat, mp<T>(y), B, H, L, own, s);
   });
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include "cuda/elem.cuh"
+#include "cuda/fftconv/fused.hpp"
 
 namespace strux::cuda::fused {
 
@@ -301,40 +302,59 @@ __device__ __forceinline__ Rows rows_of(int64_t B, int nchunk, int rows_per_cta)
 }
 
 // ---- filter spectrum -------------------------------------------------------------------------
-// khat[h] = rfft(scale · k[h, :Lmin] zero-padded to 2N): [N + 1] values, one CTA per h. The same
-// transform and split as the rows of the kernels below: the spectrum step of a call is this one
-// launch (not a pad kernel and a cuFFT R2C).
+// out[0..N] = rfft(scale · kr[:Lmin] zero-padded to 2N) by the calling CTA: the same transform and
+// split as the rows of the kernels below. Ends with a barrier, so the CTA's threads may read out
+// (plain loads: it was written in this kernel) right after.
 template <class T, int N>
-__global__ void __launch_bounds__(threads_for(N)) spectrum_kernel(const T* __restrict__ k, int64_t Lk, int64_t Lmin,
-                                                                  float scale, float2* __restrict__ khat) {
+__device__ __forceinline__ void filter_spectrum(float2* smem, const T* __restrict__ kr, int64_t Lmin, float scale,
+                                                float2* out) {
   constexpr int TT = threads_for(N);
-  extern __shared__ float2 smem[];
-  const int64_t h = blockIdx.x;
-  const T* kr = k + h * Lk;
   fft_io<N, TT, -1, kStaged<N>, false>(
       smem, fresh_tid(), [&](int n) { return scale2(ld2(kr, 2 * int64_t(n), Lmin, false), scale); },
       [&](int i, float2 x) { smem[pad(i)] = x; });
   __syncthreads();
-  float2* __restrict__ out = khat + h * (N + 1);
   for (int f = fresh_tid(); f <= N / 2; f += TT) {
     const int g = N - f;
     const Split sp = split<N>(smem[pad(f)], smem[pad(g & (N - 1))], f);
     out[f] = sp.xf;
     out[g] = sp.xg;  // f = N/2: its own partner, the same value
   }
+  __syncthreads();
+}
+
+// khat[h] for every h, one CTA each: the spectrum step of a call is this one launch (not a pad
+// kernel and a cuFFT R2C).
+template <class T, int N>
+__global__ void __launch_bounds__(threads_for(N)) spectrum_kernel(const T* __restrict__ k, int64_t Lk, int64_t Lmin,
+                                                                  float scale, float2* __restrict__ khat) {
+  extern __shared__ float2 smem[];
+  filter_spectrum<T, N>(smem, k + int64_t(blockIdx.x) * Lk, Lmin, scale, khat + int64_t(blockIdx.x) * (N + 1));
+}
+
+// The filter spectrum as the forward kernel reads it: through the read-only cache when another
+// launch wrote it, by plain loads when this CTA just did (OwnK).
+template <bool OwnK>
+__device__ __forceinline__ float2 ld_khat(const float2* p) {
+  if constexpr (OwnK) return *p;
+  else return __ldg(p);
 }
 
 // ---- forward ---------------------------------------------------------------------------------
 // y = post ⊙ (conv(k, v) + skip·v), v = u ⊙ pre. khat: [H][N + 1], scaled by 1/(2N).
-template <class T, int N>
+// OwnK (only with nchunk = 1, one CTA per h): the CTA first writes khat[h] from the filter
+// own.k itself, so a call with a new filter is one launch instead of two, with no transform
+// repeated (each h's spectrum is computed once either way).
+template <class T, int N, bool OwnK>
 __global__ void __launch_bounds__(threads_for(N)) forward_kernel(
     const T* __restrict__ u, const T* __restrict__ pre, const T* __restrict__ post, const T* __restrict__ skip,
-    const float2* __restrict__ khat, T* __restrict__ y, int64_t B, int64_t H, int64_t L, int nchunk,
-    int rows_per_cta, bool vec) {
+    float2* khat, T* __restrict__ y, int64_t B, int64_t H, int64_t L, int nchunk, int rows_per_cta, bool vec,
+    OwnFilter own) {
   constexpr int TT = threads_for(N);
   extern __shared__ float2 smem[];
   const Rows rw = rows_of(B, nchunk, rows_per_cta);
-  const float2* __restrict__ kh = khat + rw.h * (N + 1);
+  float2* kh = khat + rw.h * (N + 1);
+  if constexpr (OwnK)
+    filter_spectrum<T, N>(smem, static_cast<const T*>(own.k) + rw.h * own.Lk, own.Lmin, own.scale, kh);
   const float sk = skip ? float(to_c(skip[rw.h])) : 0.f;
   for (int64_t b = rw.b0; b < rw.b1; ++b) {
     const int64_t off = (b * H + rw.h) * L;
@@ -354,7 +374,7 @@ __global__ void __launch_bounds__(threads_for(N)) forward_kernel(
     for (int f = fresh_tid(); f <= N / 2; f += TT) {
       const int g = N - f;
       const Split sp = split<N>(smem[pad(f)], smem[pad(g & (N - 1))], f);
-      merge<N>(mulf2(sp.xf, __ldg(kh + f)), mulf2(sp.xg, __ldg(kh + g)), sp.w, f,
+      merge<N>(mulf2(sp.xf, ld_khat<OwnK>(kh + f)), mulf2(sp.xg, ld_khat<OwnK>(kh + g)), sp.w, f,
                [&](int i, float2 x) { smem[pad(i)] = x; });
     }
     __syncthreads();

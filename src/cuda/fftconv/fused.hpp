@@ -30,9 +30,17 @@ Launch plan_backward(DType dt, int64_t N, int64_t B, int64_t H);
 // khat[h] = rfft(scale · k[h, :Lmin], zero-padded to nfft) for k (H, Lk): [H][N + 1] complex float.
 void spectrum(DType dt, const Launch& g, const void* k, int64_t H, int64_t Lk, int64_t Lmin, float scale,
               float2* khat, cudaStream_t s);
-// khat: [H][N + 1] complex float, scaled by 1/nfft. Types as the plan's dtype (f16, bf16, f32).
+// The filter (H, Lk) a forward launch transforms itself, scaled (k null: none; khat was set by
+// spectrum()).
+struct OwnFilter {
+  const void* k = nullptr;
+  int64_t Lk = 0, Lmin = 0;
+  float scale = 0.f;
+};
+// khat: [H][N + 1] complex float, scaled by 1/nfft; with own.k (only when g.nchunk = 1) the
+// kernel first writes khat = spectrum(own.k) itself. Types as the plan's dtype (f16, bf16, f32).
 void forward(DType dt, const Launch& g, const void* u, const void* pre, const void* post, const void* skip,
-             const float2* khat, void* y, int64_t B, int64_t H, int64_t L, cudaStream_t s);
+             float2* khat, void* y, int64_t B, int64_t H, int64_t L, const OwnFilter& own, cudaStream_t s);
 // dkpart: [nchunk][H][N + 1]; vh_global: [H·nchunk][N + 1] when !g.vh_smem (else unused).
 void backward(DType dt, const Launch& g, const void* dy, const void* u, const void* pre, const void* post,
               const void* skip, const float2* khat, float2* dkpart, float2* vh_global, void* du, void* dpre,

@@ -64,11 +64,12 @@ Launch plan_forward_t(int64_t N, int64_t B, int64_t H) {
   Launch g;
   with_n(N, [&](auto nn) {
     constexpr int NN = decltype(nn)::value;
-    const void* k = reinterpret_cast<const void*>(&forward_kernel<T, NN>);
+    const void* k = reinterpret_cast<const void*>(&forward_kernel<T, NN, false>);
     g.N = NN;
     g.threads = threads_for(NN);
     g.smem = size_t(padded(NN)) * sizeof(float2);
     set_smem(k, g.smem);
+    set_smem(reinterpret_cast<const void*>(&forward_kernel<T, NN, true>), g.smem);
     set_smem(reinterpret_cast<const void*>(&spectrum_kernel<T, NN>), g.smem);  // same buffer
     choose_chunks(g, k, B, H, 8);
   });
@@ -104,14 +105,21 @@ void spectrum_t(const Launch& g, const T* k, int64_t H, int64_t Lk, int64_t Lmin
 }
 
 template <class T>
-void forward_t(const Launch& g, const T* u, const T* pre, const T* post, const T* skip, const float2* khat, T* y,
-               int64_t B, int64_t H, int64_t L, cudaStream_t s) {
+void forward_t(const Launch& g, const T* u, const T* pre, const T* post, const T* skip, float2* khat, T* y,
+               int64_t B, int64_t H, int64_t L, const OwnFilter& own, cudaStream_t s) {
   const bool vec = L % 2 == 0 && aligned2(u, sizeof(T)) && aligned2(pre, sizeof(T)) && aligned2(post, sizeof(T)) &&
                    aligned2(y, sizeof(T));
   with_n(g.N, [&](auto nn) {
     constexpr int NN = decltype(nn)::value;
-    forward_kernel<T, NN><<<unsigned(H * g.nchunk), g.threads, g.smem, s>>>(u, pre, post, skip, khat, y, B, H, L,
-                                                                             g.nchunk, g.rows_per_cta, vec);
+    const unsigned grid = unsigned(H * g.nchunk);
+    if (own.k) {
+      check_arg(g.nchunk == 1, "nchunk", "the filter transform runs in the forward kernel only with one CTA per h");
+      forward_kernel<T, NN, true><<<grid, g.threads, g.smem, s>>>(u, pre, post, skip, khat, y, B, H, L, g.nchunk,
+                                                                  g.rows_per_cta, vec, own);
+    } else {
+      forward_kernel<T, NN, false><<<grid, g.threads, g.smem, s>>>(u, pre, post, skip, khat, y, B, H, L, g.nchunk,
+                                                                   g.rows_per_cta, vec, own);
+    }
     STRUX_LAUNCH("fftconv fused forward");
   });
 }
@@ -136,8 +144,8 @@ void backward_t(const Launch& g, const T* dy, const T* u, const T* pre, const T*
   template Launch plan_forward_t<T>(int64_t, int64_t, int64_t);                                              \
   template Launch plan_backward_t<T>(int64_t, int64_t, int64_t);                                             \
   template void spectrum_t<T>(const Launch&, const T*, int64_t, int64_t, int64_t, float, float2*, cudaStream_t); \
-  template void forward_t<T>(const Launch&, const T*, const T*, const T*, const T*, const float2*, T*, int64_t, \
-                             int64_t, int64_t, cudaStream_t);                                                \
+  template void forward_t<T>(const Launch&, const T*, const T*, const T*, const T*, float2*, T*, int64_t,       \
+                             int64_t, int64_t, const OwnFilter&, cudaStream_t);                              \
   template void backward_t<T>(const Launch&, const T*, const T*, const T*, const T*, const T*, const float2*,   \
                               float2*, float2*, T*, T*, T*, int64_t, int64_t, int64_t, cudaStream_t);
 

@@ -26,7 +26,8 @@ struct FFTConvPlan::Impl {
   template <class T>
   void set_filter(const T* kf, cudaStream_t s);
   template <class T>
-  void forward(const T* u, const T* pre, const T* post, const T* skip, T* y, cudaStream_t s);
+  void forward(const T* u, const T* pre, const T* post, const T* skip, T* y, cudaStream_t s,
+               const fused::OwnFilter& own = {});
   template <class T>
   void backward(const T* dy, const T* u, const T* pre, const T* post, const T* skip, T* du, T* dk, T* dpre,
                 T* dpost, T* dskip, cudaStream_t s);
@@ -123,13 +124,15 @@ void FFTConvPlan::Impl::set_filter(const T* kf, cudaStream_t s) {
 }
 
 template <class T>
-void FFTConvPlan::Impl::forward(const T* u, const T* pre, const T* post, const T* skip, T* y, cudaStream_t s) {
+void FFTConvPlan::Impl::forward(const T* u, const T* pre, const T* post, const T* skip, T* y, cudaStream_t s,
+                                const fused::OwnFilter& own) {
   using Tc = typename Compute<T>::type;
   using F = Fft<Tc>;
   using C = typename F::C;
-  check_arg(filter, "k", "no filter set on this plan (call set_filter first)");
+  check_arg(filter || own.k, "k", "no filter set on this plan (call set_filter first)");
   if (fused) {
-    fused::forward(dtype, fwd_launch, u, pre, post, skip, khat.as<float2>(), y, B, H, L, s);
+    fused::forward(dtype, fwd_launch, u, pre, post, skip, khat.as<float2>(), y, B, H, L, own, s);
+    if (own.k) filter = true;
     return;
   }
   const int64_t rows = B * H, ld = 2 * nf;
@@ -217,6 +220,25 @@ void FFTConvPlan::forward(const void* u, const void* pre, const void* post, cons
   STRUX_DISPATCH(impl_->dtype,
                  impl_->forward<T>(static_cast<const T*>(u), static_cast<const T*>(pre), static_cast<const T*>(post),
                                    static_cast<const T*>(skip), static_cast<T*>(y), s));
+}
+
+void FFTConvPlan::forward(const void* k, const void* u, const void* pre, const void* post, const void* skip,
+                          void* y, Stream s) {
+  Impl& p = *impl_;
+  // One CTA per h (nchunk = 1) transforms its own filter row inside the forward kernel: one
+  // launch per call instead of two, and no spectrum computed twice.
+  if (!p.fused || p.fwd_launch.nchunk != 1) {
+    set_filter(k, s);
+    forward(u, pre, post, skip, y, s);
+    return;
+  }
+  check_arg(k != nullptr, "k", "expected a device pointer, got null");
+  check_arg(u != nullptr, "u", "expected a device pointer, got null");
+  check_arg(y != nullptr, "y", "expected a device pointer, got null");
+  const fused::OwnFilter own{k, p.Lk, p.Lmin, 1.f / float(p.nfft)};
+  STRUX_DISPATCH(p.dtype, p.forward<T>(static_cast<const T*>(u), static_cast<const T*>(pre),
+                                       static_cast<const T*>(post), static_cast<const T*>(skip), static_cast<T*>(y),
+                                       s, own));
 }
 
 void FFTConvPlan::backward(const void* dy, const void* u, const void* pre, const void* post, const void* skip,
