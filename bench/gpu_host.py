@@ -53,6 +53,8 @@ def fftconv_pieces():
     fns = {
         "checks (_fast)": lambda: F._fast(u, k, "causal", None, None, None),
         "output (new_empty)": lambda: u.new_empty(u.shape),
+        "output (torch.empty_like)": lambda: torch.empty_like(u),
+        "output (torch.empty with dtype and device)": lambda: torch.empty((1, 1, 256), dtype=u.dtype, device=u.device),
         "stream query": lambda: D._torch_stream(0),
         "data_ptr x3": lambda: (u.data_ptr(), k.data_ptr(), y.data_ptr()),
         "native entry (plan lookup + launch)": lambda: F._FORWARD(up, kp, 0, 0, 0, yp, *r, F.fftconv_algo, s),
