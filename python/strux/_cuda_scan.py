@@ -24,6 +24,8 @@ from ._cuda import DTYPE_CODE as _DTYPE_CODE
 from ._cuda import available  # noqa: F401  (the GPU modules answer available() alike)
 
 _SCAN_DTYPES = ("float32", "float16", "bfloat16", "complex64", "float64", "complex128")
+_COMPLEX_CODE = min(_DTYPE_CODE["complex64"], _DTYPE_CODE["complex128"])  # codes from here on are complex
+assert all((c >= _COMPLEX_CODE) == n.startswith("complex") for n, c in _DTYPE_CODE.items())
 
 
 def diag_ok(a, b, h0):
@@ -35,8 +37,10 @@ def diag_ok(a, b, h0):
         return None
     dt = a.dtype
     c = _a.TORCH_CODE.get(dt)
+    # Lazy views take the full path: a conjugate bit only on complex tensors, a negative bit on
+    # any (the imaginary part of a conjugated tensor is a real negative view).
     if c is None or b.dtype is not dt or not (a.is_cuda and a.is_contiguous() and b.is_contiguous()) \
-            or a.is_conj() or a.is_neg() or b.is_conj() or b.is_neg():  # lazy views: the full path
+            or a.is_neg() or b.is_neg() or (c >= _COMPLEX_CODE and (a.is_conj() or b.is_conj())):
         return None
     dev = a.get_device()
     if b.get_device() != dev:
