@@ -71,9 +71,21 @@ class DiagScanPlan {
 // circulant_scan, float32 or float64: h_t = circ(a_t) h_{t-1} + u_t through cuFFT rfft over n,
 // the complex diagonal scan of the half spectra (complex64 / complex128), and irfft. Plans are
 // made once per plan object. Real arrays are of the plan's dtype, spectra of its complex type.
+//
+// Explicit choices (tests, benchmarks); unset: the cuFFT path. fused = true: the forward with
+// spatial a runs the fused kernels (src/cuda/scan/circulant_fused.cuh: the FFT over n, the
+// Fourier-domain scan and the inverse FFT inside the kernels, no spectra in device memory);
+// float32 with n a power of two in [64, 1024] only (else a ValueError). forward_fourier and
+// backward keep the cuFFT path.
+struct CirculantScanOptions {
+  std::optional<bool> fused;
+};
+
 class CirculantScanPlan {
  public:
-  CirculantScanPlan(int64_t B, int64_t T, int64_t n, DType dtype = DType::f32);
+  CirculantScanPlan(int64_t B, int64_t T, int64_t n, DType dtype = DType::f32,
+                    const CirculantScanOptions& opt = {});
+  bool fused() const { return fused_; }
   ~CirculantScanPlan();
   CirculantScanPlan(const CirculantScanPlan&) = delete;
   CirculantScanPlan& operator=(const CirculantScanPlan&) = delete;
@@ -103,6 +115,8 @@ class CirculantScanPlan {
   int r2c_ = 0, c2r_ = 0, r2c0_ = 0, c2r0_ = 0;  // cufftHandle
   int64_t fft_work_ = 0;
   DiagScanPlan scan_;
+  bool fused_ = false;
+  int64_t fused_L_ = 0, fused_C_ = 0;  // time steps per chunk and chunks of the fused kernels
 };
 
 // block_circulant_scan, float32: a (B, T, p, p, k), u (B, T, n = p k). cuFFT rfft over k turns
