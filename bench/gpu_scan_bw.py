@@ -121,6 +121,13 @@ def circulant_rows(bw, n_b2b):
         r["fwd_ms"] = back_to_back_ms(lambda: K.circulant_scan(a, u), n=n_b2b)
         r["bwd_ms"] = back_to_back_ms(lambda: K.circulant_scan_vjp(dh, a, u), n=n_b2b)
         r["fwd_frac_floor"], r["bwd_frac_floor"] = r["floor_fwd_ms"] / r["fwd_ms"], r["floor_bwd_ms"] / r["bwd_ms"]
+        try:
+            fused = {"path": "fused"}
+            r["fused_rel_err_vs_fft"] = rel(K.circulant_scan(a, u, options=fused), K.circulant_scan(a, u))
+            r["fused_fwd_ms"] = back_to_back_ms(lambda: K.circulant_scan(a, u, options=fused), n=n_b2b)
+            r["fused_fwd_frac_floor"] = r["floor_fwd_ms"] / r["fused_fwd_ms"]
+        except Exception as e:  # noqa: BLE001
+            r["fused_error"] = f"{type(e).__name__}: {e}"
         rows.append(r)
         del a, u, dh
     n = 256
@@ -181,6 +188,11 @@ def markdown(res):
             continue
         lines.append(f"| {r['op']} | {r['shape']} | {r['fwd_ms']:.3f} | {100 * r['fwd_frac_floor']:.0f}% | "
                      f"{r['bwd_ms']:.3f} | {100 * r['bwd_frac_floor']:.0f}% |")
+        if "fused_fwd_ms" in r:
+            lines.append(f"| {r['op']} fused | {r['shape']} | {r['fused_fwd_ms']:.3f} | "
+                         f"{100 * r['fused_fwd_frac_floor']:.0f}% | | |")
+        elif "fused_error" in r:
+            lines.append(f"| {r['op']} fused | {r['shape']} | {r['fused_error'][:60]} | | | |")
     lines += ["", "| host call | us |", "|---|---|"] + [f"| {k} | {v:.1f} |" for k, v in res["host_us"].items()]
     return "\n".join(lines)
 

@@ -220,3 +220,65 @@ def test_public_layout_options(dtype, axis, reverse, a_shape):
     h = strux.diag_scan(a_in, b_in, axis=axis, reverse=reverse)
     assert h.shape == b_in.shape
     assert rel(h, ref) < TOL[dtype]
+
+
+# ---- circulant_scan: the fused kernels (forced) ----------------------------------------------------
+
+def ref_circ(a, u, h0=None):
+    """h_t = circ(a_t) h_{t-1} + u_t in float64 through numpy's rfft (circ(a) h = a (*) h, cyclic)."""
+    import numpy as np
+    a, u = a.double().cpu().numpy(), u.double().cpu().numpy()
+    A, U = np.fft.rfft(a), np.fft.rfft(u)
+    H = np.zeros_like(U[:, 0]) if h0 is None else np.fft.rfft(h0.double().cpu().numpy())
+    out = np.empty_like(U)
+    for t in range(a.shape[1]):
+        H = A[:, t] * H + U[:, t]
+        out[:, t] = H
+    return torch.from_numpy(np.fft.irfft(out, a.shape[2]))
+
+
+def circ_inputs(B, T, n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = 0.9 * (2 * torch.rand(B, T, n, generator=g) - 1) / n  # |rfft(a_t)| <= 0.9: stable
+    u = torch.randn(B, T, n, generator=g)
+    h0 = torch.randn(B, n, generator=g)
+    return a.to(DEV), u.to(DEV), h0.to(DEV)
+
+
+def test_circulant_reference_is_the_dense_formula():
+    """ref_circ against the explicit circulant matrices of DESIGN.md (small n)."""
+    from ref_scan import circ_matrix, dense_scan
+    a, u, h0 = circ_inputs(2, 5, 8)
+    dense = dense_scan(circ_matrix(a.double().cpu().numpy()), u.double().cpu().numpy(), h0.double().cpu().numpy())
+    assert float((ref_circ(a, u, h0) - torch.from_numpy(dense)).abs().max()) < 1e-12
+
+
+@pytest.mark.parametrize("n", [64, 128, 256, 512, 1024])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (2, 300), (5, 1031)], ids=str)
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_circulant_fused_forward(n, shape, with_h0):
+    B, T = shape
+    a, u, h0 = circ_inputs(B, T, n)
+    h0 = h0 if with_h0 else None
+    h = K.circulant_scan(a, u, h0=h0, options={"path": "fused"})
+    ref = ref_circ(a, u, h0)
+    assert h.dtype == torch.float32 and h.shape == (B, T, n)
+    assert rel(h, ref) < 1e-5
+    assert rel(K.circulant_scan(a, u, h0=h0, options={"path": "fft"}), ref) < 1e-5
+
+
+def test_circulant_fused_edges():
+    a, u, _ = circ_inputs(2, 9, 256)
+    h, last = K.circulant_scan(a, u, options={"path": "fused"}, return_final=True)
+    assert torch.equal(last, h[:, -1])
+    # strided u (the adapter copies) and half inputs (cast to float32) take the same kernels
+    assert rel(K.circulant_scan(a, u.transpose(1, 2).contiguous().transpose(1, 2), options={"path": "fused"}),
+               ref_circ(a, u)) < 1e-5
+    hb = K.circulant_scan(a.bfloat16(), u.bfloat16(), options={"path": "fused"})
+    assert hb.dtype == torch.bfloat16 and rel(hb, ref_circ(a.bfloat16().float(), u.bfloat16().float())) < 3e-2
+    with pytest.raises(ValueError):
+        K.circulant_scan(*circ_inputs(1, 4, 100)[:2], options={"path": "fused"})
+    with pytest.raises(ValueError):
+        K.circulant_scan(a.double(), u.double(), options={"path": "fused"})
+    with pytest.raises(ValueError):
+        K.circulant_scan(a, u, options={"path": "nope"})
