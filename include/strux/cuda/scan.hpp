@@ -20,8 +20,9 @@ namespace strux::cuda {
 
 // diag_scan's kernels: the chunked look-back kernel, the streaming one with one channel (seq1)
 // or 16 bytes of channels (seqv) per thread, or the chunked kernel with 16 bytes of channels per
-// lane and a look-back over windows of 8 chunks in a plan-owned workspace (chunk; not float64 /
-// complex128; 16-byte lanes where n and the call's pointers allow, else one element).
+// lane (8 for half types) and a look-back over windows of 8 chunks in a plan-owned workspace
+// (chunk; not float64 / complex128; vector lanes where n and the call's pointers allow, else one
+// element).
 enum class DiagScanAlgo { lookback, seq1, seqv, chunk };
 const char* diag_scan_algo_name(DiagScanAlgo a);  // "lookback", "seq1", "seqv", "chunk"
 

@@ -24,7 +24,7 @@ namespace strux::cuda {
 // the order of the calls that use it: a call on another stream than the last one waits for it.
 struct DiagScanOwned {
   DeviceBuffer buf;
-  bool vec = false;  // 16-byte lanes possible (n a multiple of the vector width)
+  bool vec = false;  // vector lanes possible (n a multiple of their width, chunk_lane_width)
   int64_t flag_cap = 0;  // flags: the most blocks of any launch of the plan
   std::mutex m;
   cudaEvent_t ev = nullptr;
@@ -114,7 +114,7 @@ template <class S, bool REV>
 void run_chunk(DiagScanOwned& own, bool vec, const scan::ChunkArgs& g, cudaStream_t s) {
   own.run(s, [&] {
     if (vec)
-      launch_chunk<S, REV, 16 / int(sizeof(S))>(g, own.buf.get(), own.flag_cap, s);
+      launch_chunk<S, REV, scan::chunk_vw<S>()>(g, own.buf.get(), own.flag_cap, s);
     else
       launch_chunk<S, REV, 1>(g, own.buf.get(), own.flag_cap, s);
   });
@@ -187,11 +187,16 @@ const Solver kSolvers[] = {
 template <class S>
 constexpr bool has_seq() { return !std::is_same<S, double>::value && !std::is_same<S, double2>::value; }
 
-bool aligned16(std::initializer_list<const void*> ptrs) {
+bool aligned(std::initializer_list<const void*> ptrs, uintptr_t bytes) {
   for (const void* p : ptrs)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+    if (reinterpret_cast<uintptr_t>(p) % bytes != 0) return false;
   return true;
 }
+bool aligned16(std::initializer_list<const void*> ptrs) { return aligned(ptrs, 16); }
+
+// The chunk kernel's lane width (scan::chunk_vw) in bytes and in elements.
+int64_t chunk_lane_bytes(DType dt) { return dt == DType::f16 || dt == DType::bf16 ? 8 : 16; }
+int64_t chunk_lane_width(DType dt) { return dt == DType::c64 ? 2 : 4; }
 
 // seqv needs every pointer 16-byte aligned; else the call runs seq1.
 DiagScanAlgo per_call(DiagScanAlgo algo, std::initializer_list<const void*> ptrs) {
@@ -269,12 +274,12 @@ DiagScanPlan::DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype, const D
             vec_width(dtype), ")");
   if (algo_ == DiagScanAlgo::chunk) {
     own_ = std::make_shared<DiagScanOwned>();
-    own_->vec = n % vec_width(dtype) == 0;
+    own_->vec = n % chunk_lane_width(dtype) == 0;
     int64_t bytes = 0;
     by_type(dtype, [&](auto z) {
       using S = decltype(z);
       if constexpr (has_seq<S>()) {
-        constexpr int VW = 16 / int(sizeof(S));
+        constexpr int VW = scan::chunk_vw<S>();
         // The backward cuts time at least as finely as the forward (chunk_lc): its launches have
         // the most blocks and the most values.
         const ChunkLayout one = chunk_layout<S, 1, true>(B, T, n, 0);
@@ -298,8 +303,9 @@ std::string DiagScanPlan::describe() const {
                   std::to_string(n_) + ") " + dtype_name(dtype_) + ": " + diag_scan_algo_name(algo_);
   if (algo_ == DiagScanAlgo::seqv) s += " (seq1 on calls with pointers not 16-byte aligned)";
   if (algo_ == DiagScanAlgo::chunk)
-    s += own_->vec ? " (16-byte lanes; one element per lane on calls with pointers not 16-byte aligned)"
-                   : " (one element per lane)";
+    s += own_->vec ? " (" + std::to_string(chunk_lane_bytes(dtype_)) + "-byte lanes; one element per lane on calls "
+                         "with pointers not " + std::to_string(chunk_lane_bytes(dtype_)) + "-byte aligned)"
+                   : std::string(" (one element per lane)");
   return s;
 }
 
@@ -322,7 +328,7 @@ void DiagScanPlan::forward(const void* a, const void* b, const void* h0, void* h
     const DiagScanAlgo algo = per_call(algo_, {a, b, h0, h});
     if constexpr (has_seq<S>())
       if (algo == DiagScanAlgo::chunk)
-        return run_chunk<S, false>(*own_, own_->vec && aligned16({a, b, h0, h}),
+        return run_chunk<S, false>(*own_, own_->vec && aligned({a, b, h0, h}, chunk_lane_bytes(dtype_)),
                                    scan::ChunkArgs{a, b, h0, nullptr, h, nullptr, nullptr, nullptr, B_, T_, n_, 0, 0,
                                                    scale, nullptr, nullptr, nullptr, nullptr, nullptr},
                                    static_cast<cudaStream_t>(stream));
@@ -352,7 +358,7 @@ void DiagScanPlan::backward(const void* a, const void* h, const void* h0, const 
     const DiagScanAlgo algo = per_call(algo_, {a, h, h0, dh, da, db, dh0});
     if constexpr (has_seq<S>())
       if (algo == DiagScanAlgo::chunk)
-        return run_chunk<S, true>(*own_, own_->vec && aligned16({a, h, h0, dh, da, db, dh0}),
+        return run_chunk<S, true>(*own_, own_->vec && aligned({a, h, h0, dh, da, db, dh0}, chunk_lane_bytes(dtype_)),
                                   scan::ChunkArgs{a, dh, h0, h, nullptr, da, db, dh0, B_, T_, n_, 0, 0, 1.0, nullptr,
                                                   nullptr, nullptr, nullptr, nullptr},
                                   static_cast<cudaStream_t>(stream));

@@ -1,9 +1,9 @@
 // The chunked diagonal scan with a windowed look-back (private to src/cuda/scan), for few
 // channels and long sequences.
 //
-// Block = 8 warps x 32 lanes. A lane owns VW adjacent channels (16 bytes when n and the pointers
-// allow, one element otherwise) of the flattened (B, n / VW) channel vectors, so a warp reads
-// 32 * VW consecutive channels of one step (up to 512 bytes); warp w owns LC consecutive steps,
+// Block = 8 warps x 32 lanes. A lane owns VW adjacent channels (chunk_vw: 16 bytes, 8 for half
+// types, when n and the pointers allow; one element otherwise) of the flattened (B, n / VW)
+// channel vectors, so a warp reads 32 * VW consecutive channels of one step (up to 512 bytes); warp w owns LC consecutive steps,
 // so the block covers a chunk of 8 * LC steps. Phases: (1) load the chunk (all loads in flight
 // together), scan it locally from state 0 keeping the running product and the local state;
 // (2) the block's aggregate (product, local state) through shared memory, published by warp 0;
@@ -28,13 +28,20 @@ namespace strux::cuda::scan {
 
 constexpr int CK_WARPS = 8, CK_THREADS = 32 * CK_WARPS;
 
+// Channels per lane: 16 bytes, but 8 for half types (4 channels: with 8 the register budget below
+// leaves 16-step chunks, whose per-block costs dominate).
+template <class S>
+__host__ __device__ constexpr int chunk_vw() {
+  return sizeof(S) == 2 ? 4 : 16 / int(sizeof(S));
+}
+
 // Steps per thread: the values of a and of b a thread holds (LC * VW * components) are 32 forward
-// and 16 backward (which also holds h_{t-1}), 16 for 16-byte lanes of half types (packing costs
-// registers): the most that stays clear of spills at 128 registers (ptxas -v, sm_90a).
+// and 16 backward (which also holds h_{t-1}): the most that stays clear of spills at 128
+// registers (ptxas -v, sm_90a).
 template <class S, int VW, bool REV>
 __host__ __device__ constexpr int chunk_lc() {
   constexpr int comps = sizeof(typename Tr<S>::V) / sizeof(float);
-  constexpr int budget = REV || (sizeof(S) == 2 && VW > 1) ? 16 : 32;
+  constexpr int budget = REV ? 16 : 32;
   constexpr int lc = budget / (VW * comps);
   return lc < 2 ? 2 : lc > 16 ? 16 : lc;
 }
