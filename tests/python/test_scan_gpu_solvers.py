@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and K.available()
                                 reason="needs a CUDA GPU and strux built with CUDA")
 DEV = "cuda"
 DTYPES = [torch.float32, torch.complex64, torch.float16, torch.bfloat16, torch.float64, torch.complex128]
-TOL = {torch.float32: 1e-5, torch.complex64: 2e-5, torch.float16: 5e-3, torch.bfloat16: 3e-2,
+TOL = {torch.float32: 5e-5, torch.complex64: 1e-4, torch.float16: 5e-3, torch.bfloat16: 3e-2,
        torch.float64: 1e-12, torch.complex128: 1e-12}
 SOLVERS = ["auto", "lookback", "seq1", "seqv", "chunk"]
 VEC = {torch.float32: 4, torch.complex64: 2, torch.float16: 8, torch.bfloat16: 8}
