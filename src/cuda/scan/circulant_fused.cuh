@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(CircFused<N>::NT) circ_fused_summary(CircFused
 // One thread per (batch row, frequency): carry[c] = state entering chunk c, from carry[0].
 template <int N>
 __global__ void circ_fused_carry(CircFusedArgs g) {
-  constexpr int NF = CircFused<N>::NF, D = 8;
+  constexpr int NF = CircFused<N>::NF, D = 16;
   const int64_t q = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (q >= g.B * NF) return;
   const int64_t bi = q / NF, f = q - bi * NF, base = bi * g.C * NF + f;
