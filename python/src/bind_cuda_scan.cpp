@@ -47,11 +47,16 @@ std::shared_ptr<DiagScanPlan> diag_plan(int device, int64_t B, int64_t T, int64_
   });
 }
 
-std::shared_ptr<CirculantScanPlan> circ_plan(int device, int64_t B, int64_t T, int64_t n, int dtype) {
-  static PlanCache<PlanKey<5>, CirculantScanPlan> cache(32);
+// fused: -1 auto, 0 the cuFFT path, 1 the fused kernels (CirculantScanOptions).
+std::shared_ptr<CirculantScanPlan> circ_plan(int device, int64_t B, int64_t T, int64_t n, int dtype, int fused = -1) {
+  static PlanCache<PlanKey<6>, CirculantScanPlan> cache(32);
   check_arg(DType(dtype) == DType::f32 || DType(dtype) == DType::f64, "u", "expected float32 or float64");
-  return cache.get({device, B, T, n, dtype},
-                   [&] { return std::make_shared<CirculantScanPlan>(B, T, n, DType(dtype)); });
+  check_arg(fused >= -1 && fused <= 1, "options", "bad circulant_scan path code ", fused);
+  return cache.get({device, B, T, n, dtype, fused}, [&] {
+    strux::cuda::CirculantScanOptions o;
+    if (fused >= 0) o.fused = fused == 1;
+    return std::make_shared<CirculantScanPlan>(B, T, n, DType(dtype), o);
+  });
 }
 
 std::shared_ptr<BlockCirculantScanPlan> block_plan(int device, int64_t B, int64_t T, int64_t p, int64_t k,
@@ -101,17 +106,17 @@ std::string diag_scan_describe(int device, int64_t B, int64_t T, int64_t n, int 
 
 // ---- circulant_scan (float32 / float64; spectra complex64 / complex128) ------------------------
 
-int64_t circulant_scan_workspace(int device, int64_t B, int64_t T, int64_t n, int dtype) {
+int64_t circulant_scan_workspace(int device, int64_t B, int64_t T, int64_t n, int dtype, int fused) {
   DeviceGuard g(device);
-  return circ_plan(device, B, T, n, dtype)->workspace_bytes();
+  return circ_plan(device, B, T, n, dtype, fused)->workspace_bytes();
 }
 
 // fourier: a is the half spectrum a_hat (B, T, n/2+1) of the complex type, else real (B, T, n).
 void circulant_scan_forward(uintptr_t a, bool fourier, uintptr_t u, uintptr_t h0, uintptr_t h, uintptr_t ws,
                             int64_t ws_bytes, int64_t B, int64_t T, int64_t n, int dtype, int device,
-                            uintptr_t stream) {
+                            uintptr_t stream, int fused) {
   DeviceGuard g(device);
-  const auto pl = circ_plan(device, B, T, n, dtype);
+  const auto pl = circ_plan(device, B, T, n, dtype, fused);
   check_ws(ws_bytes, pl->workspace_bytes());
   if (fourier)
     pl->forward_fourier(cptr(a), cptr(u), cptr(h0), ptr(h), ptr(ws), ptr(stream));
@@ -192,10 +197,10 @@ void bind_cuda_scan(nb::module_& m) {
   m.def("cuda_diag_scan_describe", &diag_scan_describe, arg("device"), arg("B"), arg("T"), arg("n"), arg("dtype"),
         arg("algo") = -1);
   m.def("cuda_circulant_scan_workspace", &circulant_scan_workspace, arg("device"), arg("B"), arg("T"), arg("n"),
-        arg("dtype"));
+        arg("dtype"), arg("fused") = -1);
   m.def("cuda_circulant_scan_forward", &circulant_scan_forward, arg("a"), arg("fourier"), arg("u"), arg("h0"),
         arg("h"), arg("workspace"), arg("ws_bytes"), arg("B"), arg("T"), arg("n"), arg("dtype"), arg("device"),
-        arg("stream"));
+        arg("stream"), arg("fused") = -1);
   m.def("cuda_circulant_scan_backward", &circulant_scan_backward, arg("a"), arg("fourier"), arg("u"), arg("h0"),
         arg("dh"), arg("da"), arg("du"), arg("dh0"), arg("workspace"), arg("ws_bytes"), arg("B"), arg("T"),
         arg("n"), arg("dtype"), arg("device"), arg("stream"));

@@ -10,8 +10,9 @@ import numbers
 
 _KS_PATHS = {"auto": 0, "kernels": 1, "blas": 2, "stream": 3, "tr": 4}
 _KS_TN = {0: 0, 32: 1, 64: 2, 128: 3}
-_DIAG_PATHS = {"auto": -1, "lookback": 0, "seq1": 1, "seqv": 2}
+_DIAG_PATHS = {"auto": -1, "lookback": 0, "seq1": 1, "seqv": 2, "chunk": 3}
 _BLOCK_PATHS = {"auto": -1, "generic": 0, "registers": 1}
+_CIRC_PATHS = {"auto": -1, "fft": 0, "fused": 1}
 
 
 def _items(options, family, keys):
@@ -68,14 +69,25 @@ def ks_code(options) -> int:
 
 
 def diag_scan_code(options) -> int:
-    """diag_scan: {"path": "auto" | "lookback" | "seq1" | "seqv"}: the look-back kernel, or the
-    streaming one with one channel (seq1) or 16 bytes of channels (seqv) per thread. Streaming
-    kernels for float64 / complex128, and seqv with n not a multiple of the vector width, raise
-    ValueError; a forced seqv runs seq1 on calls whose arrays are not 16-byte aligned."""
+    """diag_scan: {"path": "auto" | "lookback" | "seq1" | "seqv" | "chunk"}: the look-back kernel,
+    the streaming one with one channel (seq1) or 16 bytes of channels (seqv) per thread, or the
+    chunked kernel with a windowed look-back in a plan-owned workspace (chunk). Streaming and
+    chunk kernels for float64 / complex128, and seqv with n not a multiple of the vector width,
+    raise ValueError; a forced seqv runs seq1 on calls whose arrays are not 16-byte aligned."""
     if options is None:
         return -1
     o = _items(options, "diag_scan", ("path",))
     return _pick(o, "path", _DIAG_PATHS, "auto", "one of " + ", ".join(map(repr, _DIAG_PATHS)))
+
+
+def circulant_scan_code(options) -> int:
+    """circulant_scan: {"path": "auto" | "fft" | "fused"}: cuFFT transforms around the complex
+    diagonal scan, or (forward with spatial a; float32 with n a power of two in [64, 1024], else
+    ValueError) the fused kernels, which keep the spectra out of device memory."""
+    if options is None:
+        return -1
+    o = _items(options, "circulant_scan", ("path",))
+    return _pick(o, "path", _CIRC_PATHS, "auto", "one of " + ", ".join(map(repr, _CIRC_PATHS)))
 
 
 def block_scan_code(options) -> tuple:

@@ -24,6 +24,8 @@ from ._cuda import DTYPE_CODE as _DTYPE_CODE
 from ._cuda import available  # noqa: F401  (the GPU modules answer available() alike)
 
 _SCAN_DTYPES = ("float32", "float16", "bfloat16", "complex64", "float64", "complex128")
+_COMPLEX_CODE = min(_DTYPE_CODE["complex64"], _DTYPE_CODE["complex128"])  # codes from here on are complex
+assert all((c >= _COMPLEX_CODE) == n.startswith("complex") for n, c in _DTYPE_CODE.items())
 
 
 def diag_ok(a, b, h0):
@@ -35,8 +37,10 @@ def diag_ok(a, b, h0):
         return None
     dt = a.dtype
     c = _a.TORCH_CODE.get(dt)
+    # Lazy views take the full path: a conjugate bit only on complex tensors, a negative bit on
+    # any (the imaginary part of a conjugated tensor is a real negative view).
     if c is None or b.dtype is not dt or not (a.is_cuda and a.is_contiguous() and b.is_contiguous()) \
-            or a.is_conj() or a.is_neg() or b.is_conj() or b.is_neg():  # lazy views: the full path
+            or a.is_neg() or b.is_neg() or (c >= _COMPLEX_CODE and (a.is_conj() or b.is_conj())):
         return None
     dev = a.get_device()
     if b.get_device() != dev:
@@ -231,16 +235,18 @@ def _circ_args(a, u, h0, fourier):
     return a, cr(u), cr(h0), fourier, _a.dtname(u)
 
 
-def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False):
+def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False, options=None):
     """h_t = circ(a_t) h_{t-1} + u_t on the GPU (circ(a)[i, j] = a[(i - j) mod n]); u real (B, T, n).
 
     a: real (B, T, n), or with ``fourier=True`` its half spectrum rfft(a_t) (B, T, n//2 + 1)
     complex64 (imaginary parts at frequency 0 and, even n, n/2 ignored, as irfft does).
     cuFFT rfft over n, the complex diagonal scan of the half spectra, irfft; computed in float32
     (float16/bfloat16 are cast and the result cast back). Returns h, or (h, h[:, -1]).
+    ``options={"path": "fused"}`` forces the fused kernels (strux._cuda_options.circulant_scan_code).
     """
     _a.need()
     return_final = _a.flag(return_final, "return_final")
+    fused = _O.circulant_scan_code(options)
     a, u32, h032, fourier, dt = _circ_args(a, u, h0, fourier)
     B, T, n = u32.shape
     if n == 1:  # a 1x1 circulant is a scalar: no transform needed
@@ -249,10 +255,10 @@ def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False):
         return (h, h[:, -1]) if return_final else h
     h = _a.empty(u32, (B, T, n))
     code, dev = _DTYPE_CODE[_a.dtname(u32)], _a.device_id(u32)
-    nbytes = _ext.cuda_circulant_scan_workspace(dev, B, T, n, code)
+    nbytes = _ext.cuda_circulant_scan_workspace(dev, B, T, n, code, fused)
     ws = _a.scratch(u32, nbytes)
     _ext.cuda_circulant_scan_forward(_a.ptr(a), fourier, _a.ptr(u32), _a.ptr(h032), _a.ptr(h), _a.ptr(ws), nbytes,
-                                     B, T, n, code, dev, _a.stream(u32))
+                                     B, T, n, code, dev, _a.stream(u32), fused)
     h = _a.cast(h, dt)
     return (h, h[:, -1]) if return_final else h
 

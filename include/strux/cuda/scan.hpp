@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -17,10 +18,15 @@
 
 namespace strux::cuda {
 
-// diag_scan's kernels: the chunked look-back kernel, or the streaming one with one channel
-// (seq1) or 16 bytes of channels (seqv) per thread.
-enum class DiagScanAlgo { lookback, seq1, seqv };
-const char* diag_scan_algo_name(DiagScanAlgo a);  // "lookback", "seq1", "seqv"
+// diag_scan's kernels: the chunked look-back kernel, the streaming one with one channel (seq1)
+// or 16 bytes of channels (seqv) per thread, or the chunked kernel with 16 bytes of channels per
+// lane (8 for half types) and a look-back over windows of 8 chunks in a plan-owned workspace
+// (chunk; not float64 / complex128; vector lanes where n and the call's pointers allow, else one
+// element).
+enum class DiagScanAlgo { lookback, seq1, seqv, chunk };
+const char* diag_scan_algo_name(DiagScanAlgo a);  // "lookback", "seq1", "seqv", "chunk"
+
+struct DiagScanOwned;  // the chunk kernel's workspace and the order of the calls using it
 
 // Explicit choices for a DiagScanPlan (tests, benchmarks); unset: the solver table decides. A
 // forced streaming kernel for float64 / complex128, or seqv with n not a multiple of the vector
@@ -40,7 +46,10 @@ class DiagScanPlan {
   DiagScanAlgo algo() const { return algo_; }
   std::string describe() const;
 
-  // Device scratch (bytes) each call needs; the caller allocates it (stream-ordered).
+  // Device scratch (bytes) each call needs; the caller allocates it (stream-ordered). 0 for the
+  // streaming kernels and for chunk, whose workspace the plan owns: allocated and zeroed once,
+  // it needs no reset between calls, and a call on another stream than the previous call's
+  // first waits for that call (not while a stream is capturing a CUDA graph).
   int64_t workspace_bytes() const;
 
   // h_t = a_t h_{t-1} + scale * b_t, h_{-1} = scale * h0 (h0 (B, n) or null for zeros).
@@ -57,14 +66,27 @@ class DiagScanPlan {
   int64_t B_, T_, n_;
   DType dtype_;
   DiagScanAlgo algo_ = DiagScanAlgo::lookback;
+  std::shared_ptr<DiagScanOwned> own_;  // chunk only
 };
 
 // circulant_scan, float32 or float64: h_t = circ(a_t) h_{t-1} + u_t through cuFFT rfft over n,
 // the complex diagonal scan of the half spectra (complex64 / complex128), and irfft. Plans are
 // made once per plan object. Real arrays are of the plan's dtype, spectra of its complex type.
+//
+// Explicit choices (tests, benchmarks); unset: the cuFFT path. fused = true: the forward with
+// spatial a runs the fused kernels (src/cuda/scan/circulant_fused.cuh: the FFT over n, the
+// Fourier-domain scan and the inverse FFT inside the kernels, no spectra in device memory);
+// float32 with n a power of two in [64, 1024] only (else a ValueError). forward_fourier and
+// backward keep the cuFFT path.
+struct CirculantScanOptions {
+  std::optional<bool> fused;
+};
+
 class CirculantScanPlan {
  public:
-  CirculantScanPlan(int64_t B, int64_t T, int64_t n, DType dtype = DType::f32);
+  CirculantScanPlan(int64_t B, int64_t T, int64_t n, DType dtype = DType::f32,
+                    const CirculantScanOptions& opt = {});
+  bool fused() const { return fused_; }
   ~CirculantScanPlan();
   CirculantScanPlan(const CirculantScanPlan&) = delete;
   CirculantScanPlan& operator=(const CirculantScanPlan&) = delete;
@@ -94,6 +116,8 @@ class CirculantScanPlan {
   int r2c_ = 0, c2r_ = 0, r2c0_ = 0, c2r0_ = 0;  // cufftHandle
   int64_t fft_work_ = 0;
   DiagScanPlan scan_;
+  bool fused_ = false;
+  int64_t fused_L_ = 0, fused_C_ = 0;  // time steps per chunk and chunks of the fused kernels
 };
 
 // block_circulant_scan, float32: a (B, T, p, p, k), u (B, T, n = p k). cuFFT rfft over k turns

@@ -9,6 +9,7 @@
 #include <initializer_list>
 
 #include "cuda/check.hpp"
+#include "cuda/scan/circulant_fused.hpp"
 #include "cuda/scan/fft_rows.hpp"
 #include "cuda/staging.hpp"
 #include "strux/core.hpp"
@@ -26,7 +27,7 @@ DType checked_real(DType dt) {
 }
 }  // namespace
 
-CirculantScanPlan::CirculantScanPlan(int64_t B, int64_t T, int64_t n, DType dtype)
+CirculantScanPlan::CirculantScanPlan(int64_t B, int64_t T, int64_t n, DType dtype, const CirculantScanOptions& opt)
     : B_(B), T_(T), n_(n), nf_(n / 2 + 1), dtype_(checked_real(dtype)),
       scan_(B, T, n / 2 + 1, dtype == DType::f64 ? DType::c128 : DType::c64) {
   check_positive(B, "B");
@@ -37,6 +38,17 @@ CirculantScanPlan::CirculantScanPlan(int64_t B, int64_t T, int64_t n, DType dtyp
   c2r_ = make_rows_plan(n, B * T, f64 ? CUFFT_Z2D : CUFFT_C2R, &fft_work_);
   r2c0_ = make_rows_plan(n, B, f64 ? CUFFT_D2Z : CUFFT_R2C, &fft_work_);
   c2r0_ = make_rows_plan(n, B, f64 ? CUFFT_Z2D : CUFFT_C2R, &fft_work_);
+  fused_ = opt.fused.value_or(false);
+  if (fused_) {
+    check_arg(!f64 && circulant_fused_applies(n), "fused", "the fused circulant scan takes float32 with n a power "
+              "of two in [64, 1024], got ", dtype_name(dtype_), " with n = ", n);
+    check_arg(B <= 65535, "B", "the fused circulant scan takes B <= 65535, got ", B);
+    int dev = 0, sms = 0;
+    STRUX_CUDA(cudaGetDevice(&dev));
+    STRUX_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const CircFusedShape sh = circulant_fused_shape(B, T, n, sms);
+    fused_L_ = sh.L, fused_C_ = sh.C;
+  }
 }
 
 CirculantScanPlan::~CirculantScanPlan() {
@@ -136,7 +148,8 @@ void launch_scale(bool f64, void* x, int64_t count, double scale, cudaStream_t s
 
 int64_t CirculantScanPlan::workspace_bytes() const {
   const int64_t cs = csize(), spec = align256(B_ * T_ * nf_ * cs), small = align256(B_ * nf_ * cs);
-  return align256(fft_work_) + 4 * spec + 2 * small + scan_.workspace_bytes();
+  const int64_t fused = fused_ ? circulant_fused_workspace(B_, n_, CircFusedShape{fused_L_, fused_C_}) : 0;
+  return std::max(align256(fft_work_) + 4 * spec + 2 * small + scan_.workspace_bytes(), fused);
 }
 
 void CirculantScanPlan::spectra_of_a(const void* a, const void* a_hat, void* ah, void* stream) const {
@@ -149,6 +162,10 @@ void CirculantScanPlan::spectra_of_a(const void* a, const void* a_hat, void* ah,
 
 void CirculantScanPlan::forward(const void* a, const void* u, const void* h0, void* h,
                                 void* workspace, void* stream) const {
+  if (fused_)
+    return circulant_fused_forward(B_, T_, n_, CircFusedShape{fused_L_, fused_C_}, static_cast<const float*>(a),
+                                   static_cast<const float*>(u), static_cast<const float*>(h0),
+                                   static_cast<float*>(h), workspace, static_cast<cudaStream_t>(stream));
   forward_any(a, nullptr, u, h0, h, workspace, stream);
 }
 

@@ -3,11 +3,15 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "cuda/buffer.hpp"
 #include "cuda/check.hpp"
+#include "cuda/scan/diag_scan_chunk.cuh"
 #include "cuda/scan/diag_scan_kernel.cuh"
 #include "cuda/scan/diag_scan_seq.cuh"
 
+#include <algorithm>
 #include <initializer_list>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <cstdint>
@@ -15,6 +19,34 @@
 #include "strux/cuda/scan.hpp"
 
 namespace strux::cuda {
+
+// The chunk kernel's workspace (header, flags, published values; see diag_scan_chunk.cuh) and
+// the order of the calls that use it: a call on another stream than the last one waits for it.
+struct DiagScanOwned {
+  DeviceBuffer buf;
+  bool vec = false;  // vector lanes possible (n a multiple of their width, chunk_lane_width)
+  int64_t flag_cap = 0;  // flags: the most blocks of any launch of the plan
+  std::mutex m;
+  cudaEvent_t ev = nullptr;
+  cudaStream_t last = nullptr;
+  bool used = false;
+  ~DiagScanOwned() {
+    if (ev) cudaEventDestroy(ev);
+  }
+  template <class F>
+  void run(cudaStream_t s, F&& launch) {
+    std::lock_guard<std::mutex> lock(m);
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    STRUX_CUDA(cudaStreamIsCapturing(s, &cs));
+    const bool capturing = cs != cudaStreamCaptureStatusNone;
+    if (!capturing && used && s != last) STRUX_CUDA(cudaStreamWaitEvent(s, ev, 0));
+    launch();
+    if (!capturing) {
+      STRUX_CUDA(cudaEventRecord(ev, s));
+      used = true, last = s;
+    }
+  }
+};
 
 namespace {
 struct Layout {
@@ -40,6 +72,52 @@ Layout layout(int64_t B, int64_t T, int64_t n, DType dt) {
   L.incl_off = L.aggH_off + vb;
   L.total = L.incl_off + vb;
   return L;
+}
+
+// The chunk kernel's workspace: header, `cap` flags (one per block of the launch; the same
+// offsets for every launch of the plan, so a flag word never held anything but flags), then per
+// (block, lane) the published aggregate (product, local state) and inclusive state, VW values of
+// the compute type each.
+struct ChunkLayout {
+  int64_t ctiles, nblk, aggA_off, aggH_off, incl_off, total;
+};
+constexpr int64_t kChunkFlagsOff = 256;
+
+template <class S, int VW, bool REV>
+ChunkLayout chunk_layout(int64_t B, int64_t T, int64_t n, int64_t cap) {
+  using V = typename scan::Tr<S>::V;
+  ChunkLayout L{};
+  L.ctiles = (B * (n / VW) + 31) / 32;
+  const int64_t chk = scan::CK_WARPS * scan::chunk_lc<S, VW, REV>();
+  L.nblk = L.ctiles * ((T + chk - 1) / chk);
+  L.aggA_off = align256(kChunkFlagsOff + 4 * std::max(cap, L.nblk));
+  const int64_t vb = align256(L.nblk * 32 * VW * int64_t(sizeof(V)));
+  L.aggH_off = L.aggA_off + vb;
+  L.incl_off = L.aggH_off + vb;
+  L.total = L.incl_off + vb;
+  return L;
+}
+
+template <class S, bool REV, int VW>
+void launch_chunk(scan::ChunkArgs g, void* ws, int64_t cap, cudaStream_t s) {
+  const ChunkLayout L = chunk_layout<S, VW, REV>(g.B, g.T, g.n, cap);
+  char* w = static_cast<char*>(ws);
+  g.ctiles = L.ctiles, g.nblk = L.nblk;
+  g.hdr = reinterpret_cast<unsigned int*>(w);
+  g.flags = reinterpret_cast<unsigned int*>(w + kChunkFlagsOff);
+  g.aggA = w + L.aggA_off, g.aggH = w + L.aggH_off, g.incl = w + L.incl_off;
+  scan::diag_scan_chunk<S, VW, REV><<<unsigned(L.nblk), scan::CK_THREADS, 0, s>>>(g);
+  STRUX_LAUNCH("diag_scan_chunk");
+}
+
+template <class S, bool REV>
+void run_chunk(DiagScanOwned& own, bool vec, const scan::ChunkArgs& g, cudaStream_t s) {
+  own.run(s, [&] {
+    if (vec)
+      launch_chunk<S, REV, scan::chunk_vw<S>()>(g, own.buf.get(), own.flag_cap, s);
+    else
+      launch_chunk<S, REV, 1>(g, own.buf.get(), own.flag_cap, s);
+  });
 }
 
 template <class S, bool REV>
@@ -102,17 +180,27 @@ const Solver kSolvers[] = {
      [](const Problem& q) { return q.B * q.n > int64_t(scan::SEQ_THREADS) * scan::SEQ_MIN_BLOCKS * q.sms; }},
     {DiagScanAlgo::seq1, [](const Problem& q) { return has_seq(q.dt); },
      [](const Problem&) { return true; }},
+    // Forced only until measured (bench/NOTES-gpu-ks-scan.md#diag-scan-chunk).
+    {DiagScanAlgo::chunk, [](const Problem& q) { return has_seq(q.dt); }, [](const Problem&) { return false; }},
 };
 
 template <class S>
 constexpr bool has_seq() { return !std::is_same<S, double>::value && !std::is_same<S, double2>::value; }
 
+bool aligned(std::initializer_list<const void*> ptrs, uintptr_t bytes) {
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % bytes != 0) return false;
+  return true;
+}
+bool aligned16(std::initializer_list<const void*> ptrs) { return aligned(ptrs, 16); }
+
+// The chunk kernel's lane width (scan::chunk_vw) in bytes and in elements.
+int64_t chunk_lane_bytes(DType dt) { return dt == DType::f16 || dt == DType::bf16 ? 8 : 16; }
+int64_t chunk_lane_width(DType dt) { return dt == DType::c64 ? 2 : 4; }
+
 // seqv needs every pointer 16-byte aligned; else the call runs seq1.
 DiagScanAlgo per_call(DiagScanAlgo algo, std::initializer_list<const void*> ptrs) {
-  if (algo != DiagScanAlgo::seqv) return algo;
-  for (const void* p : ptrs)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return DiagScanAlgo::seq1;
-  return algo;
+  return algo == DiagScanAlgo::seqv && !aligned16(ptrs) ? DiagScanAlgo::seq1 : algo;
 }
 
 // D (ring depth): with one element per thread, 64 bytes of each stream in flight (16 steps at
@@ -156,6 +244,7 @@ const char* diag_scan_algo_name(DiagScanAlgo a) {
   switch (a) {
     case DiagScanAlgo::seq1: return "seq1";
     case DiagScanAlgo::seqv: return "seqv";
+    case DiagScanAlgo::chunk: return "chunk";
     default: return "lookback";
   }
 }
@@ -181,18 +270,48 @@ DiagScanPlan::DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype, const D
   if (!found)
     check_arg(false, "algo", "the forced kernel '", diag_scan_algo_name(*opt.algo),
             "' does not apply to dtype ", dtype_name(dtype), " with n = ", n,
-            " (streaming kernels: not float64 / complex128; seqv: n a multiple of ",
+            " (streaming and chunk kernels: not float64 / complex128; seqv: n a multiple of ",
             vec_width(dtype), ")");
+  if (algo_ == DiagScanAlgo::chunk) {
+    own_ = std::make_shared<DiagScanOwned>();
+    own_->vec = n % chunk_lane_width(dtype) == 0;
+    int64_t bytes = 0;
+    by_type(dtype, [&](auto z) {
+      using S = decltype(z);
+      if constexpr (has_seq<S>()) {
+        constexpr int VW = scan::chunk_vw<S>();
+        // The backward cuts time at least as finely as the forward (chunk_lc): its launches have
+        // the most blocks and the most values.
+        const ChunkLayout one = chunk_layout<S, 1, true>(B, T, n, 0);
+        const ChunkLayout vec = chunk_layout<S, VW, true>(B, T, n, 0);
+        own_->flag_cap = own_->vec ? std::max(one.nblk, vec.nblk) : one.nblk;
+        check_arg(own_->flag_cap < (int64_t(1) << 31), "a", "too many blocks for shape (", B, ", ", T, ", ", n, ")");
+        bytes = chunk_layout<S, 1, true>(B, T, n, own_->flag_cap).total;
+        if (own_->vec) bytes = std::max(bytes, chunk_layout<S, VW, true>(B, T, n, own_->flag_cap).total);
+      }
+    });
+    own_->buf.allocate(size_t(bytes));
+    // Flags and counters start at 0 (epoch 0, nothing published); later calls leave them valid.
+    STRUX_CUDA(cudaMemset(own_->buf.get(), 0, size_t(bytes)));
+    STRUX_CUDA(cudaDeviceSynchronize());
+    STRUX_CUDA(cudaEventCreateWithFlags(&own_->ev, cudaEventDisableTiming));
+  }
 }
 
 std::string DiagScanPlan::describe() const {
   std::string s = "diag_scan (" + std::to_string(B_) + ", " + std::to_string(T_) + ", " +
                   std::to_string(n_) + ") " + dtype_name(dtype_) + ": " + diag_scan_algo_name(algo_);
   if (algo_ == DiagScanAlgo::seqv) s += " (seq1 on calls with pointers not 16-byte aligned)";
+  if (algo_ == DiagScanAlgo::chunk)
+    s += own_->vec ? " (" + std::to_string(chunk_lane_bytes(dtype_)) + "-byte lanes; one element per lane on calls "
+                         "with pointers not " + std::to_string(chunk_lane_bytes(dtype_)) + "-byte aligned)"
+                   : std::string(" (one element per lane)");
   return s;
 }
 
-int64_t DiagScanPlan::workspace_bytes() const { return layout(B_, T_, n_, dtype_).total; }
+int64_t DiagScanPlan::workspace_bytes() const {
+  return algo_ == DiagScanAlgo::lookback ? layout(B_, T_, n_, dtype_).total : 0;
+}
 
 void DiagScanPlan::forward(const void* a, const void* b, const void* h0, void* h, void* ws,
                            void* stream, double scale) const {
@@ -207,6 +326,12 @@ void DiagScanPlan::forward(const void* a, const void* b, const void* h0, void* h
     args.B = B_, args.T = T_, args.n = n_;
     args.scale = scale;
     const DiagScanAlgo algo = per_call(algo_, {a, b, h0, h});
+    if constexpr (has_seq<S>())
+      if (algo == DiagScanAlgo::chunk)
+        return run_chunk<S, false>(*own_, own_->vec && aligned({a, b, h0, h}, chunk_lane_bytes(dtype_)),
+                                   scan::ChunkArgs{a, b, h0, nullptr, h, nullptr, nullptr, nullptr, B_, T_, n_, 0, 0,
+                                                   scale, nullptr, nullptr, nullptr, nullptr, nullptr},
+                                   static_cast<cudaStream_t>(stream));
     if constexpr (has_seq<S>())
       if (algo != DiagScanAlgo::lookback)
         return run_seq<S, false>(algo, scan::SeqArgs{a, b, h0, nullptr, h, nullptr, nullptr, nullptr, B_, T_, n_, scale},
@@ -231,6 +356,12 @@ void DiagScanPlan::backward(const void* a, const void* h, const void* h0, const 
     args.B = B_, args.T = T_, args.n = n_;
     args.scale = 1.0;
     const DiagScanAlgo algo = per_call(algo_, {a, h, h0, dh, da, db, dh0});
+    if constexpr (has_seq<S>())
+      if (algo == DiagScanAlgo::chunk)
+        return run_chunk<S, true>(*own_, own_->vec && aligned({a, h, h0, dh, da, db, dh0}, chunk_lane_bytes(dtype_)),
+                                  scan::ChunkArgs{a, dh, h0, h, nullptr, da, db, dh0, B_, T_, n_, 0, 0, 1.0, nullptr,
+                                                  nullptr, nullptr, nullptr, nullptr},
+                                  static_cast<cudaStream_t>(stream));
     if constexpr (has_seq<S>())
       if (algo != DiagScanAlgo::lookback)
         return run_seq<S, true>(algo, scan::SeqArgs{a, dh, h0, h, nullptr, da, db, dh0, B_, T_, n_, 1.0},

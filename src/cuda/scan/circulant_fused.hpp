@@ -1,0 +1,21 @@
+// The fused circulant scan forward (circulant_fused.cuh), for CirculantScanPlan (private).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace strux::cuda {
+
+struct CircFusedShape {
+  int64_t L, C;  // time steps per chunk, chunks
+};
+
+bool circulant_fused_applies(int64_t n);  // a power of two in [64, 1024]
+CircFusedShape circulant_fused_shape(int64_t B, int64_t T, int64_t n, int64_t sms);
+int64_t circulant_fused_workspace(int64_t B, int64_t n, const CircFusedShape& sh);
+// float32 a, u (B, T, n), h0 (B, n) or null, h (B, T, n); ws: circulant_fused_workspace bytes.
+void circulant_fused_forward(int64_t B, int64_t T, int64_t n, const CircFusedShape& sh, const float* a,
+                             const float* u, const float* h0, float* h, void* ws, cudaStream_t s);
+
+}  // namespace strux::cuda
