@@ -17,9 +17,9 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 
 #: fftconv algorithm for new plans: 0 = the fused single-kernel path where it applies (float32,
 #: float16, bfloat16; causal with L + min(Lk, L) - 1 <= 32768; circular with L a power of two in
-#: [1024, 32768]), else cuFFT; 1 = always the cuFFT path; 2 = the tensor-core kernels, forced
-#: (forward only; float16/bfloat16; causal L + min(Lk, L) - 1 <= 16384, circular L a power of two
-#: in [256, 16384]; ValueError elsewhere). Part of the plan cache key.
+#: [1024, 32768]), else cuFFT; 1 = always the cuFFT path; 2 = the tensor-core kernels for the
+#: forward, forced (float16/bfloat16; causal L + min(Lk, L) - 1 <= 16384, circular L a power of
+#: two in [256, 16384]; ValueError elsewhere), gradients as with 0. Part of the plan cache key.
 fftconv_algo = 0
 
 _MODES = ("causal", "circular")

@@ -11,7 +11,7 @@ class CudaFFTConv final : public FFTConvBackend {
  public:
   CudaFFTConv(const op::FFTConvProblem& p, const Options& o) : p_(p), with_backward_(o.with_backward) {
     // 0: automatic (the fused kernels where they apply, else cuFFT), 1: fused forced, 2: cuFFT,
-    // 3: tensor cores forced (forward only; the plan says when it does not apply).
+    // 3: tensor cores forced for the forward (gradients by 0; the plan says when it does not apply).
     const int solver = solver_index(o, "the CUDA fftconv", {"", "fused", "cufft", "tensor"});
     check_dtype<CudaReals>(p.dtype, "the CUDA fftconv");
     DeviceGuard g(p.device);

@@ -10,6 +10,7 @@ bound here is 4e-3).
 """
 import pytest
 
+from cuda_common import TOL as GRAD_TOL  # the default solver's bounds (its gradients)
 from cuda_common import (FFTCONV_GATES as GATES, _cuda, cpu64, make_fftconv_inputs as make, needs_gpu, rand,
                          rel, torch)
 
@@ -69,8 +70,6 @@ def test_plan_errors():
         plan_of(1, 1, 512, 10, "causal", "float32")
     with pytest.raises(ValueError, match="'dtype'"):
         plan_of(1, 1, 512, 10, "causal", "float64")
-    with pytest.raises(ValueError, match="'with_backward'"):
-        plan_of(1, 1, 512, 10, "causal", "float16", backward=True)
     with pytest.raises(ValueError, match="'L'"):
         plan_of(1, 1, 9000, 9000, "causal", "float16")       # nfft would be 32768
     with pytest.raises(ValueError, match="'L'"):
@@ -139,6 +138,23 @@ def test_object_api_and_describe():
     k2 = rand((3, 1200), "float16") / 30
     conv.set_filter(k2)  # the cached spectrum follows the new filter
     assert rel(conv(u), fft_ref(*cpu64(u, k2))) < TOL["float16"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gradients_by_the_default_solver(dtype):
+    """A backward-capable tensor plan: forward on tensor cores, gradients by the algo-0 path."""
+    B, H, L, Lk = 3, 2, 700, 700
+    p = plan_of(B, H, L, Lk, "causal", dtype, backward=True)
+    assert p.tensor
+    u, k, pre, post, skip = make(B, H, L, Lk, dtype, ("pre", "post", "skip"))
+    dy = rand((B, H, L), dtype)
+    got = _cuda.fftconv_vjp(dy, u, k, "causal", pre, post, skip)
+    args = [x.requires_grad_(True) for x in cpu64(u, k, pre, post, skip)]
+    want = torch.autograd.grad(fft_ref(args[0], args[1], "causal", *args[2:]), args, dy.double().cpu())
+    for name, g, w in zip(["du", "dk", "dpregate", "dpostgate", "dskip"], got, want):
+        assert rel(g, w) < 2 * GRAD_TOL[dtype], (name, rel(g, w))
+    y = _cuda.fftconv(u, k, "causal", pre, post, skip)  # served by the backward-capable plan
+    assert rel(y, fft_ref(*cpu64(u, k), "causal", *cpu64(pre, post, skip))) < TOL[dtype]
 
 
 def test_same_as_default_solver():

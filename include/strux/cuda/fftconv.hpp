@@ -24,8 +24,9 @@ class FFTConvPlan {
   // single-kernel path (own FFTs in shared memory) where it applies (f32/f16/bf16; causal with
   // L + min(Lk, L) - 1 <= 32768, nfft then the next power of two >= 1024; circular with L a
   // power of two in [1024, 32768]), else cuFFT; algo 1: always cuFFT; algo 2: the tensor-core
-  // kernels (forward only, float16/bfloat16; causal nfft = the next power of two >=
-  // max(256, L + min(Lk, L) - 1), circular L a power of two; nfft in [256, 16384]), else an error.
+  // kernels (float16/bfloat16; causal nfft = the next power of two >= max(256, L + min(Lk, L) - 1),
+  // circular L a power of two; nfft in [256, 16384]; else an error) for the forward, algo 0 for
+  // the gradients.
   FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward,
               int algo = 0);
   ~FFTConvPlan();

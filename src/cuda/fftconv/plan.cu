@@ -1,6 +1,7 @@
 // FFTConvPlan: cuFFT plans, filter spectrum and workspace made once; execute = fused pad,
 // R2C, filter multiply, C2R, fused epilogue, all on the caller's stream.
 #include <algorithm>
+#include <memory>
 
 #include "cuda/buffer.hpp"
 #include "cuda/fftconv/fused.hpp"
@@ -23,10 +24,14 @@ struct FFTConvPlan::Impl {
   bool fused = false;
   fused::Launch fwd_launch, bwd_launch;
   DeviceBuffer dkpart, vh;
-  // Tensor-core path (tensor.cuh, forced by algo 2): forward only; K̂ as [H][nfft] complex in
-  // its kernels' frequency order, computed by its own spectrum kernel.
+  // Tensor-core path (tensor.cuh, forced by algo 2): K̂ as [H][nfft] complex in its kernels'
+  // frequency order, computed by its own spectrum kernel. Its kernels run forward only: a plan
+  // with backward holds an algo-0 plan (`grad`) for the gradients, given the filter that the
+  // last set_filter saw (the call sequence set_filter → backward of the bindings).
   bool tensor = false;
   tensor::Launch tc;
+  std::unique_ptr<FFTConvPlan> grad;
+  const void* kf_last = nullptr;
 
   template <class T>
   void set_filter(const T* kf, cudaStream_t s);
@@ -71,8 +76,6 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
     // circular nfft = L; both in [256, 16384].
     check_arg(tensor::supported_dtype(dtype), "dtype", "the tensor solver takes float16 or bfloat16, got ",
               dtype_name(dtype));
-    check_arg(!with_backward, "with_backward",
-              "the tensor solver runs forward only (use solver 'fused' or 'cufft' for gradients)");
     int64_t n = tensor::kMinN;
     if (circular) n = L;
     else
@@ -85,6 +88,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
     p.nf = n / 2 + 1;
     p.khat.allocate(size_t(H) * n * sizeof(float2));
     tensor::plan(dtype, n, p.tc);
+    if (with_backward) p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, 0);
     return;
   }
   p.nf = p.nfft / 2 + 1;
@@ -125,7 +129,7 @@ bool FFTConvPlan::filter_set() const { return impl_->filter; }
 size_t FFTConvPlan::workspace_bytes() const {
   const Impl& p = *impl_;
   return p.slotA.bytes() + p.slotB.bytes() + p.khat.bytes() + p.dkhat.bytes() + p.work.bytes() + p.dkpart.bytes() +
-         p.vh.bytes() + p.tc.tw.bytes();
+         p.vh.bytes() + p.tc.tw.bytes() + (p.grad ? p.grad->workspace_bytes() : 0);
 }
 bool FFTConvPlan::fused() const { return impl_->fused; }
 bool FFTConvPlan::tensor() const { return impl_->tensor; }
@@ -136,6 +140,7 @@ void FFTConvPlan::Impl::set_filter(const T* kf, cudaStream_t s) {
   using F = Fft<Tc>;
   if (tensor) {  // K̂ unscaled: the tensor kernels' forward transform carries the 1/nfft
     tensor::spectrum(dtype, tc, kf, H, Lk, Lmin, khat.as<float2>(), s);
+    kf_last = kf;
     filter = true;
     return;
   }
@@ -192,6 +197,11 @@ void FFTConvPlan::Impl::backward(const T* dy, const T* u, const T* pre, const T*
   using C = typename F::C;
   check_arg(filter, "k", "no filter set on this plan (call set_filter first)");
   check_arg(with_backward, "plan", "this plan was made without backward workspace");
+  if (tensor) {  // gradients by the algo-0 plan (the tensor kernels run forward only)
+    grad->set_filter(kf_last, s);
+    grad->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
+    return;
+  }
   const int64_t rows = B * H, ld = 2 * nf;
   if (fused) {
     // dK̂ partials per batch chunk, summed and scaled into dkhat, then the cuFFT path's C2R on
