@@ -34,6 +34,11 @@ void plan_t(int64_t N, Launch& g) {
     g.threads = threads_for(NN);
     g.seqs = seqs_for(NN);
     g.smem = size_t(g.seqs) * NN * sizeof(float2);
+    int dev = 0, optin = 0;
+    STRUX_CUDA(cudaGetDevice(&dev));
+    STRUX_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    check_arg(g.smem + 1024 <= size_t(optin), "nfft", "the tensor-core fftconv kernel for nfft = ", NN, " needs ",
+              g.smem, " bytes of shared memory per block; this device allows ", optin);
     for (const void* k : {reinterpret_cast<const void*>(&forward_kernel<T, NN>),
                           reinterpret_cast<const void*>(&spectrum_kernel<T, NN>)})
       STRUX_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(g.smem)));
