@@ -3,7 +3,8 @@ default solver and the PyTorch rfft recipe (float32 rfft/irfft, in the same proc
 256 … 16384, float16 and bfloat16, causal (L = N/2) and circular (L = N). Per case: GPU ms per call
 (back to back, so host overhead is not counted), the call's ms one at a time, the operator with a
 cached filter spectrum (FFTConvCUDA), relative error against float64 on two batch rows, and the
-fraction of the HBM floor (read u + write y at the copy bandwidth measured here).
+fraction of the HBM floor (read u + write y at the copy bandwidth measured here). Also the
+one-product probe (fftconv_algo = 3: no hi/lo splits), to show what the splits cost.
 Writes OUTDIR/fftconv_tensor.json.
     python bench/gpu_fftconv_tensor.py OUTDIR [--quick]
 """
@@ -66,6 +67,7 @@ for N in SIZES:
             ref = ref64(u[:2], k, mode)
             case = dict(N=N, L=L, mode=mode, dtype=dt, floor_ms=floor_ms)
             runs = dict(tensor=with_algo(2, lambda: _fc.fftconv(u, k, mode)),
+                        tensor_1product=with_algo(3, lambda: _fc.fftconv(u, k, mode)),
                         default=with_algo(0, lambda: _fc.fftconv(u, k, mode)),
                         torch=lambda: recipe(u, k, mode))
             for name, fn in runs.items():
@@ -91,10 +93,11 @@ for N in SIZES:
                 case["tensor_cached"] = dict(error=f"{type(e).__name__}: {e}")
                 traceback.print_exc()
             res["cases"][key] = case
-            t, d, r = (case[n].get("gpu_ms", float("nan")) for n in ("tensor", "default", "torch"))
+            t, t1, d, r = (case[n].get("gpu_ms", float("nan")) for n in ("tensor", "tensor_1product", "default", "torch"))
             print(f"{key:28s} floor {floor_ms:7.3f} | tensor {t:7.3f} ms ({floor_ms / t:5.1%}, "
                   f"err {case['tensor'].get('err', float('nan')):.1e}) cached "
-                  f"{case['tensor_cached'].get('gpu_ms', float('nan')):7.3f} | default {d:7.3f} "
+                  f"{case['tensor_cached'].get('gpu_ms', float('nan')):7.3f} 1-product {t1:7.3f} "
+                  f"(err {case['tensor_1product'].get('err', float('nan')):.1e}) | default {d:7.3f} "
                   f"(err {case['default'].get('err', float('nan')):.1e}) | torch {r:7.3f} | "
                   f"tensor vs default {d / t:4.2f}x, vs torch {r / t:4.2f}x", flush=True)
             del u, k, ref

@@ -19,7 +19,9 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 #: float16, bfloat16; causal with L + min(Lk, L) - 1 <= 32768; circular with L a power of two in
 #: [1024, 32768]), else cuFFT; 1 = always the cuFFT path; 2 = the tensor-core kernels for the
 #: forward, forced (float16/bfloat16; causal L + min(Lk, L) - 1 <= 16384, circular L a power of
-#: two in [256, 16384]; ValueError elsewhere), gradients as with 0. Part of the plan cache key.
+#: two in [256, 16384]; ValueError elsewhere), gradients as with 0; 3 = as 2 with one tensor-core
+#: product per real product instead of three (a benchmark probe of the hi/lo operand splits' cost;
+#: float16 error about 5-6e-4). Part of the plan cache key.
 fftconv_algo = 0
 
 _MODES = ("causal", "circular")

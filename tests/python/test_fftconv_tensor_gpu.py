@@ -157,6 +157,21 @@ def test_gradients_by_the_default_solver(dtype):
     assert rel(y, fft_ref(*cpu64(u, k), "causal", *cpu64(pre, post, skip))) < TOL[dtype]
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("N", [256, 2048, 4096, 16384])
+def test_one_product_probe(N, dtype):
+    """fftconv_algo = 3 (one tensor-core product per real product, a benchmark probe): the same
+    kernels without the hi/lo splits, so the float16 DFT matrix and operand roundings show
+    (about 5-6e-4 for float16, a few 1e-3 for bfloat16)."""
+    _cuda.fftconv_algo = 3
+    for mode in ("causal", "circular"):
+        L = N if mode == "circular" else N // 2
+        u, k, pre, post, skip = make(3, 2, L, L, dtype, ("pre", "post", "skip"))
+        y = _cuda.fftconv(u, k, mode, pre, post, skip)
+        err = rel(y, fft_ref(*cpu64(u, k), mode, *cpu64(pre, post, skip)))
+        assert err < {"float16": 1.5e-3, "bfloat16": 1e-2}[dtype], (mode, err)
+
+
 def test_same_as_default_solver():
     """The tensor solver and the default (fused) solver agree to the output rounding."""
     u, k, pre, post, skip = make(3, 4, 2000, 2000, "float16", ("pre", "post", "skip"))

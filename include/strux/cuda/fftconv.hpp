@@ -26,7 +26,8 @@ class FFTConvPlan {
   // power of two in [1024, 32768]), else cuFFT; algo 1: always cuFFT; algo 2: the tensor-core
   // kernels (float16/bfloat16; causal nfft = the next power of two >= max(256, L + min(Lk, L) - 1),
   // circular L a power of two; nfft in [256, 16384]; else an error) for the forward, algo 0 for
-  // the gradients.
+  // the gradients; algo 3: as 2 with one tensor-core product per real product instead of three
+  // (a benchmark probe of the hi/lo splits' cost; float16 error about 5–6e-4).
   FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward,
               int algo = 0);
   ~FFTConvPlan();

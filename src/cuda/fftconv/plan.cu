@@ -28,7 +28,7 @@ struct FFTConvPlan::Impl {
   // frequency order, computed by its own spectrum kernel. Its kernels run forward only: a plan
   // with backward holds an algo-0 plan (`grad`) for the gradients, given the filter that the
   // last set_filter saw (the call sequence set_filter → backward of the bindings).
-  bool tensor = false;
+  bool tensor = false, tc_split = true;  // tc_split false: algo 3, the one-product probe
   tensor::Launch tc;
   std::unique_ptr<FFTConvPlan> grad;
   const void* kf_last = nullptr;
@@ -49,8 +49,9 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   check_positive(H, "H");
   check_positive(L, "L");
   check_positive(Lk, "Lk");
-  check_arg(algo >= 0 && algo <= 2, "algo",
-            "expected 0 (fused kernels where they apply), 1 (cuFFT) or 2 (tensor cores), got ", algo);
+  check_arg(algo >= 0 && algo <= 3, "algo",
+            "expected 0 (fused kernels where they apply), 1 (cuFFT), 2 (tensor cores) or 3 (tensor cores, one "
+            "product per real product: a benchmark probe), got ", algo);
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
   Impl& p = *impl_;
   p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);
@@ -71,7 +72,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
       if (p.fused) p.nfft = n;
     }
   }
-  if (algo == 2) {
+  if (algo == 2 || algo == 3) {
     // Tensor cores, forced: causal nfft = the next power of two >= max(256, L + Lmin - 1),
     // circular nfft = L; both in [256, 16384].
     check_arg(tensor::supported_dtype(dtype), "dtype", "the tensor solver takes float16 or bfloat16, got ",
@@ -84,6 +85,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
               "the tensor solver needs circular L a power of two in [256, 16384] or causal L + min(Lk, L) - 1 "
               "<= 16384, got L = ", L, ", Lk = ", Lk, circular ? " (circular)" : " (causal)");
     p.tensor = true;
+    p.tc_split = algo == 2;
     p.nfft = n;
     p.nf = n / 2 + 1;
     p.khat.allocate(size_t(H) * n * sizeof(float2));
@@ -167,7 +169,7 @@ void FFTConvPlan::Impl::forward(const T* u, const T* pre, const T* post, const T
   using C = typename F::C;
   check_arg(filter, "k", "no filter set on this plan (call set_filter first)");
   if (tensor) {
-    tensor::forward(dtype, tc, u, pre, post, skip, khat.as<float2>(), y, B, H, L, s);
+    tensor::forward(dtype, tc, u, pre, post, skip, khat.as<float2>(), y, B, H, L, tc_split, s);
     return;
   }
   if (fused) {

@@ -84,24 +84,29 @@ struct Op<__nv_bfloat16> {
   }
 };
 
-// hi/lo halves of a pair (a, b), each packed as one 32-bit operand register.
+// hi/lo halves of a pair (a, b), each packed as one 32-bit operand register (lo() on demand,
+// so the one-product probe does not compute it).
 template <class E>
 struct Split2 {
-  uint32_t hi, lo;
-  __device__ __forceinline__ Split2(float a, float b) {
-    const float ah = Op<E>::round(a), bh = Op<E>::round(b);
+  float a, b, ah, bh;
+  uint32_t hi;
+  __device__ __forceinline__ Split2(float a_, float b_) : a(a_), b(b_) {
+    ah = Op<E>::round(a), bh = Op<E>::round(b);
     hi = Op<E>::pack(ah, bh);
-    lo = Op<E>::pack((a - ah) * Op<E>::kLo, (b - bh) * Op<E>::kLo);
   }
+  __device__ __forceinline__ uint32_t lo() const { return Op<E>::pack((a - ah) * Op<E>::kLo, (b - bh) * Op<E>::kLo); }
 };
 
 // A-operand fragments (16×16, row-major) of the DFT-16 matrix F[k][n] = exp(−2πi·kn/16):
 // real part Fr, imaginary part Fi and −Fi, each as hi and lo. Thread (g = lane/4, q = lane%4)
 // holds rows g, g + 8 and columns 2q, 2q + 1, 2q + 8, 2q + 9 (PTX m16n8k16 A layout).
+// split: three products per real product (hi/lo); false: one (A_hi·B_hi), the benchmark probe
+// of what the splits cost (error ≈ 5–6e-4 for float16 out).
 template <class E>
 struct Dft16 {
   uint32_t fr_hi[4], fr_lo[4], fi_hi[4], fi_lo[4], nfi_hi[4], nfi_lo[4];
-  __device__ __forceinline__ explicit Dft16(int lane) {
+  bool split;
+  __device__ __forceinline__ Dft16(int lane, bool split_) : split(split_) {
     const int g = lane >> 2, q = lane & 3;
 #pragma unroll
     for (int reg = 0; reg < 4; ++reg) {
@@ -110,40 +115,45 @@ struct Dft16 {
 #pragma unroll
       for (int e = 0; e < 2; ++e) sincospif(float((row * (col + e)) & 15) / 8.f, &s[e], &c[e]);
       const Split2<E> r(c[0], c[1]), i(-s[0], -s[1]), ni(s[0], s[1]);
-      fr_hi[reg] = r.hi, fr_lo[reg] = r.lo;
-      fi_hi[reg] = i.hi, fi_lo[reg] = i.lo;
-      nfi_hi[reg] = ni.hi, nfi_lo[reg] = ni.lo;
+      fr_hi[reg] = r.hi, fr_lo[reg] = r.lo();
+      fi_hi[reg] = i.hi, fi_lo[reg] = i.lo();
+      nfi_hi[reg] = ni.hi, nfi_lo[reg] = ni.lo();
     }
   }
 };
 
-// acc += A·B in three products: main gets A_hi·B_hi, low gets A_hi·B_lo + A_lo·B_hi (scaled by kLo).
-template <class E>
-__device__ __forceinline__ void mma3(float (&main)[4], float (&low)[4], const uint32_t (&a_hi)[4],
-                                     const uint32_t (&a_lo)[4], const Split2<E>& b0, const Split2<E>& b1) {
-  Op<E>::mma(main, a_hi, b0.hi, b1.hi);
-  Op<E>::mma(low, a_hi, b0.lo, b1.lo);
-  Op<E>::mma(low, a_lo, b0.hi, b1.hi);
-}
-
 // One 16×8 complex tile: Y = M·X for M = F (Inverse = false) or conj(F). x[e][h]: the thread's
 // inputs at rows 2q + e + 8h, column g. Returns y[e][h] at rows g + 8h, column 2q + e.
+// Per real product: A_hi·B_hi into the main accumulator, and when F.split, A_hi·B_lo + A_lo·B_hi
+// into a second one (both lo halves scaled by kLo), added back scaled by 1/kLo.
 template <class E, bool Inverse>
 __device__ __forceinline__ void tile_dft(const Dft16<E>& F, const float2 (&x)[2][2], float2 (&y)[2][2]) {
   const Split2<E> r0(x[0][0].x, x[1][0].x), r1(x[0][1].x, x[1][1].x);  // Xr: rows 2q,2q+1 | 2q+8,2q+9
   const Split2<E> i0(x[0][0].y, x[1][0].y), i1(x[0][1].y, x[1][1].y);  // Xi
+  // lo halves now (their inputs die here: fewer live registers across the products)
+  uint32_t r0l = 0, r1l = 0, i0l = 0, i1l = 0;
+  if (F.split) r0l = r0.lo(), r1l = r1.lo(), i0l = i0.lo(), i1l = i1.lo();
   float yr[4] = {0.f, 0.f, 0.f, 0.f}, yrl[4] = {0.f, 0.f, 0.f, 0.f};
   float yi[4] = {0.f, 0.f, 0.f, 0.f}, yil[4] = {0.f, 0.f, 0.f, 0.f};
   // F: Yr = Fr·Xr − Fi·Xi, Yi = Fi·Xr + Fr·Xi;  conj(F): Yr = Fr·Xr + Fi·Xi, Yi = −Fi·Xr + Fr·Xi.
-  mma3<E>(yr, yrl, F.fr_hi, F.fr_lo, r0, r1);
-  if constexpr (Inverse) {
-    mma3<E>(yr, yrl, F.fi_hi, F.fi_lo, i0, i1);
-    mma3<E>(yi, yil, F.nfi_hi, F.nfi_lo, r0, r1);
-  } else {
-    mma3<E>(yr, yrl, F.nfi_hi, F.nfi_lo, i0, i1);
-    mma3<E>(yi, yil, F.fi_hi, F.fi_lo, r0, r1);
+  const uint32_t(&ri_hi)[4] = Inverse ? F.fi_hi : F.nfi_hi;  // multiplies Xi in Yr
+  const uint32_t(&ri_lo)[4] = Inverse ? F.fi_lo : F.nfi_lo;
+  const uint32_t(&ir_hi)[4] = Inverse ? F.nfi_hi : F.fi_hi;  // multiplies Xr in Yi
+  const uint32_t(&ir_lo)[4] = Inverse ? F.nfi_lo : F.fi_lo;
+  Op<E>::mma(yr, F.fr_hi, r0.hi, r1.hi);
+  Op<E>::mma(yr, ri_hi, i0.hi, i1.hi);
+  Op<E>::mma(yi, ir_hi, r0.hi, r1.hi);
+  Op<E>::mma(yi, F.fr_hi, i0.hi, i1.hi);
+  if (F.split) {
+    Op<E>::mma(yrl, F.fr_hi, r0l, r1l);
+    Op<E>::mma(yrl, F.fr_lo, r0.hi, r1.hi);
+    Op<E>::mma(yrl, ri_hi, i0l, i1l);
+    Op<E>::mma(yrl, ri_lo, i0.hi, i1.hi);
+    Op<E>::mma(yil, ir_hi, r0l, r1l);
+    Op<E>::mma(yil, ir_lo, r0.hi, r1.hi);
+    Op<E>::mma(yil, F.fr_hi, i0l, i1l);
+    Op<E>::mma(yil, F.fr_lo, i0.hi, i1.hi);
   }
-  mma3<E>(yi, yil, F.fr_hi, F.fr_lo, i0, i1);
   constexpr float s = 1.f / Op<E>::kLo;
   // accumulator d[2h + e]: row g + 8h, column 2q + e
 #pragma unroll
@@ -378,7 +388,7 @@ __global__ void __launch_bounds__(threads_for(N), blocks_for(N)) spectrum_kernel
   constexpr int SEQ = seqs_for(N);
   extern __shared__ float2 buf[];
   const int64_t h0 = int64_t(blockIdx.x) * SEQ;
-  const Dft16<E> F(threadIdx.x & 31);
+  const Dft16<E> F(threadIdx.x & 31, true);
   load_forward<N>(buf, SEQ, [&](int s, int n) {
     const int64_t h = h0 + s;
     return float2{h < H && n < Lmin ? ldf(k, h * Lk + n) : 0.f, 0.f};
@@ -399,7 +409,7 @@ template <class T, int N>
 __global__ void __launch_bounds__(threads_for(N), blocks_for(N)) forward_kernel(
     const T* __restrict__ u, const T* __restrict__ pre, const T* __restrict__ post, const T* __restrict__ skip,
     const float2* __restrict__ khat, const float2* __restrict__ tw, T* __restrict__ y, int64_t B, int64_t H,
-    int64_t L) {
+    int64_t L, bool split) {
   using E = typename OpOf<T>::type;
   constexpr int SEQ = seqs_for(N);
   extern __shared__ float2 buf[];
@@ -421,7 +431,7 @@ __global__ void __launch_bounds__(threads_for(N), blocks_for(N)) forward_kernel(
     const float x = ldf(u, o + n);
     return pre ? x * ldf(pre, o + n) : x;
   };
-  const Dft16<E> F(threadIdx.x & 31);
+  const Dft16<E> F(threadIdx.x & 31, split);
   load_forward<N>(buf, SEQ, [&](int s, int n) { return float2{v_at(off0[s], n), v_at(off1[s], n)}; });
   __syncthreads();
   convolve_passes<E, N>(buf, SEQ * N / 128, F, tw,

@@ -31,7 +31,9 @@ void plan(DType dt, int64_t N, Launch& g);
 // khat[h][i] = K̂ of k[h, :Lmin] zero-padded to N, in the kernels' frequency order: [H][N] complex.
 void spectrum(DType dt, const Launch& g, const void* k, int64_t H, int64_t Lk, int64_t Lmin, float2* khat,
               cudaStream_t s);
+// split: hi/lo operand splits (three products each, the solver); false: one product per real
+// product, a benchmark probe of what the splits cost (error about 5–6e-4 for float16 out).
 void forward(DType dt, const Launch& g, const void* u, const void* pre, const void* post, const void* skip,
-             const float2* khat, void* y, int64_t B, int64_t H, int64_t L, cudaStream_t s);
+             const float2* khat, void* y, int64_t B, int64_t H, int64_t L, bool split, cudaStream_t s);
 
 }  // namespace strux::cuda::tensor
