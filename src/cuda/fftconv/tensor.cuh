@@ -173,7 +173,8 @@ struct Pass16 {
   static __device__ __forceinline__ int addr(int k, int c) { return (c / Lw) * S + k * Lw + (c & (Lw - 1)); }
 };
 
-// Forward pass J (decimation in frequency): y = F·x per column, then y *= W_S^(low·k)/16.
+// Pass J. Forward (decimation in frequency): y = F·x per column, then y *= W_S^(low·k)/16.
+// Inverse (decimation in time): x *= conj W_S^(low·k), then y = conj(F)·x, unscaled.
 // tw: W_Q^m = exp(−2πi m/Q), m < Q. Tiles ntile = seqs·N/128 over the CTA's warps.
 template <class E, int Q, int J, bool Inverse>
 __device__ __forceinline__ void pass16(float2* __restrict__ buf, int ntile, const Dft16<E>& F,
