@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The tensor-core fftconv solver on the GPU machine, in one call (<= 6 min): build
-# (scripts/gpu_build.sh, no C++ tests), ptxas figures of the tensor kernels, compute-sanitizer
+# (scripts/gpu_build.sh, no C++ tests; the same CMake options as scripts/gpu_focus.sh, so a warm
+# build/gpu only recompiles what changed), compute-sanitizer
 # memcheck and racecheck on small calls of every size, the solver's tests
 # (tests/python/test_fftconv_tensor_gpu.py) and the existing fftconv GPU tests (the plan changed),
 # then bench/gpu_fftconv_tensor.py. Logs and JSON under $OUT (default ./out):
@@ -13,10 +14,9 @@ mkdir -p "$OUT"
 exec > >(tee -a "$OUT/gpu_fftc_round.log") 2>&1
 echo "== $(date -u) $(hostname) $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) fftc round"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv || true
-GPU_CMAKE_ARGS=(-DSTRUX_BUILD_TESTS=OFF -DSTRUX_PTXAS_VERBOSE=ON)
+GPU_CMAKE_ARGS=(-DSTRUX_BUILD_TESTS=OFF)
 source scripts/gpu_build.sh
 gpu_build || exit 1
-grep -A2 "tensor.*kernel" "$OUT/build.log" | grep -E "registers|spill" | sort | uniq -c | head -20 || true
 
 rc=0
 # small calls of the forced tensor solver; racecheck (slow) on three sizes (both radix-16 pass
