@@ -17,7 +17,11 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 
 #: fftconv algorithm for new plans: 0 = the fused single-kernel path where it applies (float32,
 #: float16, bfloat16; causal with L + min(Lk, L) - 1 <= 32768; circular with L a power of two in
-#: [1024, 32768]), else cuFFT; 1 = always the cuFFT path. Part of the plan cache key.
+#: [1024, 32768]), else cuFFT; 1 = always the cuFFT path; 2 = the tensor-core kernels for the
+#: forward, forced (float16/bfloat16; causal L + min(Lk, L) - 1 <= 16384, circular L a power of
+#: two in [256, 16384]; ValueError elsewhere), gradients as with 0; 3 = as 2 with one tensor-core
+#: product per real product instead of three (a benchmark probe of the hi/lo operand splits' cost;
+#: float16 error about 5-6e-4). Part of the plan cache key.
 fftconv_algo = 0
 
 _MODES = ("causal", "circular")
@@ -176,7 +180,8 @@ class FFTConvCUDA:
         """What the plan chose, in words."""
         p = self._plan
         return (f"fftconv (B={self.B}, H={self.H}, L={self.L}, Lk={self.Lk}) {self.mode} {self.dtype}: "
-                + ("the fused single-kernel path" if p.fused else f"cuFFT, nfft {p.nfft}"))
+                + ("the tensor-core kernels" if p.tensor else "the fused single-kernel path" if p.fused
+                   else f"cuFFT, nfft {p.nfft}"))
 
     def set_filter(self, k):
         k = _gate(k, "k", self._k, (self.H, self.Lk), "the operator's filter")

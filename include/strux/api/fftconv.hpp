@@ -8,7 +8,9 @@
 // Not here: the spectral form (filter given by its lowest frequencies) and a float32 filter with
 // half-type inputs (DESIGN.md lists them; not in this API yet).
 // Solvers (options.solver): CPU "" (FFTW); CUDA "" (automatic), "fused" (one kernel with its
-// FFTs in shared memory; ValueError where it does not apply), "cufft".
+// FFTs in shared memory; ValueError where it does not apply), "cufft", "tensor" (tensor-core
+// kernels for the forward, float16/bfloat16, nfft 256 … 16384, ValueError where it does not
+// apply; gradients by the automatic choice).
 #pragma once
 
 #include <cstdint>

@@ -23,7 +23,11 @@ class FFTConvPlan {
   // with_backward also allocates the workspace that backward() needs. algo 0: the fused
   // single-kernel path (own FFTs in shared memory) where it applies (f32/f16/bf16; causal with
   // L + min(Lk, L) - 1 <= 32768, nfft then the next power of two >= 1024; circular with L a
-  // power of two in [1024, 32768]), else cuFFT; algo 1: always cuFFT.
+  // power of two in [1024, 32768]), else cuFFT; algo 1: always cuFFT; algo 2: the tensor-core
+  // kernels (float16/bfloat16; causal nfft = the next power of two >= max(256, L + min(Lk, L) - 1),
+  // circular L a power of two; nfft in [256, 16384]; else an error) for the forward, algo 0 for
+  // the gradients; algo 3: as 2 with one tensor-core product per real product instead of three
+  // (a benchmark probe of the hi/lo splits' cost; float16 error about 5–6e-4).
   FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward,
               int algo = 0);
   ~FFTConvPlan();
@@ -44,7 +48,8 @@ class FFTConvPlan {
                 void* du, void* dk, void* dpregate, void* dpostgate, void* dskip, Stream s);
 
   int64_t nfft() const;
-  bool fused() const;  // true when this plan runs the fused kernels
+  bool fused() const;   // true when this plan runs the fused kernels
+  bool tensor() const;  // true when this plan runs the tensor-core kernels
   bool filter_set() const;
   size_t workspace_bytes() const;
 

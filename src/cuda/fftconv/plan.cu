@@ -1,10 +1,12 @@
 // FFTConvPlan: cuFFT plans, filter spectrum and workspace made once; execute = fused pad,
 // R2C, filter multiply, C2R, fused epilogue, all on the caller's stream.
 #include <algorithm>
+#include <memory>
 
 #include "cuda/buffer.hpp"
 #include "cuda/fftconv/fused.hpp"
 #include "cuda/fftconv/kernels.cuh"
+#include "cuda/fftconv/tensor.hpp"
 #include "strux/cuda/fftconv.hpp"
 
 namespace strux::cuda {
@@ -22,6 +24,14 @@ struct FFTConvPlan::Impl {
   bool fused = false;
   fused::Launch fwd_launch, bwd_launch;
   DeviceBuffer dkpart, vh;
+  // Tensor-core path (tensor.cuh, forced by algo 2): K̂ as [H][nfft] complex in its kernels'
+  // frequency order, computed by its own spectrum kernel. Its kernels run forward only: a plan
+  // with backward holds an algo-0 plan (`grad`) for the gradients, given the filter that the
+  // last set_filter saw (the call sequence set_filter → backward of the bindings).
+  bool tensor = false, tc_split = true;  // tc_split false: algo 3, the one-product probe
+  tensor::Launch tc;
+  std::unique_ptr<FFTConvPlan> grad;
+  const void* kf_last = nullptr;
 
   template <class T>
   void set_filter(const T* kf, cudaStream_t s);
@@ -40,7 +50,9 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   check_positive(H, "H");
   check_positive(L, "L");
   check_positive(Lk, "Lk");
-  check_arg(algo == 0 || algo == 1, "algo", "expected 0 (fused kernels where they apply) or 1 (cuFFT), got ", algo);
+  check_arg(algo >= 0 && algo <= 3, "algo",
+            "expected 0 (fused kernels where they apply), 1 (cuFFT), 2 (tensor cores) or 3 (tensor cores, one "
+            "product per real product: a benchmark probe), got ", algo);
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
   Impl& p = *impl_;
   p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);
@@ -60,6 +72,27 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
       p.fused = fused::supported_n(n / 2);
       if (p.fused) p.nfft = n;
     }
+  }
+  if (algo == 2 || algo == 3) {
+    // Tensor cores, forced: causal nfft = the next power of two >= max(256, L + Lmin - 1),
+    // circular nfft = L; both in [256, 16384].
+    check_arg(tensor::supported_dtype(dtype), "dtype", "the tensor solver takes float16 or bfloat16, got ",
+              dtype_name(dtype));
+    int64_t n = tensor::kMinN;
+    if (circular) n = L;
+    else
+      while (n < L + p.Lmin - 1 && n <= tensor::kMaxN) n *= 2;
+    check_arg(tensor::supported_n(n), "L",
+              "the tensor solver needs circular L a power of two in [256, 16384] or causal L + min(Lk, L) - 1 "
+              "<= 16384, got L = ", L, ", Lk = ", Lk, circular ? " (circular)" : " (causal)");
+    p.tensor = true;
+    p.tc_split = algo == 2;
+    p.nfft = n;
+    p.nf = n / 2 + 1;
+    p.khat.allocate(size_t(H) * n * sizeof(float2));
+    tensor::plan(dtype, n, p.tc);
+    if (with_backward) p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, 0);
+    return;
   }
   p.nf = p.nfft / 2 + 1;
   const size_t tc = dtype == DType::f64 ? sizeof(double) : sizeof(float);
@@ -99,14 +132,21 @@ bool FFTConvPlan::filter_set() const { return impl_->filter; }
 size_t FFTConvPlan::workspace_bytes() const {
   const Impl& p = *impl_;
   return p.slotA.bytes() + p.slotB.bytes() + p.khat.bytes() + p.dkhat.bytes() + p.work.bytes() + p.dkpart.bytes() +
-         p.vh.bytes();
+         p.vh.bytes() + p.tc.tw.bytes() + (p.grad ? p.grad->workspace_bytes() : 0);
 }
 bool FFTConvPlan::fused() const { return impl_->fused; }
+bool FFTConvPlan::tensor() const { return impl_->tensor; }
 
 template <class T>
 void FFTConvPlan::Impl::set_filter(const T* kf, cudaStream_t s) {
   using Tc = typename Compute<T>::type;
   using F = Fft<Tc>;
+  if (tensor) {  // K̂ unscaled: the tensor kernels' forward transform carries the 1/nfft
+    tensor::spectrum(dtype, tc, kf, H, Lk, Lmin, khat.as<float2>(), s);
+    kf_last = kf;
+    filter = true;
+    return;
+  }
   // 1/nfft of the inverse transform is folded into the filter spectrum once, here.
   if (fused) {  // one launch: the fused kernels' own transform (fused.cuh spectrum_kernel)
     fused::spectrum(dtype, fwd_launch, kf, H, Lk, Lmin, 1.f / float(nfft), khat.as<float2>(), s);
@@ -130,6 +170,10 @@ void FFTConvPlan::Impl::forward(const T* u, const T* pre, const T* post, const T
   using F = Fft<Tc>;
   using C = typename F::C;
   check_arg(filter || own.k, "k", "no filter set on this plan (call set_filter first)");
+  if (tensor) {
+    tensor::forward(dtype, tc, u, pre, post, skip, khat.as<float2>(), y, B, H, L, tc_split, s);
+    return;
+  }
   if (fused) {
     fused::forward(dtype, fwd_launch, u, pre, post, skip, khat.as<float2>(), y, B, H, L, own, s);
     if (own.k) filter = true;
@@ -158,6 +202,11 @@ void FFTConvPlan::Impl::backward(const T* dy, const T* u, const T* pre, const T*
   using C = typename F::C;
   check_arg(filter, "k", "no filter set on this plan (call set_filter first)");
   check_arg(with_backward, "plan", "this plan was made without backward workspace");
+  if (tensor) {  // gradients by the algo-0 plan (the tensor kernels run forward only)
+    grad->set_filter(kf_last, s);
+    grad->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
+    return;
+  }
   const int64_t rows = B * H, ld = 2 * nf;
   if (fused) {
     // dK̂ partials per batch chunk, summed and scaled into dkhat, then the cuFFT path's C2R on

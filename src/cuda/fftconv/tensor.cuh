@@ -1,0 +1,456 @@
+// The tensor-core fftconv kernels: FFTs of size N = r·16^P (r in {1, 2, 4, 8}, N = 256 … 16384)
+// as a radix-r pass on CUDA cores and P radix-16 passes, each a complex 16×16 DFT matrix times
+// the data, done as real mma.sync m16n8k16 products with float32 accumulation.
+//
+// Layout. Two real rows of one h (b and b + 1) are packed as one complex sequence
+// z = v_b + i·v_{b+1}: with a real filter, irfft-free conv(k, z) = conv(k, v_b) + i·conv(k, v_{b+1}),
+// so one complex FFT serves two rows and no real-FFT split step is needed. A CTA holds
+// `seqs` sequences of N float2 in shared memory. The forward transform is decimation in
+// frequency in place (natural order in, digit-reversed order out); K̂ is stored in the same
+// order (computed by the same transform), and the inverse (decimation in time, the passes in
+// reverse with conjugate matrices and twiddles) brings natural order back.
+//
+// Precision. Each mma operand is split into hi + lo halves of the 16-bit type (lo scaled by
+// 2^11 for f16 / 2^8 for bf16 so it stays normal, accumulated separately and scaled back):
+// D = A_hi·B_hi + (A_hi·B_lo + A_lo·B_hi)·2^-s, three mma per product, error ~1e-7 relative per
+// stage (the dropped A_lo·B_lo term), so the conv error is the output rounding alone. Each
+// forward radix-16 pass scales by 1/16 (exact) so intermediates never grow past max|v|, which
+// keeps f16 operands in range.
+//
+// Shared memory is swizzled (swz) so that the mma fragment loads and stores of every pass hit
+// 16 distinct 8-byte bank pairs per half warp.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/elem.cuh"
+#include "cuda/fftconv/fused.cuh"
+
+namespace strux::cuda::tensor {
+
+// ---- sizes -------------------------------------------------------------------------------------
+__host__ __device__ constexpr int passes16(int N) { return N >= 4096 ? 3 : 2; }
+__host__ __device__ constexpr int pow16(int p) { return p == 0 ? 1 : 16 * pow16(p - 1); }
+__host__ __device__ constexpr int radix_r(int N) { return N / pow16(passes16(N)); }
+// Threads per CTA and sequences per CTA (seqs·N = 8192 points, 64 KB, up to N = 8192).
+__host__ __device__ constexpr int threads_for(int N) { return N >= 16384 ? 512 : 256; }
+__host__ __device__ constexpr int seqs_for(int N) { return N >= 8192 ? 1 : 8192 / N; }
+// Resident CTAs per SM the register budget is set for (64 KB of shared memory per CTA below
+// N = 16384: three fit in the H100's 228 KB, two in the A100's 164 KB). At three the kernels
+// take 80 registers without spills (ptxas, sm_90a and sm_80).
+__host__ __device__ constexpr int blocks_for(int N) { return N >= 16384 ? 1 : 3; }
+
+// ---- shared-memory swizzle --------------------------------------------------------------------
+// Bit 0 ^= parity of bits 4, 8, 12, …; bit 3 ^= parity of bits 5, 9, 13, …; bit 2 ^= parity of
+// bits 6, 10, 14, … (an involution that permutes each aligned group of 16 float2). XOR-linear:
+// swz(a ^ b) = swz(a) ^ swz(b). With it every half warp's fragment loads and stores of every
+// radix-16 pass touch 16 distinct 8-byte bank pairs (checked for all passes offline).
+__device__ __forceinline__ int swz(int a) {
+  return a ^ (__popc(a & 0x11111110) & 1) ^ ((__popc(a & 0x22222220) & 1) << 3) ^
+         ((__popc(a & 0x44444440) & 1) << 2);
+}
+
+// ---- 16-bit operand types ----------------------------------------------------------------------
+template <class E>
+struct Op;
+template <>
+struct Op<__half> {
+  static constexpr float kLo = 2048.f;  // 2^11: lo halves stay normal f16
+  static __device__ __forceinline__ float round(float x) { return __half2float(__float2half_rn(x)); }
+  static __device__ __forceinline__ uint32_t pack(float a, float b) {
+    __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+template <>
+struct Op<__nv_bfloat16> {
+  static constexpr float kLo = 256.f;  // 2^8
+  static __device__ __forceinline__ float round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+  static __device__ __forceinline__ uint32_t pack(float a, float b) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+// hi/lo halves of a pair (a, b), each packed as one 32-bit operand register (lo() on demand,
+// so the one-product probe does not compute it).
+template <class E>
+struct Split2 {
+  float a, b, ah, bh;
+  uint32_t hi;
+  __device__ __forceinline__ Split2(float a_, float b_) : a(a_), b(b_) {
+    ah = Op<E>::round(a), bh = Op<E>::round(b);
+    hi = Op<E>::pack(ah, bh);
+  }
+  __device__ __forceinline__ uint32_t lo() const { return Op<E>::pack((a - ah) * Op<E>::kLo, (b - bh) * Op<E>::kLo); }
+};
+
+// A-operand fragments (16×16, row-major) of the DFT-16 matrix F[k][n] = exp(−2πi·kn/16):
+// real part Fr, imaginary part Fi and −Fi, each as hi and lo. Thread (g = lane/4, q = lane%4)
+// holds rows g, g + 8 and columns 2q, 2q + 1, 2q + 8, 2q + 9 (PTX m16n8k16 A layout).
+// split: three products per real product (hi/lo); false: one (A_hi·B_hi), the benchmark probe
+// of what the splits cost (error ≈ 5–6e-4 for float16 out).
+template <class E>
+struct Dft16 {
+  uint32_t fr_hi[4], fr_lo[4], fi_hi[4], fi_lo[4], nfi_hi[4], nfi_lo[4];
+  bool split;
+  __device__ __forceinline__ Dft16(int lane, bool split_) : split(split_) {
+    const int g = lane >> 2, q = lane & 3;
+#pragma unroll
+    for (int reg = 0; reg < 4; ++reg) {
+      const int row = g + 8 * (reg & 1), col = 2 * q + 8 * (reg >> 1);
+      float c[2], s[2];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) sincospif(float((row * (col + e)) & 15) / 8.f, &s[e], &c[e]);
+      const Split2<E> r(c[0], c[1]), i(-s[0], -s[1]), ni(s[0], s[1]);
+      fr_hi[reg] = r.hi, fr_lo[reg] = r.lo();
+      fi_hi[reg] = i.hi, fi_lo[reg] = i.lo();
+      nfi_hi[reg] = ni.hi, nfi_lo[reg] = ni.lo();
+    }
+  }
+};
+
+// One 16×8 complex tile: Y = M·X for M = F (Inverse = false) or conj(F). x[e][h]: the thread's
+// inputs at rows 2q + e + 8h, column g. Returns y[e][h] at rows g + 8h, column 2q + e.
+// Per real product: A_hi·B_hi into the main accumulator, and when F.split, A_hi·B_lo + A_lo·B_hi
+// into a second one (both lo halves scaled by kLo), added back scaled by 1/kLo.
+template <class E, bool Inverse>
+__device__ __forceinline__ void tile_dft(const Dft16<E>& F, const float2 (&x)[2][2], float2 (&y)[2][2]) {
+  const Split2<E> r0(x[0][0].x, x[1][0].x), r1(x[0][1].x, x[1][1].x);  // Xr: rows 2q,2q+1 | 2q+8,2q+9
+  const Split2<E> i0(x[0][0].y, x[1][0].y), i1(x[0][1].y, x[1][1].y);  // Xi
+  // lo halves now (their inputs die here: fewer live registers across the products)
+  uint32_t r0l = 0, r1l = 0, i0l = 0, i1l = 0;
+  if (F.split) r0l = r0.lo(), r1l = r1.lo(), i0l = i0.lo(), i1l = i1.lo();
+  float yr[4] = {0.f, 0.f, 0.f, 0.f}, yrl[4] = {0.f, 0.f, 0.f, 0.f};
+  float yi[4] = {0.f, 0.f, 0.f, 0.f}, yil[4] = {0.f, 0.f, 0.f, 0.f};
+  // F: Yr = Fr·Xr − Fi·Xi, Yi = Fi·Xr + Fr·Xi;  conj(F): Yr = Fr·Xr + Fi·Xi, Yi = −Fi·Xr + Fr·Xi.
+  const uint32_t(&ri_hi)[4] = Inverse ? F.fi_hi : F.nfi_hi;  // multiplies Xi in Yr
+  const uint32_t(&ri_lo)[4] = Inverse ? F.fi_lo : F.nfi_lo;
+  const uint32_t(&ir_hi)[4] = Inverse ? F.nfi_hi : F.fi_hi;  // multiplies Xr in Yi
+  const uint32_t(&ir_lo)[4] = Inverse ? F.nfi_lo : F.fi_lo;
+  Op<E>::mma(yr, F.fr_hi, r0.hi, r1.hi);
+  Op<E>::mma(yr, ri_hi, i0.hi, i1.hi);
+  Op<E>::mma(yi, ir_hi, r0.hi, r1.hi);
+  Op<E>::mma(yi, F.fr_hi, i0.hi, i1.hi);
+  if (F.split) {
+    Op<E>::mma(yrl, F.fr_hi, r0l, r1l);
+    Op<E>::mma(yrl, F.fr_lo, r0.hi, r1.hi);
+    Op<E>::mma(yrl, ri_hi, i0l, i1l);
+    Op<E>::mma(yrl, ri_lo, i0.hi, i1.hi);
+    Op<E>::mma(yil, ir_hi, r0l, r1l);
+    Op<E>::mma(yil, ir_lo, r0.hi, r1.hi);
+    Op<E>::mma(yil, F.fr_hi, i0l, i1l);
+    Op<E>::mma(yil, F.fr_lo, i0.hi, i1.hi);
+  }
+  constexpr float s = 1.f / Op<E>::kLo;
+  // accumulator d[2h + e]: row g + 8h, column 2q + e
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) y[e][h] = {yr[2 * h + e] + s * yrl[2 * h + e], yi[2 * h + e] + s * yil[2 * h + e]};
+}
+
+// ---- radix-16 passes over the CTA's buffer ------------------------------------------------------
+// Pass at digit j on blocks of Q = 16^P points: sub-blocks of S = 16^(j+1), Lw = 16^j. Element
+// (row k, column c) of a block, c < Q/16: (c / Lw)·S + k·Lw + c % Lw. A tile is 16 rows × 8
+// consecutive columns; tile bases and in-tile offsets occupy disjoint bits, so
+// swz(base + off) = swz(base) ^ swz(off).
+template <int Q, int J>
+struct Pass16 {
+  static constexpr int Lw = pow16(J), S = 16 * Lw, kTiles = Q / 128;
+  static __device__ __forceinline__ int addr(int k, int c) { return (c / Lw) * S + k * Lw + (c & (Lw - 1)); }
+};
+
+// Pass J. Forward (decimation in frequency): y = F·x per column, then y *= W_S^(low·k)/16.
+// Inverse (decimation in time): x *= conj W_S^(low·k), then y = conj(F)·x, unscaled.
+// tw: W_Q^m = exp(−2πi m/Q), m < Q. Tiles ntile = seqs·N/128 over the CTA's warps.
+template <class E, int Q, int J, bool Inverse>
+__device__ __forceinline__ void pass16(float2* __restrict__ buf, int ntile, const Dft16<E>& F,
+                                       const float2* __restrict__ tw) {
+  using P = Pass16<Q, J>;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  int in_off[2][2], out_off[2][2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      in_off[e][h] = swz(P::addr(2 * q + e + 8 * h, g));
+      out_off[e][h] = swz(P::addr(g + 8 * h, 2 * q + e));
+    }
+  for (int t = warp; t < ntile; t += nwarp) {
+    const int blk = t / P::kTiles, c0 = 8 * (t % P::kTiles);
+    const int sb = swz(blk * Q + P::addr(0, c0));
+    const int low0 = c0 & (P::Lw - 1);
+    float2 x[2][2], y[2][2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float2 v = buf[sb ^ in_off[e][h]];
+        if constexpr (Inverse && J > 0) {  // conj twiddle of input row k, column low0 + g
+          const float2 w = __ldg(tw + ((((low0 + g) * (2 * q + e + 8 * h)) & (P::S - 1)) * (Q / P::S)));
+          v = {v.x * w.x + v.y * w.y, v.y * w.x - v.x * w.y};
+        }
+        x[e][h] = v;
+      }
+    tile_dft<E, Inverse>(F, x, y);
+    __syncwarp();  // every lane's loads of this tile precede any store into it
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float2 v = y[e][h];
+        if constexpr (!Inverse) {
+          v = {v.x * (1.f / 16.f), v.y * (1.f / 16.f)};
+          if constexpr (J > 0) {  // twiddle of output row g + 8h, column low0 + 2q + e
+            const float2 w = __ldg(tw + ((((low0 + 2 * q + e) * (g + 8 * h)) & (P::S - 1)) * (Q / P::S)));
+            v = fused::mulf2(v, w);
+          }
+        }
+        buf[sb ^ out_off[e][h]] = v;
+      }
+  }
+}
+
+// Forward passes J = Jhi … Jlo (descending), a barrier after each.
+template <class E, int Q, int J, int Jlo>
+__device__ __forceinline__ void forward_from(float2* buf, int ntile, const Dft16<E>& F, const float2* tw) {
+  if constexpr (J >= Jlo) {
+    pass16<E, Q, J, false>(buf, ntile, F, tw);
+    __syncthreads();
+    forward_from<E, Q, J - 1, Jlo>(buf, ntile, F, tw);
+  }
+}
+// Inverse passes J = Jlo … Jhi (ascending), a barrier after each.
+template <class E, int Q, int J, int Jhi>
+__device__ __forceinline__ void inverse_to(float2* buf, int ntile, const Dft16<E>& F, const float2* tw) {
+  if constexpr (J <= Jhi) {
+    pass16<E, Q, J, true>(buf, ntile, F, tw);
+    __syncthreads();
+    inverse_to<E, Q, J + 1, Jhi>(buf, ntile, F, tw);
+  }
+}
+
+// The innermost passes (J = 0, forward then inverse) with the filter product between them, per
+// tile: both passes of a tile touch the same 128 points, so the warp goes from one to the other
+// through its own part of shared memory (__syncwarp) with no CTA barrier and no separate
+// product pass. kh(p): K̂ at logical position p of the CTA buffer.
+template <class E, int Q, class Kh>
+__device__ __forceinline__ void middle(float2* __restrict__ buf, int ntile, const Dft16<E>& F, Kh kh) {
+  using P = Pass16<Q, 0>;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  int in_off[2][2], out_off[2][2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      in_off[e][h] = swz(P::addr(2 * q + e + 8 * h, g));
+      out_off[e][h] = swz(P::addr(g + 8 * h, 2 * q + e));
+    }
+  for (int t = warp; t < ntile; t += nwarp) {
+    const int blk = t / P::kTiles, c0 = 8 * (t % P::kTiles);
+    const int base = blk * Q + P::addr(0, c0), sb = swz(base);
+    float2 x[2][2], y[2][2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) x[e][h] = buf[sb ^ in_off[e][h]];
+    tile_dft<E, false>(F, x, y);
+    __syncwarp();
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float2 k = kh(base + P::addr(g + 8 * h, 2 * q + e));
+        buf[sb ^ out_off[e][h]] = fused::mulf2(fused::scale2(y[e][h], 1.f / 16.f), k);
+      }
+    __syncwarp();
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) x[e][h] = buf[sb ^ in_off[e][h]];
+    tile_dft<E, true>(F, x, y);
+    __syncwarp();
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) buf[sb ^ out_off[e][h]] = y[e][h];
+  }
+  __syncthreads();
+}
+
+template <class E, int N>
+__device__ __forceinline__ void forward_passes(float2* buf, int ntile, const Dft16<E>& F, const float2* tw) {
+  constexpr int P = passes16(N);
+  forward_from<E, pow16(P), P - 1, 0>(buf, ntile, F, tw);
+}
+
+// Forward passes, the filter product and the inverse passes: buf goes from the radix-r pass's
+// output to the input of the inverse radix-r pass.
+template <class E, int N, class Kh>
+__device__ __forceinline__ void convolve_passes(float2* buf, int ntile, const Dft16<E>& F, const float2* tw, Kh kh) {
+  constexpr int P = passes16(N), Q = pow16(P);
+  forward_from<E, Q, P - 1, 1>(buf, ntile, F, tw);
+  middle<E, Q>(buf, ntile, F, kh);
+  inverse_to<E, Q, 1, P - 1>(buf, ntile, F, tw);
+}
+
+// ---- radix-r pass on CUDA cores (N = r·Q; n = Q·m + c) --------------------------------------------
+// x[k] *= exp(Sign·2πi·c·k/N), k = 1 … R−1: one sincospif and running products (R ≤ 8: a few
+// ulps, far below the half-precision output rounding).
+template <int N, int R, int Sign>
+__device__ __forceinline__ void twiddle_r(float2 (&x)[R], int c) {
+  float sn, cs;
+  sincospif(2.f * float(c) / float(N), &sn, &cs);
+  const float2 w1 = {cs, Sign * sn};
+  float2 w = w1;
+#pragma unroll
+  for (int k = 1; k < R; ++k) {
+    if (k > 1) w = fused::mulf2(w, w1);
+    x[k] = fused::mulf2(x[k], w);
+  }
+}
+
+// Forward, fused with the load: x[m] = ld(s, n), DFT_r over m, ·W_N^(c·k)/r, stored at k·Q + c.
+template <int N, class Load>
+__device__ __forceinline__ void load_forward(float2* __restrict__ buf, int seqs, Load ld) {
+  constexpr int R = radix_r(N), Q = N / R;
+  for (int i = threadIdx.x; i < seqs * Q; i += blockDim.x) {
+    const int s = i / Q, c = i % Q;
+    float2 x[R];
+#pragma unroll
+    for (int m = 0; m < R; ++m) x[m] = ld(s, Q * m + c);
+    if constexpr (R > 1) {
+      fused::dft<R, -1>(x);
+      twiddle_r<N, R, -1>(x, c);
+    }
+#pragma unroll
+    for (int k = 0; k < R; ++k) buf[swz(s * N + k * Q + c)] = fused::scale2(x[k], 1.f / float(R));
+  }
+}
+
+// Inverse, fused with the store: x[k] = buf[k·Q + c]·W_N^(−c·k), IDFT_r, st(s, n, value).
+template <int N, class Store>
+__device__ __forceinline__ void inverse_store(const float2* __restrict__ buf, int seqs, Store st) {
+  constexpr int R = radix_r(N), Q = N / R;
+  for (int i = threadIdx.x; i < seqs * Q; i += blockDim.x) {
+    const int s = i / Q, c = i % Q;
+    float2 x[R];
+#pragma unroll
+    for (int k = 0; k < R; ++k) x[k] = buf[swz(s * N + k * Q + c)];
+    if constexpr (R > 1) {
+      twiddle_r<N, R, +1>(x, c);
+      fused::dft<R, +1>(x);
+    }
+#pragma unroll
+    for (int m = 0; m < R; ++m) st(s, Q * m + c, x[m]);
+  }
+}
+
+// The mma operand type of each element type: f16 for f16, bf16 for bf16 (its range).
+template <class T>
+struct OpOf;
+template <>
+struct OpOf<__half> {
+  using type = __half;
+};
+template <>
+struct OpOf<__nv_bfloat16> {
+  using type = __nv_bfloat16;
+};
+
+template <class T>
+__device__ __forceinline__ float ldf(const T* __restrict__ p, int64_t i) {
+  return float(to_c(p[i]));
+}
+
+// ---- filter spectrum ------------------------------------------------------------------------------
+// khat[h][i] = N · (forward transform of k[h, :Lmin] zero-padded to N)[i], i.e. K̂ in the
+// kernels' digit-reversed order (the forward transform scales by 1/N). One sequence per h.
+template <class T, int N>
+__global__ void __launch_bounds__(threads_for(N), blocks_for(N)) spectrum_kernel(const T* __restrict__ k, int64_t H, int64_t Lk,
+                                                                  int64_t Lmin, const float2* __restrict__ tw,
+                                                                  float2* __restrict__ khat) {
+  using E = typename OpOf<T>::type;
+  constexpr int SEQ = seqs_for(N);
+  extern __shared__ float2 buf[];
+  const int64_t h0 = int64_t(blockIdx.x) * SEQ;
+  const Dft16<E> F(threadIdx.x & 31, true);
+  load_forward<N>(buf, SEQ, [&](int s, int n) {
+    const int64_t h = h0 + s;
+    return float2{h < H && n < Lmin ? ldf(k, h * Lk + n) : 0.f, 0.f};
+  });
+  __syncthreads();
+  forward_passes<E, N>(buf, SEQ * N / 128, F, tw);
+  for (int i = threadIdx.x; i < SEQ * N; i += blockDim.x) {
+    const int64_t h = h0 + i / N;
+    if (h < H) khat[h * N + i % N] = fused::scale2(buf[swz(i)], float(N));
+  }
+}
+
+// ---- forward ---------------------------------------------------------------------------------------
+// y = post ⊙ (conv(k, v) + skip·v), v = u ⊙ pre, for sequences seq = blockIdx.x·SEQ + s:
+// h = seq / pairs, rows b = 2·(seq % pairs) and b + 1 (the latter absent when b + 1 = B).
+// Causal: N ≥ L + Lmin − 1 (zero padding); circular: N = L.
+template <class T, int N>
+__global__ void __launch_bounds__(threads_for(N), blocks_for(N)) forward_kernel(
+    const T* __restrict__ u, const T* __restrict__ pre, const T* __restrict__ post, const T* __restrict__ skip,
+    const float2* __restrict__ khat, const float2* __restrict__ tw, T* __restrict__ y, int64_t B, int64_t H,
+    int64_t L, bool split) {
+  using E = typename OpOf<T>::type;
+  constexpr int SEQ = seqs_for(N);
+  extern __shared__ float2 buf[];
+  // Per sequence: offsets of its two rows (−1: absent), its h and skip value.
+  __shared__ int64_t off0[SEQ], off1[SEQ], hs[SEQ];
+  __shared__ float sks[SEQ];
+  const int64_t pairs = (B + 1) / 2, nseq = H * pairs, seq0 = int64_t(blockIdx.x) * SEQ;
+  for (int s = threadIdx.x; s < SEQ; s += blockDim.x) {
+    const int64_t seq = seq0 + s;
+    const int64_t h = seq < nseq ? seq / pairs : 0, b = 2 * (seq % pairs);
+    off0[s] = seq < nseq ? (b * H + h) * L : -1;
+    off1[s] = seq < nseq && b + 1 < B ? (b * H + h) * L + H * L : -1;
+    hs[s] = h;
+    sks[s] = skip ? ldf(skip, h) : 0.f;
+  }
+  __syncthreads();
+  auto v_at = [&](int64_t o, int n) {
+    if (o < 0 || n >= L) return 0.f;
+    const float x = ldf(u, o + n);
+    return pre ? x * ldf(pre, o + n) : x;
+  };
+  const Dft16<E> F(threadIdx.x & 31, split);
+  load_forward<N>(buf, SEQ, [&](int s, int n) { return float2{v_at(off0[s], n), v_at(off1[s], n)}; });
+  __syncthreads();
+  convolve_passes<E, N>(buf, SEQ * N / 128, F, tw,
+                        [&](int p) { return __ldg(khat + hs[p / N] * N + (p & (N - 1))); });
+  inverse_store<N>(buf, SEQ, [&](int s, int n, float2 z) {
+    const int64_t o0 = off0[s], o1 = off1[s];
+    if (n >= L || o0 < 0) return;
+    if (skip) {
+      z.x += sks[s] * v_at(o0, n);
+      z.y += sks[s] * v_at(o1, n);
+    }
+    if (post) {
+      z.x *= ldf(post, o0 + n);
+      if (o1 >= 0) z.y *= ldf(post, o1 + n);
+    }
+    y[o0 + n] = From<T>::of(z.x);
+    if (o1 >= 0) y[o1 + n] = From<T>::of(z.y);
+  });
+}
+
+}  // namespace strux::cuda::tensor

@@ -1,0 +1,39 @@
+// Host side of the tensor-core fftconv kernels (tensor.cuh): which problems they cover, launch
+// geometry and twiddle table made once at plan time, and the launches. Forward only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "cuda/buffer.hpp"
+#include "strux/cuda/common.hpp"
+
+namespace strux::cuda::tensor {
+
+// FFT sizes with a compiled kernel: powers of two N = 256 … 16384 (N float2 per sequence in
+// shared memory: 128 KB at 16384, within the A100's 164 KB and the H100's 228 KB).
+constexpr int64_t kMinN = 256, kMaxN = 16384;
+bool supported_n(int64_t N);
+// float16 and bfloat16 (the mma operand types); float32 and float64 take the other solvers.
+bool supported_dtype(DType dt);
+
+struct Launch {
+  int N = 0, threads = 0, seqs = 1;  // seqs: complex sequences (two real rows each) per CTA
+  size_t smem = 0;
+  DeviceBuffer tw;  // W_Q^m = exp(−2πi·m/Q), m < Q = N / r: the radix-16 passes' twiddles
+};
+
+// Sets the kernels' shared-memory limits and uploads the twiddle table (synchronous copy).
+void plan(DType dt, int64_t N, Launch& g);
+
+// khat[h][i] = K̂ of k[h, :Lmin] zero-padded to N, in the kernels' frequency order: [H][N] complex.
+void spectrum(DType dt, const Launch& g, const void* k, int64_t H, int64_t Lk, int64_t Lmin, float2* khat,
+              cudaStream_t s);
+// split: hi/lo operand splits (three products each, the solver); false: one product per real
+// product, a benchmark probe of what the splits cost (error about 5–6e-4 for float16 out).
+void forward(DType dt, const Launch& g, const void* u, const void* pre, const void* post, const void* skip,
+             const float2* khat, void* y, int64_t B, int64_t H, int64_t L, bool split, cudaStream_t s);
+
+}  // namespace strux::cuda::tensor

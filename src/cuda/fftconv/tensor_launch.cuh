@@ -1,0 +1,77 @@
+// Launch templates of the tensor-core fftconv kernels for one element type T; instantiated once
+// per dtype in tensor_<dtype>.cu (compiled in parallel), dispatched by tensor.cu.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/check.hpp"
+#include "cuda/fftconv/tensor.cuh"
+#include "cuda/fftconv/tensor.hpp"
+
+namespace strux::cuda::tensor {
+
+// Calls f(integral_constant<int, N>) for the run-time N.
+template <class F>
+void with_n(int64_t N, F&& f) {
+  switch (N) {
+    case 256: f(std::integral_constant<int, 256>{}); break;
+    case 512: f(std::integral_constant<int, 512>{}); break;
+    case 1024: f(std::integral_constant<int, 1024>{}); break;
+    case 2048: f(std::integral_constant<int, 2048>{}); break;
+    case 4096: f(std::integral_constant<int, 4096>{}); break;
+    case 8192: f(std::integral_constant<int, 8192>{}); break;
+    case 16384: f(std::integral_constant<int, 16384>{}); break;
+    default: check_arg(false, "nfft", "no tensor-core fftconv kernel for nfft = ", N);
+  }
+}
+
+template <class T>
+void plan_t(int64_t N, Launch& g) {
+  with_n(N, [&](auto nn) {
+    constexpr int NN = decltype(nn)::value;
+    g.N = NN;
+    g.threads = threads_for(NN);
+    g.seqs = seqs_for(NN);
+    g.smem = size_t(g.seqs) * NN * sizeof(float2);
+    int dev = 0, optin = 0;
+    STRUX_CUDA(cudaGetDevice(&dev));
+    STRUX_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    check_arg(g.smem + 1024 <= size_t(optin), "nfft", "the tensor-core fftconv kernel for nfft = ", NN, " needs ",
+              g.smem, " bytes of shared memory per block; this device allows ", optin);
+    for (const void* k : {reinterpret_cast<const void*>(&forward_kernel<T, NN>),
+                          reinterpret_cast<const void*>(&spectrum_kernel<T, NN>)})
+      STRUX_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(g.smem)));
+  });
+}
+
+template <class T>
+void spectrum_t(const Launch& g, const T* k, int64_t H, int64_t Lk, int64_t Lmin, float2* khat, cudaStream_t s) {
+  with_n(g.N, [&](auto nn) {
+    constexpr int NN = decltype(nn)::value;
+    const int64_t grid = (H + g.seqs - 1) / g.seqs;
+    spectrum_kernel<T, NN><<<unsigned(grid), g.threads, g.smem, s>>>(k, H, Lk, Lmin, g.tw.as<float2>(), khat);
+    STRUX_LAUNCH("fftconv tensor spectrum");
+  });
+}
+
+template <class T>
+void forward_t(const Launch& g, const T* u, const T* pre, const T* post, const T* skip, const float2* khat, T* y,
+               int64_t B, int64_t H, int64_t L, bool split, cudaStream_t s) {
+  with_n(g.N, [&](auto nn) {
+    constexpr int NN = decltype(nn)::value;
+    const int64_t nseq = H * ((B + 1) / 2), grid = (nseq + g.seqs - 1) / g.seqs;
+    check_arg(grid < (int64_t(1) << 31), "B", "too many rows for one launch: ", B, " x ", H);
+    forward_kernel<T, NN><<<unsigned(grid), g.threads, g.smem, s>>>(u, pre, post, skip, khat, g.tw.as<float2>(),
+                                                                     y, B, H, L, split);
+    STRUX_LAUNCH("fftconv tensor forward");
+  });
+}
+
+#define STRUX_TENSOR_INSTANTIATE(T)                                                                          \
+  template void plan_t<T>(int64_t, Launch&);                                                                 \
+  template void spectrum_t<T>(const Launch&, const T*, int64_t, int64_t, int64_t, float2*, cudaStream_t);   \
+  template void forward_t<T>(const Launch&, const T*, const T*, const T*, const T*, const float2*, T*, int64_t, \
+                             int64_t, int64_t, bool, cudaStream_t);
+
+}  // namespace strux::cuda::tensor
