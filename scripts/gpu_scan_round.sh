@@ -21,7 +21,7 @@ done
 exec > >(tee -a "$OUT/gpu_scan_round.log") 2>&1
 echo "== $(date -u) $(hostname) $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) scan round"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv || true
-GPU_CMAKE_ARGS=(-DSTRUX_BUILD_TESTS=OFF -DSTRUX_PTXAS_VERBOSE=ON)
+GPU_CMAKE_ARGS=(-DSTRUX_BUILD_TESTS=OFF)  # as gpu_focus.sh and the other round scripts: a warm build/gpu is reused
 source scripts/gpu_build.sh
 gpu_build || exit 1
 # registers and spills of the scan kernels (the build log holds every kernel's ptxas report)
