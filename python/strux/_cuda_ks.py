@@ -380,7 +380,9 @@ def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf", options=None):
 def ks_chain(x, ws, patterns, *, layout: str = "bsf", options=None):
     """A chain of KS factors on the GPU: ``x @ (K_1 ⋯ K_P).T`` ("bsf") or ``K_1 ⋯ K_P @ x`` ("bsl").
 
-    One fused launch per factor (K_P first); intermediates live in one scratch array.
+    Two factors may run as one kernel with the intermediate on chip (``options={"chain": "fused"}``
+    forces it, ``"factors"`` the factor-by-factor forward; ks_chain_path says which runs); else one
+    launch per factor (K_P first) with the intermediates in one scratch array.
     """
     opts = 0 if options is None else _O.ks_code(options)
     if type(x) in _a.TT:
@@ -428,6 +430,15 @@ def ks_paths(pattern, batch: int, *, layout: str = "bsf", dtype: str = "float32"
     dt, code = _DTYPE_CODE[_choice(dtype, "dtype", _KERNEL_DTYPES)], _O.ks_code(options)
     fwd, bx = _ext.cuda_ks_path(p, int(batch), bl, dt, code)
     return fwd, bx, tuple(_ext.cuda_ks_dw_path(p, int(batch), bl, dt, code))
+
+
+def ks_chain_path(patterns, batch: int, *, layout: str = "bsf", dtype: str = "float32", options=None):
+    """How ks_chain's forward runs for these arguments: ("fused", its block shape) or ("factors",
+    why not fused) (tests, bench). A forced "fused" that cannot run raises ValueError saying why."""
+    _a.need()
+    flat = [v for p in _patterns(patterns) for v in p]
+    return tuple(_ext.cuda_ks_chain_path(flat, int(batch), _choice(layout, "layout", _LAYOUTS) == "bsl",
+                                         _DTYPE_CODE[_choice(dtype, "dtype", _KERNEL_DTYPES)], _O.ks_code(options)))
 
 
 def ks_describe(pattern, batch: int, *, layout: str = "bsf", dtype: str = "float32", options=None) -> str:
