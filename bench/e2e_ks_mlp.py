@@ -79,12 +79,15 @@ def ks_like(m, options=None, blocks=BLOCK):
 
 
 def replace_projections(model: nn.Module, names, options=None, blocks=BLOCK, share_from=None) -> int:
-    """Replaces every nn.Linear / Conv1D child whose attribute name is in `names` by ks_like(it).
-    share_from: a model already replaced the same way whose KSLinear weights are copied (so that
-    two variants compute the same function). Returns the number replaced."""
+    """Replaces every nn.Linear / Conv1D child named in `names` of an MLP module (a module whose
+    class name contains "mlp": timm's Mlp, transformers' GPT2MLP; GPT-2's attention has a c_proj
+    too) by ks_like(it). share_from: a model already replaced the same way whose KSLinear weights
+    are copied (so that two variants compute the same function). Returns the number replaced."""
     count = 0
     src = dict(share_from.named_modules()) if share_from is not None else {}
     for parent_name, parent in list(model.named_modules()):
+        if "mlp" not in type(parent).__name__.lower():
+            continue
         for name, child in list(parent.named_children()):
             if name in names and _features(child) is not None:
                 ks = ks_like(child, options, blocks)

@@ -184,7 +184,7 @@ class CudaKSChain final : public KSChainBackend {
       throw ValueError(msg("argument 'options.solver': \"fused\" cannot run this chain: ", why_));
     if (!why_.empty() || (solver == 0 && !cuda::ks::fused_pair_preferred(kp(0), kp(1), p_.batch, to_cuda(p_.dtype))))
       return;
-    fused_ = cuda::ks::fused_pair_pick(kp(0), kp(1), to_cuda(p_.dtype), 0);
+    fused_ = cuda::ks::fused_pair_pick(kp(0), kp(1), to_cuda(p_.dtype), p_.batch, 0);
   }
 
   op::KSChainProblem p_;

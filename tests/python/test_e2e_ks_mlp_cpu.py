@@ -57,24 +57,37 @@ class _Mlp(nn.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
+class _Attn(nn.Module):
+    """A projection of the same name outside an MLP (GPT-2's attn.c_proj): left alone."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc2 = nn.Linear(384, 384)
+
+    def forward(self, x):
+        return self.fc2(x)
+
+
 @pytest.mark.parametrize("conv", [False, True])
 def test_replace_projections_cpu(conv):
     pytest.importorskip("strux.torch")
     E = _mod()
     from strux.torch import KSLinear
     torch.manual_seed(0)
-    model = nn.Sequential(_Mlp(conv), _Mlp(conv))
+    model = nn.Sequential(_Mlp(conv), _Mlp(conv), _Attn())
     dense_out = model(torch.randn(2, 5, 384)).shape
-    ks = nn.Sequential(*[_Mlp(conv) for _ in range(2)])
-    assert E.replace_projections(ks, ("fc1", "fc2")) == 4
-    assert all(isinstance(m, KSLinear) for n, m in ks.named_modules() if n.endswith(("fc1", "fc2")))
+    ks = nn.Sequential(_Mlp(conv), _Mlp(conv), _Attn())
+    assert E.replace_projections(ks, ("fc1", "fc2")) == 4  # not the attention's fc2
+    assert all(isinstance(m, KSLinear) for n, m in ks.named_modules() if n.endswith(("fc1", "fc2")) and n[0] != "2")
+    assert isinstance(ks[2].fc2, nn.Linear)
     assert ks[0].fc1.in_features == 384 and ks[0].fc1.out_features == 1536
     x = torch.randn(2, 5, 384, requires_grad=True)
     y = ks(x)
     assert y.shape == dense_out
     y.square().sum().backward()
     assert x.grad is not None and all(p.grad is not None for p in ks.parameters())
-    fused = nn.Sequential(*[_Mlp(conv) for _ in range(2)])
+    fused = nn.Sequential(_Mlp(conv), _Mlp(conv), _Attn())
     E.replace_projections(fused, ("fc1", "fc2"), options={"chain": "fused"}, share_from=ks)
+    fused[2].load_state_dict(ks[2].state_dict())  # not replaced: its own random weights
     with torch.no_grad():
         assert torch.allclose(fused(x), ks(x))  # the CPU ignores GPU options: the same weights

@@ -55,16 +55,19 @@ Layout layout(KsPattern p1, KsPattern p2, DType t) {
   return L;
 }
 
-// The opt-in shared memory per block of the current device, read once per device.
-int smem_optin() {
+// An attribute of the current device, read once per device (slot: one per attribute used).
+template <int Slot>
+int dev_attr(cudaDeviceAttr attr) {
   static std::atomic<int> cache[64] = {};
   int dev = 0, v = 0;
   STRUX_CUDA(cudaGetDevice(&dev));
   if (dev < 64 && (v = cache[dev].load(std::memory_order_relaxed)) > 0) return v;
-  STRUX_CUDA(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  STRUX_CUDA(cudaDeviceGetAttribute(&v, attr, dev));
   if (dev < 64) cache[dev].store(v, std::memory_order_relaxed);
   return v;
 }
+int smem_optin() { return dev_attr<0>(cudaDevAttrMaxSharedMemoryPerBlockOptin); }
+int sm_count() { return dev_attr<1>(cudaDevAttrMultiProcessorCount); }
 
 std::string pat(KsPattern p) {
   return "(" + std::to_string(p.a) + ", " + std::to_string(p.b) + ", " + std::to_string(p.c) + ", " +
@@ -142,7 +145,7 @@ std::string fused_pair_why_not(KsPattern p1, KsPattern p2, bool batch_last, DTyp
   return "";
 }
 
-FusedCfg fused_pair_pick(KsPattern p1, KsPattern p2, DType t, int tb_force) {
+FusedCfg fused_pair_pick(KsPattern p1, KsPattern p2, DType t, int64_t batch, int tb_force) {
   check_arg(tb_force == 0 || tb_force == 8 || tb_force == 16 || tb_force == 32 || tb_force == 64, "fused_tb",
             "expected 0 (automatic), 8, 16, 32 or 64, got ", tb_force);
   const Layout L = layout(p1, p2, t);
@@ -153,12 +156,15 @@ FusedCfg fused_pair_pick(KsPattern p1, KsPattern p2, DType t, int tb_force) {
     return {tb_force, L.smem(tb_force)};
   }
   // Two blocks per SM let one block's copies overlap the other's mma; within that, more rows
-  // per block means fewer weight reads from L2 per row.
+  // per block means fewer weight reads from L2 per row; but a small batch takes fewer rows per
+  // block so that it still spreads over the SMs (its blocks are latency-bound).
   const int64_t two = (optin - 2048) / 2;
+  int top = 32;
+  while (top > 8 && (batch + top - 1) / top < sm_count()) top /= 2;
   for (int tb : {32, 16, 8})
-    if (L.smem(tb) <= two) return {tb, L.smem(tb)};
+    if (tb <= top && L.smem(tb) <= two) return {tb, L.smem(tb)};
   for (int tb : {32, 16, 8})
-    if (L.smem(tb) <= optin) return {tb, L.smem(tb)};
+    if (tb <= top && L.smem(tb) <= optin) return {tb, L.smem(tb)};
   return {};
 }
 

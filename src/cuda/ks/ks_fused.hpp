@@ -23,9 +23,10 @@ struct FusedCfg {
 // layout / dtype on the current device, in words; "" when it can.
 std::string fused_pair_why_not(KsPattern p1, KsPattern p2, bool batch_last, DType t);
 // The block shape for an applicable pair: tb_force (8, 16, 32 or 64) keeps only that value,
-// 0 lets the rule pick (the largest tb <= 32 with two blocks per SM, else one); ValueError
-// naming `fused_tb` when a forced tb does not fit.
-FusedCfg fused_pair_pick(KsPattern p1, KsPattern p2, DType t, int tb_force);
+// 0 lets the rule pick (the largest tb <= 32 with two blocks per SM, else one, and at most the
+// tb that still gives every SM a block of this batch); ValueError naming `fused_tb` when a
+// forced tb does not fit.
+FusedCfg fused_pair_pick(KsPattern p1, KsPattern p2, DType t, int64_t batch, int tb_force);
 // Whether a chain plan with no forced choice runs an applicable pair fused (the solver rule).
 bool fused_pair_preferred(KsPattern p1, KsPattern p2, int64_t batch, DType t);
 // y (batch, a1*b1*d1) = x (batch, a2*c2*d2) (K_1 K_2)^T, or the transposes for batch-last;
