@@ -7,8 +7,7 @@ float32 intermediate): the brief's bound, 1e-6 relative (norm-wise) to float64. 
 round the intermediate and the output to the input type (unit roundoff u = 2^-11 float16,
 2^-8 bfloat16), like two single-factor calls; each rounding is at most u/2 per element, so the
 norm-wise error is about u/2 and the bound is 4u. Against the factor-by-factor chain (the same
-roundings, other summation orders) the bound is the same 4u (an intermediate element may round
-the other way: one ulp, carried through K_1).
+roundings in halves, other summation orders; its own float32 error) the bound is twice that.
 """
 import pytest
 
@@ -71,7 +70,7 @@ def test_fused_matches_float64(name, batch, dtype, layout):
     assert torch.isfinite(y).all()
     assert rel(y, ref) <= TOL[dtype], (name, batch, dtype, rel(y, ref))
     y2 = K.ks_chain(x, ws, ps, layout=layout, options=FACTORS)
-    assert rel(y, y2.double()) <= TOL[dtype]
+    assert rel(y, y2.double()) <= 2 * TOL[dtype]  # two results, each within TOL of float64
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda t: str(t).split(".")[-1])
