@@ -107,7 +107,8 @@ def case(name, ps, dtype, batch, bw, sweep, layout="bsf"):
         "bmm": bmm2,
     }
     row = dict(pair=name, patterns=[list(p) for p in ps], dtype=dtype, batch=batch, layout=layout, N=N, M=M)
-    row["path"] = list(safe(lambda: K.ks_chain_path(ps, batch, layout=layout, dtype=dtype, options=FUSED)))
+    path = safe(lambda: K.ks_chain_path(ps, batch, layout=layout, dtype=dtype, options=FUSED))
+    row["path"] = list(path) if isinstance(path, tuple) else [path]
     reps = 20 if batch >= 4096 else 50
     for k, f in fns.items():
         call = cycling(xs, f)
@@ -135,7 +136,7 @@ def case(name, ps, dtype, batch, bw, sweep, layout="bsf"):
             call = cycling(xs, lambda x, o=opts: K.ks_chain(x, ws, ps, layout=layout, options=o))
             tbs[tb] = safe(lambda: back_to_back_ms(call))
         row["fused_tb_b2b_ms"] = tbs
-    del xs, Kd, Kd64
+    del xs
     torch.cuda.empty_cache()
     return row
 
