@@ -134,7 +134,8 @@ bool chain_fused(const std::vector<int64_t>& flat, size_t P, int64_t batch, bool
 
 // Chain forward: K_P first; intermediates ping-pong between two scratch regions of
 // region(max rows of factors 2..P * batch) elements each (one region when P == 2). A fused
-// chain (chain_fused) touches no scratch.
+// chain (chain_fused) uses the scratch for its group-major weight copies (fused_pair_workspace_bytes;
+// _cuda_ks.chain_forward sizes the scratch for both).
 void chain_forward(uintptr_t x, const std::vector<uintptr_t>& ws, uintptr_t y, uintptr_t scratch,
                    int64_t scratch_elems, const std::vector<int64_t>& flat, int64_t batch, bool bl,
                    int dtype, int device, int64_t opts, uintptr_t stream) {
@@ -142,9 +143,13 @@ void chain_forward(uintptr_t x, const std::vector<uintptr_t>& ws, uintptr_t y, u
   DeviceGuard g(device);
   strux::cuda::ks::FusedCfg cfg;
   std::string why;
-  if (chain_fused(flat, P, batch, bl, dtype, opts, &cfg, &why))
-    return strux::cuda::ks::fused_pair(ptr(x), ptr(ws[0]), ptr(ws[1]), ptr(y), pat(flat, 0), pat(flat, 1),
-                                       batch, bl, DType(dtype), cfg, static_cast<cudaStream_t>(ptr(stream)));
+  if (chain_fused(flat, P, batch, bl, dtype, opts, &cfg, &why)) {
+    const int64_t need = strux::cuda::ks::fused_pair_workspace_bytes(pat(flat, 0), pat(flat, 1), DType(dtype));
+    check_arg(scratch_elems * int64_t(elem_bytes(dtype)) >= need, "scratch", "too small for the fused pair: ",
+              scratch_elems, " elements, need ", need, " bytes");
+    return strux::cuda::ks::fused_pair(ptr(x), ptr(ws[0]), ptr(ws[1]), ptr(y), pat(flat, 0), pat(flat, 1), batch,
+                                       bl, DType(dtype), cfg, ptr(scratch), static_cast<cudaStream_t>(ptr(stream)));
+  }
   opts &= kFactorBits;
   int64_t inter = 0;
   for (size_t q = 1; q < P; ++q) {

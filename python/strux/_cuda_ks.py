@@ -189,9 +189,11 @@ def chain_forward(x, ws, ps, flat, bl, batch, dt, dev, opts=0):
         return ks_forward(x, ws[0], ps[0], bl, batch, dt, dev, opts)
     a, b, _, d = ps[0]
     y = _a.empty(x, (a * b * d, batch) if bl else (batch, a * b * d))
-    # a forced fused chain (options code bits 10-11 == 2) runs in one kernel and needs no scratch
+    # a 2-factor chain may run fused (forced: options code bits 10-11 == 2; or the rule): its
+    # scratch holds the group-major copies of the factors with d > 1 (bind_cuda_ks.cpp)
+    wt = sum(_region(q[0] * q[1] * q[2] * q[3] + 128) for q in ps if q[3] > 1) if P == 2 else 0
     inter = 0 if (opts >> 10) & 3 == 2 else max(_region(q[0] * q[1] * q[3] * batch) for q in ps[1:]) * min(P - 1, 2)
-    s = _a.empty(x, (inter,))
+    s = _a.empty(x, (max(inter, wt),))
     _ext.cuda_ks_chain_forward(_a.ptr(x), [_a.ptr(w) for w in ws], _a.ptr(y), _a.ptr(s), inter, flat, batch, bl,
                                dt, dev, opts, _a.stream(x))
     return y

@@ -119,6 +119,10 @@ class CudaKSChain final : public KSChainBackend {
     }
     acc_off_ = bytes_;
     bytes_ += acc_bytes(p.dtype, nnz);
+    if (fused_.ok()) {  // the fused pair's group-major weight copies
+      wt_off_ = bytes_;
+      bytes_ += size_t(cuda::ks::fused_pair_workspace_bytes(kp(0), kp(1), to_cuda(p.dtype)));
+    }
   }
   size_t workspace_bytes() const override { return bytes_; }
   std::string describe() const override {
@@ -136,7 +140,8 @@ class CudaKSChain final : public KSChainBackend {
     DeviceGuard g(p_.device);
     if (fused_.ok())
       return cuda::ks::fused_pair(a.x.data, a.w[0].data, a.w[1].data, a.y.data, kp(0), kp(1), p_.batch,
-                                  p_.layout == KSLayout::BatchLast, to_cuda(p_.dtype), fused_, stream_of(s));
+                                  p_.layout == KSLayout::BatchLast, to_cuda(p_.dtype), fused_, base(ws) + wt_off_,
+                                  stream_of(s));
     run_forward(a.x.data, a.w, a.y.data, base(ws), s);
   }
   void backward(const op::KSChainBackward& a, void* ws, Stream s) override {
@@ -192,7 +197,7 @@ class CudaKSChain final : public KSChainBackend {
   std::string why_;
   std::vector<Factor> factors_;
   std::vector<size_t> act_off_;
-  size_t grad_off_[2] = {0, 0}, acc_off_ = 0, bytes_ = 0;
+  size_t grad_off_[2] = {0, 0}, acc_off_ = 0, wt_off_ = 0, bytes_ = 0;
   Scratch scratch_;
 };
 

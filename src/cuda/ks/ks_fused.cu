@@ -90,14 +90,31 @@ void launch_tb(const fused::Args<T>& a, int64_t smem, cudaStream_t s) {
   STRUX_LAUNCH("ks fused pair_kernel");
 }
 
+int64_t region(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// w itself when d == 1, else its group-major copy in wbuf (relayout_kernel) at byte offset *off.
+template <class T>
+const T* grouped(const void* w, KsPattern p, char* wbuf, int64_t* off, cudaStream_t s) {
+  if (p.d == 1) return static_cast<const T*>(w);
+  T* wt = reinterpret_cast<T*>(wbuf + *off);
+  const int64_t n = p.a * p.b * p.c * p.d;
+  *off += region(n * int64_t(sizeof(T)));
+  const int blocks = int(std::min<int64_t>((n + 255) / 256, 4096));
+  fused::relayout_kernel<T><<<blocks, 256, 0, s>>>(static_cast<const T*>(w), wt, int(p.a), int(p.b), int(p.c),
+                                                  int(p.d));
+  STRUX_LAUNCH("ks fused relayout_kernel");
+  return wt;
+}
+
 template <class T>
 void launch(const void* x, const void* w1, const void* w2, void* y, KsPattern p1, KsPattern p2,
-            int64_t batch, bool bl, DType t, FusedCfg cfg, cudaStream_t s) {
+            int64_t batch, bool bl, DType t, FusedCfg cfg, void* wbuf, cudaStream_t s) {
   const Layout L = layout(p1, p2, t);
   fused::Args<T> a;
+  int64_t off = 0;
   a.x = static_cast<const T*>(x);
-  a.w1 = static_cast<const T*>(w1);
-  a.w2 = static_cast<const T*>(w2);
+  a.w1 = grouped<T>(w1, p1, static_cast<char*>(wbuf), &off, s);
+  a.w2 = grouped<T>(w2, p2, static_cast<char*>(wbuf), &off, s);
   a.y = static_cast<T*>(y);
   a.batch = batch;
   a.f1 = {int(p1.a), int(p1.b), int(p1.c), int(p1.d)};
@@ -112,7 +129,7 @@ void launch(const void* x, const void* w1, const void* w2, void* y, KsPattern p1
   auto al = [](const void* p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; };
   a.bl = bl;
   a.vec = (bl ? batch % v == 0 : a.N % v == 0 && a.M % v == 0) && al(x, 16) && al(y, 16);
-  a.wpair = al(w1, 4) && al(w2, 4);
+  a.wpair = al(a.w1, 4) && al(a.w2, 4);
   switch (cfg.tb) {
     case 8: return launch_tb<T, 8>(a, cfg.smem, s);
     case 16: return launch_tb<T, 16>(a, cfg.smem, s);
@@ -174,15 +191,25 @@ bool fused_pair_preferred(KsPattern, KsPattern, int64_t, DType) {
   return false;
 }
 
+int64_t fused_pair_workspace_bytes(KsPattern p1, KsPattern p2, DType t) {
+  const int64_t es = t == DType::f32 ? 4 : 2;
+  int64_t n = 0;
+  for (KsPattern p : {p1, p2})
+    if (p.d > 1) n += region(p.a * p.b * p.c * p.d * es);
+  return n;
+}
+
 void fused_pair(const void* x, const void* w1, const void* w2, void* y, KsPattern p1, KsPattern p2,
-                int64_t batch, bool batch_last, DType t, FusedCfg cfg, cudaStream_t s) {
+                int64_t batch, bool batch_last, DType t, FusedCfg cfg, void* wbuf, cudaStream_t s) {
   check_arg(cfg.ok(), "fused_tb", "no block shape for the fused pair ", pat(p1), " ", pat(p2));
+  check_arg(wbuf || fused_pair_workspace_bytes(p1, p2, t) == 0, "workspace",
+            "the fused pair needs fused_pair_workspace_bytes() of scratch, got none");
   check_arg(batch >= 1 && (batch + cfg.tb - 1) / cfg.tb < (int64_t(1) << 31), "batch", "expected 1 to 2^31 blocks of ",
             cfg.tb, " rows, got batch ", batch);
   switch (t) {
-    case DType::f32: return launch<float>(x, w1, w2, y, p1, p2, batch, batch_last, t, cfg, s);
-    case DType::f16: return launch<__half>(x, w1, w2, y, p1, p2, batch, batch_last, t, cfg, s);
-    case DType::bf16: return launch<__nv_bfloat16>(x, w1, w2, y, p1, p2, batch, batch_last, t, cfg, s);
+    case DType::f32: return launch<float>(x, w1, w2, y, p1, p2, batch, batch_last, t, cfg, wbuf, s);
+    case DType::f16: return launch<__half>(x, w1, w2, y, p1, p2, batch, batch_last, t, cfg, wbuf, s);
+    case DType::bf16: return launch<__nv_bfloat16>(x, w1, w2, y, p1, p2, batch, batch_last, t, cfg, wbuf, s);
     default: check_arg(false, "dtype", "the fused pair runs float32, float16 and bfloat16, got ", dtype_name(t));
   }
 }

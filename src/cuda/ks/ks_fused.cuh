@@ -16,7 +16,9 @@
 //     (3xTF32, ks_tc.cuh's split; each k8 step in a fresh fragment added with rounding FADDs so
 //     the truncating mma adds do not build up along K); the intermediate stays float32.
 // A operands (weights) come straight from global memory (L2-resident; each block reads every
-// weight once, reused over its TB rows); B operands (activations) from shared memory.
+// weight once, reused over its TB rows), group-major (a factor with d > 1 is first copied by
+// relayout_kernel, so that a warp's fragment loads read whole 16-byte runs instead of one
+// 2-byte value per 32-byte sector); B operands (activations) from shared memory.
 //
 // Buffers hold rows (stride LD0 / LD1 elements) in natural column order with a one-word pad
 // after every P elements (sidx): the strided group columns (stride d, e.g. d = 32 in the
@@ -46,7 +48,7 @@ struct Fac {
 template <class T>
 struct Args {
   const T* x;
-  const T* w1;  // factor 1 (applied second), (a1, b1, c1, d1)
+  const T* w1;  // factor 1 (applied second), (a1, b1, c1, d1), group-major: see relayout
   const T* w2;  // factor 2 (applied first)
   T* y;
   int64_t batch;
@@ -57,7 +59,7 @@ struct Args {
   int scr;       // elements of one warp's scratch (0: no square factor)
   bool bl;       // batch-last: x (N, batch), y (M, batch); the block's rows are columns there
   bool vec;      // 16-byte global copies (batch-first: of rows; batch-last: of V batch columns)
-  bool wpair;    // half types: w 4-byte aligned, so a (l, l+1) weight pair is one load when d == 1
+  bool wpair;    // half types: w1, w2 4-byte aligned, so a (l, l+1) weight pair is one load
 };
 
 template <class T>
@@ -110,7 +112,7 @@ __device__ void stage(const T* __restrict__ w, Fac f, const T* in, int LD, T* ou
   for (int grp = warp; grp < ngroups; grp += NWARP) {
     const int i = grp / f.d, j = grp - i * f.d;
     const int in_base = i * f.c * f.d + j, out_base = i * f.b * f.d + j;
-    const T* wg = w + int64_t(i) * f.b * f.c * f.d + j;  // W_g[k][l] = wg[(k*c + l)*d]
+    const T* wg = w + int64_t(grp) * f.b * f.c;  // W_g[k][l] = wg[k*c + l] (group-major weights)
     for (int m0 = 0; m0 < f.b; m0 += 16) {
       const int k0 = m0 + g, k1 = k0 + 8;
       float acc[NT][4];
@@ -119,10 +121,8 @@ __device__ void stage(const T* __restrict__ w, Fac f, const T* in, int LD, T* ou
       if constexpr (sizeof(T) == 4) {
 #pragma unroll 2
         for (int l0 = t; l0 < f.c; l0 += 8) {
-          const float wa[4] = {__ldg(wg + int64_t(k0 * f.c + l0) * f.d),
-                               __ldg(wg + int64_t(k1 * f.c + l0) * f.d),
-                               __ldg(wg + int64_t(k0 * f.c + l0 + 4) * f.d),
-                               __ldg(wg + int64_t(k1 * f.c + l0 + 4) * f.d)};
+          const float wa[4] = {__ldg(wg + k0 * f.c + l0), __ldg(wg + k1 * f.c + l0),
+                               __ldg(wg + k0 * f.c + l0 + 4), __ldg(wg + k1 * f.c + l0 + 4)};
           uint32_t ahi[4], alo[4];
 #pragma unroll
           for (int e = 0; e < 4; ++e) tc::split(wa[e], ahi[e], alo[e]);
@@ -149,10 +149,10 @@ __device__ void stage(const T* __restrict__ w, Fac f, const T* in, int LD, T* ou
         using U = unsigned short;
         const U* wu = reinterpret_cast<const U*>(wg);
         const U* inu = reinterpret_cast<const U*>(in);
-        auto wpr = [&](int k, int l) -> uint32_t {  // {W[k][l], W[k][l+1]}
-          const int64_t o = int64_t(k * f.c + l) * f.d;
-          if (D1 && wpair) return __ldg(reinterpret_cast<const uint32_t*>(wu + o));
-          return uint32_t(__ldg(wu + o)) | (uint32_t(__ldg(wu + o + f.d)) << 16);
+        auto wpr = [&](int k, int l) -> uint32_t {  // {W[k][l], W[k][l+1]}: l and k*c even
+          const int o = k * f.c + l;
+          if (wpair) return __ldg(reinterpret_cast<const uint32_t*>(wu + o));
+          return uint32_t(__ldg(wu + o)) | (uint32_t(__ldg(wu + o + 1)) << 16);
         };
 #pragma unroll 2
         for (int l0 = 2 * t; l0 < f.c; l0 += 16) {
@@ -309,6 +309,17 @@ __global__ void __launch_bounds__(NTHR, 2) pair_kernel(Args<T> ar) {  // 2 block
       const int r = e / ar.M, m = e - r * ar.M;
       ar.y[(row0 + r) * ar.M + m] = nxt[r * LD + sidx(m, sh, EPW)];
     }
+  }
+}
+
+// Group-major weights: wt[((i*d + j)*b + k)*c + l] = w[((i*b + k)*c + l)*d + j], so that a
+// group's W_g is one contiguous b x c block (w itself when d == 1). Read coalesced along j.
+template <class T>
+__global__ void relayout_kernel(const T* __restrict__ w, T* __restrict__ wt, int a, int b, int c, int d) {
+  const int64_t n = int64_t(a) * b * c * d;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = e % d, l = (e / d) % c, k = (e / (int64_t(d) * c)) % b, i = e / (int64_t(d) * c * b);
+    wt[((i * d + j) * b + k) * c + l] = w[e];
   }
 }
 

@@ -29,9 +29,13 @@ std::string fused_pair_why_not(KsPattern p1, KsPattern p2, bool batch_last, DTyp
 FusedCfg fused_pair_pick(KsPattern p1, KsPattern p2, DType t, int64_t batch, int tb_force);
 // Whether a chain plan with no forced choice runs an applicable pair fused (the solver rule).
 bool fused_pair_preferred(KsPattern p1, KsPattern p2, int64_t batch, DType t);
+// Bytes of device scratch fused_pair needs: group-major copies of the factors with d > 1 (a
+// warp then reads a group's weights as contiguous rows); 0 when both have d == 1.
+int64_t fused_pair_workspace_bytes(KsPattern p1, KsPattern p2, DType t);
 // y (batch, a1*b1*d1) = x (batch, a2*c2*d2) (K_1 K_2)^T, or the transposes for batch-last;
-// w1, w2 the factors' values; launches only.
+// w1, w2 the factors' values; wbuf: fused_pair_workspace_bytes() of scratch (256-byte aligned;
+// null when that is 0); launches only.
 void fused_pair(const void* x, const void* w1, const void* w2, void* y, KsPattern p1, KsPattern p2,
-                int64_t batch, bool batch_last, DType t, FusedCfg cfg, cudaStream_t s);
+                int64_t batch, bool batch_last, DType t, FusedCfg cfg, void* wbuf, cudaStream_t s);
 
 }  // namespace strux::cuda::ks
