@@ -25,6 +25,7 @@
 #include "cuda/check.hpp"
 #include "strux/core.hpp"
 #include "strux/cuda/ks.hpp"
+#include "cuda/ks/ks_fused.hpp"
 
 namespace {
 
@@ -41,6 +42,7 @@ using KsCache = strux::core::PlanCache<strux::core::PlanKey<8>, KsPlan>;
 
 std::shared_ptr<KsPlan> plan(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl,
                              int dtype, int device, int64_t opts) {
+  opts &= (int64_t(1) << 10) - 1;  // the factor plans' bits (the chain's: chain_fused)
   thread_local KsCache cache(256);
   return cache.get({a, b, c, d, batch, opts, device, int64_t(bl) | (int64_t(dtype) << 1)}, [&] {
     return std::make_shared<KsPlan>(KsPattern{a, b, c, d}, batch, bl, DType(dtype), strux::py::ks_options(opts));
@@ -91,12 +93,64 @@ void backward(uintptr_t dy, uintptr_t x, uintptr_t w, uintptr_t dx, uintptr_t dw
   pl->backward(ptr(dy), ptr(x), ptr(w), ptr(dx), static_cast<float*>(ptr(dw32)), s);
 }
 
+// The options code (strux._cuda_options.ks_code): bits 0-9 the factor plans' KsOptions, bits
+// 10-11 the chain solver (0 the rule, 1 factor by factor, 2 fused), bits 12-14 the fused block's
+// batch rows (0 its rule, 1..4: 8, 16, 32, 64).
+constexpr int64_t kFactorBits = (int64_t(1) << 10) - 1;
+int chain_solver(int64_t opts) {
+  const int v = int((opts >> 10) & 3);
+  check_arg(v <= 2, "options", "bad ks chain solver code ", v);
+  return v;
+}
+int fused_tb(int64_t opts) {
+  const int v = int((opts >> 12) & 7);
+  check_arg(v <= 4, "options", "bad ks fused_tb code ", v);
+  return v ? 4 << v : 0;
+}
+
+// Whether a chain runs as one fused kernel: forced (a ValueError saying why when it cannot),
+// or the solver rule (ks::fused_pair_preferred) where it applies. cfg: the block shape.
+bool chain_fused(const std::vector<int64_t>& flat, size_t P, int64_t batch, bool bl, int dtype,
+                 int64_t opts, strux::cuda::ks::FusedCfg* cfg, std::string* why) {
+  namespace ks = strux::cuda::ks;
+  const int solver = chain_solver(opts);
+  if (solver == 1) {
+    *why = "factor by factor (forced)";
+    return false;
+  }
+  // the rule first: it is cheap, and most chains stop there
+  if (solver == 0 && (P != 2 || !ks::fused_pair_preferred(pat(flat, 0), pat(flat, 1), batch, DType(dtype)))) {
+    *why = "factor by factor (the rule: bench/NOTES-gpu-ks-scan.md#ks-fused)";
+    return false;
+  }
+  *why = P != 2 ? "the fused kernel takes chains of 2 factors, got " + std::to_string(P)
+                : ks::fused_pair_why_not(pat(flat, 0), pat(flat, 1), bl, DType(dtype));
+  check_arg(solver != 2 || why->empty(), "options", "chain 'fused' was forced but cannot run: ", *why);
+  if (!why->empty()) return false;
+  *cfg = ks::fused_pair_pick(pat(flat, 0), pat(flat, 1), DType(dtype), batch, fused_tb(opts));
+  check_arg(cfg->ok(), "options", "no block shape fits the fused pair");
+  return true;
+}
+
 // Chain forward: K_P first; intermediates ping-pong between two scratch regions of
-// region(max rows of factors 2..P * batch) elements each (one region when P == 2).
+// region(max rows of factors 2..P * batch) elements each (one region when P == 2). A fused
+// chain (chain_fused) uses the scratch for its group-major weight copies (fused_pair_workspace_bytes;
+// _cuda_ks.chain_forward sizes the scratch for both).
 void chain_forward(uintptr_t x, const std::vector<uintptr_t>& ws, uintptr_t y, uintptr_t scratch,
                    int64_t scratch_elems, const std::vector<int64_t>& flat, int64_t batch, bool bl,
                    int dtype, int device, int64_t opts, uintptr_t stream) {
   const size_t P = factors(flat, ws.size());
+  DeviceGuard g(device);
+  strux::cuda::ks::FusedCfg cfg;
+  std::string why;
+  if (chain_fused(flat, P, batch, bl, dtype, opts, &cfg, &why)) {
+    const int64_t need = strux::cuda::ks::fused_pair_workspace_bytes(pat(flat, 0), pat(flat, 1), DType(dtype));
+    check_arg(scratch_elems * int64_t(elem_bytes(dtype)) >= need, "scratch", "too small for the fused pair: ",
+              scratch_elems, " elements, need ", need, " bytes");
+    return strux::cuda::ks::fused_pair(ptr(x), ptr(ws[0]), ptr(ws[1]), ptr(y), pat(flat, 0), pat(flat, 1), batch,
+                                       bl, DType(dtype), cfg, ptr(scratch), static_cast<cudaStream_t>(ptr(stream)));
+  }
+  opts &= kFactorBits;
   int64_t inter = 0;
   for (size_t q = 1; q < P; ++q) {
     const KsPattern p = pat(flat, q);
@@ -104,7 +158,6 @@ void chain_forward(uintptr_t x, const std::vector<uintptr_t>& ws, uintptr_t y, u
   }
   check_arg(scratch_elems >= inter * int64_t(std::min<size_t>(P - 1, 2)), "scratch", "too small: ",
             scratch_elems, " elements");
-  DeviceGuard g(device);
   const size_t eb = elem_bytes(dtype);
   uintptr_t in = x;
   for (size_t q = P; q-- > 0;) {
@@ -112,6 +165,19 @@ void chain_forward(uintptr_t x, const std::vector<uintptr_t>& ws, uintptr_t y, u
     plan_q(flat, q, batch, bl, dtype, device, opts)->forward(ptr(in), ptr(ws[q]), ptr(out), ptr(stream));
     in = out;
   }
+}
+
+// How a chain forward runs: ("fused", "tb 32, N bytes of shared memory") or ("factors", why).
+std::pair<std::string, std::string> chain_path(const std::vector<int64_t>& flat, int64_t batch, bool bl,
+                                               int dtype, int64_t opts) {
+  check_arg(flat.size() % 4 == 0 && !flat.empty(), "patterns", "expected 4 values per pattern, got ",
+            flat.size());
+  strux::cuda::ks::FusedCfg cfg;
+  std::string why;
+  if (chain_fused(flat, flat.size() / 4, batch, bl, dtype, opts, &cfg, &why))
+    return {"fused", "tb " + std::to_string(cfg.tb) + ", " + std::to_string(cfg.smem) +
+                         " bytes of shared memory per block"};
+  return {"factors", why};
 }
 
 // Chain backward with the forward intermediates recomputed: scratch holds the inputs of factors
@@ -123,6 +189,8 @@ void chain_backward(uintptr_t dy, uintptr_t x, const std::vector<uintptr_t>& ws,
                     const std::vector<int64_t>& flat, int64_t batch, bool bl, int dtype, int device,
                     int64_t opts, uintptr_t stream) {
   const size_t P = factors(flat, ws.size());
+  chain_solver(opts);  // a valid code (the backward runs factor by factor whatever it says)
+  opts &= kFactorBits;
   check_arg(dws32.size() == P, "dws32", "expected ", P, " pointers, got ", dws32.size());
   const size_t eb = elem_bytes(dtype);
   std::vector<uintptr_t> act(P);  // act[q]: the input of factor q
@@ -162,7 +230,8 @@ void chain_backward(uintptr_t dy, uintptr_t x, const std::vector<uintptr_t>& ws,
 // query only: it reserves no more than the call it describes would.
 KsPlan query_plan(const std::vector<int64_t>& p, int64_t batch, bool batch_last, int dtype, int64_t options) {
   check_arg(p.size() == 4, "pattern", "expected (a, b, c, d), got ", p.size(), " values");
-  return KsPlan({p[0], p[1], p[2], p[3]}, batch, batch_last, DType(dtype), strux::py::ks_options(options));
+  return KsPlan({p[0], p[1], p[2], p[3]}, batch, batch_last, DType(dtype),
+                strux::py::ks_options(options & ((int64_t(1) << 10) - 1)));
 }
 
 std::pair<std::string, std::string> path(const std::vector<int64_t>& p, int64_t batch, bool batch_last, int dtype,
@@ -190,6 +259,8 @@ void bind_cuda_ks(nb::module_& m) {
   m.def("cuda_ks_dw_path", &dw_path, nb::arg("pattern"), nb::arg("batch"), nb::arg("batch_last"),
         nb::arg("dtype"), nb::arg("options") = 0);
   m.def("cuda_ks_describe", &describe, nb::arg("pattern"), nb::arg("batch"), nb::arg("batch_last"),
+        nb::arg("dtype"), nb::arg("options") = 0);
+  m.def("cuda_ks_chain_path", &chain_path, nb::arg("patterns"), nb::arg("batch"), nb::arg("batch_last"),
         nb::arg("dtype"), nb::arg("options") = 0);
   m.def("cuda_ks_forward", &forward, nb::arg("x"), nb::arg("w"), nb::arg("y"), nb::arg("a"),
         nb::arg("b"), nb::arg("c"), nb::arg("d"), nb::arg("batch"), nb::arg("batch_last"),

@@ -189,8 +189,11 @@ def chain_forward(x, ws, ps, flat, bl, batch, dt, dev, opts=0):
         return ks_forward(x, ws[0], ps[0], bl, batch, dt, dev, opts)
     a, b, _, d = ps[0]
     y = _a.empty(x, (a * b * d, batch) if bl else (batch, a * b * d))
-    inter = max(_region(q[0] * q[1] * q[3] * batch) for q in ps[1:]) * min(P - 1, 2)
-    s = _a.empty(x, (inter,))
+    # a 2-factor chain may run fused (forced: options code bits 10-11 == 2; or the rule): its
+    # scratch holds the group-major copies of the factors with d > 1 (bind_cuda_ks.cpp)
+    wt = sum(_region(q[0] * q[1] * q[2] * q[3] + 128) for q in ps if q[3] > 1) if P == 2 else 0
+    inter = 0 if (opts >> 10) & 3 == 2 else max(_region(q[0] * q[1] * q[3] * batch) for q in ps[1:]) * min(P - 1, 2)
+    s = _a.empty(x, (max(inter, wt),))
     _ext.cuda_ks_chain_forward(_a.ptr(x), [_a.ptr(w) for w in ws], _a.ptr(y), _a.ptr(s), inter, flat, batch, bl,
                                dt, dev, opts, _a.stream(x))
     return y
@@ -380,7 +383,9 @@ def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf", options=None):
 def ks_chain(x, ws, patterns, *, layout: str = "bsf", options=None):
     """A chain of KS factors on the GPU: ``x @ (K_1 ⋯ K_P).T`` ("bsf") or ``K_1 ⋯ K_P @ x`` ("bsl").
 
-    One fused launch per factor (K_P first); intermediates live in one scratch array.
+    Two factors may run as one kernel with the intermediate on chip (``options={"chain": "fused"}``
+    forces it, ``"factors"`` the factor-by-factor forward; ks_chain_path says which runs); else one
+    launch per factor (K_P first) with the intermediates in one scratch array.
     """
     opts = 0 if options is None else _O.ks_code(options)
     if type(x) in _a.TT:
@@ -428,6 +433,15 @@ def ks_paths(pattern, batch: int, *, layout: str = "bsf", dtype: str = "float32"
     dt, code = _DTYPE_CODE[_choice(dtype, "dtype", _KERNEL_DTYPES)], _O.ks_code(options)
     fwd, bx = _ext.cuda_ks_path(p, int(batch), bl, dt, code)
     return fwd, bx, tuple(_ext.cuda_ks_dw_path(p, int(batch), bl, dt, code))
+
+
+def ks_chain_path(patterns, batch: int, *, layout: str = "bsf", dtype: str = "float32", options=None):
+    """How ks_chain's forward runs for these arguments: ("fused", its block shape) or ("factors",
+    why not fused) (tests, bench). A forced "fused" that cannot run raises ValueError saying why."""
+    _a.need()
+    flat = [v for p in _patterns(patterns) for v in p]
+    return tuple(_ext.cuda_ks_chain_path(flat, int(batch), _choice(layout, "layout", _LAYOUTS) == "bsl",
+                                         _DTYPE_CODE[_choice(dtype, "dtype", _KERNEL_DTYPES)], _O.ks_code(options)))
 
 
 def ks_describe(pattern, batch: int, *, layout: str = "bsf", dtype: str = "float32", options=None) -> str:

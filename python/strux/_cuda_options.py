@@ -10,6 +10,8 @@ import numbers
 
 _KS_PATHS = {"auto": 0, "kernels": 1, "blas": 2, "stream": 3, "tr": 4}
 _KS_TN = {0: 0, 32: 1, 64: 2, 128: 3}
+_KS_CHAIN = {"auto": 0, "factors": 1, "fused": 2}
+_KS_FUSED_TB = {0: 0, 8: 1, 16: 2, 32: 3, 64: 4}
 _DIAG_PATHS = {"auto": -1, "lookback": 0, "seq1": 1, "seqv": 2, "chunk": 3}
 _BLOCK_PATHS = {"auto": -1, "generic": 0, "registers": 1}
 _CIRC_PATHS = {"auto": -1, "fft": 0, "fused": 1}
@@ -51,12 +53,15 @@ def _count(options, key, what):
 
 def ks_code(options) -> int:
     """ks: {"path": "auto" | "kernels" | "blas" | "stream" | "tr", "stream_tn": 0 | 32 | 64 | 128,
-    "stream_mt": 0 | 1 | 2, "dw_ptrs": bool, "tc_variant": -1 | 0 | 1}. A forced path runs every
-    operation it applies to (stream: forward and dx only) and the table's choice elsewhere; one
-    that applies to no operation of the plan raises ValueError (from the plan)."""
+    "stream_mt": 0 | 1 | 2, "dw_ptrs": bool, "tc_variant": -1 | 0 | 1, "chain": "auto" | "factors" |
+    "fused", "fused_tb": 0 | 8 | 16 | 32 | 64}. A forced path runs every operation it applies to
+    (stream: forward and dx only) and the table's choice elsewhere; one that applies to no
+    operation of the plan raises ValueError (from the plan). "chain" picks how a chain's forward
+    runs (a 2-factor chain in one kernel, or factor by factor; a forced "fused" that cannot run
+    raises ValueError saying why); "fused_tb" the fused kernel's batch rows per block."""
     if options is None:
         return 0
-    o = _items(options, "ks", ("path", "stream_tn", "stream_mt", "dw_ptrs", "tc_variant"))
+    o = _items(options, "ks", ("path", "stream_tn", "stream_mt", "dw_ptrs", "tc_variant", "chain", "fused_tb"))
     code = _pick(o, "path", _KS_PATHS, "auto", "one of " + ", ".join(map(repr, _KS_PATHS)))
     code |= _pick(o, "stream_tn", _KS_TN, 0, "0 (automatic), 32, 64 or 128") << 3
     code |= _pick(o, "stream_mt", {0: 0, 1: 1, 2: 2}, 0, "0 (automatic), 1 or 2") << 5
@@ -65,6 +70,8 @@ def ks_code(options) -> int:
         raise ValueError(f"argument 'options': 'dw_ptrs' expected a bool, got {dw_ptrs!r}")
     code |= (0 if dw_ptrs else 1) << 7
     code |= _pick(o, "tc_variant", {-1: 0, 0: 1, 1: 2}, -1, "-1 (automatic), 0 or 1") << 8
+    code |= _pick(o, "chain", _KS_CHAIN, "auto", "one of " + ", ".join(map(repr, _KS_CHAIN))) << 10
+    code |= _pick(o, "fused_tb", _KS_FUSED_TB, 0, "0 (automatic), 8, 16, 32 or 64") << 12
     return code
 
 

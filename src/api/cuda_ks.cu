@@ -1,12 +1,15 @@
 // The CUDA backends of strux::op::KSFactor and KSChain. One factor runs cuda::KsPlan (float32
 // and half types) or the float64 kernels of cuda_ks_f64.cu. The chain runs the factors in turn
-// with its activations in the workspace (the CPU KSChainPlan's algorithm).
+// with its activations in the workspace (the CPU KSChainPlan's algorithm), or, for two factors,
+// one kernel with the intermediate on chip (solver "fused", src/cuda/ks/ks_fused.cuh; "factors"
+// forces the factor-by-factor forward; the backward is factor by factor either way).
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "api/cuda_ks_f64.hpp"
 #include "api/cuda_util.cuh"
+#include "cuda/ks/ks_fused.hpp"
 #include "strux/cuda/ks.hpp"
 
 namespace strux::api {
@@ -96,8 +99,9 @@ class CudaKSFactor final : public KSFactorBackend {
 class CudaKSChain final : public KSChainBackend {
  public:
   CudaKSChain(const op::KSChainProblem& p, const Options& o) : p_(p) {
-    solver_index(o, "the CUDA ks chain", {""});
+    const int solver = solver_index(o, "the CUDA ks chain", {"", "factors", "fused"});
     DeviceGuard g(p.device);
+    pick_fused(solver);
     const size_t es = dtype_size(p.dtype), P = p.patterns.size();
     int64_t widest = 0, nnz = 0;
     for (const KSPattern& q : p.patterns) {
@@ -115,18 +119,29 @@ class CudaKSChain final : public KSChainBackend {
     }
     acc_off_ = bytes_;
     bytes_ += acc_bytes(p.dtype, nnz);
+    if (fused_.ok()) {  // the fused pair's group-major weight copies
+      wt_off_ = bytes_;
+      bytes_ += size_t(cuda::ks::fused_pair_workspace_bytes(kp(0), kp(1), to_cuda(p.dtype)));
+    }
   }
   size_t workspace_bytes() const override { return bytes_; }
   std::string describe() const override {
     std::string s = msg("ks chain of ", factors_.size(), " factors, batch ", p_.batch,
                         p_.layout == KSLayout::BatchFirst ? ", batch-first, " : ", batch-last, ",
                         dtype_name(p_.dtype), " on ", device_name(p_.device),
-                        ": the factor products in turn (the last factor first)");
+                        fused_.ok() ? msg(": forward fused (one kernel, the intermediate in shared memory, ", fused_.tb,
+                                          " batch rows per block); backward: the factor products in turn")
+                                    : msg(": the factor products in turn (the last factor first)",
+                                          why_.empty() ? "" : msg(" (not fused: ", why_, ")")));
     for (size_t i = 0; i < factors_.size(); ++i) s += msg("; factor ", i, " ", factors_[i].describe());
     return msg(s, "; workspace: ", bytes_, " bytes (activations, cotangents, float32 dw accumulator for half types)");
   }
   void forward(const op::KSChainForward& a, void* ws, Stream s) override {
     DeviceGuard g(p_.device);
+    if (fused_.ok())
+      return cuda::ks::fused_pair(a.x.data, a.w[0].data, a.w[1].data, a.y.data, kp(0), kp(1), p_.batch,
+                                  p_.layout == KSLayout::BatchLast, to_cuda(p_.dtype), fused_, base(ws) + wt_off_,
+                                  stream_of(s));
     run_forward(a.x.data, a.w, a.y.data, base(ws), s);
   }
   void backward(const op::KSChainBackward& a, void* ws, Stream s) override {
@@ -158,10 +173,31 @@ class CudaKSChain final : public KSChainBackend {
     }
   }
 
+  cuda::KsPattern kp(size_t i) const {
+    const KSPattern& q = p_.patterns[i];
+    return {q.a, q.b, q.c, q.d};
+  }
+  // solver: 0 the rule (ks::fused_pair_preferred), 1 "factors", 2 "fused" (ValueError when it
+  // cannot run, saying why).
+  void pick_fused(int solver) {
+    if (solver == 1) return;
+    const size_t P = p_.patterns.size();
+    if (p_.dtype == DType::f64) why_ = "float64 runs the direct kernels";
+    else if (P != 2) why_ = msg("the fused kernel takes chains of 2 factors, got ", P);
+    else why_ = cuda::ks::fused_pair_why_not(kp(0), kp(1), p_.layout == KSLayout::BatchLast, to_cuda(p_.dtype));
+    if (solver == 2 && !why_.empty())
+      throw ValueError(msg("argument 'options.solver': \"fused\" cannot run this chain: ", why_));
+    if (!why_.empty() || (solver == 0 && !cuda::ks::fused_pair_preferred(kp(0), kp(1), p_.batch, to_cuda(p_.dtype))))
+      return;
+    fused_ = cuda::ks::fused_pair_pick(kp(0), kp(1), to_cuda(p_.dtype), p_.batch, 0);
+  }
+
   op::KSChainProblem p_;
+  cuda::ks::FusedCfg fused_;
+  std::string why_;
   std::vector<Factor> factors_;
   std::vector<size_t> act_off_;
-  size_t grad_off_[2] = {0, 0}, acc_off_ = 0, bytes_ = 0;
+  size_t grad_off_[2] = {0, 0}, acc_off_ = 0, wt_off_ = 0, bytes_ = 0;
   Scratch scratch_;
 };
 

@@ -14,6 +14,7 @@ from torch.autograd.function import once_differentiable
 
 from .. import _cuda as _a
 from .. import _cuda_ks as _K
+from .._cuda_options import ks_code as _ks_code
 from .. import ks as _C
 from ._check import REAL as _ck_REAL, tensor as _ck_tensor, tensor_list as _ck_tensor_list, tensors as _ck_tensors
 from ._host import np_in as _np, same_dtype as _same, t_out as _out
@@ -208,13 +209,16 @@ class _KsChainFn(torch.autograd.Function):
                 *(g if n else None for g, n in zip(dws, need[5:])))
 
 
-def _chain_lean(x, ws, ps, flat, bl):
-    """The chain on the lean path, or None when it does not apply (see _plain_eager)."""
+def _chain_lean(x, ws, ps, flat, bl, opts=0):
+    """The chain on the lean path, or None when it does not apply (see _plain_eager). opts: packed
+    GPU plan options (strux._cuda_options.ks_code) for the forward."""
     if not _LEAN or _compiling() or type(x) not in _a.TT or not _plain_eager():
         return None
     r = _K.chain_ok(x, ws, ps, bl)
     if r is None:
         return None
+    if opts:
+        r = (*r, opts)  # chain_forward's argument after (batch, dtype, device)
     if torch.is_grad_enabled() and (x.requires_grad or any(w.requires_grad for w in ws)):
         return _KsChainFn.apply(x, ps, flat, bl, r, *ws)
     return _K.chain_forward(x, ws, ps, flat, bl, *r)
@@ -274,11 +278,15 @@ class KSLinear(nn.Module):
 
     Builders: strux.torch.monarch(n, nblocks) and strux.torch.butterfly(n, radix) give patterns
     in the product order, e.g. ``KSLinear(strux.torch.monarch(1024, 32))``.
+
+    ``options`` (optional): the GPU plans' explicit choices (strux._cuda_options.ks_code), e.g.
+    ``{"chain": "fused"}`` to run a 2-factor forward as one kernel; used by the eager CUDA path.
     """
 
     def __init__(self, patterns, bias: bool = True, layout: str = "bsf", weights=None, order: str = "strux",
-                 device=None, dtype=None):
+                 device=None, dtype=None, options=None):
         super().__init__()
+        self._opts = _ks_code(options)  # checked here; used by the eager CUDA forward
         order = _K._choice(order, "order", _ORDERS)
         if order == "ksmm" and isinstance(patterns, (list, tuple)):
             patterns = list(patterns)[::-1]   # checked below in the product order
@@ -332,7 +340,7 @@ class KSLinear(nn.Module):
     def _chain(self, x: Tensor) -> Tensor:
         ws = list(self.weights)
         bl = self.layout == "bsl"
-        y = None if self._lean is None else _chain_lean(x, ws, self._lean[0], self._lean[1], bl)
+        y = None if self._lean is None else _chain_lean(x, ws, self._lean[0], self._lean[1], bl, self._opts)
         return ks_chain(x, ws, self.patterns, layout=self.layout) if y is None else y
 
     def forward(self, x: Tensor) -> Tensor:

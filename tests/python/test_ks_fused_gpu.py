@@ -1,0 +1,184 @@
+"""The fused KS pair on the GPU (src/cuda/ks/ks_fused.cuh): a 2-factor chain in one kernel, forced
+with options={"chain": "fused"}, both layouts, against the float64 formula (DESIGN.md ks) and
+against the factor-by-factor chain.
+
+Tolerances follow the arithmetic. float32 runs 3xTF32 (products to ~2^-21, float32 sums, a
+float32 intermediate): the brief's bound, 1e-6 relative (norm-wise) to float64. Half types
+round the intermediate and the output to the input type (unit roundoff u = 2^-11 float16,
+2^-8 bfloat16), like two single-factor calls; each rounding is at most u/2 per element, so the
+norm-wise error is about u/2 and the bound is 4u. Against the factor-by-factor chain (the same
+roundings in halves, other summation orders; its own float32 error) the bound is twice that.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+from ks_cuda_common import DEV, dense_autograd, needs_gpu, poisoned_pool, rel, rnd  # noqa: E402
+from strux import _cuda_ks as K  # noqa: E402
+from strux.patterns import monarch  # noqa: E402
+
+pytestmark = needs_gpu
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+TOL = {torch.float32: 1e-6, torch.float16: 4 * 2.0**-11, torch.bfloat16: 4 * 2.0**-8}
+FUSED = {"chain": "fused"}
+FACTORS = {"chain": "factors"}
+
+PAIRS = {
+    "monarch1024": monarch(1024, 32),               # (1,32,32,32) + (32,32,32,1)
+    "monarch4096": monarch(4096, 64),               # (1,64,64,64) + (64,64,64,1)
+    "monarch256": monarch(256, 16),                 # (1,16,16,16) + (16,16,16,1)
+    "nonsquare_first": [(1, 64, 32, 16), (16, 32, 64, 1)],   # 1024 -> 1024, factor 2 not square
+    "nonsquare_both": [(2, 48, 32, 8), (4, 32, 48, 4)],      # 768 -> 768, both not square, d > 1
+    "strided_both": [(4, 32, 32, 8), (8, 32, 32, 4)],        # d > 1 in both factors
+    "few_groups": [(2, 96, 64, 1), (1, 128, 96, 1)],          # 96 -> 192 through 128: 1 and 2 groups
+    "vit_fc1": [(1, 128, 32, 12), (12, 32, 32, 1)],          # 384 -> 1536 (bench/e2e_ks_mlp.py)
+    "vit_fc2": [(1, 16, 64, 24), (24, 64, 64, 1)],           # 1536 -> 384
+    "gpt2_proj": [(1, 16, 64, 64), (64, 64, 64, 1)],         # 4096 -> 1024
+}
+
+
+def _weights(ps, dtype):
+    return [rnd(*p, dtype=dtype) / (p[2] ** 0.5) for p in ps]
+
+
+def _ref(x, ws, ps, layout="bsf"):
+    """y = x (K_1 ⋯ K_P)^T ("bsf") or K_1 ⋯ K_P x ("bsl") in float64 from the inputs as given
+    (exact in float64)."""
+    Kt = dense_autograd([w.double() for w in ws], ps)
+    return x.double() @ Kt.T if layout == "bsf" else Kt @ x.double()
+
+
+def _case(name, batch, dtype, layout="bsf"):
+    ps = PAIRS[name]
+    a, _, c, d = ps[-1]
+    x = rnd(*((batch, a * c * d) if layout == "bsf" else (a * c * d, batch)), dtype=dtype)
+    return x, _weights(ps, dtype), ps
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda t: str(t).split(".")[-1])
+@pytest.mark.parametrize("name", sorted(PAIRS))
+@pytest.mark.parametrize("batch", [1, 7, 301])
+@pytest.mark.parametrize("layout", ["bsf", "bsl"])
+def test_fused_matches_float64(name, batch, dtype, layout):
+    x, ws, ps = _case(name, batch, dtype, layout)
+    dt = str(dtype).split(".")[-1]
+    assert K.ks_chain_path(ps, batch, layout=layout, dtype=dt, options=FUSED)[0] == "fused"
+    y = K.ks_chain(x, ws, ps, layout=layout, options=FUSED)
+    M = ps[0][0] * ps[0][1] * ps[0][3]
+    assert y.dtype == dtype and tuple(y.shape) == ((batch, M) if layout == "bsf" else (M, batch))
+    ref = _ref(x, ws, ps, layout)
+    assert torch.isfinite(y).all()
+    assert rel(y, ref) <= TOL[dtype], (name, batch, dtype, rel(y, ref))
+    y2 = K.ks_chain(x, ws, ps, layout=layout, options=FACTORS)
+    assert rel(y, y2.double()) <= 2 * TOL[dtype]  # two results, each within TOL of float64
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda t: str(t).split(".")[-1])
+@pytest.mark.parametrize("tb", [8, 16, 32, 64])
+@pytest.mark.parametrize("name", ["monarch1024", "nonsquare_both"])
+def test_every_block_shape(name, tb, dtype):
+    """Each batch-rows-per-block instantiation, with a batch that leaves a partial last block."""
+    x, ws, ps = _case(name, 3 * tb + 5, dtype)
+    opts = dict(FUSED, fused_tb=tb)
+    try:
+        path = K.ks_chain_path(ps, x.shape[0], dtype=str(dtype).split(".")[-1], options=opts)
+    except ValueError as e:  # this tb does not fit in one block's shared memory here
+        assert "fused_tb" in str(e)
+        pytest.skip(str(e))
+    assert path[0] == "fused" and f"tb {tb}" in path[1]
+    y = K.ks_chain(x, ws, ps, options=opts)
+    assert rel(y, _ref(x, ws, ps)) <= TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda t: str(t).split(".")[-1])
+@pytest.mark.parametrize("layout", ["bsf", "bsl"])
+def test_large_batch_monarch(dtype, layout):
+    """Many blocks (batch 25088, the benchmark's): every row written, the right values."""
+    x, ws, ps = _case("monarch1024", 25088, dtype, layout)
+    poisoned_pool(25088 * 1024 * x.element_size())
+    y = K.ks_chain(x, ws, ps, layout=layout, options=FUSED)
+    assert torch.isfinite(y).all()
+    assert rel(y, _ref(x, ws, ps, layout)) <= TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda t: str(t).split(".")[-1])
+@pytest.mark.parametrize("layout", ["bsf", "bsl"])
+def test_unaligned_arrays(dtype, layout):
+    """x not 16-byte aligned (storage offset of one element): the scalar copy paths."""
+    ps = PAIRS["monarch1024"]
+    batch = 32  # a multiple of the vector width: only the offset leaves the 16-byte path
+    buf = rnd(batch * 1024 + 1, dtype=dtype)
+    x = buf[1:].view((batch, 1024) if layout == "bsf" else (1024, batch))
+    assert x.data_ptr() % 16 != 0
+    ws = _weights(ps, dtype)
+    y = K.ks_chain(x, ws, ps, layout=layout, options=FUSED)
+    assert rel(y, _ref(x, ws, ps, layout)) <= TOL[dtype]
+
+
+def test_nonfinite_inputs_stay_in_their_rows():
+    """A NaN in one row of x reaches only that row of y (rows are independent; the padding and
+    the partial last block hold no stale values)."""
+    ps = PAIRS["monarch1024"]
+    x, ws, _ = _case("monarch1024", 40, torch.float32)
+    x[5, 17] = float("nan")
+    y = K.ks_chain(x, ws, ps, options=FUSED)
+    bad = ~torch.isfinite(y).all(dim=1)
+    assert bad.nonzero().flatten().tolist() == [5]
+
+
+def test_infinite_input_stays_infinite_float32():
+    """3xTF32: an infinite x times weights exact in tf32 (their lo part 0) gives inf, not
+    0 * inf = NaN from the lo(w) * hi(x) product. Positive weights: no inf - inf anywhere."""
+    ps = monarch(256, 16)
+    ws = [torch.full(p, 1.0 / 16, device=DEV) for p in ps]
+    x = torch.rand(8, 256, device=DEV)
+    x[2, 3] = float("inf")
+    y = K.ks_chain(x, ws, ps, options=FUSED)
+    assert (y[2] == float("inf")).all()
+    assert torch.isfinite(y[torch.arange(8, device=DEV) != 2]).all()
+
+
+@pytest.mark.parametrize("ps,layout,match", [
+    ([(1, 8, 8, 4), (4, 8, 8, 1)], "bsl", "multiple of 16"),
+    ([(1, 8, 8, 4), (4, 8, 8, 1)], "bsf", "multiple of 16"),
+    ([(1, 16, 16, 1)] * 3, "bsf", "chains of 2 factors"),
+])
+def test_forced_fused_that_cannot_run_says_why(ps, layout, match):
+    with pytest.raises(ValueError, match=match):
+        K.ks_chain_path(ps, 64, layout=layout, options=FUSED)
+    a, _, c, d = ps[-1]
+    x = rnd(*((64, a * c * d) if layout == "bsf" else (a * c * d, 64)))
+    with pytest.raises(ValueError, match=match):
+        K.ks_chain(x, _weights(ps, torch.float32), ps, layout=layout, options=FUSED)
+
+
+def test_default_and_factors_paths_unchanged():
+    """Without a forced choice the rule decides (factor by factor until measured); "factors"
+    forces the old path; both agree with float64."""
+    ps = PAIRS["monarch1024"]
+    path = K.ks_chain_path(ps, 4096)
+    assert path[0] in ("fused", "factors")
+    assert K.ks_chain_path(ps, 4096, options=FACTORS)[0] == "factors"
+    x, ws, _ = _case("monarch1024", 129, torch.float32)
+    for opts in (None, FACTORS):
+        assert rel(K.ks_chain(x, ws, ps, options=opts), _ref(x, ws, ps)) <= 2e-6
+
+
+def test_ks_linear_fused_option():
+    """KSLinear(options={"chain": "fused"}) forward equals the default KSLinear's; the backward
+    (factor by factor) runs and matches float64."""
+    st = pytest.importorskip("strux.torch")
+    ps = monarch(1024, 32)
+    torch.manual_seed(0)
+    lin = st.KSLinear(ps, device=DEV)
+    fused = st.KSLinear(ps, device=DEV, weights=[w.detach() for w in lin.weights], options=FUSED)
+    with torch.no_grad():
+        fused.bias.copy_(torch.randn_like(fused.bias))
+        lin.bias.copy_(fused.bias)
+    x = rnd(3, 5, 1024).requires_grad_(True)
+    y = fused(x)
+    assert rel(y, lin(x).double()) <= 2e-6
+    y.square().sum().backward()
+    assert x.grad is not None and all(w.grad is not None for w in fused.weights)
+    with pytest.raises(ValueError, match="chain"):
+        st.KSLinear(ps, options={"chain": "bogus"})
