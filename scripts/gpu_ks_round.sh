@@ -14,7 +14,7 @@ QUICK=()
 exec > >(tee -a "$OUT/gpu_ks_round.log") 2>&1
 echo "== $(date -u) $(hostname) $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null) gpu_ks_round ${QUICK[*]:-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv || true
-GPU_CMAKE_ARGS=(-DSTRUX_BUILD_TESTS=OFF -DSTRUX_PTXAS_VERBOSE=ON)
+GPU_CMAKE_ARGS=(-DSTRUX_BUILD_TESTS=OFF)  # as gpu_focus.sh: one warm build/gpu serves every GPU script
 source scripts/gpu_build.sh
 gpu_build || exit 1
 # registers / spills of the fused kernels (the ptxas lines after each pair_kernel entry)
