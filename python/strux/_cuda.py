@@ -53,12 +53,15 @@ TORCH_NAME: dict = {}
 TORCH_FLOAT_CODE: dict = {}
 _TORCH_DTYPE: dict = {}  # dtype name -> torch dtype (the dtypes outputs and scratch are made of)
 _torch_stream = None  # torch._C._cuda_getCurrentRawStream (device index -> handle)
+# torch.empty_like: an output shaped like a contiguous input for about half the host time of
+# x.new_empty(shape) (bench/gpu_host.py, "output" rows)
+torch_empty_like = None
 
 
 def see_torch(x) -> tuple:
     """TT when x is a torch tensor (filled on the first one), else () (always () in a build
     without CUDA: no cheap path leads to entries that do not exist)."""
-    global TT, TORCH_CODE, TORCH_NAME, TORCH_FLOAT_CODE, _TORCH_DTYPE, _torch_stream
+    global TT, TORCH_CODE, TORCH_NAME, TORCH_FLOAT_CODE, _TORCH_DTYPE, _torch_stream, torch_empty_like
     if not is_torch(x) or not _ext.has_cuda:
         return ()
     if not TT:
@@ -68,6 +71,7 @@ def see_torch(x) -> tuple:
         TORCH_NAME = {getattr(torch, n): n for n in DTYPE_CODE}
         _TORCH_DTYPE = {n: getattr(torch, n) for n in tuple(DTYPE_CODE) + ("uint8",)}
         _torch_stream = torch._C._cuda_getCurrentRawStream
+        torch_empty_like = torch.empty_like
         TT = (torch.Tensor, torch.nn.Parameter)
     return TT
 

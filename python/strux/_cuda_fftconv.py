@@ -100,7 +100,7 @@ _BACKWARD = getattr(getattr(_ext, "cuda", None), "fftconv_backward", None)
 
 def forward_torch(u, k, pregate, postgate, skip, r):
     """y from torch tensors that passed _fast (r: its answer): the pointers straight to the entry."""
-    y = u.new_empty(u.shape)
+    y = D.torch_empty_like(u)
     _FORWARD(u.data_ptr(), k.data_ptr(), 0 if pregate is None else pregate.data_ptr(),
              0 if postgate is None else postgate.data_ptr(), 0 if skip is None else skip.data_ptr(),
              y.data_ptr(), *r, fftconv_algo, D._torch_stream(r[0]))
