@@ -2,18 +2,18 @@
 // raw pointers (host or CUDA device memory; 0 = absent) that strux/dist.py has checked and made
 // C-contiguous; communicators as their Fortran handle (mpi4py's comm.py2f()), turned back into an
 // MPI_Comm with MPI_Comm_f2c, which needs this module and mpi4py to use the same MPI library.
-#include <nanobind/nanobind.h>
 #include <nanobind/stl/pair.h>
-#include <nanobind/stl/string.h>
-#include <nanobind/stl/tuple.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+
+#include "arrays.hpp"  // python/src: numpy results
+#include "strux/toeplitz.hpp"
 
 #include "dist/comm.hpp"
 #include "strux/dist.hpp"
 
-namespace nb = nanobind;
 using namespace strux;
 using dist::BlockToeplitz;
 
@@ -61,6 +61,18 @@ NB_MODULE(_dist, m) {
     }
   });
   m.def("have_nccl", &dist::have_nccl);
+  // (Nd, Nm, Nt) of an FFTMatvec directory, and this rank's part of its blocks, float64.
+  m.def("fftmatvec_sizes", [](const std::string& dir) {
+    const auto meta = read_fftmatvec_meta(dir);
+    return std::make_tuple(meta.nd, meta.nm, meta.nt);
+  });
+  m.def("read_fftmatvec_part", [](const std::string& dir, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    std::vector<double> b = py::run_nogil("directory", [&] { return read_fftmatvec_part(dir, r0, r1, c0, c1); });
+    const int64_t nt = int64_t(b.size()) / ((r1 - r0) * (c1 - c0));
+    auto out = py::new_array<double>({nt, r1 - r0, c1 - c0}, "directory");
+    std::copy(b.begin(), b.end(), out.data());
+    return out;
+  });
   m.def("block_range", [](int64_t n, int64_t parts, int64_t q) {
     const auto r = dist::block_range(n, parts, q);
     return std::make_pair(r.begin, r.end);
