@@ -18,7 +18,10 @@ if(STRUX_HAVE_MPI)
     endif()
   endif()
 
-  if(STRUX_BUILD_TESTS)
+  # The MPI test program needs no GoogleTest: STRUX_BUILD_MPI_TESTS builds it alone (GPU machines).
+  option(STRUX_BUILD_MPI_TESTS "Build the MPI test program of the distributed operators" ${STRUX_BUILD_TESTS})
+  if(STRUX_BUILD_MPI_TESTS)
+    enable_testing()
     add_executable(strux_dist_tests tests/mpi/test_dist_toeplitz.cpp)
     target_include_directories(strux_dist_tests PRIVATE src)
     target_link_libraries(strux_dist_tests PRIVATE strux_dist)

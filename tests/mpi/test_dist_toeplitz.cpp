@@ -3,7 +3,12 @@
 // several right-hand sides, odd sizes, float32 and float64, replicated and distributed vectors,
 // one and several row chunks; then bad arguments, which must raise the same error on every rank
 // (a rank that hangs fails the test by its timeout). Prints "N passed, M failed" on rank 0.
+// `--cuda` (a build with CUDA and NCCL): the same cases with every rank's arrays on GPU
+// rank % device count, communication through NCCL.
 #include <mpi.h>
+#ifdef STRUX_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #include <cmath>
 #include <cstdio>
@@ -22,6 +27,36 @@ using strux::dist::Range;
 using strux::dist::Vectors;
 
 int rank_ = 0, size_ = 1, passed = 0, failed = 0;
+strux::Device device_{};  // where the operator and its arrays live
+
+// Host vector -> an array on device_ (freed by the returned holder); the host pointer on the CPU.
+struct OnDevice {
+  void* p = nullptr;
+  size_t bytes = 0;
+  void* host = nullptr;
+  OnDevice(void* h, size_t b) : bytes(b), host(h) {
+#ifdef STRUX_HAVE_CUDA
+    if (device_.kind == strux::DeviceKind::CUDA) {
+      cudaMalloc(&p, b ? b : 1);
+      cudaMemcpy(p, h, b, cudaMemcpyHostToDevice);
+      return;
+    }
+#endif
+    p = h;
+  }
+  void back() {  // device -> host
+#ifdef STRUX_HAVE_CUDA
+    if (p != host) cudaMemcpy(host, p, bytes, cudaMemcpyDeviceToHost);
+#endif
+  }
+  ~OnDevice() {
+#ifdef STRUX_HAVE_CUDA
+    if (p != host) cudaFree(p);
+#endif
+  }
+};
+template <class T>
+OnDevice on_device(std::vector<T>& v) { return OnDevice(v.data(), v.size() * sizeof(T)); }
 
 void report(bool ok, const std::string& what) {
   int all = ok ? 1 : 0;
@@ -53,7 +88,7 @@ std::vector<T> part(const std::vector<double>& full, int64_t n, Range r, int64_t
 
 strux::View view(void* p, strux::DType t, int64_t n, int64_t Nt, int64_t R, bool tm) {
   const int64_t a = tm ? Nt : n, b = tm ? n : Nt;
-  return R == 1 ? strux::View(p, t, {a, b}) : strux::View(p, t, {a, b, R});
+  return R == 1 ? strux::View(p, t, {a, b}, device_) : strux::View(p, t, {a, b, R}, device_);
 }
 
 template <class T>
@@ -75,7 +110,7 @@ void check_case(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool tm, strux::d
   serial.matvec(m.data(), d_ref.data(), R, layout);
   serial.rmatvec(d.data(), m_ref.data(), R, layout);
 
-  strux::dist::BlockToeplitzProblem p{Nt, Nd, Nm, R, layout, strux::dtype_of<T>::value, {}, grid, vec};
+  strux::dist::BlockToeplitzProblem p{Nt, Nd, Nm, R, layout, strux::dtype_of<T>::value, device_, grid, vec};
   strux::dist::DistOptions o;
   o.chunks = chunks;
   o.timing = true;
@@ -86,19 +121,23 @@ void check_case(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool tm, strux::d
   for (int64_t t = 0; t < Nt; ++t)
     for (int64_t i = rows.begin; i < rows.end; ++i)
       for (int64_t j = cols.begin; j < cols.end; ++j) local.push_back(T(blocks[size_t((t * Nd + i) * Nm + j)]));
-  F.set_blocks(strux::View(local.data(), strux::dtype_of<T>::value, {Nt, rows.size(), cols.size()}));
+  auto local_dev = on_device(local);
+  F.set_blocks(strux::View(local_dev.p, strux::dtype_of<T>::value, {Nt, rows.size(), cols.size()}, device_));
 
   const bool dist = vec == Vectors::Distributed;
   const auto dt = strux::dtype_of<T>::value;
   auto m_j = part<T>(m, Nm, cols, Nt, R, tm), d_i = part<T>(d, Nd, rows, Nt, R, tm);
   std::vector<T> d_out(d_i.size(), T(7)), m_out(m_j.size(), T(7));
   const bool has_m = !dist || gi == 0, has_d = !dist || gj == 0;
-  F.forward({has_m ? view(m_j.data(), dt, cols.size(), Nt, R, tm) : strux::View(),
-             has_d ? view(d_out.data(), dt, rows.size(), Nt, R, tm) : strux::View()});
+  auto m_jd = on_device(m_j), d_id = on_device(d_i), d_outd = on_device(d_out), m_outd = on_device(m_out);
+  F.forward({has_m ? view(m_jd.p, dt, cols.size(), Nt, R, tm) : strux::View(),
+             has_d ? view(d_outd.p, dt, rows.size(), Nt, R, tm) : strux::View()});
   strux::op::BlockToeplitzBackward b;
-  if (has_d) b.dd = view(d_i.data(), dt, rows.size(), Nt, R, tm);
-  if (has_m) b.dm = view(m_out.data(), dt, cols.size(), Nt, R, tm);
+  if (has_d) b.dd = view(d_id.p, dt, rows.size(), Nt, R, tm);
+  if (has_m) b.dm = view(m_outd.p, dt, cols.size(), Nt, R, tm);
   F.backward(b);
+  d_outd.back();
+  m_outd.back();
   const double tol = sizeof(T) == 4 ? 2e-5 : 1e-12;
   const double e1 = has_d ? rel_err(d_out, part<double>(d_ref, Nd, rows, Nt, R, tm)) : 0.0;
   const double e2 = has_m ? rel_err(m_out, part<double>(m_ref, Nm, cols, Nt, R, tm)) : 0.0;
@@ -129,6 +168,7 @@ void expect_error(const char* name, const std::string& needle, F&& f) {
 
 void bad_inputs() {
   using strux::dist::BlockToeplitzProblem;
+  if (device_.kind == strux::DeviceKind::CUDA) return;  // host arrays below
   // A grid that does not multiply to the number of ranks.
   expect_error<strux::ValueError>("grid", "r·c", [] {
     BlockToeplitzProblem p{4, 5, 6};
@@ -180,6 +220,18 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  for (int a = 1; a < argc; ++a)
+    if (std::string(argv[a]) == "--cuda") {
+#ifdef STRUX_HAVE_CUDA
+      int count = 0;
+      cudaGetDeviceCount(&count);
+      device_ = strux::Device::cuda(count > 0 ? rank_ % count : 0);
+      cudaSetDevice(device_.index);
+#else
+      std::printf("--cuda: this build has no CUDA\n");
+      MPI_Abort(MPI_COMM_WORLD, 2);
+#endif
+    }
   std::vector<strux::dist::Grid> grids{{0, 0}};
   for (int r = 1; r <= size_; ++r)
     if (size_ % r == 0) grids.push_back({r, size_ / r});

@@ -19,23 +19,38 @@ pytestmark = pytest.mark.skipif(MPIRUN is None or not strux.dist.available(),
                                 reason="needs mpirun, mpi4py and strux built with MPI")
 
 
-def run(np_, *extra, timeout=300):
+def run(np_, *extra, timeout=300, script=None, expect=None):
     env = dict(os.environ)
     # The ranks import the strux this test imported, and use one thread each.
     root = os.path.dirname(os.path.dirname(os.path.abspath(strux.__file__)))
     env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["OMP_NUM_THREADS"] = "1"
     cmd = [MPIRUN, "-np", str(np_), "--oversubscribe", "--allow-run-as-root", "-x", "PYTHONPATH", "-x",
-           "OMP_NUM_THREADS", sys.executable, CASES, *extra]
+           "OMP_NUM_THREADS", sys.executable, *(script or [CASES]), *extra]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-4000:]
-    assert out.count(" passed, 0 failed") == np_, out[-4000:]
+    if expect is None:
+        assert out.count(" passed, 0 failed") == np_, out[-4000:]
+    else:
+        assert expect in out, out[-4000:]
+    return out
 
 
 @pytest.mark.parametrize("np_", [1, 2, 4])
 def test_dist_against_serial(np_):
     run(np_, *(["--quick"] if np_ == 1 else []))
+
+
+def test_cli_bench(tmp_path):
+    path = tmp_path / "dist.json"
+    run(2, "bench", "--family", "toeplitz-dist", "--device", "cpu", "--quick", "--json", str(path),
+        script=["-m", "strux.cli"], expect="adjoint identity")
+    import json
+    res = json.loads(path.read_text())
+    assert res["ranks"] == 2 and res["grid"][0] * res["grid"][1] == 2
+    for phase in ("wall", "broadcast", "fft", "product", "ifft", "reduce", "total"):
+        assert res["matvec"][phase + "_s"] >= 0 and res["rmatvec"][phase + "_s"] >= 0
 
 
 def test_grid_model():
