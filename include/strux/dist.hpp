@@ -2,7 +2,7 @@
 // distributed"); built only when MPI is found (CMake STRUX_MPI), linked as strux::strux_dist.
 //
 //   MPI_Init(...);
-//   strux::dist::BlockToeplitzProblem p{Nt, Nd, Nm};        // + R, layout, dtype, device, grid
+//   strux::dist::BlockToeplitzProblem p{{Nt, Nd, Nm}};      // + R, layout, dtype, device; grid, vectors
 //   strux::dist::BlockToeplitz F(MPI_COMM_WORLD, p);         // collective: every rank calls it
 //   F.set_blocks(strux::View(local_blocks, {Nt, F.rows().size(), F.cols().size()}));
 //   F.forward({strux::View(m_j, ...), strux::View(d_i, ...)});  // collective
@@ -72,11 +72,11 @@ struct CostModel {
   double latency = 0;   // s per message step; 0: by device (MPI 5e-6, NCCL 2e-5)
 };
 
-struct BlockToeplitzProblem {
-  int64_t Nt = 1, Nd = 1, Nm = 1, R = 1;  // the global operator
-  ToeplitzLayout layout = ToeplitzLayout::TimeMajor;
-  DType dtype = DType::f32;
-  Device device{};  // this rank's device (each rank its own GPU)
+// The global operator as the single-device problem describes it (Nt, Nd, Nm, R, layout, dtype,
+// and this rank's device: each rank its own GPU), plus the grid and the vectors' distribution.
+// Every field of the local problem passes through: rank (i, j)'s local operator is this problem
+// with Nd, Nm replaced by its block's sizes.
+struct BlockToeplitzProblem : op::BlockToeplitzProblem {
   Grid grid{};
   Vectors vectors = Vectors::Replicated;
 };

@@ -292,7 +292,9 @@ BlockToeplitz::BlockToeplitz(MPI_Comm comm, const Problem& problem, const DistOp
     for (int q = 0; q < k; ++q) {
       const Range local = block_range(I.nd(), k, q);
       I.chunk.push_back(local);
-      op::BlockToeplitzProblem lp{p.Nt, local.size(), I.nm(), p.R, p.layout, p.dtype, p.device};
+      op::BlockToeplitzProblem lp = p;  // every field of the local problem, with this chunk's sizes
+      lp.Nd = local.size();
+      lp.Nm = I.nm();
       I.ops.emplace_back(lp, I.o.local);
     }
     for (size_t q = 0; q <= I.chunk.size(); ++q) I.sync.push_back(std::make_unique<Event>(p.device));

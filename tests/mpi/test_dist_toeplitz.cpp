@@ -110,7 +110,7 @@ void check_case(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool tm, strux::d
   serial.matvec(m.data(), d_ref.data(), R, layout);
   serial.rmatvec(d.data(), m_ref.data(), R, layout);
 
-  strux::dist::BlockToeplitzProblem p{Nt, Nd, Nm, R, layout, strux::dtype_of<T>::value, device_, grid, vec};
+  strux::dist::BlockToeplitzProblem p{{Nt, Nd, Nm, R, layout, strux::dtype_of<T>::value, device_}, grid, vec};
   strux::dist::DistOptions o;
   o.chunks = chunks;
   o.timing = true;
@@ -171,24 +171,24 @@ void bad_inputs() {
   if (device_.kind == strux::DeviceKind::CUDA) return;  // host arrays below
   // A grid that does not multiply to the number of ranks.
   expect_error<strux::ValueError>("grid", "r·c", [] {
-    BlockToeplitzProblem p{4, 5, 6};
+    BlockToeplitzProblem p{{4, 5, 6}};
     p.grid = {size_ + 1, 1};
     BlockToeplitz F(MPI_COMM_WORLD, p);
   });
   // Ranks that disagree on the problem (rank 0 has one more row).
   if (size_ > 1)
     expect_error<strux::ValueError>("mismatch", "problem.Nd", [] {
-    BlockToeplitzProblem p{4, rank_ == 0 ? 6 : 5, 6};
+    BlockToeplitzProblem p{{4, rank_ == 0 ? 6 : 5, 6}};
     BlockToeplitz F(MPI_COMM_WORLD, p);
   });
   // One rank's bad size.
   expect_error<strux::ValueError>("one bad rank", "problem.Nt", [] {
-    BlockToeplitzProblem p{rank_ == size_ - 1 ? 0 : 4, 5, 6};
+    BlockToeplitzProblem p{{rank_ == size_ - 1 ? 0 : 4, 5, 6}};
     BlockToeplitz F(MPI_COMM_WORLD, p);
   });
   // A wrong vector shape on the last rank only: every rank raises, none waits.
   expect_error<strux::ValueError>("vector shape", "argument 'm'", [] {
-    BlockToeplitzProblem p{4, 5, 6, 1, ToeplitzLayout::TimeMajor, strux::DType::f64};
+    BlockToeplitzProblem p{{4, 5, 6, 1, ToeplitzLayout::TimeMajor, strux::DType::f64}};
     BlockToeplitz F(MPI_COMM_WORLD, p);
     std::vector<double> blocks(size_t(4 * F.rows().size() * F.cols().size()), 1.0);
     F.set_blocks(strux::View(blocks.data(), {4, F.rows().size(), F.cols().size()}));
@@ -198,7 +198,7 @@ void bad_inputs() {
   });
   // A wrong dtype of the blocks on rank 0.
   expect_error<strux::TypeError>("blocks dtype", "blocks", [] {
-    BlockToeplitzProblem p{4, 5, 6, 1, ToeplitzLayout::TimeMajor, strux::DType::f64};
+    BlockToeplitzProblem p{{4, 5, 6, 1, ToeplitzLayout::TimeMajor, strux::DType::f64}};
     BlockToeplitz F(MPI_COMM_WORLD, p);
     std::vector<double> blocks(size_t(4 * F.rows().size() * F.cols().size()), 1.0);
     const auto t = rank_ == 0 ? strux::DType::f32 : strux::DType::f64;
@@ -207,7 +207,7 @@ void bad_inputs() {
   // A CUDA device in a build without NCCL (or a CPU build): a clear error, everywhere.
 #ifndef STRUX_HAVE_CUDA
   expect_error<strux::ValueError>("cuda device", "cuda", [] {
-    BlockToeplitzProblem p{4, 5, 6};
+    BlockToeplitzProblem p{{4, 5, 6}};
     p.device = strux::Device::cuda(0);
     BlockToeplitz F(MPI_COMM_WORLD, p);
   });
