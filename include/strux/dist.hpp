@@ -40,6 +40,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "strux/api/toeplitz.hpp"
 
@@ -134,7 +135,29 @@ class BlockToeplitz {
   struct Impl;
 
  private:
+  friend class BlockToeplitzGroup;
+  explicit BlockToeplitz(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+// One process driving several devices: rank q of the grid on devices[q] (CUDA GPUs through
+// NCCL's ncclCommInitAll, or CPU "devices" through threads sharing memory), without MPI.
+// Each call runs every rank's part on its own host thread; argument checks run first, for every
+// rank. Views and streams are given per rank, in rank order.
+class BlockToeplitzGroup {
+ public:
+  // problem.device is ignored: rank q is on devices[q] (all of one kind).
+  BlockToeplitzGroup(const BlockToeplitzProblem& problem, const std::vector<Device>& devices,
+                     const DistOptions& options = {});
+  ~BlockToeplitzGroup();
+  int size() const { return int(ranks_.size()); }
+  const BlockToeplitz& rank(int q) const;  // grid_pos, rows, cols, describe, timings
+  void set_blocks(const std::vector<View>& local_blocks, const std::vector<Stream>& s = {});
+  void forward(const std::vector<BlockToeplitz::Forward>& args, const std::vector<Stream>& s = {});
+  void backward(const std::vector<BlockToeplitz::Backward>& args, const std::vector<Stream>& s = {});
+
+ private:
+  std::vector<BlockToeplitz> ranks_;
 };
 
 }  // namespace strux::dist

@@ -11,7 +11,7 @@ namespace strux::dist {
 
 template <class F>
 void collectively(MPI_Comm comm, bool check, F&& f) {
-  if (!check) {
+  if (!check || comm == MPI_COMM_NULL) {  // (one process: nobody else to agree with)
     f();
     return;
   }

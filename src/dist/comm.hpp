@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "strux/api/types.hpp"
 
@@ -35,6 +36,11 @@ std::unique_ptr<Communicator> make_mpi_comm(MPI_Comm comm);
 // without NCCL.
 std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm comm, int device);
 bool have_nccl();
+// One process: n communicators of one group, rank q's on devices[q], made by ncclCommInitAll.
+std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<int>& devices);
+// One process, host buffers: n communicators of one group for n threads (rank q used by one
+// thread at a time), through shared memory and a barrier.
+std::vector<std::unique_ptr<Communicator>> make_thread_comms(int n);
 
 // MPI return codes: BackendError naming the call and MPI's message.
 void check_mpi(int rc, const char* call);

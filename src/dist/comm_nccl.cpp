@@ -53,6 +53,8 @@ class DeviceGuard {
 
 class NcclComm final : public Communicator {
  public:
+  // An already initialised communicator (ncclCommInitAll), owned from here on.
+  NcclComm(ncclComm_t c, int device, int rank, int size) : device_(device), rank_(rank), size_(size), comm_(c) {}
   NcclComm(MPI_Comm comm, int device) : device_(device) {
     STRUX_MPI(MPI_Comm_rank(comm, &rank_));
     STRUX_MPI(MPI_Comm_size(comm, &size_));
@@ -97,6 +99,15 @@ std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm comm, int device) {
   return std::make_unique<NcclComm>(comm, device);
 }
 
+std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<int>& devices) {
+  const int n = int(devices.size());
+  std::vector<ncclComm_t> c(size_t(n), nullptr);
+  STRUX_NCCL(ncclCommInitAll(c.data(), n, devices.data()));
+  std::vector<std::unique_ptr<Communicator>> out;
+  for (int q = 0; q < n; ++q) out.push_back(std::make_unique<NcclComm>(c[size_t(q)], devices[size_t(q)], q, n));
+  return out;
+}
+
 }  // namespace strux::dist
 
 #else  // no NCCL in this build
@@ -104,6 +115,9 @@ std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm comm, int device) {
 namespace strux::dist {
 bool have_nccl() { return false; }
 std::unique_ptr<Communicator> make_nccl_comm(MPI_Comm, int) {
+  throw BackendError("strux was built without NCCL (CMake STRUX_NCCL / NCCL_ROOT): no communicator for CUDA buffers");
+}
+std::vector<std::unique_ptr<Communicator>> make_nccl_comms(const std::vector<int>&) {
   throw BackendError("strux was built without NCCL (CMake STRUX_NCCL / NCCL_ROOT): no communicator for CUDA buffers");
 }
 }  // namespace strux::dist

@@ -6,15 +6,10 @@
 #include <vector>
 
 #include "api/common.hpp"
-#include "dist/comm.hpp"
-#include "dist/device_ops.hpp"
-#include "strux/dist.hpp"
+#include "dist/toeplitz_impl.hpp"
 
 namespace strux::dist {
 
-namespace {
-
-// A C-contiguous view of this rank's vector with n space entries (layout, R as the problem).
 View vec_view(void* data, int64_t n, const BlockToeplitzProblem& p) {
   View v;
   v.data = data;
@@ -27,6 +22,8 @@ View vec_view(void* data, int64_t n, const BlockToeplitzProblem& p) {
   for (int a = v.ndim - 1; a >= 0; --a) v.shape[a] = dims[a], v.strides[a] = stride, stride *= dims[a];
   return v;
 }
+
+namespace {
 
 // Element fields every rank must agree on, with their names for the message.
 struct Field {
@@ -45,82 +42,7 @@ void agree_fields(MPI_Comm comm, const std::vector<Field>& f) {
               lo[i], " to ", -hi[i], " (this rank: ", f[i].value, ")");
 }
 
-struct MpiCommOwner {
-  MPI_Comm c = MPI_COMM_NULL;
-  ~MpiCommOwner() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (c != MPI_COMM_NULL && !finalized) MPI_Comm_free(&c);
-  }
-};
-
 }  // namespace
-
-struct BlockToeplitz::Impl {
-  Problem p;
-  DistOptions o;
-  MpiCommOwner world, row_mpi, col_mpi;
-  int rank = 0, size = 1, gi = 0, gj = 0;
-  Range rows, cols;
-  std::vector<Range> chunk;  // local row ranges of the sub-operators
-  std::vector<op::BlockToeplitz> ops;
-  std::unique_ptr<Communicator> row, col;  // grid row gi (rank gj of c), grid column gj (rank gi of r)
-  std::unique_ptr<SideStream> side;
-  Buffer m_in, m_out, m_tmp, d_part, d_pack;
-  // Phase timing: start/end event pairs of broadcast, local and reduce, and the call's ends.
-  std::vector<std::unique_ptr<Event>> ev;
-  int ev_used = 0;
-  std::vector<std::unique_ptr<Event>> sync;  // ordering of the side stream: one per chunk, and one more
-  std::vector<std::pair<int, int>> phase[3];
-  int ev_begin = -1, ev_end = -1;
-
-  size_t es() const { return dtype_size(p.dtype); }
-  int64_t nd() const { return rows.size(); }
-  int64_t nm() const { return cols.size(); }
-  bool dist() const { return p.vectors == Vectors::Distributed; }
-  bool time_major() const { return p.layout == ToeplitzLayout::TimeMajor; }
-  Stream comm_stream(Stream s) const { return side && side->get().handle ? side->get() : s; }
-
-  // ---- timing (events only with options.timing; the pool grows once) -----------------------
-  int mark(Stream s) {
-    if (!o.timing) return -1;
-    if (ev_used == int(ev.size())) ev.push_back(std::make_unique<Event>(p.device));
-    ev[ev_used]->record(s);
-    return ev_used++;
-  }
-  void begin_call(Stream s) {
-    ev_used = 0;
-    for (auto& v : phase) v.clear();
-    ev_begin = mark(s);
-  }
-  template <class F>
-  void timed(int which, Stream s, F&& f) {
-    const int a = mark(s);
-    f();
-    const int b = mark(s);
-    if (a >= 0) phase[which].push_back({a, b});
-  }
-
-  // ---- the pieces of a vector with n space entries ------------------------------------------
-  // Bytes from the start of a layout's vector to chunk [a, b) of its space entries (space-major:
-  // contiguous; time-major: in the packed buffer where chunk k is (Nt, b − a, R) after the ones before).
-  size_t chunk_offset(const Range& c) const { return size_t(c.begin * p.Nt * p.R) * es(); }
-  size_t chunk_count(const Range& c) const { return size_t(c.size() * p.Nt * p.R); }
-  // Time-major: chunk c of a vector with n entries, gathered into or scattered from its packed place.
-  void pack(void* packed, const void* full, int64_t n, const Range& c, Stream s, bool scatter) {
-    const size_t row = size_t(n * p.R) * es(), width = size_t(c.size() * p.R) * es();
-    char* pk = static_cast<char*>(packed) + chunk_offset(c);
-    char* fl = static_cast<char*>(const_cast<void*>(full)) + size_t(c.begin * p.R) * es();
-    if (scatter)
-      copy_rows(fl, row, pk, width, width, size_t(p.Nt), p.device, s);
-    else
-      copy_rows(pk, width, fl, row, width, size_t(p.Nt), p.device, s);
-  }
-  bool packed() const { return time_major() && chunk.size() > 1; }
-
-  void matvec(const View& m_arg, const View& d_arg, Stream s);
-  void rmatvec(const View& d_arg, const View& m_arg, Stream s);
-};
 
 void BlockToeplitz::Impl::matvec(const View& m_arg, const View& d_arg, Stream s) {
   begin_call(s);
@@ -215,6 +137,67 @@ void BlockToeplitz::Impl::rmatvec(const View& d_arg, const View& m_arg, Stream s
 
 // ---- construction -------------------------------------------------------------------------------
 
+void check_problem(const BlockToeplitzProblem& p, const DistOptions& o, int P) {
+  check_positive(p.Nt, "problem.Nt");
+  check_positive(p.Nd, "problem.Nd");
+  check_positive(p.Nm, "problem.Nm");
+  check_positive(p.R, "problem.R");
+  check_arg(o.chunks >= 0, "options.chunks", "expected 0 (automatic) or a count >= 1, got ", o.chunks);
+  const Grid g = p.grid;
+  if (g.rows != 0 || g.cols != 0) {
+    check_arg(g.rows >= 1 && g.cols >= 1, "grid", "expected (r, c) with r, c >= 1 (or (0, 0): chosen), got (",
+              g.rows, ", ", g.cols, ")");
+    check_arg(int64_t(g.rows) * g.cols == P, "grid", "expected r·c = ", P, " (the number of ranks), got (", g.rows,
+              ", ", g.cols, ")");
+    check_arg(g.rows <= p.Nd && g.cols <= p.Nm, "grid", "(", g.rows, ", ", g.cols,
+              ") leaves a rank without rows or columns: expected r <= Nd = ", p.Nd, " and c <= Nm = ", p.Nm);
+  }
+  if (p.device.kind == DeviceKind::CUDA && !have_nccl())
+    throw ValueError(msg("argument 'problem.device': ", device_name(p.device),
+                         " needs strux built with CUDA and NCCL (CMake STRUX_NCCL, NCCL_ROOT); this build has none"));
+  if (p.device.kind == DeviceKind::CUDA && o.comm == CommKind::MPI)
+    throw ValueError("argument 'options.comm': the MPI communicator takes host buffers; CUDA devices take 'nccl' "
+                     "(or 'auto')");
+  if (p.device.kind == DeviceKind::CPU && o.comm == CommKind::NCCL)
+    throw ValueError("argument 'options.comm': NCCL takes CUDA buffers; the CPU takes 'mpi' (or 'auto')");
+}
+
+void BlockToeplitz::Impl::place(int r, int n) {
+  rank = r, size = n;
+  gi = rank / p.grid.cols;
+  gj = rank % p.grid.cols;
+  rows = block_range(p.Nd, p.grid.rows, gi);
+  cols = block_range(p.Nm, p.grid.cols, gj);
+}
+
+void BlockToeplitz::Impl::build(std::unique_ptr<Communicator> row_comm, std::unique_ptr<Communicator> col_comm) {
+  row = std::move(row_comm);
+  col = std::move(col_comm);
+  if (p.device.kind == DeviceKind::CUDA) side = std::make_unique<SideStream>(p.device);
+  // Chunks: overlap needs a side stream (CUDA) and something to overlap; 4 when the local rows
+  // are many enough that the repeated input FFT of matvec (one per chunk) stays small.
+  int k = o.chunks;
+  if (k == 0) k = p.device.kind == DeviceKind::CUDA && (p.grid.cols > 1 || dist()) && nd() >= 512 ? 4 : 1;
+  k = int(std::min<int64_t>(k, nd()));
+  for (int q = 0; q < k; ++q) {
+    const Range local = block_range(nd(), k, q);
+    chunk.push_back(local);
+    op::BlockToeplitzProblem lp = p;  // every field of the local problem, with this chunk's sizes
+    lp.Nd = local.size();
+    lp.Nm = nm();
+    ops.emplace_back(lp, o.local);
+  }
+  for (size_t q = 0; q <= chunk.size(); ++q) sync.push_back(std::make_unique<Event>(p.device));
+  const size_t nt_r = size_t(p.Nt * p.R);
+  if (dist() && gi != 0) m_in.reserve(nt_r * nm() * es(), p.device);
+  if (dist() && gi != 0) m_out.reserve(nt_r * nm() * es(), p.device);
+  if (chunk.size() > 1) m_tmp.reserve(nt_r * nm() * es(), p.device);
+  if (dist() && gj != 0) d_part.reserve(nt_r * nd() * es(), p.device);
+  if (packed() || (dist() && gj != 0)) d_pack.reserve(nt_r * nd() * es(), p.device);
+}
+
+BlockToeplitz::BlockToeplitz(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
 BlockToeplitz::BlockToeplitz(MPI_Comm comm, const Problem& problem, const DistOptions& options)
     : impl_(std::make_unique<Impl>()) {
   Impl& I = *impl_;
@@ -225,35 +208,12 @@ BlockToeplitz::BlockToeplitz(MPI_Comm comm, const Problem& problem, const DistOp
   check_arg(initialized, "comm", "MPI is not initialized (call MPI_Init, or import mpi4py.MPI, first)");
   check_arg(comm != MPI_COMM_NULL, "comm", "expected a communicator, got MPI_COMM_NULL");
   STRUX_MPI(MPI_Comm_dup(comm, &I.world.c));
-  STRUX_MPI(MPI_Comm_rank(I.world.c, &I.rank));
-  STRUX_MPI(MPI_Comm_size(I.world.c, &I.size));
+  int rank = 0, size = 1;
+  STRUX_MPI(MPI_Comm_rank(I.world.c, &rank));
+  STRUX_MPI(MPI_Comm_size(I.world.c, &size));
   Problem& p = I.p;
   // Checks of this rank's arguments, then agreement: the same problem on every rank.
-  collectively(I.world.c, true, [&] {
-    check_positive(p.Nt, "problem.Nt");
-    check_positive(p.Nd, "problem.Nd");
-    check_positive(p.Nm, "problem.Nm");
-    check_positive(p.R, "problem.R");
-    check_arg(I.o.chunks >= 0, "options.chunks", "expected 0 (automatic) or a count >= 1, got ", I.o.chunks);
-    const Grid g = p.grid;
-    if (g.rows != 0 || g.cols != 0) {
-      check_arg(g.rows >= 1 && g.cols >= 1, "grid", "expected (r, c) with r, c >= 1 (or (0, 0): chosen), got (",
-                g.rows, ", ", g.cols, ")");
-      check_arg(int64_t(g.rows) * g.cols == I.size, "grid", "expected r·c = ", I.size,
-                " (the number of ranks of the communicator), got (", g.rows, ", ", g.cols, ")");
-      check_arg(g.rows <= p.Nd && g.cols <= p.Nm, "grid", "(", g.rows, ", ", g.cols,
-                ") leaves a rank without rows or columns: expected r <= Nd = ", p.Nd, " and c <= Nm = ", p.Nm);
-    }
-    if (p.device.kind == DeviceKind::CUDA && !have_nccl())
-      throw ValueError(msg("argument 'problem.device': ", device_name(p.device),
-                           " needs strux built with CUDA and NCCL (CMake STRUX_NCCL, NCCL_ROOT); this build has ",
-                           have_nccl() ? "NCCL" : "no NCCL"));
-    if (p.device.kind == DeviceKind::CUDA && I.o.comm == CommKind::MPI)
-      throw ValueError("argument 'options.comm': the MPI communicator takes host buffers; CUDA devices take 'nccl' "
-                       "(or 'auto')");
-    if (p.device.kind == DeviceKind::CPU && I.o.comm == CommKind::NCCL)
-      throw ValueError("argument 'options.comm': NCCL takes CUDA buffers; the CPU takes 'mpi' (or 'auto')");
-  });
+  collectively(I.world.c, true, [&] { check_problem(p, I.o, size); });
   collectively(I.world.c, true, [&] {
     agree_fields(I.world.c, {{"problem.Nt", p.Nt},
                              {"problem.Nd", p.Nd},
@@ -266,44 +226,16 @@ BlockToeplitz::BlockToeplitz(MPI_Comm comm, const Problem& problem, const DistOp
                              {"grid (cols)", p.grid.cols},
                              {"vectors", int64_t(p.vectors)},
                              {"options.comm", int64_t(I.o.comm)}});
-    if (p.grid.rows == 0) p.grid = choose_grid(I.size, p, I.o.comm, I.o.cost);
+    if (p.grid.rows == 0) p.grid = choose_grid(size, p, I.o.comm, I.o.cost);
   });
-  const int r = p.grid.rows, c = p.grid.cols;
-  I.gi = I.rank / c;
-  I.gj = I.rank % c;
-  I.rows = block_range(p.Nd, r, I.gi);
-  I.cols = block_range(p.Nm, c, I.gj);
+  I.place(rank, size);
   STRUX_MPI(MPI_Comm_split(I.world.c, I.gi, I.gj, &I.row_mpi.c));
   STRUX_MPI(MPI_Comm_split(I.world.c, I.gj, I.gi, &I.col_mpi.c));
   collectively(I.world.c, true, [&] {
-    if (p.device.kind == DeviceKind::CUDA) {
-      I.row = make_nccl_comm(I.row_mpi.c, p.device.index);
-      I.col = make_nccl_comm(I.col_mpi.c, p.device.index);
-      I.side = std::make_unique<SideStream>(p.device);
-    } else {
-      I.row = make_mpi_comm(I.row_mpi.c);
-      I.col = make_mpi_comm(I.col_mpi.c);
-    }
-    // Chunks: overlap needs a side stream (CUDA) and something to overlap; 4 when the local rows
-    // are many enough that the repeated input FFT of matvec (one per chunk) stays small.
-    int k = I.o.chunks;
-    if (k == 0) k = p.device.kind == DeviceKind::CUDA && (c > 1 || I.dist()) && I.nd() >= 512 ? 4 : 1;
-    k = int(std::min<int64_t>(k, I.nd()));
-    for (int q = 0; q < k; ++q) {
-      const Range local = block_range(I.nd(), k, q);
-      I.chunk.push_back(local);
-      op::BlockToeplitzProblem lp = p;  // every field of the local problem, with this chunk's sizes
-      lp.Nd = local.size();
-      lp.Nm = I.nm();
-      I.ops.emplace_back(lp, I.o.local);
-    }
-    for (size_t q = 0; q <= I.chunk.size(); ++q) I.sync.push_back(std::make_unique<Event>(p.device));
-    const size_t es = I.es(), nt_r = size_t(p.Nt * p.R);
-    if (I.dist() && I.gi != 0) I.m_in.reserve(nt_r * I.nm() * es, p.device);
-    if (I.dist() && I.gi != 0) I.m_out.reserve(nt_r * I.nm() * es, p.device);
-    if (I.chunk.size() > 1) I.m_tmp.reserve(nt_r * I.nm() * es, p.device);
-    if (I.dist() && I.gj != 0) I.d_part.reserve(nt_r * I.nd() * es, p.device);
-    if (I.packed() || (I.dist() && I.gj != 0)) I.d_pack.reserve(nt_r * I.nd() * es, p.device);
+    if (p.device.kind == DeviceKind::CUDA)
+      I.build(make_nccl_comm(I.row_mpi.c, p.device.index), make_nccl_comm(I.col_mpi.c, p.device.index));
+    else
+      I.build(make_mpi_comm(I.row_mpi.c), make_mpi_comm(I.col_mpi.c));
   });
 }
 
@@ -370,25 +302,27 @@ void check_part(const View& v, const char* name, bool required, int64_t n, const
 }
 }  // namespace
 
+void BlockToeplitz::Impl::check_forward(const Forward& a) const {
+  check_part(a.m, "m", !dist() || gi == 0, nm(), p);
+  check_part(a.d, "d", !dist() || gj == 0, nd(), p);
+}
+
+void BlockToeplitz::Impl::check_backward(const Backward& a) const {
+  check_arg(a.dblocks.empty() && a.m.empty(), "dblocks",
+            "the distributed operator computes the adjoint only (no gradient for the blocks)");
+  check_part(a.dd, "dd", !dist() || gj == 0, nd(), p);
+  check_part(a.dm, "dm", !dist() || gi == 0, nm(), p);
+}
+
 void BlockToeplitz::forward(const Forward& a, Workspace, Stream s) {
   Impl& I = *impl_;
-  const bool d = I.dist();
-  collectively(I.world.c, I.o.check_ranks, [&] {
-    check_part(a.m, "m", !d || I.gi == 0, I.nm(), I.p);
-    check_part(a.d, "d", !d || I.gj == 0, I.nd(), I.p);
-  });
+  collectively(I.world.c, I.o.check_ranks, [&] { I.check_forward(a); });
   I.matvec(a.m, a.d, s);
 }
 
 void BlockToeplitz::backward(const Backward& a, Workspace, Stream s) {
   Impl& I = *impl_;
-  const bool d = I.dist();
-  collectively(I.world.c, I.o.check_ranks, [&] {
-    check_arg(a.dblocks.empty() && a.m.empty(), "dblocks",
-              "the distributed operator computes the adjoint only (no gradient for the blocks)");
-    check_part(a.dd, "dd", !d || I.gj == 0, I.nd(), I.p);
-    check_part(a.dm, "dm", !d || I.gi == 0, I.nm(), I.p);
-  });
+  collectively(I.world.c, I.o.check_ranks, [&] { I.check_backward(a); });
   I.rmatvec(a.dd, a.dm, s);
 }
 

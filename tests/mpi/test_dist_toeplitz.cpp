@@ -10,7 +10,9 @@
 #include <cuda_runtime.h>
 #endif
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -150,6 +152,71 @@ void check_case(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool tm, strux::d
   report(e1 < tol && e2 < tol && F.timings().total >= 0, what);
 }
 
+// One process driving P devices (BlockToeplitzGroup): the same cases, every rank's part at once.
+template <class T>
+void check_group(int P, int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool tm, strux::dist::Grid grid, Vectors vec,
+                 int chunks) {
+  const auto layout = tm ? ToeplitzLayout::TimeMajor : ToeplitzLayout::SpaceMajor;
+  const auto dt = strux::dtype_of<T>::value;
+  const auto blocks = random_vec(size_t(Nt * Nd * Nm), 4);
+  const auto m = random_vec(size_t(Nt * Nm * R), 5), d = random_vec(size_t(Nt * Nd * R), 6);
+  strux::BlockToeplitzPlan<double> serial(blocks.data(), Nt, Nd, Nm);
+  std::vector<double> d_ref(d.size()), m_ref(m.size());
+  serial.matvec(m.data(), d_ref.data(), R, layout);
+  serial.rmatvec(d.data(), m_ref.data(), R, layout);
+  std::vector<strux::Device> devices;
+  int count = 1;
+#ifdef STRUX_HAVE_CUDA
+  if (device_.kind == strux::DeviceKind::CUDA) cudaGetDeviceCount(&count);
+#endif
+  for (int q = 0; q < P; ++q)
+    devices.push_back(device_.kind == strux::DeviceKind::CUDA ? strux::Device::cuda(q % count) : strux::Device::cpu());
+  strux::dist::DistOptions o;
+  o.chunks = chunks;
+  strux::dist::BlockToeplitzGroup G({{Nt, Nd, Nm, R, layout, dt, {}}, grid, vec}, devices, o);
+  std::vector<std::vector<T>> local(static_cast<size_t>(P)), mj(static_cast<size_t>(P)), di(static_cast<size_t>(P)), dout(static_cast<size_t>(P)), mout(static_cast<size_t>(P));
+  std::vector<std::unique_ptr<OnDevice>> hold;
+  std::vector<strux::View> bv;
+  std::vector<strux::op::BlockToeplitzForward> fa(static_cast<size_t>(P));
+  std::vector<strux::op::BlockToeplitzBackward> ba(static_cast<size_t>(P));
+  std::vector<OnDevice*> outs;
+  const bool dist = vec == Vectors::Distributed;
+  for (int q = 0; q < P; ++q) {
+    const auto& F = G.rank(q);
+    const Range rows = F.rows(), cols = F.cols();
+    const auto [gi, gj] = F.grid_pos();
+    device_ = devices[size_t(q)];
+    for (int64_t t = 0; t < Nt; ++t)
+      for (int64_t i = rows.begin; i < rows.end; ++i)
+        for (int64_t j = cols.begin; j < cols.end; ++j) local[q].push_back(T(blocks[size_t((t * Nd + i) * Nm + j)]));
+    mj[q] = part<T>(m, Nm, cols, Nt, R, tm), di[q] = part<T>(d, Nd, rows, Nt, R, tm);
+    dout[q].assign(di[q].size(), T(7)), mout[q].assign(mj[q].size(), T(7));
+    for (auto* v : {&local[q], &mj[q], &di[q], &dout[q], &mout[q]}) hold.push_back(std::make_unique<OnDevice>(on_device(*v)));
+    const size_t h = hold.size();
+    bv.push_back(strux::View(hold[h - 5]->p, dt, {Nt, rows.size(), cols.size()}, device_));
+    const bool has_m = !dist || gi == 0, has_d = !dist || gj == 0;
+    if (has_m) fa[q].m = view(hold[h - 4]->p, dt, cols.size(), Nt, R, tm), ba[q].dm = view(hold[h - 1]->p, dt, cols.size(), Nt, R, tm);
+    if (has_d) fa[q].d = view(hold[h - 2]->p, dt, rows.size(), Nt, R, tm), ba[q].dd = view(hold[h - 3]->p, dt, rows.size(), Nt, R, tm);
+  }
+  G.set_blocks(bv);
+  G.forward(fa);
+  G.backward(ba);
+  double worst = 0;
+  for (int q = 0; q < P; ++q) {
+    const size_t h = size_t(5 * q);
+    hold[h + 3]->back(), hold[h + 4]->back();
+    const auto [gi, gj] = G.rank(q).grid_pos();
+    if (!dist || gj == 0) worst = std::max(worst, rel_err(dout[q], part<double>(d_ref, Nd, G.rank(q).rows(), Nt, R, tm)));
+    if (!dist || gi == 0) worst = std::max(worst, rel_err(mout[q], part<double>(m_ref, Nm, G.rank(q).cols(), Nt, R, tm)));
+  }
+  const auto g = G.rank(0).problem().grid;
+  char what[200];
+  std::snprintf(what, sizeof(what), "group of %d (%s) grid %dx%d %s %s R=%lld: error %.3g", P,
+                devices[0].kind == strux::DeviceKind::CUDA ? "cuda" : "threads", g.rows, g.cols,
+                tm ? "time-major" : "space-major", dist ? "distributed" : "replicated", (long long)R, worst);
+  report(worst < (sizeof(T) == 4 ? 2e-5 : 1e-12), what);
+}
+
 // Runs f, which must throw E on every rank with `needle` in the message.
 template <class E, class F>
 void expect_error(const char* name, const std::string& needle, F&& f) {
@@ -243,6 +310,23 @@ int main(int argc, char** argv) {
         check_case<double>(5, 9, 4, 2, tm, grid, vec, 3);
       }
   bad_inputs();
+  // One process, several devices: threads on the CPU (every process on its own), or every GPU
+  // of the machine with --cuda when this program runs alone.
+  const strux::Device dev = device_;
+  int most = 4;  // NCCL takes one rank per GPU
+#ifdef STRUX_HAVE_CUDA
+  if (dev.kind == strux::DeviceKind::CUDA) cudaGetDeviceCount(&most);
+#endif
+  if (dev.kind == strux::DeviceKind::CPU || size_ == 1)
+    for (int P = 2; P <= std::min(most, 4); ++P)
+      for (bool tm : {true, false})
+        for (Vectors vec : {Vectors::Replicated, Vectors::Distributed}) {
+          device_ = dev;
+          check_group<double>(P, 7, 5, 6, 1, tm, {}, vec, 1);
+          device_ = dev;
+          check_group<float>(P, 9, 7, 5, 3, tm, {P, 1}, vec, 2);
+        }
+  device_ = dev;
   if (rank_ == 0) std::printf("%d passed, %d failed\n", passed, failed);
   MPI_Finalize();
   return failed ? 1 : 0;
