@@ -5,8 +5,10 @@
 # FHAT_GB (default 8): GB of F̂ per GPU of the weak-scaling runs, and in all of the strong one.
 # Steps (output under $OUT, default ./out: gpu_dist.log, build.log, dist_*.json, dist_scaling.json):
 #   1. build with CUDA + NCCL (NCCL_ROOT = the nvidia-nccl wheel's folder) through scripts/gpu_build.sh;
-#   2. the C++ MPI test program on 1 and 2 GPUs (--cuda) and on the CPU, 2 ranks;
-#   3. the Python cases (tests/mpi/dist_cases.py) under mpirun -np 2 on the GPUs (needs mpi4py);
+#   2. the C++ MPI test program on 1 and 2 GPUs (--cuda; alone, it also drives every GPU from one
+#      process: BlockToeplitzGroup) and on the CPU, 2 ranks;
+#   3. the Python cases (tests/mpi/dist_cases.py) under mpirun -np 2 on the GPUs (needs mpi4py), and
+#      pytest tests/python/test_dist*.py (BlockToeplitzGroup with torch on 2 GPUs in one process);
 #   4. benchmarks: 1 GPU with FHAT_GB, 2 GPUs weak (FHAT_GB each), 2 GPUs strong (FHAT_GB in all),
 #      and 2 GPUs weak with chunks=1 (no overlap); each phase timed; efficiencies in dist_scaling.json.
 # mpi4py: when it is missing, it is built from an sdist in .deps/pip (put there beforehand by
@@ -61,6 +63,8 @@ step "C++ tests, CPU, 2 ranks (MPI)" 300 "${MPIRUN[@]}" -np 2 "${X[@]}" build/gp
 if python3 -c "import mpi4py.MPI, strux.dist; assert strux.dist.available()"; then
   step "Python cases, 2 GPUs" 600 "${MPIRUN[@]}" -np 2 "${X[@]}" python3 tests/mpi/dist_cases.py --device cuda
   step "Python cases, 1 GPU" 600 "${MPIRUN[@]}" -np 1 "${X[@]}" python3 tests/mpi/dist_cases.py --device cuda --quick
+  step "pytest test_dist*.py (mpirun inside; one process on 2 GPUs)" 900 python3 -m pytest -q -rs -p no:cacheprovider \
+    tests/python/test_dist.py tests/python/test_dist_group.py
 else
   echo "== strux.dist not available from Python (mpi4py or the _dist module missing): Python steps skipped"; rc=1
 fi

@@ -150,6 +150,10 @@ class BlockToeplitzGroup {
   BlockToeplitzGroup(const BlockToeplitzProblem& problem, const std::vector<Device>& devices,
                      const DistOptions& options = {});
   ~BlockToeplitzGroup();
+  BlockToeplitzGroup(const BlockToeplitzGroup&) = delete;
+  BlockToeplitzGroup& operator=(const BlockToeplitzGroup&) = delete;
+  BlockToeplitzGroup(BlockToeplitzGroup&&) noexcept;
+  BlockToeplitzGroup& operator=(BlockToeplitzGroup&&) noexcept;
   int size() const { return int(ranks_.size()); }
   const BlockToeplitz& rank(int q) const;  // grid_pos, rows, cols, describe, timings
   void set_blocks(const std::vector<View>& local_blocks, const std::vector<Stream>& s = {});

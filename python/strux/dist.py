@@ -34,7 +34,7 @@ import numpy as np
 
 from ._arrays import choice, integer, on_gpu
 
-__all__ = ["BlockToeplitz", "available", "choose_grid", "block_range"]
+__all__ = ["BlockToeplitz", "BlockToeplitzGroup", "available", "choose_grid", "block_range"]
 
 _LAYOUTS = ("time-major", "space-major")
 _VECTORS = ("replicated", "distributed")
@@ -119,7 +119,78 @@ def choose_grid(P: int, Nt: int, Nd: int, Nm: int, *, R: int = 1, dtype="float64
                                        0 if device == "cuda" else -1, choice(vectors, "vectors", _VECTORS), "auto"))
 
 
-class BlockToeplitz:
+class _Arrays:
+    """One rank's arrays: numpy on the CPU, or torch / CuPy on CUDA device `_device`; checks and
+    allocations of its vectors (attributes _gpu, _device, _dtype, _ref, _layout, _vectors, shape3)."""
+
+    def _local_array(self, b, name):
+        """b as the operator's array: C-contiguous float32/float64 numpy, or a CUDA array."""
+        if on_gpu(b):
+            from . import _cuda as _a
+            _a.array(b, name, 3, ("float32", "float64"))
+            self._gpu = True
+            self._device = _a.device_id(b)
+            self._dtype = _a.dtname(b)
+            self._ref = _a.empty(b, (1,))  # kind, device and stream of the outputs
+            return _a.contig(b)
+        a = np.asarray(b)
+        if a.dtype not in (np.float32, np.float64):
+            raise TypeError(f"argument '{name}': expected float32 or float64, got {a.dtype}")
+        self._gpu, self._device, self._dtype, self._ref = False, -1, a.dtype.name, None
+        return np.ascontiguousarray(a)
+
+    def _ptr(self, x):
+        if x is None:
+            return 0
+        if self._gpu:
+            from . import _cuda as _a
+            return _a.ptr(x)
+        return x.__array_interface__["data"][0]
+
+    def _stream(self, x):
+        if not self._gpu or x is None:
+            return 0
+        from . import _cuda as _a
+        return _a.stream(x)
+
+    def _vector(self, x, name, n, required):
+        """x checked (kind, dtype, device, shape) and C-contiguous; R from its shape."""
+        if x is None:
+            if required:
+                raise ValueError(f"argument '{name}': this rank holds a part of it ({self._vectors} vectors), "
+                                 "got None")
+            return None, None
+        Nt = self.shape3[0]
+        if self._gpu:
+            from . import _cuda as _a
+            _a.array(x, name, None, (self._dtype,))
+            if _a.device_id(x) != self._device:
+                raise ValueError(f"argument '{name}': expected an array on CUDA device {self._device}, "
+                                 f"got device {_a.device_id(x)}")
+            x = _a.contig(x)
+        else:
+            if on_gpu(x):
+                raise TypeError(f"argument '{name}': the operator is on the CPU (numpy), got a CUDA array")
+            x = np.asarray(x)
+            if x.dtype != self._dtype:
+                raise TypeError(f"argument '{name}': expected dtype {self._dtype} (the operator's), got {x.dtype}")
+            x = np.ascontiguousarray(x)
+        want = (Nt, n) if self._layout == "time-major" else (n, Nt)
+        if x.ndim not in (2, 3) or tuple(int(s) for s in x.shape[:2]) != want:
+            raise ValueError(f"argument '{name}': expected this rank's part of shape {want} or {want + ('R',)} "
+                             f"({self._layout}), got {tuple(x.shape)}")
+        return x, (int(x.shape[2]) if x.ndim == 3 else None)
+
+    def _empty(self, like, n, R):
+        Nt = self.shape3[0]
+        shape = ((Nt, n) if self._layout == "time-major" else (n, Nt)) + (() if R is None else (R,))
+        if self._gpu:
+            from . import _cuda as _a
+            return _a.empty(like, shape)
+        return np.empty(shape, dtype=self._dtype)
+
+
+class BlockToeplitz(_Arrays):
     """Block lower-triangular Toeplitz operator F of shape (Nt·Nd, Nt·Nm) on a grid of ranks.
 
     Parameters
@@ -198,6 +269,10 @@ class BlockToeplitz:
         self._layout = choice(layout, "layout", _LAYOUTS)
         self._vectors = choice(vectors, "vectors", _VECTORS)
         self._opts = _options(options)
+        if not self._opts.get("check_ranks", True) and self._vectors == "distributed" and rhs is None:
+            # Ranks without input learn R from the agreement step; without it R must be fixed.
+            raise ValueError("argument 'rhs': options check_ranks=False with distributed vectors needs rhs "
+                             "(the number of right-hand sides every call uses)")
         self.shape3 = shape
         Nt, Nd, Nm = shape
         P, rank = comm.Get_size(), comm.Get_rank()
@@ -229,22 +304,6 @@ class BlockToeplitz:
         self._op(R)  # collective, and checks that the ranks agree on the problem
         if rhs is not None:
             self._blocks, self._fixed = None, R
-
-    def _local_array(self, b, name):
-        """b as the operator's array: C-contiguous float32/float64 numpy, or a CUDA array."""
-        if on_gpu(b):
-            from . import _cuda as _a
-            _a.array(b, name, 3, ("float32", "float64"))
-            self._gpu = True
-            self._device = _a.device_id(b)
-            self._dtype = _a.dtname(b)
-            self._ref = _a.empty(b, (1,))  # kind, device and stream of the outputs
-            return _a.contig(b)
-        a = np.asarray(b)
-        if a.dtype not in (np.float32, np.float64):
-            raise TypeError(f"argument '{name}': expected float32 or float64, got {a.dtype}")
-        self._gpu, self._device, self._dtype, self._ref = False, -1, a.dtype.name, None
-        return np.ascontiguousarray(a)
 
     def _op(self, R):
         op = self._ops.get(R)
@@ -293,56 +352,6 @@ class BlockToeplitz:
         return d[:, self.rows] if self._layout == "time-major" else d[self.rows]
 
     # ---- products ---------------------------------------------------------------------------
-    def _ptr(self, x):
-        if x is None:
-            return 0
-        if self._gpu:
-            from . import _cuda as _a
-            return _a.ptr(x)
-        return x.__array_interface__["data"][0]
-
-    def _stream(self, x):
-        if not self._gpu or x is None:
-            return 0
-        from . import _cuda as _a
-        return _a.stream(x)
-
-    def _vector(self, x, name, n, required):
-        """x checked (kind, dtype, device, shape) and C-contiguous; R from its shape."""
-        if x is None:
-            if required:
-                raise ValueError(f"argument '{name}': this rank holds a part of it ({self._vectors} vectors), "
-                                 "got None")
-            return None, None
-        Nt = self.shape3[0]
-        if self._gpu:
-            from . import _cuda as _a
-            _a.array(x, name, None, (self._dtype,))
-            if _a.device_id(x) != self._device:
-                raise ValueError(f"argument '{name}': expected an array on CUDA device {self._device}, "
-                                 f"got device {_a.device_id(x)}")
-            x = _a.contig(x)
-        else:
-            if on_gpu(x):
-                raise TypeError(f"argument '{name}': the operator is on the CPU (numpy), got a CUDA array")
-            x = np.asarray(x)
-            if x.dtype != self._dtype:
-                raise TypeError(f"argument '{name}': expected dtype {self._dtype} (the operator's), got {x.dtype}")
-            x = np.ascontiguousarray(x)
-        want = (Nt, n) if self._layout == "time-major" else (n, Nt)
-        if x.ndim not in (2, 3) or tuple(int(s) for s in x.shape[:2]) != want:
-            raise ValueError(f"argument '{name}': expected this rank's part of shape {want} or {want + ('R',)} "
-                             f"({self._layout}), got {tuple(x.shape)}")
-        return x, (int(x.shape[2]) if x.ndim == 3 else None)
-
-    def _empty(self, like, n, R):
-        Nt = self.shape3[0]
-        shape = ((Nt, n) if self._layout == "time-major" else (n, Nt)) + (() if R is None else (R,))
-        if self._gpu:
-            from . import _cuda as _a
-            return _a.empty(like, shape)
-        return np.empty(shape, dtype=self._dtype)
-
     def _apply(self, x, adjoint):
         nm = self.cols.stop - self.cols.start
         nd = self.rows.stop - self.rows.start
@@ -387,3 +396,99 @@ class BlockToeplitz:
 
     def __matmul__(self, m):
         return self.matvec(m)
+
+
+class _Rank(_Arrays):
+    """Rank q of a BlockToeplitzGroup: its position, blocks and the checks of its vectors."""
+
+    def __init__(self, group, q):
+        self._layout, self._vectors, self.shape3 = group.layout, group.vectors, group.shape3
+        self.grid_pos = group._g.grid_pos(q)
+        self.rows, self.cols = slice(*group._g.rows(q)), slice(*group._g.cols(q))
+
+
+class BlockToeplitzGroup:
+    """The operator of BlockToeplitz with every rank in this process, one device each: no MPI.
+
+    ``devices``: a list of CUDA ordinals (blocks a torch tensor or CuPy array on any device;
+    each rank's part is copied to its GPU; communication through NCCL) or a list of "cpu"
+    entries (numpy; the ranks are threads sharing memory). Rank q of the r × c grid, at
+    (q // c, q % c), runs on devices[q]. ``matvec`` and ``rmatvec`` take and return lists in rank
+    order: rank q's part (None where a rank holds none, with distributed vectors). The number of
+    right-hand sides is fixed at construction (``rhs``, default 1: vectors without the R axis).
+    """
+
+    def __init__(self, blocks, *, devices, grid=None, layout: str = "time-major", vectors: str = "replicated",
+                 rhs=None, options=None):
+        m = _module()
+        if not isinstance(devices, (list, tuple)) or not devices:
+            raise ValueError(f"argument 'devices': expected a non-empty list of CUDA ordinals or 'cpu', got {devices!r}")
+        cpu = all(d == "cpu" for d in devices)
+        if not cpu and not all(isinstance(d, int) and d >= 0 for d in devices):
+            raise ValueError(f"argument 'devices': expected CUDA ordinals (all) or 'cpu' (all), got {devices!r}")
+        shape = getattr(blocks, "shape", None)
+        if shape is None or len(shape) != 3:
+            raise ValueError(f"argument 'blocks': expected an array (Nt, Nd, Nm), got shape {shape}")
+        self.layout = choice(layout, "layout", _LAYOUTS)
+        self.vectors = choice(vectors, "vectors", _VECTORS)
+        opts = _options(options)
+        self.shape3 = Nt, Nd, Nm = tuple(int(s) for s in shape)
+        self._R = None if rhs is None else integer(rhs, "rhs", 1)
+        dtype = blocks.dtype.name if isinstance(blocks, np.ndarray) else str(blocks.dtype).replace("torch.", "")
+        g = _grid(grid)
+        self._g = m.ToeplitzGroup([-1] * len(devices) if cpu else list(devices), Nt, Nd, Nm, self._R or 1,
+                                  self.layout, dtype, g, self.vectors, opts.get("chunks", 0), opts.get("solver", ""),
+                                  opts.get("timing", False))
+        self.grid = tuple(self._g.grid)
+        self.ranks = [_Rank(self, q) for q in range(len(devices))]
+        parts = []
+        for q, rk in enumerate(self.ranks):
+            b = blocks[:, rk.rows, rk.cols]
+            if not cpu:
+                b = b.to(f"cuda:{devices[q]}") if hasattr(b, "to") else _to_cupy_device(b, devices[q])
+            parts.append(rk._local_array(b, "blocks"))
+        self._g.set_blocks([rk._ptr(b) for rk, b in zip(self.ranks, parts)],
+                           [rk._stream(b) for rk, b in zip(self.ranks, parts)])
+
+    def describe(self, q: int = 0) -> str:
+        return self._g.describe(integer(q, "q", 0, len(self.ranks) - 1))
+
+    def timings(self, q: int = 0) -> dict:
+        return self._g.timings(integer(q, "q", 0, len(self.ranks) - 1))
+
+    def _apply(self, xs, adjoint):
+        if not isinstance(xs, (list, tuple)) or len(xs) != len(self.ranks):
+            raise ValueError(f"argument '{'d' if adjoint else 'm'}': expected a list of {len(self.ranks)} parts "
+                             f"(one per rank), got {type(xs).__name__}")
+        dist = self.vectors == "distributed"
+        ins, outs = [], []
+        for rk, x in zip(self.ranks, xs):
+            i, j = rk.grid_pos
+            nm, nd = rk.cols.stop - rk.cols.start, rk.rows.stop - rk.rows.start
+            nin, nout = (nd, nm) if adjoint else (nm, nd)
+            has_in = not dist or (j == 0 if adjoint else i == 0)
+            has_out = not dist or (i == 0 if adjoint else j == 0)
+            v, R = rk._vector(x, "d" if adjoint else "m", nin, has_in)
+            if v is not None and (R or 1) != (self._R or 1):
+                raise ValueError(f"argument '{'d' if adjoint else 'm'}': this group was built for rhs = "
+                                 f"{self._R or 1} right-hand sides, got {R or 1}")
+            ins.append(v)
+            outs.append(rk._empty(rk._ref, nout, self._R) if has_out else None)
+        streams = [rk._stream(rk._ref) for rk in self.ranks]
+        f = self._g.rmatvec if adjoint else self._g.matvec
+        f([rk._ptr(v) for rk, v in zip(self.ranks, ins)], [rk._ptr(o) for rk, o in zip(self.ranks, outs)], streams)
+        return outs
+
+    def matvec(self, parts):
+        """[d_i of rank q] from [m_j of rank q] (lists in rank order)."""
+        return self._apply(parts, False)
+
+    def rmatvec(self, parts):
+        """[m_j of rank q] from [d_i of rank q]."""
+        return self._apply(parts, True)
+
+
+def _to_cupy_device(x, device):
+    import cupy
+    with cupy.cuda.Device(device):
+        return cupy.asarray(x)

@@ -78,6 +78,8 @@ BlockToeplitzGroup::BlockToeplitzGroup(const BlockToeplitzProblem& problem, cons
 }
 
 BlockToeplitzGroup::~BlockToeplitzGroup() = default;
+BlockToeplitzGroup::BlockToeplitzGroup(BlockToeplitzGroup&&) noexcept = default;
+BlockToeplitzGroup& BlockToeplitzGroup::operator=(BlockToeplitzGroup&&) noexcept = default;
 
 const BlockToeplitz& BlockToeplitzGroup::rank(int q) const {
   check_arg(q >= 0 && q < size(), "q", "expected a rank in [0, ", size(), "), got ", q);

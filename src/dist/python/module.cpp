@@ -3,6 +3,7 @@
 // C-contiguous; communicators as their Fortran handle (mpi4py's comm.py2f()), turned back into an
 // MPI_Comm with MPI_Comm_f2c, which needs this module and mpi4py to use the same MPI library.
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/vector.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -48,6 +49,31 @@ View vec(uintptr_t ptr, int64_t n, const dist::BlockToeplitzProblem& p) {
 }
 
 Stream stream(uintptr_t s) { return Stream(reinterpret_cast<void*>(s)); }
+
+std::vector<Stream> streams(const std::vector<uintptr_t>& s) {
+  std::vector<Stream> out;
+  for (uintptr_t x : s) out.push_back(stream(x));
+  return out;
+}
+
+dist::DistOptions options(const std::string& comm, int chunks, const std::string& solver, bool check, bool timing) {
+  dist::DistOptions o;
+  o.local.solver = solver;
+  o.comm = dist::parse_comm(comm);
+  o.chunks = chunks;
+  o.check_ranks = check;
+  o.timing = timing;
+  return o;
+}
+
+nb::dict timings_dict(const dist::Timings& t) {
+  nb::dict d;
+  d["broadcast"] = t.broadcast;
+  d["local"] = t.local;
+  d["reduce"] = t.reduce;
+  d["total"] = t.total;
+  return d;
+}
 
 }  // namespace
 
@@ -98,12 +124,7 @@ NB_MODULE(_dist, m) {
              const std::string& vectors, const std::string& comm, int chunks, const std::string& solver, bool check,
              bool timing) {
             const auto p = problem(Nt, Nd, Nm, R, layout, dtype, device, grid, vectors);
-            dist::DistOptions o;
-            o.local.solver = solver;
-            o.comm = dist::parse_comm(comm);
-            o.chunks = chunks;
-            o.check_ranks = check;
-            o.timing = timing;
+            const auto o = options(comm, chunks, solver, check, timing);
             const MPI_Comm c = MPI_Comm_f2c(MPI_Fint(comm_f));
             nb::gil_scoped_release nogil;
             new (self) BlockToeplitz(c, p, o);
@@ -142,13 +163,66 @@ NB_MODULE(_dist, m) {
              nb::gil_scoped_release nogil;
              F.backward(a, {}, stream(s));
            })
-      .def("timings", [](const BlockToeplitz& F) {
-        const auto t = F.timings();
-        nb::dict d;
-        d["broadcast"] = t.broadcast;
-        d["local"] = t.local;
-        d["reduce"] = t.reduce;
-        d["total"] = t.total;
-        return d;
+      .def("timings", [](const BlockToeplitz& F) { return timings_dict(F.timings()); });
+
+  // One process, several devices (device -1: CPU threads); per-rank lists in rank order.
+  using dist::BlockToeplitzGroup;
+  nb::class_<BlockToeplitzGroup>(m, "ToeplitzGroup")
+      .def(
+          "__init__",
+          [](BlockToeplitzGroup* self, const std::vector<int>& devices, int64_t Nt, int64_t Nd, int64_t Nm, int64_t R,
+             const std::string& layout, const std::string& dtype, std::pair<int, int> grid, const std::string& vectors,
+             int chunks, const std::string& solver, bool timing) {
+            const auto p = problem(Nt, Nd, Nm, R, layout, dtype, -1, grid, vectors);
+            std::vector<Device> devs;
+            for (int d : devices) devs.push_back(d < 0 ? Device::cpu() : Device::cuda(d));
+            const auto o = options("auto", chunks, solver, true, timing);
+            nb::gil_scoped_release nogil;
+            new (self) BlockToeplitzGroup(p, devs, o);
+          })
+      .def_prop_ro("size", &BlockToeplitzGroup::size)
+      .def_prop_ro("grid", [](const BlockToeplitzGroup& G) {
+        return std::make_pair(G.rank(0).problem().grid.rows, G.rank(0).problem().grid.cols);
+      })
+      .def("grid_pos", [](const BlockToeplitzGroup& G, int q) { return G.rank(q).grid_pos(); })
+      .def("rows", [](const BlockToeplitzGroup& G, int q) { return std::make_pair(G.rank(q).rows().begin, G.rank(q).rows().end); })
+      .def("cols", [](const BlockToeplitzGroup& G, int q) { return std::make_pair(G.rank(q).cols().begin, G.rank(q).cols().end); })
+      .def("describe", [](const BlockToeplitzGroup& G, int q) { return G.rank(q).describe(); })
+      .def("timings", [](const BlockToeplitzGroup& G, int q) { return timings_dict(G.rank(q).timings()); })
+      .def("set_blocks",
+           [](BlockToeplitzGroup& G, const std::vector<uintptr_t>& blocks, const std::vector<uintptr_t>& s) {
+             std::vector<View> v;
+             for (int q = 0; q < G.size() && q < int(blocks.size()); ++q) {
+               const auto& F = G.rank(q);
+               const auto& p = F.problem();
+               v.push_back(View(reinterpret_cast<void*>(blocks[size_t(q)]), p.dtype,
+                                {p.Nt, F.rows().size(), F.cols().size()}, p.device));
+             }
+             nb::gil_scoped_release nogil;
+             G.set_blocks(v, streams(s));
+           })
+      .def("matvec",
+           [](BlockToeplitzGroup& G, const std::vector<uintptr_t>& m, const std::vector<uintptr_t>& d,
+              const std::vector<uintptr_t>& s) {
+             std::vector<BlockToeplitz::Forward> a;
+             for (int q = 0; q < G.size() && q < int(m.size()) && q < int(d.size()); ++q) {
+               const auto& F = G.rank(q);
+               a.push_back({vec(m[size_t(q)], F.cols().size(), F.problem()), vec(d[size_t(q)], F.rows().size(), F.problem())});
+             }
+             nb::gil_scoped_release nogil;
+             G.forward(a, streams(s));
+           })
+      .def("rmatvec", [](BlockToeplitzGroup& G, const std::vector<uintptr_t>& d, const std::vector<uintptr_t>& m,
+                         const std::vector<uintptr_t>& s) {
+        std::vector<BlockToeplitz::Backward> a;
+        for (int q = 0; q < G.size() && q < int(m.size()) && q < int(d.size()); ++q) {
+          const auto& F = G.rank(q);
+          BlockToeplitz::Backward b;
+          b.dd = vec(d[size_t(q)], F.rows().size(), F.problem());
+          b.dm = vec(m[size_t(q)], F.cols().size(), F.problem());
+          a.push_back(b);
+        }
+        nb::gil_scoped_release nogil;
+        G.backward(a, streams(s));
       });
 }
