@@ -91,6 +91,10 @@ struct DistOptions {
   CostModel cost{};
 };
 
+// Whether the automatic chunks overlap communication with computation: CUDA, a grid row of more
+// than one rank, and nd >= 512 local rows (then 4 chunks; else 1).
+bool overlaps(const BlockToeplitzProblem& p, int64_t nd);
+
 // The grid of P ranks with the least modelled time per matvec + rmatvec (ties: fewer columns).
 Grid choose_grid(int P, const BlockToeplitzProblem& p, CommKind comm = CommKind::Auto, const CostModel& m = {});
 // The modelled seconds of one matvec + rmatvec on grid g (what choose_grid minimises).

@@ -60,9 +60,19 @@ double modelled_seconds(const Grid& g, const BlockToeplitzProblem& p, CommKind c
     return f * (k - 1) / k * b / link_bw + f * log2c(k) * alpha;
   };
   const double bm = nt * nm * R * s, bd = nt * nd * R * s;
-  const double matvec = (dist ? bcast(bm, r) : 0.0) + sum(bd, c);
-  const double rmatvec = (dist ? bcast(bd, c) : 0.0) + sum(bm, r);
-  return local + matvec + rmatvec;
+  // Along the grid row: matvec's sum of d, rmatvec's broadcast of d. Down the column: matvec's
+  // broadcast of m, rmatvec's sum of m.
+  const double row = sum(bd, c) + (dist ? bcast(bd, c) : 0.0);
+  const double col = (dist ? bcast(bm, r) : 0.0) + sum(bm, r);
+  // With chunks on a side stream (CUDA) the row's communication hides behind the local work.
+  BlockToeplitzProblem q = p;
+  q.grid = g;
+  if (gpu && overlaps(q, int64_t(nd))) return std::max(local, row) + col;
+  return local + row + col;
+}
+
+bool overlaps(const BlockToeplitzProblem& p, int64_t nd) {
+  return p.device.kind == DeviceKind::CUDA && p.grid.cols > 1 && nd >= 512;
 }
 
 Grid choose_grid(int P, const BlockToeplitzProblem& p, CommKind comm, const CostModel& m) {

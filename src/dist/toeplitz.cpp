@@ -174,10 +174,11 @@ void BlockToeplitz::Impl::build(std::unique_ptr<Communicator> row_comm, std::uni
   row = std::move(row_comm);
   col = std::move(col_comm);
   if (p.device.kind == DeviceKind::CUDA) side = std::make_unique<SideStream>(p.device);
-  // Chunks: overlap needs a side stream (CUDA) and something to overlap; 4 when the local rows
-  // are many enough that the repeated input FFT of matvec (one per chunk) stays small.
+  // Chunks: overlap needs a side stream (CUDA) and communication along the grid row (matvec's
+  // sum, rmatvec's broadcast); 4 when the local rows are many enough that the repeated input FFT
+  // of matvec (one per chunk) stays small (the same rule as the cost model's overlap).
   int k = o.chunks;
-  if (k == 0) k = p.device.kind == DeviceKind::CUDA && (p.grid.cols > 1 || dist()) && nd() >= 512 ? 4 : 1;
+  if (k == 0) k = overlaps(p, nd()) ? 4 : 1;
   k = int(std::min<int64_t>(k, nd()));
   for (int q = 0; q < k; ++q) {
     const Range local = block_range(nd(), k, q);
