@@ -95,7 +95,7 @@ struct DistOptions {
 // than one rank, and nd >= 512 local rows (then 4 chunks; else 1).
 bool overlaps(const BlockToeplitzProblem& p, int64_t nd);
 
-// The grid of P ranks with the least modelled time per matvec + rmatvec (ties: fewer columns).
+// The grid of P ranks with the least modelled time per matvec + rmatvec (ties: fewer rows).
 Grid choose_grid(int P, const BlockToeplitzProblem& p, CommKind comm = CommKind::Auto, const CostModel& m = {});
 // The modelled seconds of one matvec + rmatvec on grid g (what choose_grid minimises).
 double modelled_seconds(const Grid& g, const BlockToeplitzProblem& p, CommKind comm, const CostModel& m);
