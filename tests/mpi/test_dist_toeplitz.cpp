@@ -39,6 +39,7 @@ struct OnDevice {
   OnDevice(void* h, size_t b) : bytes(b), host(h) {
 #ifdef STRUX_HAVE_CUDA
     if (device_.kind == strux::DeviceKind::CUDA) {
+      cudaSetDevice(device_.index);  // memory on the rank's GPU (a group has several)
       cudaMalloc(&p, b ? b : 1);
       cudaMemcpy(p, h, b, cudaMemcpyHostToDevice);
       return;
