@@ -51,13 +51,14 @@ def _module():
 
 
 def available() -> bool:
-    """True when strux was built with MPI and mpi4py is importable."""
+    """True when strux was built with MPI and mpi4py is installed (found, not imported: importing
+    mpi4py.MPI initializes MPI)."""
+    import importlib.util
     try:
         _module()
-        import mpi4py.MPI  # noqa: F401
-    except (ImportError, RuntimeError):
+    except RuntimeError:
         return False
-    return True
+    return importlib.util.find_spec("mpi4py") is not None
 
 
 def block_range(n: int, parts: int, q: int) -> slice:
