@@ -88,6 +88,10 @@ struct DistOptions {
   CommKind comm = CommKind::Auto;
   bool check_ranks = true;   // agree on valid arguments before each collective call
   bool timing = false;       // record the phase times of each call (timings())
+  // Per phase precision of the communication of float64 problems: the broadcast and the sums
+  // sent as float32 (half the bytes; the sums then add float32 values). Ignored for float32.
+  bool broadcast_single = false;
+  bool reduce_single = false;
   CostModel cost{};
 };
 

@@ -38,7 +38,19 @@ __all__ = ["BlockToeplitz", "BlockToeplitzGroup", "available", "choose_grid", "b
 
 _LAYOUTS = ("time-major", "space-major")
 _VECTORS = ("replicated", "distributed")
-_OPTIONS = {"solver": str, "chunks": int, "comm": str, "check_ranks": bool, "timing": bool, "device": str}
+_OPTIONS = {"solver": str, "chunks": int, "comm": str, "check_ranks": bool, "timing": bool, "device": str,
+            "broadcast_dtype": str, "reduce_dtype": str}
+
+
+def _single(o: dict) -> int:
+    """The binding's code of the communication precision: bit 0 broadcasts, bit 1 sums in float32."""
+    code = 0
+    for bit, key in enumerate(("broadcast_dtype", "reduce_dtype")):
+        v = o.get(key)
+        if v not in (None, "float32", "float64"):
+            raise ValueError(f"argument 'options[{key!r}]': expected 'float32' or 'float64', got {v!r}")
+        code |= (v == "float32") << bit
+    return code
 
 
 def _module():
@@ -207,7 +219,9 @@ class BlockToeplitz(_Arrays):
     options : {"solver": local solver name, "chunks": row pieces for overlap, "comm": "auto" |
         "mpi" | "nccl", "check_ranks": agree on valid arguments before each call (default True),
         "timing": record phase times (see timings()), "device": "cpu" | "cuda", the device the cost
-        model assumes for grid=None (the constructor takes it from blocks; from_parts: "cpu")}.
+        model assumes for grid=None (the constructor takes it from blocks; from_parts: "cpu"),
+        "broadcast_dtype" / "reduce_dtype": "float32" sends a float64 operator's broadcasts / sums
+        as float32 (half the bytes, float32 sums; ignored for float32)}.
     """
 
     def __init__(self, blocks, *, comm, grid=None, layout: str = "time-major", vectors: str = "replicated",
@@ -317,7 +331,7 @@ class BlockToeplitz(_Arrays):
         Nt, Nd, Nm = self.shape3
         op = _module().Toeplitz(self._handle, Nt, Nd, Nm, R, self._layout, self._dtype, self._device,
                                 self._grid_rc, self._vectors, o.get("comm", "auto"), o.get("chunks", 0),
-                                o.get("solver", ""), o.get("check_ranks", True), o.get("timing", False))
+                                o.get("solver", ""), o.get("check_ranks", True), o.get("timing", False), _single(o))
         b = self._blocks
         op.set_blocks(self._ptr(b), self._stream(b))
         self._ops[R] = op
@@ -439,7 +453,7 @@ class BlockToeplitzGroup:
         g = _grid(grid)
         self._g = m.ToeplitzGroup([-1] * len(devices) if cpu else list(devices), Nt, Nd, Nm, self._R or 1,
                                   self.layout, dtype, g, self.vectors, opts.get("chunks", 0), opts.get("solver", ""),
-                                  opts.get("timing", False))
+                                  opts.get("timing", False), _single(opts))
         self.grid = tuple(self._g.grid)
         self.ranks = [_Rank(self, q) for q in range(len(devices))]
         parts = []

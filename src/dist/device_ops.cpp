@@ -1,6 +1,7 @@
 // device_ops.hpp on the CPU; CUDA devices go to device_ops_cuda.cu (a build with CUDA).
 #include "dist/device_ops.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -17,6 +18,7 @@ void free(void* p, int device);
 void copy_rows(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t rows, int device,
                void* stream);
 void add_into(void* dst, const void* src, size_t n, bool f64, int device, void* stream);
+void cast(void* dst, bool dst_f64, const void* src, size_t n, int device, void* stream);
 void synchronize(int device, void* stream);
 void* stream_create(int device);
 void stream_destroy(void* s, int device);
@@ -93,6 +95,18 @@ void add_into(void* dst, const void* src, size_t n, DType t, const Device& dev, 
     add_host<double>(dst, src, n);
   else
     add_host<float>(dst, src, n);
+}
+
+void cast(void* dst, DType dt, const void* src, DType st, size_t n, const Device& dev, Stream s) {
+  const bool ok = (dt == DType::f32 && st == DType::f64) || (dt == DType::f64 && st == DType::f32);
+  if (!ok) throw TypeError(msg("argument 'dtype': casts between float32 and float64 only, got ", dtype_name(st), " to ",
+                               dtype_name(dt)));
+  STRUX_DIST_ON_CUDA(dev, cast, dst, dt == DType::f64, src, n, dev.index, s.handle);
+  (void)s;
+  if (dt == DType::f64)
+    std::copy(static_cast<const float*>(src), static_cast<const float*>(src) + n, static_cast<double*>(dst));
+  else
+    std::copy(static_cast<const double*>(src), static_cast<const double*>(src) + n, static_cast<float*>(dst));
 }
 
 void synchronize(const Device& dev, Stream s) {

@@ -34,6 +34,8 @@ void copy_rows(void* dst, size_t dpitch, const void* src, size_t spitch, size_t 
                Stream s);
 // dst[i] += src[i], i < n, real float32 or float64.
 void add_into(void* dst, const void* src, size_t n, DType t, const Device& dev, Stream s);
+// dst[i] = src[i] converted, i < n, between float32 and float64.
+void cast(void* dst, DType dt, const void* src, DType st, size_t n, const Device& dev, Stream s);
 // Waits for everything queued on s (nothing on the CPU).
 void synchronize(const Device& dev, Stream s);
 

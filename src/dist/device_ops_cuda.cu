@@ -29,6 +29,14 @@ __global__ void add_kernel(T* __restrict__ dst, const T* __restrict__ src, size_
     dst[i] += src[i];
 }
 
+template <class To, class From>
+__global__ void cast_kernel(To* __restrict__ dst, const From* __restrict__ src, size_t n) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    dst[i] = To(src[i]);
+}
+
+unsigned grid_for(size_t n, int threads) { return unsigned(n / threads + 1 < 65536 ? n / threads + 1 : 65536); }
+
 }  // namespace
 
 void* alloc(size_t bytes, int device) {
@@ -64,6 +72,16 @@ void add_into(void* dst, const void* src, size_t n, bool f64, int device, void* 
     add_kernel<<<blocks, threads, 0, st(stream)>>>(static_cast<double*>(dst), static_cast<const double*>(src), n);
   else
     add_kernel<<<blocks, threads, 0, st(stream)>>>(static_cast<float*>(dst), static_cast<const float*>(src), n);
+  STRUX_CUDA(cudaGetLastError());
+}
+
+void cast(void* dst, bool dst_f64, const void* src, size_t n, int device, void* stream) {
+  if (!n) return;
+  Guard g(device);
+  if (dst_f64)
+    cast_kernel<<<grid_for(n, 256), 256, 0, st(stream)>>>(static_cast<double*>(dst), static_cast<const float*>(src), n);
+  else
+    cast_kernel<<<grid_for(n, 256), 256, 0, st(stream)>>>(static_cast<float*>(dst), static_cast<const double*>(src), n);
   STRUX_CUDA(cudaGetLastError());
 }
 

@@ -44,6 +44,29 @@ void agree_fields(MPI_Comm comm, const std::vector<Field>& f) {
 
 }  // namespace
 
+void BlockToeplitz::Impl::broadcast(Communicator& g, void* buf, size_t n, bool root, Stream s) {
+  if (!single(o.broadcast_single)) return g.broadcast(buf, n, p.dtype, 0, s);
+  // float64 values sent as float32: the root's buffer (an input) is only read.
+  comm_buf.reserve(n * sizeof(float), p.device);
+  if (root) cast(comm_buf.get(), DType::f32, buf, DType::f64, n, p.device, s);
+  g.broadcast(comm_buf.get(), n, DType::f32, 0, s);
+  if (!root) cast(buf, DType::f64, comm_buf.get(), DType::f32, n, p.device, s);
+}
+
+void BlockToeplitz::Impl::sum(Communicator& g, void* buf, size_t n, bool root, Stream s) {
+  if (!single(o.reduce_single)) {
+    if (dist()) return g.reduce_sum(buf, n, p.dtype, 0, s);
+    return g.allreduce_sum(buf, n, p.dtype, s);
+  }
+  comm_buf.reserve(n * sizeof(float), p.device);
+  cast(comm_buf.get(), DType::f32, buf, DType::f64, n, p.device, s);
+  if (dist())
+    g.reduce_sum(comm_buf.get(), n, DType::f32, 0, s);
+  else
+    g.allreduce_sum(comm_buf.get(), n, DType::f32, s);
+  if (!dist() || root) cast(buf, DType::f64, comm_buf.get(), DType::f32, n, p.device, s);
+}
+
 void BlockToeplitz::Impl::matvec(const View& m_arg, const View& d_arg, Stream s) {
   begin_call(s);
   const Stream cs = comm_stream(s);
@@ -51,29 +74,24 @@ void BlockToeplitz::Impl::matvec(const View& m_arg, const View& d_arg, Stream s)
   void* m = m_arg.data;
   if (dist() && col->size() > 1) {
     if (gi != 0) m = m_in.get();
-    timed(0, s, [&] { col->broadcast(m, size_t(p.Nt * nm() * p.R), p.dtype, 0, s); });
+    timed(0, s, [&] { broadcast(*col, m, size_t(p.Nt * nm() * p.R), gi == 0, s); });
   }
   // d_i: this rank's sum lands in d_arg (every rank of the row, or rank (i, 0) when distributed).
   const bool keep = !dist() || gj == 0;
   void* d = keep ? d_arg.data : d_part.get();
   void* target = packed() ? d_pack.get() : d;
-  const bool sum = row->size() > 1;
-  const bool side = sum && cs.handle != s.handle;
+  const bool summing = row->size() > 1;
+  const bool side = summing && cs.handle != s.handle;
   for (size_t k = 0; k < chunk.size(); ++k) {
     const Range& c = chunk[k];
     void* dk = static_cast<char*>(target) + chunk_offset(c);
     timed(1, s, [&] { ops[k].forward({vec_view(m, nm(), p), vec_view(dk, c.size(), p)}, {}, s); });
-    if (!sum) continue;
+    if (!summing) continue;
     if (side) {  // the sum of chunk k on the side stream, after its product
       sync[k]->record(s);
       sync[k]->wait(cs);
     }
-    timed(2, cs, [&] {
-      if (dist())
-        row->reduce_sum(dk, chunk_count(c), p.dtype, 0, cs);
-      else
-        row->allreduce_sum(dk, chunk_count(c), p.dtype, cs);
-    });
+    timed(2, cs, [&] { sum(*row, dk, chunk_count(c), gj == 0, cs); });
   }
   if (side) {
     sync.back()->record(cs);
@@ -101,9 +119,7 @@ void BlockToeplitz::Impl::rmatvec(const View& d_arg, const View& m_arg, Stream s
     for (size_t k = 0; k < chunk.size(); ++k) {
       const Range& c = chunk[k];
       if (packed() && have) pack(d_pack.get(), given, nd(), c, cs, false);
-      timed(0, cs, [&] {
-        row->broadcast(static_cast<char*>(src) + chunk_offset(c), chunk_count(c), p.dtype, 0, cs);
-      });
+      timed(0, cs, [&] { broadcast(*row, static_cast<char*>(src) + chunk_offset(c), chunk_count(c), have, cs); });
       if (side) sync[k]->record(cs);
     }
   }
@@ -126,12 +142,7 @@ void BlockToeplitz::Impl::rmatvec(const View& d_arg, const View& m_arg, Stream s
     });
   }
   if (col->size() > 1)
-    timed(2, s, [&] {
-      if (dist())
-        col->reduce_sum(m, size_t(p.Nt * nm() * p.R), p.dtype, 0, s);
-      else
-        col->allreduce_sum(m, size_t(p.Nt * nm() * p.R), p.dtype, s);
-    });
+    timed(2, s, [&] { sum(*col, m, size_t(p.Nt * nm() * p.R), gi == 0, s); });
   ev_end = mark(s);
 }
 
@@ -262,7 +273,8 @@ std::string BlockToeplitz::describe() const {
              I.gj, ") holds rows [", I.rows.begin, ", ", I.rows.end, ") and columns [", I.cols.begin, ", ",
              I.cols.end, ") in ", I.chunk.size(), " row chunk(s)",
              I.side ? " (communication on a side stream)" : " (communication blocking, no overlap)",
-             "; local operator: ", I.ops.front().describe());
+             I.single(I.o.broadcast_single) ? "; broadcasts in float32" : "",
+             I.single(I.o.reduce_single) ? "; sums in float32" : "", "; local operator: ", I.ops.front().describe());
 }
 
 // ---- calls ------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ struct BlockToeplitz::Impl {
   std::unique_ptr<Communicator> row, col;  // grid row gi (rank gj of c), grid column gj (rank gi of r)
   std::unique_ptr<SideStream> side;
   Buffer m_in, m_out, m_tmp, d_part, d_pack;
+  Buffer comm_buf;  // float32 copies of float64 data for broadcast_single / reduce_single
   // Phase timing: start/end event pairs of broadcast, local and reduce, and the call's ends.
   std::vector<std::unique_ptr<Event>> ev;
   int ev_used = 0;
@@ -99,6 +100,12 @@ struct BlockToeplitz::Impl {
   // This rank's views against the problem (ValueError / TypeError naming the argument).
   void check_forward(const op::BlockToeplitzForward& a) const;
   void check_backward(const op::BlockToeplitzBackward& a) const;
+  // A phase in float32 (options.broadcast_single / reduce_single; float64 problems only).
+  bool single(bool option) const { return option && p.dtype == DType::f64; }
+  // Broadcast from the group's rank 0 (`root`: this rank is it), and the sum along the group
+  // (to its rank 0 with distributed vectors), in the precision the options ask for.
+  void broadcast(Communicator& g, void* buf, size_t n, bool root, Stream s);
+  void sum(Communicator& g, void* buf, size_t n, bool root, Stream s);
   void matvec(const View& m_arg, const View& d_arg, Stream s);
   void rmatvec(const View& d_arg, const View& m_arg, Stream s);
 };

@@ -41,6 +41,8 @@ def parser():
     p.add_argument("--grid", type=int, nargs=2, default=None, metavar=("R", "C"))
     p.add_argument("--chunks", type=int, default=0, help="row chunks per rank (0: automatic)")
     p.add_argument("--solver", default="", help="the local operator's solver")
+    p.add_argument("--comm-dtype", choices=("float32", "float64"), default=None,
+                   help="broadcasts and sums of a float64 run sent as float32")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--warm", type=int, default=3)
     p.add_argument("--json", default=None)
@@ -139,6 +141,8 @@ def run(argv=None) -> int:
 
     opts = {"chunks": a.chunks, "solver": a.solver, "timing": True, "check_ranks": False,
             "device": "cuda" if cuda else "cpu"}
+    if a.comm_dtype:
+        opts.update(broadcast_dtype=a.comm_dtype, reduce_dtype=a.comm_dtype)
     F = strux.dist.BlockToeplitz.from_parts((Nt, Nd, Nm), part, comm=comm, grid=a.grid, layout=a.layout,
                                             vectors=a.vectors, rhs=R, options=opts)
     i, j = F.grid_pos
@@ -183,7 +187,7 @@ def run(argv=None) -> int:
     result = {
         "family": "toeplitz-dist", "ranks": P, "grid": list(F.grid), "device": "cuda" if cuda else "cpu",
         "shape": [Nt, Nd, Nm], "R": R, "dtype": a.dtype, "layout": a.layout, "vectors": a.vectors,
-        "chunks": a.chunks, "solver": a.solver, "scale": a.scale,
+        "chunks": a.chunks, "solver": a.solver, "scale": a.scale, "comm_dtype": a.comm_dtype or a.dtype,
         "fhat_gb_per_rank_max": comm.allreduce(fhat_gb_rank, op=MPI.MAX),
         "matvec": mv, "rmatvec": rmv, "adjoint_rel_error": adj_err,
         "describe": F.describe(R),

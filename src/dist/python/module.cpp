@@ -56,8 +56,12 @@ std::vector<Stream> streams(const std::vector<uintptr_t>& s) {
   return out;
 }
 
-dist::DistOptions options(const std::string& comm, int chunks, const std::string& solver, bool check, bool timing) {
+// Communication precision code: bit 0 broadcasts in float32, bit 1 sums in float32.
+dist::DistOptions options(const std::string& comm, int chunks, const std::string& solver, bool check, bool timing,
+                          int single) {
   dist::DistOptions o;
+  o.broadcast_single = single & 1;
+  o.reduce_single = (single >> 1) & 1;
   o.local.solver = solver;
   o.comm = dist::parse_comm(comm);
   o.chunks = chunks;
@@ -122,16 +126,16 @@ NB_MODULE(_dist, m) {
           [](BlockToeplitz* self, int64_t comm_f, int64_t Nt, int64_t Nd, int64_t Nm, int64_t R,
              const std::string& layout, const std::string& dtype, int device, std::pair<int, int> grid,
              const std::string& vectors, const std::string& comm, int chunks, const std::string& solver, bool check,
-             bool timing) {
+             bool timing, int single) {
             const auto p = problem(Nt, Nd, Nm, R, layout, dtype, device, grid, vectors);
-            const auto o = options(comm, chunks, solver, check, timing);
+            const auto o = options(comm, chunks, solver, check, timing, single);
             const MPI_Comm c = MPI_Comm_f2c(MPI_Fint(comm_f));
             nb::gil_scoped_release nogil;
             new (self) BlockToeplitz(c, p, o);
           },
           nb::arg("comm"), nb::arg("Nt"), nb::arg("Nd"), nb::arg("Nm"), nb::arg("R"), nb::arg("layout"),
           nb::arg("dtype"), nb::arg("device"), nb::arg("grid"), nb::arg("vectors"), nb::arg("comm_kind"),
-          nb::arg("chunks"), nb::arg("solver"), nb::arg("check"), nb::arg("timing"))
+          nb::arg("chunks"), nb::arg("solver"), nb::arg("check"), nb::arg("timing"), nb::arg("single"))
       .def("describe", &BlockToeplitz::describe)
       .def_prop_ro("grid", [](const BlockToeplitz& F) {
         return std::make_pair(F.problem().grid.rows, F.problem().grid.cols);
@@ -172,11 +176,11 @@ NB_MODULE(_dist, m) {
           "__init__",
           [](BlockToeplitzGroup* self, const std::vector<int>& devices, int64_t Nt, int64_t Nd, int64_t Nm, int64_t R,
              const std::string& layout, const std::string& dtype, std::pair<int, int> grid, const std::string& vectors,
-             int chunks, const std::string& solver, bool timing) {
+             int chunks, const std::string& solver, bool timing, int single) {
             const auto p = problem(Nt, Nd, Nm, R, layout, dtype, -1, grid, vectors);
             std::vector<Device> devs;
             for (int d : devices) devs.push_back(d < 0 ? Device::cpu() : Device::cuda(d));
-            const auto o = options("auto", chunks, solver, true, timing);
+            const auto o = options("auto", chunks, solver, true, timing, single);
             nb::gil_scoped_release nogil;
             new (self) BlockToeplitzGroup(p, devs, o);
           })
