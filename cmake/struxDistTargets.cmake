@@ -28,6 +28,15 @@ if(STRUX_HAVE_MPI)
     if(STRUX_NCCL_RPATH)
       set_target_properties(strux_dist_tests PROPERTIES BUILD_RPATH "${STRUX_NCCL_RPATH}")
     endif()
+    add_executable(strux_dist_bench tests/mpi/bench_dist_toeplitz.cpp)
+    target_link_libraries(strux_dist_bench PRIVATE strux_dist)
+    if(STRUX_NCCL_RPATH)
+      set_target_properties(strux_dist_bench PROPERTIES BUILD_RPATH "${STRUX_NCCL_RPATH}")
+    endif()
+    add_test(NAME dist_bench_np2
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe --allow-run-as-root
+                     -x OMP_NUM_THREADS=1 $<TARGET_FILE:strux_dist_bench> 9 7 6 --rhs 2 --reps 2)
+    set_tests_properties(dist_bench_np2 PROPERTIES TIMEOUT 120 PROCESSORS 2 PASS_REGULAR_EXPRESSION "\"rmatvec\"")
     # Root (CI) and 2 cores: mpirun needs --allow-run-as-root and --oversubscribe for 4 ranks.
     foreach(_np 1 2 4)
       add_test(NAME dist_toeplitz_np${_np}

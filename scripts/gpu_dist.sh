@@ -9,8 +9,10 @@
 #      process: BlockToeplitzGroup) and on the CPU, 2 ranks;
 #   3. the Python cases (tests/mpi/dist_cases.py) under mpirun -np 2 on the GPUs (needs mpi4py), and
 #      pytest tests/python/test_dist*.py (BlockToeplitzGroup with torch on 2 GPUs in one process);
-#   4. benchmarks: 1 GPU with FHAT_GB, 2 GPUs weak (FHAT_GB each), 2 GPUs strong (FHAT_GB in all),
-#      and 2 GPUs weak with chunks=1 (no overlap); each phase timed; efficiencies in dist_scaling.json.
+#   4. benchmarks: 1 GPU with FHAT_GB, 2 GPUs weak (FHAT_GB each), 2 GPUs strong (FHAT_GB in all):
+#      first the C++ program (dist_cpp_*.json: wall, broadcast, local, reduce), then the Python one
+#      (needs mpi4py; dist_*.json adds FFT / product / IFFT estimates) with 2 GPUs weak and
+#      chunks=1 (no overlap) too; efficiencies in dist_scaling.json. NT (environment): time steps.
 # mpi4py: when it is missing, it is built from an sdist in .deps/pip (put there beforehand by
 # `scripts/gpu_dist.sh --fetch` on a machine with internet) against this machine's mpicc.
 # MPIRUN_ARGS (environment) is added to every mpirun (e.g. "--mca btl ^openib").
@@ -69,8 +71,21 @@ else
   echo "== strux.dist not available from Python (mpi4py or the _dist module missing): Python steps skipped"; rc=1
 fi
 
+if [ $BENCH = 1 ]; then
+  # The C++ benchmark (no mpi4py needed): 1 GPU with FHAT_GB, 2 GPUs weak, 2 GPUs strong.
+  NT=${NT:-1000}
+  n_for() { python3 -c "import math; print(int(math.sqrt($1 * 1e9 / (($NT + 1) * 8))))"; }
+  N1=$(n_for "$FHAT_GB"); N2=$(n_for "2 * $FHAT_GB")
+  [ -n "$QUICK" ] && NT=64 N1=256 N2=362
+  CB=(build/gpu/strux_dist_bench)
+  step "C++ bench 1 GPU" 600 bash -c "${MPIRUN[*]} -np 1 ${X[*]} ${CB[*]} $NT $N1 $N1 --cuda ${DIST_CPP_BENCH_ARGS:-} > $OUT/dist_cpp_np1.json"
+  step "C++ bench 2 GPUs weak" 600 bash -c "${MPIRUN[*]} -np 2 ${X[*]} ${CB[*]} $NT $N2 $N2 --cuda ${DIST_CPP_BENCH_ARGS:-} > $OUT/dist_cpp_np2_weak.json"
+  step "C++ bench 2 GPUs strong" 600 bash -c "${MPIRUN[*]} -np 2 ${X[*]} ${CB[*]} $NT $N1 $N1 --cuda ${DIST_CPP_BENCH_ARGS:-} > $OUT/dist_cpp_np2_strong.json"
+  cat "$OUT"/dist_cpp_*.json
+fi
+
 if [ $BENCH = 1 ] && python3 -c "import mpi4py.MPI" 2>/dev/null; then
-  B=(python3 -m strux.bench.dist --device cuda --fhat-gb "$FHAT_GB" $QUICK ${DIST_BENCH_ARGS:-})
+  B=(python3 -m strux.bench.dist --device cuda --nt "${NT:-1000}" --fhat-gb "$FHAT_GB" $QUICK ${DIST_BENCH_ARGS:-})
   step "bench 1 GPU" 600 "${MPIRUN[@]}" -np 1 "${X[@]}" "${B[@]}" --scale weak --json "$OUT/dist_np1.json"
   step "bench 2 GPUs weak" 600 "${MPIRUN[@]}" -np 2 "${X[@]}" "${B[@]}" --scale weak --json "$OUT/dist_np2_weak.json"
   step "bench 2 GPUs strong" 600 "${MPIRUN[@]}" -np 2 "${X[@]}" "${B[@]}" --scale strong --json "$OUT/dist_np2_strong.json"
