@@ -25,7 +25,8 @@ def run(np_, *extra, timeout=300, script=None, expect=None):
     root = os.path.dirname(os.path.dirname(os.path.abspath(strux.__file__)))
     env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["OMP_NUM_THREADS"] = "1"
-    cmd = [MPIRUN, "-np", str(np_), "--oversubscribe", "--allow-run-as-root", "-x", "PYTHONPATH", "-x",
+    cmd = [MPIRUN, "-np", str(np_), "--oversubscribe", "--allow-run-as-root",
+           "--mca", "btl_vader_single_copy_mechanism", "none", "-x", "PYTHONPATH", "-x",
            "OMP_NUM_THREADS", sys.executable, *(script or [CASES]), *extra]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     out = p.stdout + p.stderr
