@@ -152,6 +152,14 @@ class _Arrays:
         self._gpu, self._device, self._dtype, self._ref = False, -1, a.dtype.name, None
         return np.ascontiguousarray(a)
 
+    def part_m(self, m):
+        """This rank's part of a whole parameter vector m: m[:, cols] (time-major) or m[cols]."""
+        return m[:, self.cols] if self._layout == "time-major" else m[self.cols]
+
+    def part_d(self, d):
+        """This rank's part of a whole observation vector d: d[:, rows] (time-major) or d[rows]."""
+        return d[:, self.rows] if self._layout == "time-major" else d[self.rows]
+
     def _ptr(self, x):
         if x is None:
             return 0
@@ -357,14 +365,6 @@ class BlockToeplitz(_Arrays):
     def timings(self, R: int = 1) -> dict:
         """Seconds of the last call's broadcast, local, reduce and total (options timing=True)."""
         return self._op(integer(R, "R", 1)).timings()
-
-    def part_m(self, m):
-        """This rank's part of a whole parameter vector m: m[:, cols] (time-major) or m[cols]."""
-        return m[:, self.cols] if self._layout == "time-major" else m[self.cols]
-
-    def part_d(self, d):
-        """This rank's part of a whole observation vector d: d[:, rows] (time-major) or d[rows]."""
-        return d[:, self.rows] if self._layout == "time-major" else d[self.rows]
 
     # ---- products ---------------------------------------------------------------------------
     def _apply(self, x, adjoint):
