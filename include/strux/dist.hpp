@@ -30,7 +30,7 @@
 //
 // Communication: NCCL for CUDA devices (bootstrapped over MPI: each group's unique id is
 // broadcast with MPI), MPI for CPU buffers. Every collective step starts with a check that all
-// ranks' arguments are valid (a small MPI all-reduce; Options::check_ranks): a bad argument on one
+// ranks' arguments are valid (a small MPI all-reduce; DistOptions::check_ranks): a bad argument on one
 // rank raises the same error on every rank instead of leaving the others waiting.
 #pragma once
 
