@@ -23,6 +23,8 @@ def _info(args) -> int:
     print(f"strux {i['version']}")
     print(f"backends compiled in: {', '.join(i['backends'])}")
     print(f"HDF5 support: {'yes' if i['hdf5'] else 'no'}")
+    print(f"distributed operators (strux.dist): {'MPI' if i['dist']['mpi'] else 'no'}"
+          + (", NCCL" if i['dist']['nccl'] else ""))
     devs = i["cuda_devices"]
     print(f"CUDA devices: {len(devs)}" + "".join(f"\n  {n}: {d}" for n, d in enumerate(devs)))
     print(f"CPU threads: {i['cpu_threads']} (CPUs available: {i['available_cpus']})")
