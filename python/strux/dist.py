@@ -15,7 +15,9 @@ parameter columns into c; rank (i, j) holds F̂ of rows block i and columns bloc
 part m_j lives on rank (0, j) only and d_i on rank (i, 0) only; other ranks pass None and get
 None back). Layouts and trailing right-hand sides as in ``strux.toeplitz.BlockToeplitz``
 (space-major: ``m[F.cols]``, ``d[F.rows]``); ``F.part_m(m)`` / ``F.part_d(d)`` cut a rank's part
-out of a whole vector in either layout.
+out of a whole vector in either layout, ``F.gather_m`` / ``F.gather_d`` put the whole vector
+together on every rank, and ``F.dot_m`` / ``F.dot_d`` are the inner products of whole vectors
+given by parts (for CG and other iterative solvers).
 
 Arrays: numpy on the CPU (communication through MPI), or torch / CuPy arrays on each rank's CUDA
 device (communication through NCCL, on the current stream). ``grid=None`` chooses (r, c) by a
@@ -399,6 +401,49 @@ class BlockToeplitz(_Arrays):
         else:
             op.matvec(self._ptr(v), self._ptr(out), s)
         return out
+
+    # ---- whole-vector helpers for iterative solvers (collective) ----------------------------
+    def _holds(self, space):
+        i, j = self.grid_pos
+        return i == 0 if space == "m" else j == 0  # grid row 0 holds every m part once, column 0 every d part
+
+    def _dot(self, a, b, space):
+        x = 0.0
+        if self._holds(space):
+            if a is None or b is None:
+                raise ValueError(f"argument 'a': this rank holds a part of the {space} vector, got None")
+            if self._gpu:
+                x = float((a.double() * b.double()).sum()) if hasattr(a, "double") else float((a * b).sum())
+            else:
+                x = float(np.vdot(np.asarray(a, np.float64), np.asarray(b, np.float64)))
+        return self.comm.allreduce(x)
+
+    def dot_m(self, a, b) -> float:
+        """<a, b> of two whole parameter vectors given by their parts (as matvec takes m_j), in
+        float64, on every rank (each part counted once). Collective."""
+        return self._dot(a, b, "m")
+
+    def dot_d(self, a, b) -> float:
+        """<a, b> of two whole observation vectors given by their parts (as matvec returns d_i)."""
+        return self._dot(a, b, "d")
+
+    def _gather(self, x, space):
+        host = None
+        if self._holds(space):
+            host = x.cpu().numpy() if hasattr(x, "cpu") else (x.get() if hasattr(x, "get") else np.asarray(x))
+        key = self.cols if space == "m" else self.rows
+        parts = [p for p in self.comm.allgather((key.start, host) if host is not None else None) if p is not None]
+        parts.sort(key=lambda p: p[0])
+        axis = 1 if self._layout == "time-major" else 0
+        return np.concatenate([p[1] for p in parts], axis=axis)
+
+    def gather_m(self, m_part):
+        """The whole parameter vector (numpy, on every rank) from the parts. Collective."""
+        return self._gather(m_part, "m")
+
+    def gather_d(self, d_part):
+        """The whole observation vector (numpy, on every rank) from the parts. Collective."""
+        return self._gather(d_part, "d")
 
     def matvec(self, m):
         """d_i = (F m)[:, rows_i] from m_j = m[:, cols_j] (see the module docstring for who passes

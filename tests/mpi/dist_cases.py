@@ -71,6 +71,13 @@ def case(Nt, Nd, Nm, R, layout, grid, vectors, dtype, chunks=0, comm32=False):
     shapes_ok = (got_d is None) == (dist and j != 0) and (got_m is None) == (dist and i != 0)
     if got_d is not None:
         shapes_ok &= got_d.shape == F.part_d(d_ref).shape and str(got_d.dtype).endswith(np.dtype(dtype).name)
+    if not comm32 and R is None:  # whole-vector helpers: inner products and gathers of the parts
+        dm = F.dot_m(mj, mj)
+        shapes_ok &= abs(dm - float(np.vdot(m.astype(dtype), m.astype(dtype)))) <= 1e-5 * dm
+        full = F.gather_m(mj)
+        shapes_ok &= full.shape == m.shape and np.allclose(full, m.astype(dtype))
+        gd = F.gather_d(to_dev(got_d) if got_d is not None else None)
+        shapes_ok &= gd.shape == d_ref.shape and rel(gd, d_ref) < tol
     report(e1 < tol and e2 < tol and shapes_ok and F.timings(1 if R is None else R)["total"] >= 0,
            f"{np.dtype(dtype).name} {(Nt, Nd, Nm)} R={R} {layout} grid={grid}->{F.grid} {vectors}: "
            f"errors {e1:.3g} {e2:.3g}, shapes ok {shapes_ok}")
