@@ -110,6 +110,10 @@ FFTMatvecMeta read_fftmatvec_meta(const std::string& dir);
 
 // Reads all block rows: returns blocks (nt, nd, nm) float64; fills *meta if given.
 std::vector<double> read_fftmatvec(const std::string& dir, FFTMatvecMeta* meta = nullptr);
+// Only block rows [row0, row1) and columns [col0, col1) (row1, col1 = -1: to the end): returns
+// (nt, row1 − row0, col1 − col0), opening only those rows' files (a rank's part of a grid).
+std::vector<double> read_fftmatvec_part(const std::string& dir, int64_t row0, int64_t row1, int64_t col0,
+                                        int64_t col1, FFTMatvecMeta* meta = nullptr);
 
 // Writes meta_adj and the block-row files (folders are created). prefix may hold a relative
 // folder: the default "adj/vec_" is the layout of FFTMatvec's own data.

@@ -63,4 +63,14 @@ def info() -> dict:
         "available_cpus": _runtime.available_cpus(),
         "fft_planning": get_planning(),
         "wisdom_dir": wisdom_dir(),
+        "dist": _dist_info(),
     }
+
+
+def _dist_info() -> dict:
+    """The distributed operators (strux.dist): built (MPI found at build time), with NCCL."""
+    try:
+        from . import _dist
+    except ImportError:
+        return {"mpi": False, "nccl": False}
+    return {"mpi": True, "nccl": bool(_dist.have_nccl())}

@@ -23,6 +23,8 @@ def _info(args) -> int:
     print(f"strux {i['version']}")
     print(f"backends compiled in: {', '.join(i['backends'])}")
     print(f"HDF5 support: {'yes' if i['hdf5'] else 'no'}")
+    print(f"distributed operators (strux.dist): {'MPI' if i['dist']['mpi'] else 'no'}"
+          + (", NCCL" if i['dist']['nccl'] else ""))
     devs = i["cuda_devices"]
     print(f"CUDA devices: {len(devs)}" + "".join(f"\n  {n}: {d}" for n, d in enumerate(devs)))
     print(f"CPU threads: {i['cpu_threads']} (CPUs available: {i['available_cpus']})")
@@ -80,6 +82,16 @@ def _bench(args) -> int:
     from strux import bench
     from strux.bench import report
     families = args.family or bench.FAMILIES
+    if "toeplitz-dist" in families:  # collective, under mpirun: its own options (strux.bench.dist)
+        if len(families) > 1:
+            print("strux bench: --family toeplitz-dist runs alone (under mpirun)", file=sys.stderr)
+            return 2
+        from strux.bench import dist
+        return dist.run(args.extra + ["--device", args.device] + (["--json", args.json] if args.json else [])
+                        + (["--quick"] if args.quick else []))
+    if args.extra:
+        print(f"strux bench: unrecognized arguments: {' '.join(args.extra)}", file=sys.stderr)
+        return 2
     for f in families:
         if f not in bench.FAMILIES:
             print(f"strux bench: unknown family {f!r}; expected one of {', '.join(bench.FAMILIES)}", file=sys.stderr)
@@ -126,7 +138,8 @@ def main(argv=None) -> int:
                        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     b.add_argument("--json", metavar="FILE", help="write the results as JSON, plus FILE's stem .md (a report) "
                    "and .png (a plot, when matplotlib is installed); the folder is checked before the run")
-    b.add_argument("--family", action="append", help="only this family (repeatable)")
+    b.add_argument("--family", action="append", help="only this family (repeatable); toeplitz-dist (alone, under "
+                   "mpirun) takes the options of `python -m strux.bench.dist --help` after these")
     b.add_argument("--threads", type=int, default=None, help="CPU threads (default: the CPUs available)")
     b.add_argument("--quiet", action="store_true", help="no progress lines")
     b.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
@@ -135,7 +148,10 @@ def main(argv=None) -> int:
     b.set_defaults(fn=_bench)
     sub.add_parser("verify", help="correctness self-check", epilog=EXIT_CODES,
                    formatter_class=argparse.RawDescriptionHelpFormatter).set_defaults(fn=_verify)
-    args = p.parse_args(argv)
+    args, extra = p.parse_known_args(argv)
+    if extra and args.cmd != "bench":
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra
     if args.cmd is None:  # bare `strux`: say what there is
         p.print_help()
         return 0

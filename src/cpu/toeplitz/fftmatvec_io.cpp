@@ -164,7 +164,7 @@ struct H5Id {
   H5Id(const H5Id&) = delete;
   H5Id& operator=(const H5Id&) = delete;
   ~H5Id() {
-    if (id >= 0) close(id);
+    if (id >= 0 && close) close(id);
   }
   bool ok() const { return id >= 0; }
 };
@@ -232,8 +232,15 @@ struct Dataset {
       throw ValueError(msg("file '", file, "': dataset 'vec' stores ", stored, " bytes, too few for its ",
                            count, " values (compressed or unwritten datasets are not read)"));
   }
-  void read(double* out) const {
-    if (H5Dread(d.id, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+  // Values [first, first + count) of the dataset (all of it: first = 0, count = npoints).
+  void read(double* out, int64_t first = 0, int64_t count = -1) const {
+    const bool all = first == 0 && (count < 0 || count == npoints);
+    H5Id file_sp(all ? H5S_ALL : H5Dget_space(d.id), all ? nullptr : H5Sclose);
+    const hsize_t start = hsize_t(first), n = hsize_t(count);
+    H5Id mem_sp(all ? H5S_ALL : H5Screate_simple(1, &n, nullptr), all ? nullptr : H5Sclose);
+    if ((!all && (!file_sp.ok() || !mem_sp.ok() ||
+                  H5Sselect_hyperslab(file_sp.id, H5S_SELECT_SET, &start, nullptr, &n, nullptr) < 0)) ||
+        H5Dread(d.id, H5T_NATIVE_DOUBLE, mem_sp.id, file_sp.id, H5P_DEFAULT, out) < 0)
       throw ValueError(msg("file '", file, "': dataset 'vec' could not be read as numbers"));
   }
 };
@@ -301,8 +308,20 @@ std::string row_name(const std::string& prefix, int64_t row, const std::string& 
 }  // namespace
 
 std::vector<double> read_fftmatvec(const std::string& dir, FFTMatvecMeta* meta_out) {
+  return read_fftmatvec_part(dir, 0, -1, 0, -1, meta_out);
+}
+
+std::vector<double> read_fftmatvec_part(const std::string& dir, int64_t row0, int64_t row1, int64_t col0,
+                                        int64_t col1, FFTMatvecMeta* meta_out) {
   const FFTMatvecMeta meta = read_fftmatvec_meta(dir);
   const int64_t nd = meta.nd, nm = meta.nm, nt = meta.nt;
+  if (row1 < 0) row1 = nd;
+  if (col1 < 0) col1 = nm;
+  check_arg(0 <= row0 && row0 < row1 && row1 <= nd, "rows", "expected 0 <= begin < end <= Nd = ", nd, ", got [",
+            row0, ", ", row1, ")");
+  check_arg(0 <= col0 && col0 < col1 && col1 <= nm, "cols", "expected 0 <= begin < end <= Nm = ", nm, ", got [",
+            col0, ", ", col1, ")");
+  const int64_t rows = row1 - row0, cols = col1 - col0;
   const std::string& mp = meta.meta_path;
   const fs::path base = fs::path(mp).parent_path();
   check_confined(row_name(meta.prefix, 0, meta.extension), msg("file '", mp, "': prefix and extension"));
@@ -352,11 +371,11 @@ std::vector<double> read_fftmatvec(const std::string& dir, FFTMatvecMeta* meta_o
     }
     return owned;
   };
-  open_row(0);
+  open_row(row0);
   // Every row file must exist and be large enough before Nd rows are allocated: a meta_adj
   // declaring 2^40 rows beside two files fails at the third, having allocated nothing.
   const int64_t row_bytes = checked_bytes("directory", {per_row}, int64_t(sizeof(double)));
-  for (int64_t r = 1; r < nd; ++r) {
+  for (int64_t r = row0 + 1; r < row1; ++r) {
     const fs::path path = row_path(r);
     std::error_code ec;
     const auto size = fs::file_size(path, ec);
@@ -365,12 +384,13 @@ std::vector<double> read_fftmatvec(const std::string& dir, FFTMatvecMeta* meta_o
                                                               : msg(size, " bytes"),
                            ", too small for the Nm*Nt = ", per_row, " values declared in '", mp, "'"));
   }
-  const int64_t total = checked_bytes("directory", {nt, nd, nm}, 8) / 8;
-  std::vector<double> blocks(static_cast<size_t>(total)), row(static_cast<size_t>(per_row));
-  for (int64_t r = 0; r < nd; ++r) {
-    open_row(r)->read(row.data());
-    for (int64_t m = 0; m < nm; ++m)
-      for (int64_t t = 0; t < nt; ++t) blocks[size_t((t * nd + r) * nm + m)] = row[size_t(m * nt + t)];
+  const int64_t total = checked_bytes("directory", {nt, rows, cols}, 8) / 8;
+  // A row file holds vec[m·Nt + t]: the columns [col0, col1) are one contiguous range of it.
+  std::vector<double> blocks(static_cast<size_t>(total)), row(static_cast<size_t>(cols * nt));
+  for (int64_t r = 0; r < rows; ++r) {
+    open_row(row0 + r)->read(row.data(), col0 * nt, cols * nt);
+    for (int64_t m = 0; m < cols; ++m)
+      for (int64_t t = 0; t < nt; ++t) blocks[size_t((t * rows + r) * cols + m)] = row[size_t(m * nt + t)];
   }
   if (meta_out) *meta_out = meta;
   return blocks;
@@ -478,6 +498,9 @@ namespace {
 }  // namespace
 
 std::vector<double> read_fftmatvec(const std::string&, FFTMatvecMeta*) { no_hdf5(); }
+std::vector<double> read_fftmatvec_part(const std::string&, int64_t, int64_t, int64_t, int64_t, FFTMatvecMeta*) {
+  no_hdf5();
+}
 void write_fftmatvec(const std::string&, const double*, int64_t, int64_t, int64_t, const std::string&,
                      int64_t, int64_t) {
   no_hdf5();

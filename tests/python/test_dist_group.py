@@ -1,0 +1,91 @@
+"""strux.dist.BlockToeplitzGroup: every rank of the grid in this process (CPU ranks are threads;
+CUDA ranks one GPU each, through NCCL), against the serial operator. No MPI launcher needed."""
+import numpy as np
+import pytest
+
+import strux
+from strux.toeplitz import BlockToeplitz as Serial
+
+try:
+    from strux import _dist  # noqa: F401
+    HAVE = True
+except ImportError:
+    HAVE = False
+
+pytestmark = pytest.mark.skipif(not HAVE, reason="strux built without its distributed operators (MPI)")
+
+
+def _case(P, layout, vectors, R, dtype, grid=None, devices=None, to=lambda a: a, back=lambda a: a):
+    import strux.dist
+    rng = np.random.default_rng(P)
+    Nt, Nd, Nm = 6, 7, 5
+    blocks = rng.standard_normal((Nt, Nd, Nm))
+    tail = () if R is None else (R,)
+    tm = layout == "time-major"
+    m = rng.standard_normal(((Nt, Nm) if tm else (Nm, Nt)) + tail)
+    d = rng.standard_normal(((Nt, Nd) if tm else (Nd, Nt)) + tail)
+    S = Serial(blocks, layout=layout)
+    G = strux.dist.BlockToeplitzGroup(to(blocks.astype(dtype)), devices=devices or ["cpu"] * P, grid=grid,
+                                      layout=layout, vectors=vectors, rhs=R)
+    dist = vectors == "distributed"
+    cut = (lambda x, s: x[:, s]) if tm else (lambda x, s: x[s])
+    ms = [to(cut(m, r.cols).astype(dtype)) if not dist or r.grid_pos[0] == 0 else None for r in G.ranks]
+    ds = [to(cut(d, r.rows).astype(dtype)) if not dist or r.grid_pos[1] == 0 else None for r in G.ranks]
+    tol = 1e-5 if dtype == np.float32 else 1e-11
+    d_ref, m_ref = S.matvec(m), S.rmatvec(d)
+    for r, got in zip(G.ranks, G.matvec(ms)):
+        assert (got is None) == (dist and r.grid_pos[1] != 0)
+        if got is not None:
+            want = cut(d_ref, r.rows)
+            assert np.linalg.norm(back(got) - want) <= tol * np.linalg.norm(want)
+    for r, got in zip(G.ranks, G.rmatvec(ds)):
+        assert (got is None) == (dist and r.grid_pos[0] != 0)
+        if got is not None:
+            want = cut(m_ref, r.cols)
+            assert np.linalg.norm(back(got) - want) <= tol * np.linalg.norm(want)
+    return G
+
+
+@pytest.mark.parametrize("P", [1, 2, 3, 4])
+@pytest.mark.parametrize("layout", ["time-major", "space-major"])
+@pytest.mark.parametrize("vectors", ["replicated", "distributed"])
+def test_group_threads(P, layout, vectors):
+    G = _case(P, layout, vectors, None, np.float64)
+    assert G.grid[0] * G.grid[1] == P
+    _case(P, layout, vectors, 3, np.float32, grid=(1, P))
+    _case(P, layout, vectors, 2, np.float64, grid=(P, 1))
+
+
+def test_group_errors():
+    import strux.dist
+    b = np.zeros((4, 5, 6))
+    with pytest.raises(ValueError, match="grid"):
+        strux.dist.BlockToeplitzGroup(b, devices=["cpu"] * 2, grid=(3, 1))
+    with pytest.raises(ValueError, match="devices"):
+        strux.dist.BlockToeplitzGroup(b, devices=[])
+    G = strux.dist.BlockToeplitzGroup(b, devices=["cpu"] * 2, grid=(1, 2))
+    with pytest.raises(ValueError, match="argument 'm'"):
+        G.matvec([np.zeros((4, 3)), np.zeros((4, 4))])
+    with pytest.raises(TypeError, match="dtype"):
+        G.matvec([np.zeros((4, 3), np.float32), np.zeros((4, 3), np.float32)])
+    with pytest.raises(ValueError, match="list of 2"):
+        G.matvec(np.zeros((4, 3)))
+
+
+def _gpus():
+    try:
+        import torch
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except ImportError:
+        return 0
+
+
+@pytest.mark.skipif(_gpus() < 2 or not HAVE or not _dist.have_nccl(), reason="needs 2 GPUs, torch and NCCL")
+@pytest.mark.parametrize("vectors", ["replicated", "distributed"])
+def test_group_two_gpus(vectors):
+    import torch
+    to = lambda a: torch.from_numpy(np.ascontiguousarray(a)).cuda()  # noqa: E731
+    back = lambda a: a.cpu().numpy()  # noqa: E731
+    for layout in ("time-major", "space-major"):
+        _case(2, layout, vectors, None, np.float32, devices=[0, 1], to=to, back=back)
+        _case(2, layout, vectors, 3, np.float64, grid=(2, 1), devices=[0, 1], to=to, back=back)
