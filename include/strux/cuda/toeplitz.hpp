@@ -25,6 +25,13 @@ int64_t toeplitz_nfft(int64_t Nt);
 // allocates a temporary buffer and synchronizes `s` before returning.
 void build_toeplitz_fhat(int64_t Nt, int64_t Nd, int64_t Nm, DType dtype, const void* blocks, void* fhat, Stream s);
 
+// blocks (Nt, Nd, Nm) float32 → fhat (nfreq, Nd, Nm) of (re, im) pairs of bfloat16 (bf16) or
+// float16, 4 bytes each: F̂ / scale, scale the power of two that puts F̂'s largest part near the
+// top of the 16-bit range (exact; float16 then keeps 2^28 of range below it). Returns scale,
+// to be passed to matvec / rmatvec. Plan-time work (allocates, synchronizes `s`).
+double build_toeplitz_fhat_half(int64_t Nt, int64_t Nd, int64_t Nm, const void* blocks, void* fhat, bool bf16,
+                                Stream s);
+
 // The product algo = -1 resolves to for this shape and direction (one dispatch point).
 int toeplitz_auto_algo(int64_t Nd, int64_t Nm, int64_t R, DType dtype, bool adjoint);
 
@@ -41,14 +48,18 @@ class ToeplitzPlan {
   // per 16 right-hand sides (8 for float64), 3 = matvec with R > 1 as one real
   // gemm per frequency (F̂ read as real Nd × 2Nm; elsewhere 0; rmatvec never uses it). fft: -1 = automatic (toeplitz_auto_fft), else the
   // transform layout 0, 1 or 2 (kept selectable for benchmarks).
+  // storage: how the caller's F̂ is stored, 0 = complex of dtype, 1 = bfloat16 pairs, 2 = float16
+  // pairs (float32 only; see build_toeplitz_fhat_half): the products then run strux's
+  // one-right-hand-side kernels reading the 4-byte pairs (algo is ignored).
   ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool space_major, DType dtype, int algo = -1,
-               int fft = -1);
+               int fft = -1, int storage = 0);
   ~ToeplitzPlan();
   ToeplitzPlan(const ToeplitzPlan&) = delete;
   ToeplitzPlan& operator=(const ToeplitzPlan&) = delete;
 
-  void matvec(const void* fhat, const void* m, void* d, Stream s);
-  void rmatvec(const void* fhat, const void* d, void* m, Stream s);
+  // fhat_scale: the factor a 16-bit F̂ was divided by (build_toeplitz_fhat_half); 1 otherwise.
+  void matvec(const void* fhat, const void* m, void* d, Stream s, double fhat_scale = 1);
+  void rmatvec(const void* fhat, const void* d, void* m, Stream s, double fhat_scale = 1);
 
   int64_t nfft() const;
   int64_t nfreq() const;

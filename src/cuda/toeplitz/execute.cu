@@ -96,6 +96,12 @@ void ToeplitzPlan::Impl::product(const void* fhat, const void* Xin_, void* Xout_
              2 * cd, int(nfreq));
     return;
   }
+  if (storage != 0) {
+    if constexpr (sizeof(T) == 4)
+      toeplitz_detail::apply_fhat_half(fhat, storage == 1, Xin, Xout, nfreq, Nd, Nm, R, adjoint,
+                                       float(fhat_scale / double(nfft)), s);
+    return;
+  }
   if (algo == 2) {
     toeplitz_detail::apply_fhat_multi<T>(fhat, Xin, Xout, nfreq, Nd, Nm, R, adjoint, T(1) / T(nfft), s);
     return;
@@ -229,16 +235,18 @@ void ToeplitzPlan::Impl::apply(const void* fhat, const T* in, T* out, bool adjoi
   STRUX_LAUNCH("toeplitz scatter_out");
 }
 
-void ToeplitzPlan::matvec(const void* fhat, const void* m, void* d, Stream s) {
+void ToeplitzPlan::matvec(const void* fhat, const void* m, void* d, Stream s, double fhat_scale) {
   check_arg(fhat && m && d, "m", "expected device pointers, got null");
+  impl_->fhat_scale = fhat_scale;
   if (impl_->dtype == DType::f32)
     impl_->apply<float>(fhat, static_cast<const float*>(m), static_cast<float*>(d), false, s);
   else
     impl_->apply<double>(fhat, static_cast<const double*>(m), static_cast<double*>(d), false, s);
 }
 
-void ToeplitzPlan::rmatvec(const void* fhat, const void* d, void* m, Stream s) {
+void ToeplitzPlan::rmatvec(const void* fhat, const void* d, void* m, Stream s, double fhat_scale) {
   check_arg(fhat && m && d, "d", "expected device pointers, got null");
+  impl_->fhat_scale = fhat_scale;
   if (impl_->dtype == DType::f32)
     impl_->apply<float>(fhat, static_cast<const float*>(d), static_cast<float*>(m), true, s);
   else
