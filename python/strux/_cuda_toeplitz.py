@@ -214,7 +214,10 @@ def _sparse(x) -> bool:
 
 
 def _transposed(x):
-    """xᵀ as a matrix the @ operator multiplies with dense arrays of the same kind (sparse stays sparse)."""
+    """xᵀ as a matrix the @ operator multiplies with dense arrays of the same kind (sparse stays sparse;
+    any other operator with .T and @, e.g. several time steps, as it is)."""
+    if not hasattr(x, "__dlpack__") and not _sparse(x):
+        return x.T
     if _a.is_torch(x) and _sparse(x):
         return x.t().to_sparse_csr()
     if _sparse(x):
@@ -247,28 +250,30 @@ def lti_blocks(A, B, C, D, Nt: int):
         raise ValueError(f"argument 'D': expected shape {(Nd, Nm)} (Nd, Nm), got {tuple(D.shape)}")
     if int(Nt) < 1:
         raise ValueError(f"argument 'Nt': expected a size >= 1, got {Nt}")
-    dense_ref = next((x for x in (B, C, A) if not _sparse(x)), None)
-    if dense_ref is None:
-        dense_ref = _dense(C)
-    if not any(_sparse(x) for x in (A, B, C)):
+    if not any(_sparse(x) for x in (A, B, C)) and hasattr(A, "__dlpack__"):
         _a.array(A, "A", 2, _REAL)
         _a.same(A, "A", B=B, C=C)
-    dt = _a.dtname(_dense(A) if not _sparse(A) else A.values() if _a.is_torch(A) else A.data)
-    with _a.device_guard(dense_ref):
-        blocks = _a.empty(dense_ref, (int(Nt), Nd, Nm), dt)
-        if Nd <= Nm:
-            At, Bt = _transposed(A), _transposed(B)
-            Z = _a.contig(_dense(_transposed(C)))
+    dt = _a.dtname(C)
+    if dt not in _REAL:
+        raise TypeError(f"argument 'C': expected float32 or float64, got {dt}")
+    if Nd <= Nm:
+        # Nd adjoint sweeps: Z_t = (Aᵀ)ᵗ Cᵀ (ns, Nd); blocks[t]ᵀ = Bᵀ Z_t.
+        At, Bt = _transposed(A), _transposed(B)
+        Z = _a.contig(_dense(_transposed(C)))
+        with _a.device_guard(Z):
+            blocks = _a.empty(Z, (int(Nt), Nd, Nm), dt)
             for t in range(int(Nt)):
                 if t:
                     Z = _dense(At @ Z)
                 blocks[t] = _dense(Bt @ Z).T
-        else:
-            X = _dense(B)
+    else:
+        X = _a.contig(_dense(B))
+        with _a.device_guard(X):
+            blocks = _a.empty(X, (int(Nt), Nd, Nm), dt)
             for t in range(int(Nt)):
                 if t:
                     X = _dense(A @ X)
                 blocks[t] = _dense(C @ X)
-        if D is not None:
-            blocks[0] += _dense(D)
+    if D is not None:
+        blocks[0] += _dense(D)
     return blocks

@@ -169,8 +169,17 @@ def _torch_sparse(x) -> bool:
         str(x.layout) != "torch.strided"
 
 
-def _torch_cuda_sparse(x) -> bool:
-    return _torch_sparse(x) and x.device.type == "cuda"
+def _on_cuda(x) -> bool:
+    """A CUDA array or sparse matrix (torch, CuPy, cupyx.scipy.sparse), or an operator saying
+    it lives on CUDA (attribute device of type cuda)."""
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        return x.device.type == "cuda"
+    if mod.startswith(("cupy", "cupyx")):
+        return True
+    if hasattr(x, "__dlpack__") or hasattr(x, "__cuda_array_interface__"):
+        return on_gpu(x)
+    return str(getattr(x, "device", "")).startswith("cuda")
 
 
 def _is_sparse_or_op(x) -> bool:
@@ -311,14 +320,15 @@ class BlockToeplitz(LinearOperator):
         blocks[t] = C A^t B (+ D at t = 0). A (ns, ns), B (ns, Nm), C (Nd, ns), D (Nd, Nm) or None;
         nt >= 1. Dense numpy matrices (one real dtype) are computed natively with BLAS. Sparse
         ones (scipy.sparse, torch sparse on the CPU) and operators (scipy LinearOperator, e.g.
-        several explicit or implicit time steps) are swept on the cheaper side: Nd adjoint sweeps
+        several explicit or implicit time steps: anything with .shape, .dtype, .T and @) are swept on
+        the cheaper side: Nd adjoint sweeps
         Z_t = (A^T)^t C^T, blocks[t] = (B^T Z_t)^T, when Nd <= Nm, else Nm forward sweeps
         X_t = A^t B, blocks[t] = C X_t -- nt products with a block of Nd (Nm) vectors each. The
         blocks of a sparse system are float64 unless every matrix is float32. CUDA arrays (torch
         dense or sparse CSR, CuPy / cupyx.scipy.sparse) build the GPU operator. Further keywords
         (precision, tol, planner) go to the constructor.
         """
-        if any(on_gpu(x) for x in (A, B, C) if x is not None and not _is_sparse_or_op(x)) or _torch_cuda_sparse(A):
+        if any(_on_cuda(x) for x in (A, B, C)):
             cuda_backend()
             from . import _cuda_toeplitz
             blocks = _cuda_toeplitz.lti_blocks(A, B, C, D, _positive_int(nt, "nt"))
