@@ -16,6 +16,10 @@
 #include "cpu/toeplitz/half.hpp"
 #include "cpu/toeplitz/mixed.hpp"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
+
 namespace strux::cpu::toeplitz {
 
 using K = ToeplitzPrecisionKind;
@@ -102,13 +106,31 @@ struct MixedProduct::State {
 
 namespace {
 
-// F̂ rows [d0, d0 + rows) of frequency f from 16-bit pairs into a complex64 tile.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define STRUX_TOEPLITZ_F16C 1
+// The hardware float16 conversion (F16C, every x86-64 CPU since 2012), chosen at run time so the
+// library keeps its baseline instruction set.
+__attribute__((target("avx,f16c"))) void unpack_f16c(const uint16_t* h, int64_t m, float* o) {
+  int64_t i = 0;
+  for (; i + 8 <= m; i += 8)
+    _mm256_storeu_ps(o + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+  for (; i < m; ++i) o[i] = from_f16(h[i]);
+}
+#endif
+
+// n entries (2n 16-bit values) into a complex64 tile.
 void unpack_rows(const uint16_t* h, bool bf16, int64_t n, cplx<float>* out) {
+  float* o = reinterpret_cast<float*>(out);
+  const int64_t m = 2 * n;
   if (bf16) {
-    for (int64_t i = 0; i < n; ++i) out[i] = cplx<float>(from_bf16(h[2 * i]), from_bf16(h[2 * i + 1]));
-  } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = cplx<float>(from_f16(h[2 * i]), from_f16(h[2 * i + 1]));
+    for (int64_t i = 0; i < m; ++i) o[i] = from_bf16(h[i]);
+    return;
   }
+#ifdef STRUX_TOEPLITZ_F16C
+  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  if (f16c) return unpack_f16c(h, m, o);
+#endif
+  for (int64_t i = 0; i < m; ++i) o[i] = from_f16(h[i]);
 }
 
 // y (n_out × R) = alpha · F̂[f] x (adjoint: F̂[f]^H x) for a 16-bit F̂: row tiles converted to
