@@ -80,9 +80,12 @@ class BlockToeplitzCUDA:
                 scale = _ext.cuda.build_toeplitz_fhat_half(_a.ptr(b32), _a.ptr(fhat), Nt, Nd, Nm, storage == 1, dev,
                                                            _a.stream(blocks))
             else:
-                # F̂ from the blocks' own precision, then rounded to the compute dtype's complex.
-                fhat = _a.empty(blocks, (nfreq, Nd, Nm), _COMPLEX[dt])
-                _ext.cuda.build_toeplitz_fhat(_a.ptr(blocks), _a.ptr(fhat), Nt, Nd, Nm, dt, dev, _a.stream(blocks))
+                # F̂ in the higher of the blocks' and the product's precision, then rounded to the
+                # product's complex dtype.
+                bdt = "float64" if "float64" in (dt, cdt) else "float32"
+                bb = _a.contig(_a.cast(blocks, bdt))
+                fhat = _a.empty(blocks, (nfreq, Nd, Nm), _COMPLEX[bdt])
+                _ext.cuda.build_toeplitz_fhat(_a.ptr(bb), _a.ptr(fhat), Nt, Nd, Nm, bdt, dev, _a.stream(blocks))
                 fhat, scale = _a.contig(_a.cast(fhat, _COMPLEX[cdt])), 1.0
         self._init(fhat, Nt, Nd, Nm, cdt, dev, layout, algo, fft, storage, scale)
         self.vector_dtype, self.precision = dt, prec
