@@ -109,10 +109,11 @@ class Regulariser:
 class Backend:
     """Sparse matrices and vectors on the CPU (scipy) or a CUDA device (torch)."""
 
-    def __init__(self, grid: Grid, device: str):
+    def __init__(self, grid: Grid, device: str, use_torch: bool | None = None):
         self.device = device
         self.grid = grid
-        if device == "cpu":
+        self.use_torch = device != "cpu" if use_torch is None else use_torch
+        if not self.use_torch:
             self.S, self.St = grid.S, grid.S.T.tocsr()
             self.P, self.Pt = grid.P, grid.P.T.tocsr()
             self.C, self.Ct = grid.C, grid.C.T.tocsr()
@@ -133,29 +134,30 @@ class Backend:
                                        device=self.device)
 
     def array(self, x):
-        if self.device == "cpu":
+        if not self.use_torch:
             return np.asarray(x, dtype=np.float64)
         return self.torch.as_tensor(np.asarray(x), dtype=self.torch.float64, device=self.device)
 
     def numpy(self, x):
-        return x if self.device == "cpu" else x.detach().cpu().numpy()
+        return x.detach().cpu().numpy() if self.use_torch else x
 
     def zeros(self, shape):
-        return np.zeros(shape) if self.device == "cpu" else self.torch.zeros(shape, dtype=self.torch.float64,
-                                                                            device=self.device)
+        if not self.use_torch:
+            return np.zeros(shape)
+        return self.torch.zeros(shape, dtype=self.torch.float64, device=self.device)
 
     def sync(self):
-        if self.device != "cpu":
+        if self.use_torch and self.device.startswith("cuda"):
             self.torch.cuda.synchronize()
 
     def set_regulariser(self, reg: Regulariser):
         self.reg = reg
-        self.Rs = reg.R if self.device == "cpu" else self._t(reg.R)
+        self.Rs = self._t(reg.R) if self.use_torch else reg.R
 
     def apply_R(self, m):
         """R m for m (nt, nm)."""
         b = self.reg.beta
-        rm = (self.Rs @ m.T).T
+        rm = (self.Rs @ (m.T.contiguous() if self.use_torch else m.T)).T
         dm = 2 * m
         dm[1:] -= m[:-1]
         dm[:-1] -= m[1:]
@@ -189,12 +191,12 @@ class Backend:
         return self._stack(gs)
 
     def _stack(self, xs):
-        return np.stack(xs) if self.device == "cpu" else self.torch.stack(xs)
+        return self.torch.stack(xs) if self.use_torch else np.stack(xs)
 
     # ---- the LTI system for strux.BlockToeplitz.from_lti ---------------------------------------
     def lti(self):
         """(A, B, C): A = S^k as an operator (.T, @, .shape, .dtype), B = tau P, C (sparse)."""
-        if self.device == "cpu":
+        if not self.use_torch:
             from scipy.sparse.linalg import LinearOperator
             ns = self.grid.ns
             A = LinearOperator((ns, ns), matvec=lambda v: self.steps(v), rmatvec=lambda v: self.steps(v, True),
