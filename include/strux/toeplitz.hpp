@@ -92,7 +92,9 @@ double toeplitz_product_bytes(const ToeplitzPrecision& p, bool double_vectors, i
 // fft, product and ifft).
 std::vector<ToeplitzPrecision> toeplitz_precision_candidates(bool cuda_only);
 // The configuration of least toeplitz_product_bytes whose estimate (for both directions) is
-// <= tol, the more accurate one on a tie. ValueError naming 'tol' when none meets it.
+// <= tol, the more accurate one on a tie. ValueError naming 'tol' when none meets it. With
+// cuda_only, a 16-bit F̂ is charged once per right-hand side (the CUDA kernels for it stream F̂
+// per right-hand side).
 ToeplitzPrecision toeplitz_choose_precision(double tol, bool double_vectors, int64_t nt, int64_t nd, int64_t nm,
                                             int64_t R, bool cuda_only);
 

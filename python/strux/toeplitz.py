@@ -268,11 +268,15 @@ class BlockToeplitz(LinearOperator):
             # arrays of the same kind there (torch or CuPy) on the current stream.
             cuda_backend()  # raises when this build or machine has no CUDA
             from . import _cuda_toeplitz
-            self._nt, self._nd, self._nm = (int(s) for s in blocks.shape)
             prec = _precision(precision)
             if tol is not None:
-                prec = choose_precision(tol, _cuda_toeplitz.dtype_of(blocks), self._nt, self._nd, self._nm, cuda=True)
+                if len(blocks.shape) != 3:
+                    raise ValueError(f"argument 'blocks': expected 3 dimensions (Nt, Nd, Nm), got shape "
+                                     f"{tuple(blocks.shape)}")
+                prec = choose_precision(tol, _cuda_toeplitz.dtype_of(blocks), *(int(v) for v in blocks.shape),
+                                        cuda=True)
             self._gpu = _cuda_toeplitz.BlockToeplitzCUDA(blocks, choice(layout, "layout", _LAYOUTS), precision=prec)
+            self._nt, self._nd, self._nm = self._gpu.Nt, self._gpu.Nd, self._gpu.Nm
             self._layout, self._dtype = layout, None
             self._precision = self._gpu.precision
             LinearOperator.__init__(self, None, (self._nt * self._nd, self._nt * self._nm))

@@ -143,7 +143,10 @@ def test_cost_model_orders_storage():
     c64 = T.product_bytes({}, *args)
     c128 = T.product_bytes("double", *args)
     assert f16 < c64 < c128
-    assert T.choose_precision(1e-3, *args, cuda=True)["fft"] == "single"
+    assert T.choose_precision(1e-3, *args, cuda=True)["fhat"] == "float16"
+    # the GPU's 16-bit kernels stream F-hat per right-hand side: complex64 for R >= 2
+    assert T.choose_precision(1e-3, *args, 2, cuda=True)["fhat"] == "auto"
+    assert T.choose_precision(1e-3, *args, 2)["fhat"] == "float16"
     for c in T.precision_candidates(cuda=True):
         assert c["fft"] == c["product"] == c["ifft"]
 

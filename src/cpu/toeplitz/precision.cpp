@@ -152,7 +152,10 @@ ToeplitzPrecision toeplitz_choose_precision(double tol, bool dbl, int64_t nt, in
   for (const auto& c : cands) {
     const double err = std::max(toeplitz_error_estimate(c, dbl, nt, nm), toeplitz_error_estimate(c, dbl, nt, nd));
     if (err > tol) continue;
-    const double b = toeplitz_product_bytes(c, dbl, nt, nd, nm, R);
+    double b = toeplitz_product_bytes(c, dbl, nt, nd, nm, R);
+    // The CUDA 16-bit F̂ product streams F̂ once per right-hand side (no tiled kernel for it yet).
+    if (cuda_only && c.fhat != ToeplitzStorage::Auto)
+      b += double(R - 1) * double(cpu::good_fft_size(2 * nt - 1) / 2 + 1) * double(nd) * double(nm) * 4.0;
     if (!best || b < best_bytes || (b == best_bytes && err < best_err)) best = &c, best_bytes = b, best_err = err;
   }
   if (!best) {
