@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "strux/api/toeplitz.hpp"
 #include "strux/toeplitz.hpp"
 
 namespace {
@@ -346,6 +347,23 @@ TEST(ToeplitzPrecision, ChoiceAndErrors) {
   BlockToeplitzPlan<float> half(b.data(), 4, 2, 3, h);
   EXPECT_THROW(half.spectrum(), strux::ValueError);
   EXPECT_EQ(half.spectrum_bytes(), half.nfreq() * 2 * 3 * 4);
+}
+
+// The operator API passes the precision to the CPU plan (a float16 F̂ here), within the bound.
+TEST(ToeplitzPrecision, OperatorApi) {
+  std::mt19937_64 rng(9);
+  const int64_t nt = 20, nd = 4, nm = 9;
+  auto b = randn(size_t(nt * nd * nm), rng), m = randn(size_t(nt * nm), rng);
+  std::vector<double> d(size_t(nt * nd));
+  strux::op::BlockToeplitzProblem p{nt, nd, nm, 1, ToeplitzLayout::TimeMajor, strux::DType::f64};
+  p.precision.fhat = strux::ToeplitzStorage::Float16;
+  strux::op::BlockToeplitz F(p);
+  F.set_blocks(strux::View(b.data(), {nt, nd, nm}));
+  EXPECT_NE(F.describe().find("float16"), std::string::npos) << F.describe();
+  F.forward({strux::View(m.data(), {nt, nm}), strux::View(d.data(), {nt, nd})});
+  const double e = rel_err(d, ref_apply(b, m, nt, nd, nm, 1, ToeplitzLayout::TimeMajor, false));
+  EXPECT_LE(e, strux::toeplitz_error_estimate(p.precision, true, nt, nm));
+  EXPECT_GE(e, strux::toeplitz_error_rms(p.precision, true, nt, nm) / 8);  // the float16 F̂ is really used
 }
 
 }  // namespace
