@@ -88,13 +88,14 @@ double toeplitz_product_bytes(const ToeplitzPrecision& p, bool double_vectors, i
                               int64_t R);
 // The configurations toeplitz_choose_precision considers: fft and ifft single or double, the
 // product double (complex128 F̂), single (complex64 F̂), or single with a bfloat16 / float16
-// F̂; broadcast and reduce Auto. cuda_only: those the CUDA operator runs (one precision for
-// fft, product and ifft).
+// F̂; broadcast and reduce Auto (the same on CUDA, which runs them all; the argument is kept for
+// a device that cannot).
 std::vector<ToeplitzPrecision> toeplitz_precision_candidates(bool cuda_only);
 // The configuration of least toeplitz_product_bytes whose estimate (for both directions) is
 // <= tol, the more accurate one on a tie. ValueError naming 'tol' when none meets it. With
 // cuda_only, a 16-bit F̂ is charged once per right-hand side (the CUDA kernels for it stream F̂
-// per right-hand side).
+// per right-hand side) and phases in another precision than the product the conversion of the
+// spectra (CUDA converts them between plans in separate passes).
 ToeplitzPrecision toeplitz_choose_precision(double tol, bool double_vectors, int64_t nt, int64_t nd, int64_t nm,
                                             int64_t R, bool cuda_only);
 

@@ -252,6 +252,16 @@ void bind_cuda(nb::module_& m) {
         arg("algo") = -1, arg("fft") = -1, arg("storage") = 0);
   c.def("toeplitz_nfft", &toeplitz_nfft, arg("Nt"));
   c.def(
+      "toeplitz_mixed_apply",
+      [](Toeplitz& in, Toeplitz& prod, Toeplitz& out, uintptr_t fhat, uintptr_t x, uintptr_t y, bool adjoint,
+         uintptr_t s, double scale) {
+        check_arg(in.device == prod.device && out.device == prod.device, "in", "expected plans of one device");
+        DeviceGuard g(prod.device);
+        toeplitz_mixed_apply(*in.plan, *prod.plan, *out.plan, ptr(fhat), ptr(x), ptr(y), adjoint, stream_of(s), scale);
+      },
+      arg("in"), arg("prod"), arg("out"), arg("fhat"), arg("x"), arg("y"), arg("adjoint"), arg("stream"),
+      arg("scale") = 1.0);
+  c.def(
       "build_toeplitz_fhat_half",
       [](uintptr_t blocks, uintptr_t fhat, int64_t Nt, int64_t Nd, int64_t Nm, bool bf16, int device, uintptr_t s) {
         DeviceGuard g(device);

@@ -14,6 +14,7 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 _LAYOUTS = ("time-major", "space-major")
 _COMPLEX = {"float32": "complex64", "float64": "complex128"}
 _REAL = ("float32", "float64")
+_PHASE_DTYPE = {"single": "float32", "double": "float64"}
 
 
 def good_fft_size(n: int) -> int:
@@ -53,9 +54,11 @@ class BlockToeplitzCUDA:
     None is -1. What a plan chose: ``describe(R)``.
 
     `precision`: {phase: "single"/"double", "fhat": "auto"/"bfloat16"/"float16"} as in
-    strux.toeplitz (missing phases follow the dtype). On the GPU fft, product and ifft share one
-    precision, the compute dtype: vectors of another dtype are cast to it and the result back
-    (broadcast / reduce "single" round a float64 input / output through float32). A 16-bit F̂
+    strux.toeplitz (missing phases follow the dtype). `dtype` is the product's precision; vectors
+    are cast to the fft's precision and the result back from the ifft's (broadcast / reduce
+    "single" round a float64 input / output through float32). Phases in different precisions run
+    one plan per precision (fft 2, algo 2) staged by toeplitz_mixed_apply, with the spectra
+    converted in between (two extra passes over them). A 16-bit F̂
     (float32 compute) is `fhat` as (nfreq, Nd, Nm, 2) int16 pairs divided by `fhat_scale`; its
     products run the one-right-hand-side kernels reading 4 bytes per entry (R > 1: once per
     right-hand side).
@@ -67,10 +70,12 @@ class BlockToeplitzCUDA:
         Nt, Nd, Nm = (int(s) for s in blocks.shape)
         dt, dev = _a.dtname(blocks), _a.device_id(blocks)
         prec = _ext.toeplitz_resolve_precision(dict(precision or {}), dt == "float64")
-        if not prec["fft"] == prec["product"] == prec["ifft"]:
-            raise ValueError("argument 'precision': expected one precision for fft, product and ifft on CUDA "
-                             f"(mixed phases run on the CPU operator), got {prec}")
         cdt = "float64" if prec["product"] == "double" else "float32"
+        # Phases in different precisions: one plan per precision, staged (toeplitz_mixed_apply).
+        self.mixed = not prec["fft"] == prec["product"] == prec["ifft"]
+        if self.mixed and (algo not in (-1, 2) or fft not in (None, -1, 2)):
+            raise ValueError(f"argument 'precision': phases in different precisions need algo 2 and fft 2, "
+                             f"got algo {algo}, fft {fft}")
         storage = {"auto": 0, "bfloat16": 1, "float16": 2}[prec["fhat"]]
         nfreq = toeplitz_nfft(Nt) // 2 + 1
         with _a.device_guard(blocks):
@@ -87,8 +92,10 @@ class BlockToeplitzCUDA:
                 fhat = _a.empty(blocks, (nfreq, Nd, Nm), _COMPLEX[bdt])
                 _ext.cuda.build_toeplitz_fhat(_a.ptr(bb), _a.ptr(fhat), Nt, Nd, Nm, bdt, dev, _a.stream(blocks))
                 fhat, scale = _a.contig(_a.cast(fhat, _COMPLEX[cdt])), 1.0
-        self._init(fhat, Nt, Nd, Nm, cdt, dev, layout, algo, fft, storage, scale)
+        self._init(fhat, Nt, Nd, Nm, cdt, dev, layout, 2 if self.mixed else algo, 2 if self.mixed else fft, storage,
+                   scale)
         self.vector_dtype, self.precision = dt, prec
+        self.mixed = not prec["fft"] == prec["product"] == prec["ifft"]
 
     def _init(self, fhat, Nt, Nd, Nm, dt, dev, layout, algo, fft=None, storage=0, scale=1.0):
         if layout not in _LAYOUTS:
@@ -104,6 +111,7 @@ class BlockToeplitzCUDA:
         self.Nt, self.Nd, self.Nm, self.dtype, self.device = Nt, Nd, Nm, dt, dev
         self.vector_dtype = dt
         self.precision = _ext.toeplitz_resolve_precision({}, dt == "float64")
+        self.mixed = False
         self.layout, self.algo, self.fft = layout, algo, fft
         self.shape = (Nt * Nd, Nt * Nm)
 
@@ -159,14 +167,25 @@ class BlockToeplitzCUDA:
         x = self._vec(x, name, nin)
         R = int(x.shape[2]) if x.ndim == 3 else 1
         shape = ((self.Nt, nout) if self.layout == "time-major" else (nout, self.Nt)) + tuple(x.shape[2:])
-        plan = self._plan(R)
         vdt = self.vector_dtype
         if vdt == "float64" and self.precision["broadcast"] == "single":
             x = _a.cast(_a.cast(x, "float32"), vdt)
-        xc = _a.contig(_a.cast(x, self.dtype))
-        y = _a.empty(xc, shape)
-        f = plan.rmatvec if adjoint else plan.matvec
-        f(_a.ptr(self.fhat), _a.ptr(xc), _a.ptr(y), _a.stream(xc), self.fhat_scale)
+        if self.mixed:
+            tf, ti = (_PHASE_DTYPE[self.precision[k]] for k in ("fft", "ifft"))
+            xc = _a.contig(_a.cast(x, tf))
+            y = _a.empty(xc, shape, ti)
+            pl = {d: _ext.cuda.toeplitz_plan(self.device, self.Nt, self.Nd, self.Nm, R, self.layout, d, 2, 2,
+                                             self.storage if d == self.dtype else 0) for d in {tf, ti}}
+            pp = self._plan(R)
+            _ext.cuda.toeplitz_mixed_apply(pl[tf] if tf != self.dtype else pp, pp, pl[ti] if ti != self.dtype else pp,
+                                           _a.ptr(self.fhat), _a.ptr(xc), _a.ptr(y), adjoint, _a.stream(xc),
+                                           self.fhat_scale)
+        else:
+            plan = self._plan(R)
+            xc = _a.contig(_a.cast(x, self.dtype))
+            y = _a.empty(xc, shape)
+            f = plan.rmatvec if adjoint else plan.matvec
+            f(_a.ptr(self.fhat), _a.ptr(xc), _a.ptr(y), _a.stream(xc), self.fhat_scale)
         if vdt == "float64" and self.precision["reduce"] == "single":
             y = _a.cast(y, "float32")
         return _a.cast(y, vdt)

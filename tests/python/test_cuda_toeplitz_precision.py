@@ -1,4 +1,5 @@
-"""Block Toeplitz on the GPU with a precision (16-bit F̂, compute dtype other than the vectors')
+"""Block Toeplitz on the GPU with a precision (every configuration: 16-bit F̂, phases in different
+precisions, compute dtypes other than the vectors')
 against float64 loops, with tolerances from the error model (strux.toeplitz.error_estimate), and
 from_lti with torch sparse matrices on the GPU."""
 import numpy as np
@@ -18,7 +19,7 @@ SIZES = [(1, 1, 1), (7, 3, 5), (13, 4, 6), (40, 6, 20), (6, 37, 300), (4, 101, 1
 
 
 def name(c):
-    return c["product"] + "-" + c["fhat"]
+    return "-".join(c[k][0] for k in ("fft", "product", "ifft")) + "-" + c["fhat"]
 
 
 def bound(c, dtype, nt, nd, nm):
@@ -71,7 +72,8 @@ def test_half_spectrum_is_half_the_bytes_and_cuda_tol():
     op = BlockToeplitz(blocks, tol=1e-3)
     assert op.precision["fhat"] != "auto" and op.error_bound <= 1e-3
     with pytest.raises(ValueError, match="'precision'"):
-        _cuda.BlockToeplitzCUDA(blocks, precision={"fft": "single", "product": "double"})
+        _cuda.BlockToeplitzCUDA(blocks, algo=0, precision={"fft": "double", "product": "single"})
+    assert _cuda.BlockToeplitzCUDA(blocks, precision={"fft": "double"}).mixed
 
 
 def test_half_spectrum_small_values():

@@ -147,8 +147,9 @@ def test_cost_model_orders_storage():
     # the GPU's 16-bit kernels stream F-hat per right-hand side: complex64 for R >= 2
     assert T.choose_precision(1e-3, *args, 2, cuda=True)["fhat"] == "auto"
     assert T.choose_precision(1e-3, *args, 2)["fhat"] == "float16"
-    for c in T.precision_candidates(cuda=True):
-        assert c["fft"] == c["product"] == c["ifft"]
+    # on CUDA a phase in another precision than the product costs a conversion of the spectra
+    mixed = {"fft": "double", "product": "single", "ifft": "double"}
+    assert T.product_bytes(mixed, *args) > T.product_bytes("single", *args)
 
 
 # ---- from_lti with sparse matrices and operators --------------------------------------------------

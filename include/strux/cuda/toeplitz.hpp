@@ -12,6 +12,7 @@
 // a time per plan.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 
@@ -61,6 +62,18 @@ class ToeplitzPlan {
   void matvec(const void* fhat, const void* m, void* d, Stream s, double fhat_scale = 1);
   void rmatvec(const void* fhat, const void* d, void* m, Stream s, double fhat_scale = 1);
 
+  // The three stages of a product, for products whose phases run in different precisions (one
+  // plan per precision, fft 2 and algo 2 in each; toeplitz_mixed_apply): the input's transforms
+  // into frequency-major spectra (nfreq, n_in·R) held by the plan, the product on them into the
+  // output spectra (nfreq, n_out·R), the output's inverse transforms from those.
+  void transform_in(const void* x, bool adjoint, Stream s);
+  void product_only(const void* fhat, bool adjoint, Stream s, double fhat_scale = 1);
+  void transform_out(void* y, bool adjoint, Stream s);
+  // The plan's input (output = false) or output spectra buffer for the direction.
+  void* spectra(bool adjoint, bool output) const;
+  DType dtype() const;
+  std::array<int64_t, 5> problem() const;  // {Nt, Nd, Nm, R, space_major}
+
   int64_t nfft() const;
   int64_t nfreq() const;
   int algo(bool adjoint = false) const;  // the product in use per direction (0 to 3; -1 resolved)
@@ -71,5 +84,14 @@ class ToeplitzPlan {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// y = F x (adjoint: Fᵀ x) with the phases in different precisions: the forward transforms of
+// `in` (x of its dtype, the fft precision), the product of `prod` (its dtype, the product
+// precision; F̂ stored as it expects), the inverse transforms of `out` (y of its dtype); the
+// spectra are converted between the plans' precisions in between. The plans share the problem
+// (Nt, Nd, Nm, R, layout) and use fft 2 and algo 2 (ValueError otherwise); they may be the same
+// plan where two precisions agree.
+void toeplitz_mixed_apply(ToeplitzPlan& in, ToeplitzPlan& prod, ToeplitzPlan& out, const void* fhat, const void* x,
+                          void* y, bool adjoint, Stream s, double fhat_scale = 1);
 
 }  // namespace strux::cuda

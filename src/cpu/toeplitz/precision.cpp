@@ -125,7 +125,7 @@ double toeplitz_product_bytes(const ToeplitzPrecision& p, bool dbl, int64_t nt, 
          nfft * out * 2 * sz(q.ifft) + double(nt) * out * sv;
 }
 
-std::vector<ToeplitzPrecision> toeplitz_precision_candidates(bool cuda_only) {
+std::vector<ToeplitzPrecision> toeplitz_precision_candidates(bool /*cuda_only*/) {
   std::vector<ToeplitzPrecision> out;
   const K ks[] = {K::Double, K::Single};
   const std::pair<K, ToeplitzStorage> products[] = {{K::Double, ToeplitzStorage::Auto},
@@ -135,7 +135,6 @@ std::vector<ToeplitzPrecision> toeplitz_precision_candidates(bool cuda_only) {
   for (K f : ks)
     for (const auto& [pr, st] : products)
       for (K i : ks) {
-        if (cuda_only && (f != pr || i != pr)) continue;
         ToeplitzPrecision c;
         c.fft = f, c.product = pr, c.fhat = st, c.ifft = i;
         out.push_back(c);
@@ -153,9 +152,15 @@ ToeplitzPrecision toeplitz_choose_precision(double tol, bool dbl, int64_t nt, in
     const double err = std::max(toeplitz_error_estimate(c, dbl, nt, nm), toeplitz_error_estimate(c, dbl, nt, nd));
     if (err > tol) continue;
     double b = toeplitz_product_bytes(c, dbl, nt, nd, nm, R);
-    // The CUDA 16-bit F̂ product streams F̂ once per right-hand side (no tiled kernel for it yet).
-    if (cuda_only && c.fhat != ToeplitzStorage::Auto)
-      b += double(R - 1) * double(cpu::good_fft_size(2 * nt - 1) / 2 + 1) * double(nd) * double(nm) * 4.0;
+    if (cuda_only) {
+      const double nf = double(cpu::good_fft_size(2 * nt - 1) / 2 + 1);
+      const auto sz = [](K k) { return k == K::Double ? 8.0 : 4.0; };
+      // The CUDA 16-bit F̂ product streams F̂ once per right-hand side (no tiled kernel for it yet).
+      if (c.fhat != ToeplitzStorage::Auto) b += double(R - 1) * nf * double(nd) * double(nm) * 4.0;
+      // Phases in different precisions: the spectra are converted between plans (read + write).
+      if (c.fft != c.product) b += nf * double(nm * R) * 2 * (sz(c.fft) + sz(c.product));
+      if (c.ifft != c.product) b += nf * double(nd * R) * 2 * (sz(c.ifft) + sz(c.product));
+    }
     if (!best || b < best_bytes || (b == best_bytes && err < best_err)) best = &c, best_bytes = b, best_err = err;
   }
   if (!best) {

@@ -32,6 +32,11 @@ struct ToeplitzPlan::Impl {
   void apply(const void* fhat, const T* in, T* out, bool adjoint, cudaStream_t s);
   template <class T>
   void product(const void* fhat, const void* Xin, void* Xout, bool adjoint, cudaStream_t s);
+  // fft 2's two transform sides (apply = stage_in, product, stage_out).
+  template <class T>
+  void stage_in(const T* in, bool adjoint, cudaStream_t s);
+  template <class T>
+  void stage_out(T* out, bool adjoint, cudaStream_t s);
 };
 
 }  // namespace strux::cuda
