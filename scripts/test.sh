@@ -25,3 +25,8 @@ echo "== Python tests (installed package in .venv)"
 # Run from tests/ so that `import strux` finds the installed package, not python/strux.
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 .venv/bin/strux verify
+
+echo "== Example: the inverse problem, small (smoke run, well under a minute)"
+ex_out="$(mktemp -d)"
+.venv/bin/python examples/inverse_problem/run.py --small --out "$ex_out" >/dev/null
+rm -rf "$ex_out"

@@ -32,6 +32,73 @@ enum class ToeplitzLayout { TimeMajor, SpaceMajor };
 ToeplitzLayout parse_toeplitz_layout(const std::string& s);
 const char* toeplitz_layout_name(ToeplitzLayout layout);
 
+// ---- precision per phase (Venkat et al., SC'25 workshops, arXiv:2508.10202) ---------------------
+// A product runs in phases: the input vector (as broadcast by the distributed operator), the
+// forward FFT, the per-frequency product with F̂, the inverse FFT, and the output (as reduced by
+// the distributed operator). Each phase computes in single (float32) or double (float64); Auto
+// is the precision of the vectors' dtype. The local operator honours broadcast and reduce as a
+// rounding of the input and of the output, so a distributed product with the same struct is the
+// serial one. F̂ is stored as complex in the product's precision (complex64 / complex128), or as
+// (re, im) pairs of bfloat16 or float16 (half the bytes of complex64), scaled by a power of two
+// so its largest part sits near the top of the 16-bit range, with float32 accumulation (the
+// product is then single). Error model and cost model: toeplitz_error_estimate and
+// toeplitz_product_bytes below; bench/NOTES-toeplitz-precision.md has the derivation and the
+// measurements.
+enum class ToeplitzPrecisionKind { Auto, Single, Double };
+enum class ToeplitzStorage { Auto, BFloat16, Float16 };
+
+struct ToeplitzPrecision {
+  ToeplitzPrecisionKind broadcast = ToeplitzPrecisionKind::Auto;
+  ToeplitzPrecisionKind fft = ToeplitzPrecisionKind::Auto;
+  ToeplitzPrecisionKind product = ToeplitzPrecisionKind::Auto;
+  ToeplitzPrecisionKind ifft = ToeplitzPrecisionKind::Auto;
+  ToeplitzPrecisionKind reduce = ToeplitzPrecisionKind::Auto;
+  ToeplitzStorage fhat = ToeplitzStorage::Auto;
+};
+
+// "single" / "double" / "auto" (ValueError naming `arg` otherwise), and the names back.
+ToeplitzPrecisionKind parse_toeplitz_precision(const std::string& s, const char* arg);
+const char* toeplitz_precision_name(ToeplitzPrecisionKind k);
+// "auto" (complex in the product's precision) / "bfloat16" / "float16".
+ToeplitzStorage parse_toeplitz_storage(const std::string& s);
+const char* toeplitz_storage_name(ToeplitzStorage k);
+
+// Auto replaced by the vectors' precision (double_vectors) and a half F̂'s product by Single;
+// ValueError naming 'precision.product' for a half F̂ with a double product.
+ToeplitzPrecision resolve_toeplitz_precision(const ToeplitzPrecision& p, bool double_vectors);
+// Every phase in the vectors' precision and F̂ complex of that precision (the plain product).
+bool is_plain_toeplitz_precision(const ToeplitzPrecision& p, bool double_vectors);
+// "fft single, product single (F̂ bfloat16), ifft double, ..." (resolved).
+std::string describe_toeplitz_precision(const ToeplitzPrecision& p, bool double_vectors);
+
+// Predicted relative error ||y - y_exact|| / ||y_exact|| of one product (either direction) with
+// Nt steps and n_in = Nm (matvec) or Nd (adjoint) terms per frequency, for inputs without heavy
+// cancellation (||F x|| not much below ||F|| ||x||). toeplitz_error_rms is the root-mean-square
+// model
+//   sqrt( (0.6 u_b)^2 + (0.5 u_r)^2 + (0.65 u_f)^2 (1 + log2 nfft) + (0.45 u_F)^2
+//         + (0.65 u_h)^2 (1 + log2 nfft) + (u_p (0.6 + 0.12 sqrt(n_in)))^2 + (0.65 u_i)^2 (1 + log2 nfft) )
+// u_b, u_f, u_p, u_i, u_r: unit roundoffs of the phases (2^-24 single, 2^-53 double; u_b = 0 when
+// the input is not rounded, u_r that of the vectors' dtype at least); u_F of F̂'s storage (u_p
+// for complex, 2^-8 bfloat16, 2^-11 float16); u_h of F̂'s computation (double from float64
+// blocks or for a double product, else single). toeplitz_error_estimate is the bound: 4 times it.
+double toeplitz_error_rms(const ToeplitzPrecision& p, bool double_vectors, int64_t nt, int64_t n_in);
+double toeplitz_error_estimate(const ToeplitzPrecision& p, bool double_vectors, int64_t nt, int64_t n_in);
+// Bytes one product moves through memory (vectors, spectra, F̂), the cost model of the choice.
+double toeplitz_product_bytes(const ToeplitzPrecision& p, bool double_vectors, int64_t nt, int64_t nd, int64_t nm,
+                              int64_t R);
+// The configurations toeplitz_choose_precision considers: fft and ifft single or double, the
+// product double (complex128 F̂), single (complex64 F̂), or single with a bfloat16 / float16
+// F̂; broadcast and reduce Auto (the same on CUDA, which runs them all; the argument is kept for
+// a device that cannot).
+std::vector<ToeplitzPrecision> toeplitz_precision_candidates(bool cuda_only);
+// The configuration of least toeplitz_product_bytes whose estimate (for both directions) is
+// <= tol, the more accurate one on a tie. ValueError naming 'tol' when none meets it. With
+// cuda_only, a 16-bit F̂ is charged once per right-hand side (the CUDA kernels for it stream F̂
+// per right-hand side) and phases in another precision than the product the conversion of the
+// spectra (CUDA converts them between plans in separate passes).
+ToeplitzPrecision toeplitz_choose_precision(double tol, bool double_vectors, int64_t nt, int64_t nd, int64_t nm,
+                                            int64_t R, bool cuda_only);
+
 // T = float or double. Thread-safe for concurrent const calls (each call takes the plan's
 // scratch if free, or allocates its own).
 template <class T>
@@ -39,6 +106,10 @@ class BlockToeplitzPlan {
  public:
   // blocks: (nt, nd, nm) row-major; read once (Fhat is computed here and the pointer not kept).
   BlockToeplitzPlan(const T* blocks, int64_t nt, int64_t nd, int64_t nm);
+  // The same with a precision per phase and F̂'s storage (see ToeplitzPrecision); the vectors
+  // stay of type T. Every precision but the plain one (is_plain_toeplitz_precision) runs the
+  // mixed path (cpu/toeplitz/mixed.hpp).
+  BlockToeplitzPlan(const T* blocks, int64_t nt, int64_t nd, int64_t nm, const ToeplitzPrecision& precision);
 
   // From an LTI system x_t = A x_{t-1} + B u_t, y_t = C x_t (+ D u_t):
   // blocks[t] = C A^t B (+ D at t = 0). A (ns, ns), B (ns, nm), C (nd, ns), D (nd, nm) or null.
@@ -57,7 +128,12 @@ class BlockToeplitzPlan {
 
   // Fhat, (nfreq, nd, nm) row-major: rfft(blocks, n = nfft, axis = 0) / nfft.
   // (The 1/nfft of the inverse FFT is folded in here, so no pass over the output is needed.)
+  // ValueError when F̂ is stored in another type (a mixed precision).
   const std::complex<T>* spectrum() const;
+  // The resolved precision (no Auto left).
+  const ToeplitzPrecision& precision() const;
+  // Bytes of F̂ as stored.
+  int64_t spectrum_bytes() const;
 
   // d = F m. m and d are C-contiguous in `layout` with R right-hand sides (R >= 1; for R == 1
   // the trailing axis is absent, same memory).

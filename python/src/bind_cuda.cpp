@@ -83,19 +83,20 @@ struct Toeplitz {
   int device;
 
   Toeplitz(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, const std::string& layout, const std::string& dtype,
-           int algo, int fft)
+           int algo, int fft, int storage = 0)
       : device(current_device()) {
     check_arg(layout == "time-major" || layout == "space-major", "layout",
               "expected 'time-major' or 'space-major', got '", layout, "'");
-    plan = std::make_unique<ToeplitzPlan>(Nt, Nd, Nm, R, layout == "space-major", parse_dtype(dtype), algo, fft);
+    plan = std::make_unique<ToeplitzPlan>(Nt, Nd, Nm, R, layout == "space-major", parse_dtype(dtype), algo, fft,
+                                          storage);
   }
-  void matvec(uintptr_t fhat, uintptr_t m, uintptr_t d, uintptr_t s) {
+  void matvec(uintptr_t fhat, uintptr_t m, uintptr_t d, uintptr_t s, double scale) {
     DeviceGuard g(device);
-    plan->matvec(ptr(fhat), ptr(m), ptr(d), stream_of(s));
+    plan->matvec(ptr(fhat), ptr(m), ptr(d), stream_of(s), scale);
   }
-  void rmatvec(uintptr_t fhat, uintptr_t d, uintptr_t m, uintptr_t s) {
+  void rmatvec(uintptr_t fhat, uintptr_t d, uintptr_t m, uintptr_t s, double scale) {
     DeviceGuard g(device);
-    plan->rmatvec(ptr(fhat), ptr(d), ptr(m), stream_of(s));
+    plan->rmatvec(ptr(fhat), ptr(d), ptr(m), stream_of(s), scale);
   }
 };
 
@@ -190,12 +191,13 @@ void fftconv_spectral_backward(uintptr_t dy, uintptr_t u, uintptr_t k_hat, uintp
 }
 
 std::shared_ptr<Toeplitz> toeplitz_plan(int device, int64_t Nt, int64_t Nd, int64_t Nm, int64_t R,
-                                        const std::string& layout, const std::string& dtype, int algo, int fft) {
-  static strux::core::PlanCache<strux::core::PlanKey<9>, Toeplitz> cache(32);
+                                        const std::string& layout, const std::string& dtype, int algo, int fft,
+                                        int storage) {
+  static strux::core::PlanCache<strux::core::PlanKey<10>, Toeplitz> cache(32);
   DeviceGuard g(device);
   const int64_t dev = device, sm = layout == "space-major", dt = int64_t(parse_dtype(dtype));
-  return cache.get({dev, Nt, Nd, Nm, R, sm, dt, algo, fft},
-                   [&] { return std::make_shared<Toeplitz>(Nt, Nd, Nm, R, layout, dtype, algo, fft); });
+  return cache.get({dev, Nt, Nd, Nm, R, sm, dt, algo, fft, storage},
+                   [&] { return std::make_shared<Toeplitz>(Nt, Nd, Nm, R, layout, dtype, algo, fft, storage); });
 }
 
 }  // namespace
@@ -221,10 +223,11 @@ void bind_cuda(nb::module_& m) {
       .def_prop_ro("tensor", [](const FFTConv& p) { return p.plan->tensor(); })
       .def_prop_ro("workspace_bytes", [](const FFTConv& p) { return p.plan->workspace_bytes(); });
   nb::class_<Toeplitz>(c, "ToeplitzPlan")
-      .def(nb::init<int64_t, int64_t, int64_t, int64_t, const std::string&, const std::string&, int, int>(),
-           arg("Nt"), arg("Nd"), arg("Nm"), arg("R"), arg("layout"), arg("dtype"), arg("algo") = -1, arg("fft") = -1)
-      .def("matvec", &Toeplitz::matvec, arg("fhat"), arg("m"), arg("d"), arg("stream"))
-      .def("rmatvec", &Toeplitz::rmatvec, arg("fhat"), arg("d"), arg("m"), arg("stream"))
+      .def(nb::init<int64_t, int64_t, int64_t, int64_t, const std::string&, const std::string&, int, int, int>(),
+           arg("Nt"), arg("Nd"), arg("Nm"), arg("R"), arg("layout"), arg("dtype"), arg("algo") = -1, arg("fft") = -1,
+           arg("storage") = 0)
+      .def("matvec", &Toeplitz::matvec, arg("fhat"), arg("m"), arg("d"), arg("stream"), arg("scale") = 1.0)
+      .def("rmatvec", &Toeplitz::rmatvec, arg("fhat"), arg("d"), arg("m"), arg("stream"), arg("scale") = 1.0)
       .def_prop_ro("nfft", [](const Toeplitz& p) { return p.plan->nfft(); })
       .def_prop_ro("nfreq", [](const Toeplitz& p) { return p.plan->nfreq(); })
       .def_prop_ro("algo", [](const Toeplitz& p) { return p.plan->algo(false); })
@@ -246,8 +249,25 @@ void bind_cuda(nb::module_& m) {
         arg("postgate"), arg("skip"), arg("du"), arg("dk_hat"), arg("dpregate"), arg("dpostgate"), arg("dskip"),
         arg("device"), arg("B"), arg("H"), arg("L"), arg("m"), arg("circular"), arg("dtype"), arg("stream"));
   c.def("toeplitz_plan", &toeplitz_plan, arg("device"), arg("Nt"), arg("Nd"), arg("Nm"), arg("R"), arg("layout"), arg("dtype"),
-        arg("algo") = -1, arg("fft") = -1);
+        arg("algo") = -1, arg("fft") = -1, arg("storage") = 0);
   c.def("toeplitz_nfft", &toeplitz_nfft, arg("Nt"));
+  c.def(
+      "toeplitz_mixed_apply",
+      [](Toeplitz& in, Toeplitz& prod, Toeplitz& out, uintptr_t fhat, uintptr_t x, uintptr_t y, bool adjoint,
+         uintptr_t s, double scale) {
+        check_arg(in.device == prod.device && out.device == prod.device, "in", "expected plans of one device");
+        DeviceGuard g(prod.device);
+        toeplitz_mixed_apply(*in.plan, *prod.plan, *out.plan, ptr(fhat), ptr(x), ptr(y), adjoint, stream_of(s), scale);
+      },
+      arg("in"), arg("prod"), arg("out"), arg("fhat"), arg("x"), arg("y"), arg("adjoint"), arg("stream"),
+      arg("scale") = 1.0);
+  c.def(
+      "build_toeplitz_fhat_half",
+      [](uintptr_t blocks, uintptr_t fhat, int64_t Nt, int64_t Nd, int64_t Nm, bool bf16, int device, uintptr_t s) {
+        DeviceGuard g(device);
+        return build_toeplitz_fhat_half(Nt, Nd, Nm, ptr(blocks), ptr(fhat), bf16, stream_of(s));
+      },
+      arg("blocks"), arg("fhat"), arg("Nt"), arg("Nd"), arg("Nm"), arg("bf16"), arg("device"), arg("stream"));
   c.def(
       "build_toeplitz_fhat",
       [](uintptr_t blocks, uintptr_t fhat, int64_t Nt, int64_t Nd, int64_t Nm, const std::string& dtype, int device,

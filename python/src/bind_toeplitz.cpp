@@ -1,6 +1,9 @@
 // Bindings of the toeplitz family: plan classes per dtype, LTI blocks, FFTMatvec files.
 // strux/toeplitz.py validates first; the checks here only keep C++ from misreading memory.
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include "arrays.hpp"
 #include "strux/toeplitz.hpp"
@@ -35,6 +38,35 @@ std::vector<int64_t> vec_shape(int64_t nt, int64_t n, int64_t R, bool has_r, Toe
   return s;
 }
 
+// Precision as a {phase: name} dict ("broadcast", "fft", "product", "ifft", "reduce": "auto" /
+// "single" / "double"; "fhat": "auto" / "bfloat16" / "float16"); strux/toeplitz.py builds it.
+using PrecisionDict = std::map<std::string, std::string>;
+
+strux::ToeplitzPrecision to_precision(const PrecisionDict& d) {
+  strux::ToeplitzPrecision p;
+  for (const auto& [k, v] : d) {
+    const std::string arg = "precision." + k;
+    if (k == "broadcast") p.broadcast = strux::parse_toeplitz_precision(v, arg.c_str());
+    else if (k == "fft") p.fft = strux::parse_toeplitz_precision(v, arg.c_str());
+    else if (k == "product") p.product = strux::parse_toeplitz_precision(v, arg.c_str());
+    else if (k == "ifft") p.ifft = strux::parse_toeplitz_precision(v, arg.c_str());
+    else if (k == "reduce") p.reduce = strux::parse_toeplitz_precision(v, arg.c_str());
+    else if (k == "fhat") p.fhat = strux::parse_toeplitz_storage(v);
+    else
+      check_arg(false, "precision", "expected keys broadcast, fft, product, ifft, reduce, fhat, got '", k, "'");
+  }
+  return p;
+}
+
+PrecisionDict from_precision(const strux::ToeplitzPrecision& p) {
+  return {{"broadcast", strux::toeplitz_precision_name(p.broadcast)},
+          {"fft", strux::toeplitz_precision_name(p.fft)},
+          {"product", strux::toeplitz_precision_name(p.product)},
+          {"ifft", strux::toeplitz_precision_name(p.ifft)},
+          {"reduce", strux::toeplitz_precision_name(p.reduce)},
+          {"fhat", strux::toeplitz_storage_name(p.fhat)}};
+}
+
 template <class T>
 void bind_plan(nb::module_& m, const char* name) {
   using P = strux::BlockToeplitzPlan<T>;
@@ -46,6 +78,16 @@ void bind_plan(nb::module_& m, const char* name) {
              const auto s = shape_of(blocks);
              strux::py::run_nogil("blocks", [&] { new (self) P(blocks.data(), s[0], s[1], s[2]); });
            })
+      .def("__init__",
+           [](P* self, In<T> blocks, const PrecisionDict& precision) {
+             check_arg(blocks.ndim() == 3, "blocks", "expected 3 dimensions (Nt, Nd, Nm), got ",
+                       blocks.ndim());
+             const auto s = shape_of(blocks);
+             const strux::ToeplitzPrecision p = to_precision(precision);
+             strux::py::run_nogil("blocks", [&] { new (self) P(blocks.data(), s[0], s[1], s[2], p); });
+           })
+      .def_prop_ro("precision", [](const P& p) { return from_precision(p.precision()); })
+      .def_prop_ro("spectrum_bytes", &P::spectrum_bytes)
       .def_prop_ro("nt", &P::nt)
       .def_prop_ro("nd", &P::nd)
       .def_prop_ro("nm", &P::nm)
@@ -110,6 +152,30 @@ Out<T> lti(In<T> A, In<T> B, In<T> C, std::optional<In<T>> D, int64_t nt) {
 void bind_toeplitz(nb::module_& m) {
   bind_plan<float>(m, "ToeplitzPlanF32");
   bind_plan<double>(m, "ToeplitzPlanF64");
+  m.def("toeplitz_resolve_precision", [](const PrecisionDict& p, bool dbl) {
+    return from_precision(strux::resolve_toeplitz_precision(to_precision(p), dbl));
+  });
+  m.def("toeplitz_describe_precision", [](const PrecisionDict& p, bool dbl) {
+    return strux::describe_toeplitz_precision(to_precision(p), dbl);
+  });
+  m.def("toeplitz_error_estimate", [](const PrecisionDict& p, bool dbl, int64_t nt, int64_t n_in) {
+    return strux::toeplitz_error_estimate(to_precision(p), dbl, nt, n_in);
+  });
+  m.def("toeplitz_error_rms", [](const PrecisionDict& p, bool dbl, int64_t nt, int64_t n_in) {
+    return strux::toeplitz_error_rms(to_precision(p), dbl, nt, n_in);
+  });
+  m.def("toeplitz_product_bytes", [](const PrecisionDict& p, bool dbl, int64_t nt, int64_t nd, int64_t nm, int64_t R) {
+    return strux::toeplitz_product_bytes(to_precision(p), dbl, nt, nd, nm, R);
+  });
+  m.def("toeplitz_precision_candidates", [](bool cuda_only) {
+    std::vector<PrecisionDict> out;
+    for (const auto& c : strux::toeplitz_precision_candidates(cuda_only)) out.push_back(from_precision(c));
+    return out;
+  });
+  m.def("toeplitz_choose_precision", [](double tol, bool dbl, int64_t nt, int64_t nd, int64_t nm, int64_t R,
+                                        bool cuda_only) {
+    return from_precision(strux::toeplitz_choose_precision(tol, dbl, nt, nd, nm, R, cuda_only));
+  });
   m.def("toeplitz_lti_blocks", &lti<float>, nb::arg("A"), nb::arg("B"), nb::arg("C"),
         nb::arg("D").none(), nb::arg("nt"));
   m.def("toeplitz_lti_blocks", &lti<double>, nb::arg("A"), nb::arg("B"), nb::arg("C"),

@@ -14,6 +14,7 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 _LAYOUTS = ("time-major", "space-major")
 _COMPLEX = {"float32": "complex64", "float64": "complex128"}
 _REAL = ("float32", "float64")
+_PHASE_DTYPE = {"single": "float32", "double": "float64"}
 
 
 def good_fft_size(n: int) -> int:
@@ -51,18 +52,52 @@ class BlockToeplitzCUDA:
     -1 = automatic (toeplitz_auto_fft); 0 = strided R2C/C2R; 1 = two real columns per complex
     column through one strided C2C; 2 = contiguous R2C/C2R with tiled transposes (for benchmarks).
     None is -1. What a plan chose: ``describe(R)``.
+
+    `precision`: {phase: "single"/"double", "fhat": "auto"/"bfloat16"/"float16"} as in
+    strux.toeplitz (missing phases follow the dtype). `dtype` is the product's precision; vectors
+    are cast to the fft's precision and the result back from the ifft's (broadcast / reduce
+    "single" round a float64 input / output through float32). Phases in different precisions run
+    one plan per precision (fft 2, algo 2) staged by toeplitz_mixed_apply, with the spectra
+    converted in between (two extra passes over them). A 16-bit F̂
+    (float32 compute) is `fhat` as (nfreq, Nd, Nm, 2) int16 pairs divided by `fhat_scale`; its
+    products run the one-right-hand-side kernels reading 4 bytes per entry (R > 1: once per
+    right-hand side).
     """
 
-    def __init__(self, blocks, layout: str = "time-major", algo: int = -1, fft: int | None = None):
+    def __init__(self, blocks, layout: str = "time-major", algo: int = -1, fft: int | None = None, precision=None):
         _a.array(blocks, "blocks", 3, _REAL)
         blocks = _a.contig(blocks)
         Nt, Nd, Nm = (int(s) for s in blocks.shape)
         dt, dev = _a.dtname(blocks), _a.device_id(blocks)
-        fhat = _a.empty(blocks, (toeplitz_nfft(Nt) // 2 + 1, Nd, Nm), _COMPLEX[dt])
-        _ext.cuda.build_toeplitz_fhat(_a.ptr(blocks), _a.ptr(fhat), Nt, Nd, Nm, dt, dev, _a.stream(blocks))
-        self._init(fhat, Nt, Nd, Nm, dt, dev, layout, algo, fft)
+        prec = _ext.toeplitz_resolve_precision(dict(precision or {}), dt == "float64")
+        cdt = "float64" if prec["product"] == "double" else "float32"
+        # Phases in different precisions: one plan per precision, staged (toeplitz_mixed_apply).
+        self.mixed = not prec["fft"] == prec["product"] == prec["ifft"]
+        if self.mixed and (algo not in (-1, 2) or fft not in (None, -1, 2)):
+            raise ValueError(f"argument 'precision': phases in different precisions need algo 2 and fft 2, "
+                             f"got algo {algo}, fft {fft}")
+        storage = {"auto": 0, "bfloat16": 1, "float16": 2}[prec["fhat"]]
+        nfreq = toeplitz_nfft(Nt) // 2 + 1
+        with _a.device_guard(blocks):
+            if storage:
+                b32 = _a.contig(_a.cast(blocks, "float32"))
+                fhat = _a.empty(blocks, (nfreq, Nd, Nm, 2), "int16")
+                scale = _ext.cuda.build_toeplitz_fhat_half(_a.ptr(b32), _a.ptr(fhat), Nt, Nd, Nm, storage == 1, dev,
+                                                           _a.stream(blocks))
+            else:
+                # F̂ in the higher of the blocks' and the product's precision, then rounded to the
+                # product's complex dtype.
+                bdt = "float64" if "float64" in (dt, cdt) else "float32"
+                bb = _a.contig(_a.cast(blocks, bdt))
+                fhat = _a.empty(blocks, (nfreq, Nd, Nm), _COMPLEX[bdt])
+                _ext.cuda.build_toeplitz_fhat(_a.ptr(bb), _a.ptr(fhat), Nt, Nd, Nm, bdt, dev, _a.stream(blocks))
+                fhat, scale = _a.contig(_a.cast(fhat, _COMPLEX[cdt])), 1.0
+        self._init(fhat, Nt, Nd, Nm, cdt, dev, layout, 2 if self.mixed else algo, 2 if self.mixed else fft, storage,
+                   scale)
+        self.vector_dtype, self.precision = dt, prec
+        self.mixed = not prec["fft"] == prec["product"] == prec["ifft"]
 
-    def _init(self, fhat, Nt, Nd, Nm, dt, dev, layout, algo, fft=None):
+    def _init(self, fhat, Nt, Nd, Nm, dt, dev, layout, algo, fft=None, storage=0, scale=1.0):
         if layout not in _LAYOUTS:
             raise ValueError(f"argument 'layout': expected one of 'time-major', 'space-major', got {layout!r}")
         if algo not in (-1, 0, 1, 2, 3):
@@ -71,8 +106,12 @@ class BlockToeplitzCUDA:
             fft = -1
         if fft not in (-1, 0, 1, 2):
             raise ValueError(f"argument 'fft': expected -1 (automatic), 0, 1 or 2, got {fft!r}")
-        self.fhat = fhat
+        self.fhat, self.storage, self.fhat_scale = fhat, storage, float(scale)
+        # dtype: the compute dtype of the plans; vector_dtype: that of the arrays taken and returned.
         self.Nt, self.Nd, self.Nm, self.dtype, self.device = Nt, Nd, Nm, dt, dev
+        self.vector_dtype = dt
+        self.precision = _ext.toeplitz_resolve_precision({}, dt == "float64")
+        self.mixed = False
         self.layout, self.algo, self.fft = layout, algo, fft
         self.shape = (Nt * Nd, Nt * Nm)
 
@@ -89,40 +128,14 @@ class BlockToeplitzCUDA:
 
     @classmethod
     def from_lti(cls, A, B, C, D=None, Nt: int = 1, layout: str = "time-major", algo: int = -1,
-                 fft: int | None = None):
-        """blocks[t] = C Aᵗ B (+ D at t = 0), computed on the GPU, then as BlockToeplitzCUDA(blocks)."""
-        Dm = D
-        _a.array(A, "A", 2, _REAL)
-        ns = int(A.shape[0])
-        _a.shape(A, "A", (ns, ns))
-        _a.array(B, "B", 2)
-        _a.array(C, "C", 2)
-        _a.same(A, "A", B=B, C=C)
-        if int(B.shape[0]) != ns:
-            raise ValueError(f"argument 'B': expected shape ({ns}, Nm), got {tuple(B.shape)}")
-        if int(C.shape[1]) != ns:
-            raise ValueError(f"argument 'C': expected shape (Nd, {ns}), got {tuple(C.shape)}")
-        Nd, Nm = int(C.shape[0]), int(B.shape[1])
-        if Dm is not None:
-            _a.array(Dm, "D", 2)
-            _a.same(A, "A", D=Dm)
-            _a.shape(Dm, "D", (Nd, Nm))
-        if int(Nt) < 1:
-            raise ValueError(f"argument 'Nt': expected a size >= 1, got {Nt}")
-        with _a.device_guard(A):
-            blocks = _a.empty(A, (int(Nt), Nd, Nm))
-            X = B
-            for t in range(int(Nt)):
-                blocks[t] = C @ X
-                X = A @ X
-            if Dm is not None:
-                blocks[0] += Dm
-        return cls(blocks, layout=layout, algo=algo, fft=fft)
+                 fft: int | None = None, precision=None):
+        """blocks[t] = C Aᵗ B (+ D at t = 0), computed on the GPU (lti_blocks), then as BlockToeplitzCUDA(blocks)."""
+        return cls(lti_blocks(A, B, C, D, Nt), layout=layout, algo=algo, fft=fft, precision=precision)
 
     def _plan(self, R):
         """The cached plan for R right-hand sides."""
         return _ext.cuda.toeplitz_plan(self.device, self.Nt, self.Nd, self.Nm, int(R), self.layout, self.dtype,
-                                       self.algo, self.fft)
+                                       self.algo, self.fft, self.storage)
 
     def describe(self, R: int = 1) -> str:
         """What the plan for R right-hand sides chose, in words (algo and fft codes as in the
@@ -136,8 +149,9 @@ class BlockToeplitzCUDA:
         if _a.is_torch(x) != _a.is_torch(self.fhat):
             raise TypeError(f"argument '{name}': expected the array kind of the operator "
                             f"({type(self.fhat).__name__}), got {type(x).__name__}")
-        if _a.dtname(x) != self.dtype:
-            raise TypeError(f"argument '{name}': expected dtype {self.dtype} (the operator's), got {_a.dtname(x)}")
+        if _a.dtname(x) != self.vector_dtype:
+            raise TypeError(f"argument '{name}': expected dtype {self.vector_dtype} (the operator's), "
+                            f"got {_a.dtname(x)}")
         if _a.device_id(x) != self.device:
             raise ValueError(f"argument '{name}': expected an array on CUDA device {self.device}, "
                              f"got device {_a.device_id(x)}")
@@ -153,11 +167,28 @@ class BlockToeplitzCUDA:
         x = self._vec(x, name, nin)
         R = int(x.shape[2]) if x.ndim == 3 else 1
         shape = ((self.Nt, nout) if self.layout == "time-major" else (nout, self.Nt)) + tuple(x.shape[2:])
-        plan = self._plan(R)
-        y = _a.empty(x, shape)
-        f = plan.rmatvec if adjoint else plan.matvec
-        f(_a.ptr(self.fhat), _a.ptr(x), _a.ptr(y), _a.stream(x))
-        return y
+        vdt = self.vector_dtype
+        if vdt == "float64" and self.precision["broadcast"] == "single":
+            x = _a.cast(_a.cast(x, "float32"), vdt)
+        if self.mixed:
+            tf, ti = (_PHASE_DTYPE[self.precision[k]] for k in ("fft", "ifft"))
+            xc = _a.contig(_a.cast(x, tf))
+            y = _a.empty(xc, shape, ti)
+            pl = {d: _ext.cuda.toeplitz_plan(self.device, self.Nt, self.Nd, self.Nm, R, self.layout, d, 2, 2,
+                                             self.storage if d == self.dtype else 0) for d in {tf, ti}}
+            pp = self._plan(R)
+            _ext.cuda.toeplitz_mixed_apply(pl[tf] if tf != self.dtype else pp, pp, pl[ti] if ti != self.dtype else pp,
+                                           _a.ptr(self.fhat), _a.ptr(xc), _a.ptr(y), adjoint, _a.stream(xc),
+                                           self.fhat_scale)
+        else:
+            plan = self._plan(R)
+            xc = _a.contig(_a.cast(x, self.dtype))
+            y = _a.empty(xc, shape)
+            f = plan.rmatvec if adjoint else plan.matvec
+            f(_a.ptr(self.fhat), _a.ptr(xc), _a.ptr(y), _a.stream(xc), self.fhat_scale)
+        if vdt == "float64" and self.precision["reduce"] == "single":
+            y = _a.cast(y, "float32")
+        return _a.cast(y, vdt)
 
     def matvec(self, m):
         """d = F m."""
@@ -183,10 +214,88 @@ class BlockToeplitzCUDA:
         R = int(x.shape[2]) if x.ndim == 3 else 1
         db = _a.empty(x, (self.Nt, self.Nd, self.Nm))
         _ext.cuda_toeplitz_grad_blocks(_a.ptr(x), _a.ptr(g), _a.ptr(db), self.Nt, self.Nd, self.Nm, R,
-                                       self.layout == "space-major", self.dtype, self.device, _a.stream(x))
+                                       self.layout == "space-major", self.vector_dtype, self.device, _a.stream(x))
         return db
 
     def vjp(self, m, dd):
         """(dm, dblocks) of d = F m: dm = Fᵀ dd (shaped like m) and grad_blocks(m, dd)."""
         db = self.grad_blocks(m, dd)
         return self.rmatvec(dd), db
+
+
+def dtype_of(x) -> str:
+    """The dtype name of a CUDA array (torch or CuPy)."""
+    return _a.dtname(x)
+
+
+def _sparse(x) -> bool:
+    """torch sparse (COO/CSR) or cupyx.scipy.sparse."""
+    if _a.is_torch(x):
+        return str(x.layout) != "torch.strided"
+    return type(x).__module__.startswith("cupyx.scipy.sparse")
+
+
+def _transposed(x):
+    """xᵀ as a matrix the @ operator multiplies with dense arrays of the same kind (sparse stays sparse;
+    any other operator with .T and @, e.g. several time steps, as it is)."""
+    if not hasattr(x, "__dlpack__") and not _sparse(x):
+        return x.T
+    if _a.is_torch(x) and _sparse(x):
+        return x.t().to_sparse_csr()
+    if _sparse(x):
+        return x.T.tocsr()
+    return x.T
+
+
+def _dense(x):
+    if _a.is_torch(x):
+        return x.to_dense() if _sparse(x) else x
+    return x.toarray() if _sparse(x) else x
+
+
+def lti_blocks(A, B, C, D, Nt: int):
+    """blocks[t] = C Aᵗ B (+ D at t = 0) on the GPU for dense or sparse (torch sparse CSR/COO,
+    cupyx.scipy.sparse) A, B, C of one kind on one device, swept on the cheaper side: Nd adjoint
+    sweeps Z_t = (Aᵀ)ᵗ Cᵀ, blocks[t] = (Bᵀ Z_t)ᵀ when Nd <= Nm, else X_t = Aᵗ B, blocks[t] = C X_t."""
+    for name, x in (("A", A), ("B", B), ("C", C)):
+        if len(x.shape) != 2:
+            raise ValueError(f"argument '{name}': expected a matrix, got shape {tuple(x.shape)}")
+    ns = int(A.shape[0])
+    if tuple(int(v) for v in A.shape) != (ns, ns):
+        raise ValueError(f"argument 'A': expected a square matrix (ns, ns), got shape {tuple(A.shape)}")
+    if int(B.shape[0]) != ns:
+        raise ValueError(f"argument 'B': expected shape ({ns}, Nm), got {tuple(B.shape)}")
+    if int(C.shape[1]) != ns:
+        raise ValueError(f"argument 'C': expected shape (Nd, {ns}), got {tuple(C.shape)}")
+    Nd, Nm = int(C.shape[0]), int(B.shape[1])
+    if D is not None and tuple(int(v) for v in D.shape) != (Nd, Nm):
+        raise ValueError(f"argument 'D': expected shape {(Nd, Nm)} (Nd, Nm), got {tuple(D.shape)}")
+    if int(Nt) < 1:
+        raise ValueError(f"argument 'Nt': expected a size >= 1, got {Nt}")
+    if not any(_sparse(x) for x in (A, B, C)) and hasattr(A, "__dlpack__"):
+        _a.array(A, "A", 2, _REAL)
+        _a.same(A, "A", B=B, C=C)
+    dt = _a.dtname(C)
+    if dt not in _REAL:
+        raise TypeError(f"argument 'C': expected float32 or float64, got {dt}")
+    if Nd <= Nm:
+        # Nd adjoint sweeps: Z_t = (Aᵀ)ᵗ Cᵀ (ns, Nd); blocks[t]ᵀ = Bᵀ Z_t.
+        At, Bt = _transposed(A), _transposed(B)
+        Z = _a.contig(_dense(_transposed(C)))
+        with _a.device_guard(Z):
+            blocks = _a.empty(Z, (int(Nt), Nd, Nm), dt)
+            for t in range(int(Nt)):
+                if t:
+                    Z = _dense(At @ Z)
+                blocks[t] = _dense(Bt @ Z).T
+    else:
+        X = _a.contig(_dense(B))
+        with _a.device_guard(X):
+            blocks = _a.empty(X, (int(Nt), Nd, Nm), dt)
+            for t in range(int(Nt)):
+                if t:
+                    X = _dense(A @ X)
+                blocks[t] = _dense(C @ X)
+    if D is not None:
+        blocks[0] += _dense(D)
+    return blocks

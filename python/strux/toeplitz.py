@@ -20,6 +20,25 @@ results come back in the blocks' dtype. Inputs must have the operator's dtype. S
 (non-contiguous) inputs are copied to C order first.
 NaN or inf anywhere in an input series spreads to every output time step through the FFT
 (a loop would leave the earlier steps finite).
+
+Mixed precision (``precision=`` or ``tol=``): each phase of a product (``broadcast``: the input
+as the distributed operator sends it, ``fft``, ``product``, ``ifft``, ``reduce``: the output as it
+is summed across ranks) runs in "single" or "double", and F-hat is stored as complex in the
+product's precision or as ``fhat="bfloat16"`` / ``"float16"`` pairs (half the bytes of complex64,
+float32 accumulation). Vectors keep the operator's dtype. The relative error of a product is
+predicted by an error model (``error_estimate``; bench/NOTES-toeplitz-precision.md):
+
+    rms = sqrt( (0.6 u_b)^2 + (0.5 u_r)^2 + (0.65 u_f)^2 (1 + log2 nfft) + (0.45 u_F)^2
+                + (0.65 u_h)^2 (1 + log2 nfft) + (u_p (0.6 + 0.12 sqrt(n_in)))^2
+                + (0.65 u_i)^2 (1 + log2 nfft) ),     bound = 4 rms
+
+with nfft ~ 2 Nt the FFT length, n_in = Nm (matvec) or Nd (rmatvec), u_b, u_f, u_p, u_i, u_r
+the unit roundoffs of the phases (2^-24 single, 2^-53 double; u_b = 0 unless a float64 input is
+rounded to single; u_r at least that of the vectors' dtype), u_F that of F-hat's storage (u_p
+for complex, 2^-8 bfloat16, 2^-11 float16) and u_h that of F-hat's computation (single only
+from float32 blocks with a single product). It holds for inputs without heavy cancellation
+(||F x|| not far below ||F|| ||x||). ``tol=`` picks the configuration that moves the fewest
+bytes per product (``product_bytes``) among those whose bound is <= tol in both directions.
 """
 from __future__ import annotations
 
@@ -34,7 +53,8 @@ from ._runtime import planning
 from ._arrays import (choice, compute_dtype, cuda_backend, integer, on_gpu, native, real_array, result,
                       same_dtype)
 
-__all__ = ["BlockToeplitz", "read_vector", "write_vector"]
+__all__ = ["BlockToeplitz", "read_vector", "write_vector", "error_estimate", "product_bytes", "choose_precision",
+           "precision_candidates"]
 
 _LAYOUTS = ("time-major", "space-major")
 _SPACES = ("param", "obs")
@@ -46,6 +66,69 @@ def _plan_class(dt: np.dtype):
 
 def _positive_int(value, name: str) -> int:
     return integer(value, name, 1, 2**62)
+
+
+_PHASES = ("broadcast", "fft", "product", "ifft", "reduce")
+_KINDS = ("auto", "single", "double")
+_STORAGE = ("auto", "bfloat16", "float16")
+
+
+def _precision(precision) -> dict:
+    """{phase: kind, "fhat": storage} from None, "single"/"double" (every phase) or a dict/Precision-like
+    mapping with some of the keys broadcast, fft, product, ifft, reduce, fhat."""
+    if precision is None:
+        return {}
+    if isinstance(precision, str):
+        choice(precision, "precision", _KINDS)
+        return {k: precision for k in _PHASES}
+    if not hasattr(precision, "items"):
+        raise TypeError(f"argument 'precision': expected None, 'single', 'double' or a dict of phases, "
+                        f"got {type(precision).__name__}")
+    out = {}
+    for k, v in precision.items():
+        if k == "fhat":
+            out[k] = choice(v, "precision.fhat", _STORAGE)
+        elif k in _PHASES:
+            out[k] = choice(v, f"precision.{k}", _KINDS)
+        else:
+            raise ValueError(f"argument 'precision': expected keys {_PHASES + ('fhat',)}, got {k!r}")
+    return out
+
+
+def _is_double(dtype) -> bool:
+    return compute_dtype(np.dtype(dtype)) == np.float64
+
+
+def error_estimate(precision, dtype, Nt: int, Nd: int, Nm: int, *, rms: bool = False) -> float:
+    """The model's bound (rms=True: its root-mean-square estimate) on the relative error of a
+    product with this precision, vectors of `dtype` and the shape (Nt, Nd, Nm), the larger of
+    matvec and rmatvec (module docstring)."""
+    p = _precision(precision)
+    dbl = _is_double(dtype)
+    nt = _positive_int(Nt, "Nt")
+    f = _ext.toeplitz_error_rms if rms else _ext.toeplitz_error_estimate
+    return max(f(p, dbl, nt, _positive_int(Nm, "Nm")), f(p, dbl, nt, _positive_int(Nd, "Nd")))
+
+
+def product_bytes(precision, dtype, Nt: int, Nd: int, Nm: int, R: int = 1) -> float:
+    """Bytes one product moves through memory under the cost model (vectors, spectra, F-hat)."""
+    return _ext.toeplitz_product_bytes(_precision(precision), _is_double(dtype), _positive_int(Nt, "Nt"),
+                                       _positive_int(Nd, "Nd"), _positive_int(Nm, "Nm"), _positive_int(R, "R"))
+
+
+def precision_candidates(*, cuda: bool = False) -> list:
+    """The configurations the automatic choice considers (cuda=True: those the GPU operator runs)."""
+    return _ext.toeplitz_precision_candidates(bool(cuda))
+
+
+def choose_precision(tol, dtype, Nt: int, Nd: int, Nm: int, R: int = 1, *, cuda: bool = False) -> dict:
+    """The configuration of fewest bytes per product whose error bound is <= tol (ValueError
+    naming 'tol' when none is)."""
+    if not isinstance(tol, numbers.Real) or isinstance(tol, bool):
+        raise TypeError(f"argument 'tol': expected a real number, got {type(tol).__name__}")
+    return _ext.toeplitz_choose_precision(float(tol), _is_double(dtype), _positive_int(Nt, "Nt"),
+                                          _positive_int(Nd, "Nd"), _positive_int(Nm, "Nm"), _positive_int(R, "R"),
+                                          bool(cuda))
 
 
 class _names_file_errors:
@@ -69,6 +152,86 @@ def _path(value, name: str) -> str:
     return os.fspath(value)
 
 
+def _check_lti_shapes(sa, sb, sc, sd) -> None:
+    ns = sa[0]
+    if tuple(sa) != (ns, ns):
+        raise ValueError(f"argument 'A': expected a square matrix (ns, ns), got shape {tuple(sa)}")
+    if sb[0] != ns:
+        raise ValueError(f"argument 'B': expected shape ({ns}, Nm) to match A {tuple(sa)}, got {tuple(sb)}")
+    if sc[1] != ns:
+        raise ValueError(f"argument 'C': expected shape (Nd, {ns}) to match A {tuple(sa)}, got {tuple(sc)}")
+    if sd is not None and tuple(sd) != (sc[0], sb[1]):
+        raise ValueError(f"argument 'D': expected shape {(sc[0], sb[1])} (Nd, Nm), got {tuple(sd)}")
+
+
+def _torch_sparse(x) -> bool:
+    return type(x).__module__.startswith("torch") and getattr(x, "layout", None) is not None and \
+        str(x.layout) != "torch.strided"
+
+
+def _on_cuda(x) -> bool:
+    """A CUDA array or sparse matrix (torch, CuPy, cupyx.scipy.sparse), or an operator saying
+    it lives on CUDA (attribute device of type cuda)."""
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        return x.device.type == "cuda"
+    if mod.startswith(("cupy", "cupyx")):
+        return True
+    if hasattr(x, "__dlpack__") or hasattr(x, "__cuda_array_interface__"):
+        return on_gpu(x)
+    return str(getattr(x, "device", "")).startswith("cuda")
+
+
+def _is_sparse_or_op(x) -> bool:
+    import scipy.sparse as sp
+    return sp.issparse(x) or isinstance(x, LinearOperator) or _torch_sparse(x)
+
+
+def _as_scipy(x, name: str):
+    """scipy sparse / LinearOperator as they are; torch CPU sparse as scipy CSR; dense as numpy."""
+    import scipy.sparse as sp
+    if sp.issparse(x) or isinstance(x, LinearOperator):
+        if len(x.shape) != 2:
+            raise ValueError(f"argument '{name}': expected a matrix, got shape {x.shape}")
+        if np.dtype(x.dtype).kind != "f":
+            raise TypeError(f"argument '{name}': expected a real floating dtype, got {x.dtype}")
+        return x
+    if _torch_sparse(x):
+        c = x.to_sparse_csr()
+        return sp.csr_matrix((c.values().numpy(), c.col_indices().numpy(), c.crow_indices().numpy()),
+                             shape=tuple(c.shape))
+    return real_array(x, name, ndim=2)
+
+
+def _lti_blocks_sparse(A, B, C, D, nt: int) -> np.ndarray:
+    """blocks[t] = C A^t B (+ D) with sparse matrices or operators, swept on the cheaper side."""
+    A, B, C = _as_scipy(A, "A"), _as_scipy(B, "B"), _as_scipy(C, "C")
+    D = None if D is None else _as_scipy(D, "D")
+    _check_lti_shapes(A.shape, B.shape, C.shape, None if D is None else D.shape)
+    single = all(np.dtype(x.dtype) == np.float32 for x in (A, B, C) + ((D,) if D is not None else ()))
+    dt = np.float32 if single else np.float64
+    nd, nm = C.shape[0], B.shape[1]
+    blocks = np.empty((nt, nd, nm), dtype=dt)
+    dense = lambda y: np.asarray(y.toarray() if hasattr(y, "toarray") else y, dtype=dt)  # noqa: E731
+    if nd <= nm:
+        # Nd adjoint sweeps: Z_t = (A^T)^t C^T (ns, Nd); blocks[t]^T = B^T Z_t.
+        At, Bt = A.T, B.T
+        Z = dense(C.T)
+        for t in range(nt):
+            if t:
+                Z = dense(At @ Z)
+            blocks[t] = dense(Bt @ Z).T
+    else:
+        X = dense(B)
+        for t in range(nt):
+            if t:
+                X = dense(A @ X)
+            blocks[t] = dense(C @ X)
+    if D is not None:
+        blocks[0] += dense(D)
+    return blocks
+
+
 class BlockToeplitz(LinearOperator):
     """Block lower-triangular Toeplitz operator F from its Nt distinct blocks.
 
@@ -87,18 +250,35 @@ class BlockToeplitz(LinearOperator):
         vectors of ``as_linear_operator`` (see the module docstring).
     planner : None, "estimate", "measure" or "patient"
         FFTW effort for a new FFT size (None: the process-wide ``strux.set_planning``).
+    precision : None, "single", "double" or dict
+        Precision per phase and F-hat's storage (module docstring), e.g.
+        ``{"fft": "single", "product": "single", "fhat": "bfloat16", "ifft": "double"}``;
+        missing phases follow the dtype. None: every phase in the dtype's precision.
+    tol : None or float
+        A relative error tolerance instead of ``precision``: the cheapest configuration whose
+        error bound (``error_estimate``) is <= tol. The chosen one is ``.precision``.
     """
 
-    def __init__(self, blocks, *, layout: str = "time-major", planner=None):
+    def __init__(self, blocks, *, layout: str = "time-major", planner=None, precision=None, tol=None):
         self._gpu = None
+        if tol is not None and precision is not None:
+            raise ValueError("argument 'tol': expected either tol or precision, got both")
         if on_gpu(blocks):
             # CUDA blocks: the operator lives on their device; matvec/rmatvec take and return
             # arrays of the same kind there (torch or CuPy) on the current stream.
             cuda_backend()  # raises when this build or machine has no CUDA
             from . import _cuda_toeplitz
-            self._gpu = _cuda_toeplitz.BlockToeplitzCUDA(blocks, choice(layout, "layout", _LAYOUTS))
+            prec = _precision(precision)
+            if tol is not None:
+                if len(blocks.shape) != 3:
+                    raise ValueError(f"argument 'blocks': expected 3 dimensions (Nt, Nd, Nm), got shape "
+                                     f"{tuple(blocks.shape)}")
+                prec = choose_precision(tol, _cuda_toeplitz.dtype_of(blocks), *(int(v) for v in blocks.shape),
+                                        cuda=True)
+            self._gpu = _cuda_toeplitz.BlockToeplitzCUDA(blocks, choice(layout, "layout", _LAYOUTS), precision=prec)
+            self._nt, self._nd, self._nm = self._gpu.Nt, self._gpu.Nd, self._gpu.Nm
             self._layout, self._dtype = layout, None
-            self._nt, self._nd, self._nm = (int(s) for s in blocks.shape)
+            self._precision = self._gpu.precision
             LinearOperator.__init__(self, None, (self._nt * self._nd, self._nt * self._nm))
             self._blocks = blocks  # .blocks of a CUDA operator: the blocks it was built from
             return
@@ -111,9 +291,13 @@ class BlockToeplitz(LinearOperator):
         self._blocks = np.array(b, dtype=self._cdt, order="C", copy=True)
         self._blocks.flags.writeable = False
         self._planner = planner
-        with planning(planner):
-            self._plan = _plan_class(self._cdt)(self._blocks)
         self._nt, self._nd, self._nm = self._blocks.shape
+        prec = _precision(precision)
+        if tol is not None:
+            prec = choose_precision(tol, self._cdt, self._nt, self._nd, self._nm)
+        with planning(planner):
+            self._plan = _plan_class(self._cdt)(self._blocks, prec) if prec else _plan_class(self._cdt)(self._blocks)
+        self._precision = dict(self._plan.precision)
         LinearOperator.__init__(self, self._dtype, (self._nt * self._nd, self._nt * self._nm))
 
     # ---- pickling: the blocks and layout; the plan (F-hat, FFTW plans) is rebuilt on load ----
@@ -121,10 +305,12 @@ class BlockToeplitz(LinearOperator):
         if self._gpu is not None:
             raise TypeError("BlockToeplitz: an operator built from CUDA blocks cannot be pickled; "
                             "pickle BlockToeplitz(blocks.cpu().numpy()) and move it after loading")
-        return {"blocks": self._blocks, "layout": self._layout, "dtype": self._dtype, "planner": self._planner}
+        return {"blocks": self._blocks, "layout": self._layout, "dtype": self._dtype, "planner": self._planner,
+                "precision": self._precision}
 
     def __setstate__(self, state):
-        self.__init__(result(state["blocks"], state["dtype"]), layout=state["layout"], planner=state.get("planner"))
+        self.__init__(result(state["blocks"], state["dtype"]), layout=state["layout"], planner=state.get("planner"),
+                      precision=state.get("precision"))
     def _require_cpu(self, what: str) -> None:
         if self._gpu is not None:
             raise ValueError(f"BlockToeplitz.{what}: not available for an operator built from CUDA blocks "
@@ -132,32 +318,39 @@ class BlockToeplitz(LinearOperator):
 
     # ---- constructors ------------------------------------------------------------------------
     @classmethod
-    def from_lti(cls, A, B, C, nt, *, D=None, layout: str = "time-major") -> "BlockToeplitz":
+    def from_lti(cls, A, B, C, nt, *, D=None, layout: str = "time-major", **kw) -> "BlockToeplitz":
         """Parameter-to-observable map of x_t = A x_{t-1} + B u_t, y_t = C x_t (+ D u_t), x_{-1} = 0.
 
-        blocks[t] = C A^t B (+ D at t = 0), computed natively with BLAS.
-        A (ns, ns), B (ns, Nm), C (Nd, ns), D (Nd, Nm) or None; all one real dtype; nt >= 1.
+        blocks[t] = C A^t B (+ D at t = 0). A (ns, ns), B (ns, Nm), C (Nd, ns), D (Nd, Nm) or None;
+        nt >= 1. Dense numpy matrices (one real dtype) are computed natively with BLAS. Sparse
+        ones (scipy.sparse, torch sparse on the CPU) and operators (scipy LinearOperator, e.g.
+        several explicit or implicit time steps: anything with .shape, .dtype, .T and @) are swept on
+        the cheaper side: Nd adjoint sweeps
+        Z_t = (A^T)^t C^T, blocks[t] = (B^T Z_t)^T, when Nd <= Nm, else Nm forward sweeps
+        X_t = A^t B, blocks[t] = C X_t -- nt products with a block of Nd (Nm) vectors each. The
+        blocks of a sparse system are float64 unless every matrix is float32. CUDA arrays (torch
+        dense or sparse CSR, CuPy / cupyx.scipy.sparse) build the GPU operator. Further keywords
+        (precision, tol, planner) go to the constructor.
         """
+        if any(_on_cuda(x) for x in (A, B, C)):
+            cuda_backend()
+            from . import _cuda_toeplitz
+            blocks = _cuda_toeplitz.lti_blocks(A, B, C, D, _positive_int(nt, "nt"))
+            return cls(blocks, layout=layout, **kw)
+        if any(_is_sparse_or_op(x) for x in (A, B, C, D) if x is not None):
+            return cls(_lti_blocks_sparse(A, B, C, D, _positive_int(nt, "nt")), layout=layout, **kw)
         A = real_array(A, "A", ndim=2)
         B = real_array(B, "B", ndim=2)
         C = real_array(C, "C", ndim=2)
         D = None if D is None else real_array(D, "D", ndim=2)
         nt = _positive_int(nt, "nt")
         choice(layout, "layout", _LAYOUTS)
-        ns = A.shape[0]
-        if A.shape != (ns, ns):
-            raise ValueError(f"argument 'A': expected a square matrix (ns, ns), got shape {A.shape}")
-        if B.shape[0] != ns:
-            raise ValueError(f"argument 'B': expected shape ({ns}, Nm) to match A {A.shape}, got {B.shape}")
-        if C.shape[1] != ns:
-            raise ValueError(f"argument 'C': expected shape (Nd, {ns}) to match A {A.shape}, got {C.shape}")
-        if D is not None and D.shape != (C.shape[0], B.shape[1]):
-            raise ValueError(f"argument 'D': expected shape {(C.shape[0], B.shape[1])} (Nd, Nm), got {D.shape}")
+        _check_lti_shapes(A.shape, B.shape, C.shape, None if D is None else D.shape)
         dt = same_dtype(A=A, B=B, C=C, D=D)
         cdt = compute_dtype(dt)
         blocks = _ext.toeplitz_lti_blocks(native(A, cdt), native(B, cdt), native(C, cdt),
                                           native(D, cdt), nt)
-        return cls(result(blocks, dt), layout=layout)
+        return cls(result(blocks, dt), layout=layout, **kw)
 
     @classmethod
     def from_fftmatvec(cls, directory, *, layout: str = "space-major", dtype=np.float64) -> "BlockToeplitz":
@@ -201,6 +394,17 @@ class BlockToeplitz(LinearOperator):
         return self._layout
 
     @property
+    def precision(self) -> dict:
+        """The precision per phase in use ({phase: "single"/"double", "fhat": storage}), resolved."""
+        return dict(self._precision)
+
+    @property
+    def error_bound(self) -> float:
+        """The error model's bound on a product's relative error with this precision."""
+        dt = self._cdt if self._gpu is None else self._gpu.vector_dtype
+        return error_estimate(self._precision, dt, self._nt, self._nd, self._nm)
+
+    @property
     def blocks(self) -> np.ndarray:
         """The (Nt, Nd, Nm) blocks (read-only, in the compute dtype; for an operator built from
         CUDA blocks, those blocks on their device)."""
@@ -220,7 +424,7 @@ class BlockToeplitz(LinearOperator):
 
     def __repr__(self) -> str:
         return (f"BlockToeplitz(Nt={self._nt}, Nd={self._nd}, Nm={self._nm}, dtype={self._dtype}, "
-                f"layout={self._layout!r})")
+                f"layout={self._layout!r}, precision={_ext.toeplitz_describe_precision(self._precision, True)!r})")
 
     # ---- products ----------------------------------------------------------------------------
     def _vec(self, x, name: str, n: int, n_label: str) -> np.ndarray:

@@ -21,11 +21,12 @@ class CpuToeplitz final : public ToeplitzBackend {
                plan_ ? msg(" of length nfft = ", plan_->nfft(), " (", plan_->nfreq(), " frequencies)")
                      : std::string(" (blocks not set yet)"),
                ", BLAS ", p_.R == 1 ? "gemv" : "gemm",
-               " per frequency, adjoint through the same F̂ (conjugate transpose); workspace: none (the "
-               "plan's scratch)");
+               " per frequency, adjoint through the same F̂ (conjugate transpose); precision: ",
+               describe_toeplitz_precision(p_.precision, p_.dtype == DType::f64),
+               "; workspace: none (the plan's scratch)");
   }
   void set_blocks(const View& blocks, Stream) override {
-    plan_.emplace(ptr(blocks), p_.Nt, p_.Nd, p_.Nm);
+    plan_.emplace(ptr(blocks), p_.Nt, p_.Nd, p_.Nm, p_.precision);
   }
   void forward(const op::BlockToeplitzForward& a, void*, Stream) override {
     plan_->matvec(ptr(a.m), ptr(a.d), p_.R, p_.layout);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "strux/api/toeplitz.hpp"
 #include "strux/toeplitz.hpp"
 
 namespace {
@@ -290,5 +291,79 @@ TEST(ToeplitzFiles, VectorRoundTripAndWrongSize) {
   EXPECT_THROW(strux::read_vector_file((tmp.path / "absent.h5").string()), strux::ValueError);
 }
 #endif
+
+}  // namespace
+
+// ---- precision per phase --------------------------------------------------------------------
+
+namespace {
+
+using strux::ToeplitzPrecision;
+using K = strux::ToeplitzPrecisionKind;
+
+// Every candidate configuration, both directions, float64 vectors: within the model's bound and,
+// where a precision is lowered, of the model's size (not silently run in double).
+TEST(ToeplitzPrecision, EveryCandidateWithinItsBound) {
+  std::mt19937_64 rng(3);
+  const int64_t nt = 30, nd = 5, nm = 12, R = 2;
+  const auto b = randn(size_t(nt * nd * nm), rng);
+  const auto m = randn(size_t(nt * nm * R), rng), d = randn(size_t(nt * nd * R), rng);
+  ToeplitzPrecision dbl;
+  dbl.broadcast = dbl.fft = dbl.product = dbl.ifft = dbl.reduce = K::Double;
+  for (const auto& c : strux::toeplitz_precision_candidates(false)) {
+    for (const ToeplitzLayout L : {ToeplitzLayout::TimeMajor, ToeplitzLayout::SpaceMajor}) {
+      BlockToeplitzPlan<double> plan(b.data(), nt, nd, nm, c);
+      std::vector<double> y(size_t(nt * nd * R)), x(size_t(nt * nm * R));
+      plan.matvec(m.data(), y.data(), R, L);
+      plan.rmatvec(d.data(), x.data(), R, L);
+      const double e1 = rel_err(y, ref_apply(b, m, nt, nd, nm, R, L, false));
+      const double e2 = rel_err(x, ref_apply(b, d, nt, nd, nm, R, L, true));
+      const double tol = strux::toeplitz_error_estimate(c, true, nt, std::max(nd, nm)) +
+                         strux::toeplitz_error_estimate(dbl, true, nt, std::max(nd, nm));
+      const std::string what = strux::describe_toeplitz_precision(c, true);
+      EXPECT_LE(e1, tol) << what;
+      EXPECT_LE(e2, tol) << what;
+      const double rms = std::min(strux::toeplitz_error_rms(c, true, nt, nm), strux::toeplitz_error_rms(c, true, nt, nd));
+      if (rms > 1e-12) EXPECT_GE(std::min(e1, e2), rms / 8) << what;
+    }
+  }
+}
+
+TEST(ToeplitzPrecision, ChoiceAndErrors) {
+  // A loose tolerance takes a 16-bit F̂ (fewest bytes); a tight one double products.
+  EXPECT_NE(strux::toeplitz_choose_precision(1e-2, true, 100, 10, 500, 1, false).fhat, strux::ToeplitzStorage::Auto);
+  EXPECT_EQ(strux::toeplitz_choose_precision(1e-12, true, 100, 10, 500, 1, false).product, K::Double);
+  EXPECT_THROW(strux::toeplitz_choose_precision(1e-30, true, 100, 10, 500, 1, false), strux::ValueError);
+  ToeplitzPrecision bad;
+  bad.fhat = strux::ToeplitzStorage::Float16;
+  bad.product = K::Double;
+  EXPECT_THROW(strux::resolve_toeplitz_precision(bad, true), strux::ValueError);
+  EXPECT_THROW(strux::parse_toeplitz_precision("half", "precision.fft"), strux::ValueError);
+  // The plain precision keeps the plain plan (spectrum available); a 16-bit one has none.
+  const std::vector<float> b(4 * 2 * 3, 1.0f);
+  EXPECT_NO_THROW(BlockToeplitzPlan<float>(b.data(), 4, 2, 3, ToeplitzPrecision{}).spectrum());
+  ToeplitzPrecision h;
+  h.fhat = strux::ToeplitzStorage::BFloat16;
+  BlockToeplitzPlan<float> half(b.data(), 4, 2, 3, h);
+  EXPECT_THROW(half.spectrum(), strux::ValueError);
+  EXPECT_EQ(half.spectrum_bytes(), half.nfreq() * 2 * 3 * 4);
+}
+
+// The operator API passes the precision to the CPU plan (a float16 F̂ here), within the bound.
+TEST(ToeplitzPrecision, OperatorApi) {
+  std::mt19937_64 rng(9);
+  const int64_t nt = 20, nd = 4, nm = 9;
+  auto b = randn(size_t(nt * nd * nm), rng), m = randn(size_t(nt * nm), rng);
+  std::vector<double> d(size_t(nt * nd));
+  strux::op::BlockToeplitzProblem p{nt, nd, nm, 1, ToeplitzLayout::TimeMajor, strux::DType::f64};
+  p.precision.fhat = strux::ToeplitzStorage::Float16;
+  strux::op::BlockToeplitz F(p);
+  F.set_blocks(strux::View(b.data(), {nt, nd, nm}));
+  EXPECT_NE(F.describe().find("float16"), std::string::npos) << F.describe();
+  F.forward({strux::View(m.data(), {nt, nm}), strux::View(d.data(), {nt, nd})});
+  const double e = rel_err(d, ref_apply(b, m, nt, nd, nm, 1, ToeplitzLayout::TimeMajor, false));
+  EXPECT_LE(e, strux::toeplitz_error_estimate(p.precision, true, nt, nm));
+  EXPECT_GE(e, strux::toeplitz_error_rms(p.precision, true, nt, nm) / 8);  // the float16 F̂ is really used
+}
 
 }  // namespace

@@ -27,6 +27,10 @@ struct BlockToeplitzProblem {
   ToeplitzLayout layout = ToeplitzLayout::TimeMajor;
   DType dtype = DType::f32;
   Device device{};
+  // Precision per phase and F̂'s storage (<strux/toeplitz.hpp>; default: all in dtype's precision).
+  // CPU: every configuration. CUDA: the dtype's precision, or a bfloat16/float16 F̂ with float32
+  // vectors and phases; anything else is a ValueError naming 'precision'.
+  ToeplitzPrecision precision{};
 };
 
 struct BlockToeplitzForward {

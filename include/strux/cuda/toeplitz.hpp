@@ -12,6 +12,7 @@
 // a time per plan.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 
@@ -24,6 +25,13 @@ int64_t toeplitz_nfft(int64_t Nt);
 // blocks (Nt, Nd, Nm) real (f32 or f64) → fhat (nfreq, Nd, Nm) complex. Plan-time work: it
 // allocates a temporary buffer and synchronizes `s` before returning.
 void build_toeplitz_fhat(int64_t Nt, int64_t Nd, int64_t Nm, DType dtype, const void* blocks, void* fhat, Stream s);
+
+// blocks (Nt, Nd, Nm) float32 → fhat (nfreq, Nd, Nm) of (re, im) pairs of bfloat16 (bf16) or
+// float16, 4 bytes each: F̂ / scale, scale the power of two that puts F̂'s largest part near the
+// top of the 16-bit range (exact; float16 then keeps 2^28 of range below it). Returns scale,
+// to be passed to matvec / rmatvec. Plan-time work (allocates, synchronizes `s`).
+double build_toeplitz_fhat_half(int64_t Nt, int64_t Nd, int64_t Nm, const void* blocks, void* fhat, bool bf16,
+                                Stream s);
 
 // The product algo = -1 resolves to for this shape and direction (one dispatch point).
 int toeplitz_auto_algo(int64_t Nd, int64_t Nm, int64_t R, DType dtype, bool adjoint);
@@ -41,14 +49,30 @@ class ToeplitzPlan {
   // per 16 right-hand sides (8 for float64), 3 = matvec with R > 1 as one real
   // gemm per frequency (F̂ read as real Nd × 2Nm; elsewhere 0; rmatvec never uses it). fft: -1 = automatic (toeplitz_auto_fft), else the
   // transform layout 0, 1 or 2 (kept selectable for benchmarks).
+  // storage: how the caller's F̂ is stored, 0 = complex of dtype, 1 = bfloat16 pairs, 2 = float16
+  // pairs (float32 only; see build_toeplitz_fhat_half): the products then run strux's
+  // one-right-hand-side kernels reading the 4-byte pairs (algo is ignored).
   ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool space_major, DType dtype, int algo = -1,
-               int fft = -1);
+               int fft = -1, int storage = 0);
   ~ToeplitzPlan();
   ToeplitzPlan(const ToeplitzPlan&) = delete;
   ToeplitzPlan& operator=(const ToeplitzPlan&) = delete;
 
-  void matvec(const void* fhat, const void* m, void* d, Stream s);
-  void rmatvec(const void* fhat, const void* d, void* m, Stream s);
+  // fhat_scale: the factor a 16-bit F̂ was divided by (build_toeplitz_fhat_half); 1 otherwise.
+  void matvec(const void* fhat, const void* m, void* d, Stream s, double fhat_scale = 1);
+  void rmatvec(const void* fhat, const void* d, void* m, Stream s, double fhat_scale = 1);
+
+  // The three stages of a product, for products whose phases run in different precisions (one
+  // plan per precision, fft 2 and algo 2 in each; toeplitz_mixed_apply): the input's transforms
+  // into frequency-major spectra (nfreq, n_in·R) held by the plan, the product on them into the
+  // output spectra (nfreq, n_out·R), the output's inverse transforms from those.
+  void transform_in(const void* x, bool adjoint, Stream s);
+  void product_only(const void* fhat, bool adjoint, Stream s, double fhat_scale = 1);
+  void transform_out(void* y, bool adjoint, Stream s);
+  // The plan's input (output = false) or output spectra buffer for the direction.
+  void* spectra(bool adjoint, bool output) const;
+  DType dtype() const;
+  std::array<int64_t, 5> problem() const;  // {Nt, Nd, Nm, R, space_major}
 
   int64_t nfft() const;
   int64_t nfreq() const;
@@ -60,5 +84,14 @@ class ToeplitzPlan {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// y = F x (adjoint: Fᵀ x) with the phases in different precisions: the forward transforms of
+// `in` (x of its dtype, the fft precision), the product of `prod` (its dtype, the product
+// precision; F̂ stored as it expects), the inverse transforms of `out` (y of its dtype); the
+// spectra are converted between the plans' precisions in between. The plans share the problem
+// (Nt, Nd, Nm, R, layout) and use fft 2 and algo 2 (ValueError otherwise); they may be the same
+// plan where two precisions agree.
+void toeplitz_mixed_apply(ToeplitzPlan& in, ToeplitzPlan& prod, ToeplitzPlan& out, const void* fhat, const void* x,
+                          void* y, bool adjoint, Stream s, double fhat_scale = 1);
 
 }  // namespace strux::cuda

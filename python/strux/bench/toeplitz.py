@@ -81,3 +81,133 @@ def _case(op_name: str, Nt: int, Nd: int, Nm: int, dtype=np.float32, seed=0) -> 
 def cases(quick: bool = False) -> list[Case]:
     Nt, Nd, Nm = (64, 4, 32) if quick else (512, 16, 256)
     return [_case("matvec", Nt, Nd, Nm), _case("rmatvec", Nt, Nd, Nm)]
+
+
+# ---- precision: every configuration's time and error, and the measured Pareto front ---------------
+
+def _timer(device: str):
+    if device == "cuda":
+        import torch
+        return torch.cuda.synchronize
+    return lambda: None
+
+
+def precision_front(Nt: int = 512, Nd: int = 16, Nm: int = 256, *, dtype: str = "float32", device: str = "cpu",
+                    R: int = 1, repeat: int = 7, inner: int | None = None, seed: int = 0) -> dict:
+    """Times matvec and rmatvec for every configuration of strux.toeplitz.precision_candidates
+    (device="cuda": the GPU's) at one shape and vector dtype, measures each one's relative error
+    against the float64 operator on the same inputs, and marks the measured Pareto front (no
+    other configuration both faster and more accurate). Also lists the model's bound, the cost
+    model's bytes, and what tol= would choose for each measured error level."""
+    import time
+
+    import strux
+    from strux import toeplitz as T
+
+    rng = np.random.default_rng(seed)
+    blocks = (rng.standard_normal((Nt, Nd, Nm)) / math.sqrt(Nm * Nt)).astype(dtype)
+    shape_m = (Nt, Nm) if R == 1 else (Nt, Nm, R)
+    shape_d = (Nt, Nd) if R == 1 else (Nt, Nd, R)
+    m = rng.standard_normal(shape_m).astype(dtype)
+    d = rng.standard_normal(shape_d).astype(dtype)
+    ref = strux.BlockToeplitz(blocks.astype(np.float64))
+    want_m, want_d = ref.matvec(m.astype(np.float64)), ref.rmatvec(d.astype(np.float64))
+    conv = lambda x: x  # noqa: E731
+    back = lambda x: x  # noqa: E731
+    if device == "cuda":
+        import torch
+        conv = lambda x: torch.as_tensor(x, device="cuda")  # noqa: E731
+        back = lambda x: x.double().cpu().numpy()  # noqa: E731
+    sync = _timer(device)
+    bk, mk, dk = conv(blocks), conv(m), conv(d)
+    rows = []
+    for c in T.precision_candidates(cuda=device == "cuda"):
+        op = strux.BlockToeplitz(bk, precision=c)
+        row = {"precision": op.precision, "bound": T.error_estimate(c, dtype, Nt, Nd, Nm),
+               "bytes": T.product_bytes(c, dtype, Nt, Nd, Nm, R)}
+        for name, f, x, want in (("matvec", op.matvec, mk, want_m), ("rmatvec", op.rmatvec, dk, want_d)):
+            y = f(x)
+            row[f"{name}_error"] = float(np.linalg.norm(np.asarray(back(y), dtype=np.float64) - want) /
+                                         np.linalg.norm(want))
+            n_in = inner or max(1, int(2e-2 / max(_one(f, x, sync), 1e-6)))
+            ts = []
+            for _ in range(repeat):
+                sync()
+                t0 = time.perf_counter()
+                for _ in range(n_in):
+                    f(x)
+                sync()
+                ts.append((time.perf_counter() - t0) / n_in)
+            row[f"{name}_s"] = float(np.median(ts))
+        row["error"] = max(row["matvec_error"], row["rmatvec_error"])
+        row["time_s"] = row["matvec_s"] + row["rmatvec_s"]
+        rows.append(row)
+    for r in rows:
+        r["pareto"] = not any(o is not r and o["time_s"] <= r["time_s"] and o["error"] <= r["error"] and
+                              (o["time_s"] < r["time_s"] or o["error"] < r["error"]) for o in rows)
+        r["within_bound"] = r["error"] <= r["bound"]
+    rows.sort(key=lambda r: r["time_s"])
+    choices = {}
+    for tol in (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-9, 1e-12):
+        try:
+            choices[f"{tol:g}"] = T.choose_precision(tol, dtype, Nt, Nd, Nm, R, cuda=device == "cuda")
+        except ValueError:
+            choices[f"{tol:g}"] = None
+    return {"Nt": Nt, "Nd": Nd, "Nm": Nm, "R": R, "dtype": dtype, "device": device, "rows": rows,
+            "tol_choices": choices}
+
+
+def _one(f, x, sync) -> float:
+    import time
+    f(x)
+    sync()
+    t0 = time.perf_counter()
+    f(x)
+    sync()
+    return time.perf_counter() - t0
+
+
+def _short(p: dict) -> str:
+    return f"fft {p['fft'][0]} / product {p['product'][0]} ({p['fhat']}) / ifft {p['ifft'][0]}"
+
+
+def front_markdown(res: dict) -> str:
+    """The precision_front result as a markdown table."""
+    out = [f"Nt={res['Nt']} Nd={res['Nd']} Nm={res['Nm']} R={res['R']} {res['dtype']} on {res['device']}", "",
+           "| configuration | matvec ms | rmatvec ms | error (max) | model bound | bytes (model) | Pareto |",
+           "|---|---|---|---|---|---|---|"]
+    for r in res["rows"]:
+        out.append(f"| {_short(r['precision'])} | {1e3 * r['matvec_s']:.3f} | {1e3 * r['rmatvec_s']:.3f} | "
+                   f"{r['error']:.2e} | {r['bound']:.2e} | {r['bytes'] / 1e6:.1f} MB | {'yes' if r['pareto'] else ''} |")
+    out.append("")
+    out.append("tol= chooses: " + "; ".join(f"{k}: {_short(v) if v else 'none'}" for k, v in res["tol_choices"].items()))
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    """python -m strux.bench.toeplitz --precision [--device cuda] [--Nt N --Nd N --Nm N --R N] [--json FILE]"""
+    import argparse
+    import json
+
+    p = argparse.ArgumentParser(prog="python -m strux.bench.toeplitz")
+    p.add_argument("--precision", action="store_true", required=True,
+                   help="every precision configuration's time and error vs float64, and the Pareto front")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--Nt", type=int, default=512)
+    p.add_argument("--Nd", type=int, default=16)
+    p.add_argument("--Nm", type=int, default=256)
+    p.add_argument("--R", type=int, default=1)
+    p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--json", metavar="FILE")
+    a = p.parse_args(argv)
+    res = precision_front(a.Nt, a.Nd, a.Nm, dtype=a.dtype, device=a.device, R=a.R, repeat=a.repeat)
+    print(front_markdown(res))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "cpu/fft.hpp"
 #include "strux/toeplitz.hpp"
@@ -73,13 +74,16 @@ using cpu::serial_blas_in_region;
 using cpu::thread_index;
 
 // out[f * count + c] = scale * rfft(x column c zero-padded to fft.n())[f].
+// x may be of another type than the transform (In); every value is rounded through Via first
+// (the mixed-precision path's input rounding), then to T.
 // Work-shares tiles with an orphaned `omp for` (dynamic: on a shared machine a thread that
 // loses its core keeps at most one tile from the others): call it inside a parallel region
 // (every thread of the team must call it) or outside one (then it runs serially). Ends with a
 // barrier.
-template <class T>
-void forward_columns(const RealFFT<T>& fft, const T* x, const Columns& cols, cplx<T>* out, T scale,
+template <class T, class In = T, class Via = In>
+void forward_columns(const RealFFT<T>& fft, const In* x, const Columns& cols, cplx<T>* out, T scale,
                      TileScratch<T>& s) {
+  constexpr bool copy = std::is_same_v<T, In> && std::is_same_v<In, Via>;
   const int64_t nt = cols.nt, n = fft.n(), nf = fft.nfreq(), count = cols.count();
   const int64_t ts = cols.tstride(), rs = tile_stride<T>(n), cs = tile_stride<cplx<T>>(nf);
   const int64_t ntiles = (count + kTile - 1) / kTile;
@@ -89,14 +93,19 @@ void forward_columns(const RealFFT<T>& fft, const T* x, const Columns& cols, cpl
 #pragma omp for schedule(dynamic)
   for (int64_t tile = 0; tile < ntiles; ++tile) {
     const int64_t c0 = tile * kTile, g_n = std::min(kTile, count - c0);
-    if (ts == 1) {
+    if (ts == 1 && copy) {
       for (int64_t g = 0; g < g_n; ++g)
         std::memcpy(rbuf + g * rs, x + cols.base(c0 + g), sizeof(T) * size_t(nt));
+    } else if (ts == 1) {
+      for (int64_t g = 0; g < g_n; ++g) {
+        const In* xs = x + cols.base(c0 + g);
+        for (int64_t t = 0; t < nt; ++t) rbuf[g * rs + t] = T(Via(xs[t]));
+      }
     } else {
       int64_t b[kTile];
       for (int64_t g = 0; g < g_n; ++g) b[g] = cols.base(c0 + g);
       for (int64_t t = 0; t < nt; ++t)
-        for (int64_t g = 0; g < g_n; ++g) rbuf[g * rs + t] = x[b[g] + t * ts];
+        for (int64_t g = 0; g < g_n; ++g) rbuf[g * rs + t] = T(Via(x[b[g] + t * ts]));
     }
     // Out-of-place r2c leaves its input (and so the zero padding) intact.
     for (int64_t g = 0; g < g_n; ++g) fft.forward(rbuf + g * rs, cbuf + g * cs);
@@ -111,10 +120,12 @@ void forward_columns(const RealFFT<T>& fft, const T* x, const Columns& cols, cpl
 }
 
 // x column c = irfft(in[:, c])[0:nt] (unnormalised: the 1/nfft lives in the spectrum).
-// `in` is (nfreq, count) and only read. Work-sharing as forward_columns.
-template <class T>
-void inverse_columns(const RealFFT<T>& fft, const cplx<T>* in, const Columns& cols, T* x,
+// `in` is (nfreq, count) and only read. Work-sharing as forward_columns. x may be of another
+// type (Out); every value is rounded through Via first (the mixed path's output rounding).
+template <class T, class Out = T, class Via = Out>
+void inverse_columns(const RealFFT<T>& fft, const cplx<T>* in, const Columns& cols, Out* x,
                      TileScratch<T>& s) {
+  constexpr bool copy = std::is_same_v<T, Out> && std::is_same_v<Out, Via>;
   const int64_t nt = cols.nt, n = fft.n(), nf = fft.nfreq(), count = cols.count();
   const int64_t ts = cols.tstride(), rs = tile_stride<T>(n), cs = tile_stride<cplx<T>>(nf);
   const int64_t ntiles = (count + kTile - 1) / kTile;
@@ -130,14 +141,19 @@ void inverse_columns(const RealFFT<T>& fft, const cplx<T>* in, const Columns& co
     }
     // c2r overwrites its input: cbuf is scratch.
     for (int64_t g = 0; g < g_n; ++g) fft.inverse(cbuf + g * cs, rbuf + g * rs);
-    if (ts == 1) {
+    if (ts == 1 && copy) {
       for (int64_t g = 0; g < g_n; ++g)
         std::memcpy(x + cols.base(c0 + g), rbuf + g * rs, sizeof(T) * size_t(nt));
+    } else if (ts == 1) {
+      for (int64_t g = 0; g < g_n; ++g) {
+        Out* xs = x + cols.base(c0 + g);
+        for (int64_t t = 0; t < nt; ++t) xs[t] = Out(Via(rbuf[g * rs + t]));
+      }
     } else {
       int64_t b[kTile];
       for (int64_t g = 0; g < g_n; ++g) b[g] = cols.base(c0 + g);
       for (int64_t t = 0; t < nt; ++t)
-        for (int64_t g = 0; g < g_n; ++g) x[b[g] + t * ts] = rbuf[g * rs + t];
+        for (int64_t g = 0; g < g_n; ++g) x[b[g] + t * ts] = Out(Via(rbuf[g * rs + t]));
     }
   }
 }

@@ -1,11 +1,13 @@
 // BlockToeplitzPlan: Fhat once, then FFT -> per-frequency complex GEMV/GEMM -> inverse FFT.
 #include <climits>
 #include <mutex>
+#include <type_traits>
 
 #include "core/checked_size.hpp"
 #include "cpu/fft.hpp"
 #include "cpu/toeplitz/blas.hpp"
 #include "cpu/toeplitz/columns.hpp"
+#include "cpu/toeplitz/mixed.hpp"
 #include "strux/toeplitz.hpp"
 
 namespace strux {
@@ -52,6 +54,9 @@ struct BlockToeplitzPlan<T>::Impl {
   int64_t nt = 0, nd = 0, nm = 0, nfft = 0, nfreq = 0;
   std::shared_ptr<const RealFFT<T>> fft;
   AlignedBuffer<cplx<T>> fhat;  // (nfreq, nd, nm), scaled by 1/nfft
+  ToeplitzPrecision precision;   // resolved
+  // Every precision but the plain one: F̂ and the products live here (fhat stays empty).
+  std::unique_ptr<cpu::toeplitz::MixedProduct> mixed;
 
   // Kept between calls so that the hot path neither allocates nor page-faults megabytes each
   // time. A call that finds it busy (another thread using the plan) makes its own.
@@ -132,6 +137,11 @@ BlockToeplitzPlan<T>::BlockToeplitzPlan(std::unique_ptr<Impl> impl) : impl_(std:
 
 template <class T>
 BlockToeplitzPlan<T>::BlockToeplitzPlan(const T* blocks, int64_t nt, int64_t nd, int64_t nm)
+    : BlockToeplitzPlan(blocks, nt, nd, nm, ToeplitzPrecision{}) {}
+
+template <class T>
+BlockToeplitzPlan<T>::BlockToeplitzPlan(const T* blocks, int64_t nt, int64_t nd, int64_t nm,
+                                        const ToeplitzPrecision& precision)
     : impl_(std::make_unique<Impl>()) {
   check_arg(blocks != nullptr, "blocks", "expected a data pointer, got null");
   check_positive(nt, "Nt");
@@ -146,6 +156,15 @@ BlockToeplitzPlan<T>::BlockToeplitzPlan(const T* blocks, int64_t nt, int64_t nd,
   p.nt = nt;
   p.nd = nd;
   p.nm = nm;
+  constexpr bool dbl = std::is_same_v<T, double>;
+  p.precision = resolve_toeplitz_precision(precision, dbl);
+  if (!is_plain_toeplitz_precision(p.precision, dbl)) {
+    p.mixed = std::make_unique<cpu::toeplitz::MixedProduct>(blocks, nt, nd, nm, p.precision);
+    p.nfft = p.mixed->nfft();
+    p.nfreq = p.mixed->nfreq();
+    p.fft = RealFFT<T>::get(p.nfft);  // grad_blocks' transforms stay in T
+    return;
+  }
   // 2 Nt - 1 is the shortest circulant whose wrap-around misses the first Nt outputs.
   p.nfft = cpu::good_fft_size(2 * nt - 1);
   p.fft = RealFFT<T>::get(p.nfft);
@@ -188,18 +207,34 @@ template <class T> int64_t BlockToeplitzPlan<T>::nfft() const { return impl_->nf
 template <class T> int64_t BlockToeplitzPlan<T>::nfreq() const { return impl_->nfreq; }
 template <class T>
 const std::complex<T>* BlockToeplitzPlan<T>::spectrum() const {
-  return impl_->fhat.data();
+  if (!impl_->mixed) return impl_->fhat.data();
+  const std::complex<T>* f = impl_->mixed->template spectrum<T>();
+  check_arg(f != nullptr, "spectrum", "F̂ is stored in another type than complex of the plan's dtype (",
+            describe_toeplitz_precision(impl_->precision, std::is_same_v<T, double>), ")");
+  return f;
+}
+
+template <class T>
+const ToeplitzPrecision& BlockToeplitzPlan<T>::precision() const {
+  return impl_->precision;
+}
+
+template <class T>
+int64_t BlockToeplitzPlan<T>::spectrum_bytes() const {
+  return impl_->mixed ? impl_->mixed->spectrum_bytes() : impl_->fhat.size() * int64_t(sizeof(cplx<T>));
 }
 
 template <class T>
 void BlockToeplitzPlan<T>::matvec(const T* m, T* d, int64_t R, ToeplitzLayout layout) const {
   check_apply_args(m, "m", d, "d", R);
+  if (impl_->mixed) return impl_->mixed->apply(m, d, R, layout, false);
   apply(*impl_, m, d, R, layout, false);
 }
 
 template <class T>
 void BlockToeplitzPlan<T>::rmatvec(const T* d, T* m, int64_t R, ToeplitzLayout layout) const {
   check_apply_args(d, "d", m, "m", R);
+  if (impl_->mixed) return impl_->mixed->apply(d, m, R, layout, true);
   apply(*impl_, d, m, R, layout, true);
 }
 

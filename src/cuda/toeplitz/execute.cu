@@ -96,6 +96,12 @@ void ToeplitzPlan::Impl::product(const void* fhat, const void* Xin_, void* Xout_
              2 * cd, int(nfreq));
     return;
   }
+  if (storage != 0) {
+    if constexpr (sizeof(T) == 4)
+      toeplitz_detail::apply_fhat_half(fhat, storage == 1, Xin, Xout, nfreq, Nd, Nm, R, adjoint,
+                                       float(fhat_scale / double(nfft)), s);
+    return;
+  }
   if (algo == 2) {
     toeplitz_detail::apply_fhat_multi<T>(fhat, Xin, Xout, nfreq, Nd, Nm, R, adjoint, T(1) / T(nfft), s);
     return;
@@ -122,6 +128,73 @@ void ToeplitzPlan::Impl::product(const void* fhat, const void* Xin_, void* Xout_
   }
 }
 
+// fft 2, the input side: gather (transpose) → contiguous R2C (even nfft: half-length C2C) →
+// transpose to frequency-major (even nfft: fused with the R2C post step) into (adjoint ? Y : X).
+template <class T>
+void ToeplitzPlan::Impl::stage_in(const T* in, bool adjoint, cudaStream_t s) {
+  using F = Fft<T>;
+  using C = typename F::C;
+  const int64_t cin = (adjoint ? Nd : Nm) * R;
+  const int algo = adjoint ? algo_adj : this->algo;
+  const bool reverse = adjoint && R == 1 && algo == 0;
+  C* Xin = (adjoint ? Y : X).as<C>();
+  FFTPlan& fin = adjoint ? r2c_d : r2c_m;
+  C* Tc = T1.as<C>();
+  T* Pin = reverse ? Prev.as<T>() : P.as<T>();
+  const dim3 tb(kTile, kTRows);
+  const dim3 gg(unsigned((Nt + kGT - 1) / kGT), unsigned(std::min<int64_t>((cin + kGT - 1) / kGT, 65535)));
+  if (space_major)
+    gather_data<T, true><<<gg, kGThreads, 0, s>>>(in, Nt, cin, R, reverse, nfft, Pin);
+  else
+    gather_data<T, false><<<gg, kGThreads, 0, s>>>(in, Nt, cin, R, reverse, nfft, Pin);
+  STRUX_LAUNCH("toeplitz gather_data");
+  STRUX_CUFFT(cufftSetStream(fin.get(), s));
+  if (half) {
+    const int64_t M = nfft / 2;
+    exec_c2c(fin.get(), reinterpret_cast<const C*>(Pin), Tc);
+    if (algo == 3)
+      r2c_post_transpose<C, true><<<tile_grid(M / 2 + 1, cin), tb, 0, s>>>(Tc, cin, M, Wt.as<C>(), Xin, R);
+    else
+      r2c_post_transpose<C><<<tile_grid(M / 2 + 1, cin), tb, 0, s>>>(Tc, cin, M, Wt.as<C>(), Xin);
+    STRUX_LAUNCH("toeplitz r2c_post_transpose");
+  } else {
+    F::forward(fin.get(), Pin, Tc);
+    if (algo == 3)
+      transpose_c<C, true><<<tile_grid(nfreq, cin), tb, 0, s>>>(Tc, cin, nfreq, Xin, R);
+    else
+      transpose_c<C><<<tile_grid(nfreq, cin), tb, 0, s>>>(Tc, cin, nfreq, Xin);
+    STRUX_LAUNCH("toeplitz transpose_c");
+  }
+}
+
+// fft 2, the output side: the product's spectra (adjoint ? X : Y) → transpose back → contiguous
+// C2R into that buffer (free by then) → scatter (transpose).
+template <class T>
+void ToeplitzPlan::Impl::stage_out(T* out, bool adjoint, cudaStream_t s) {
+  using F = Fft<T>;
+  using C = typename F::C;
+  const int64_t cout = (adjoint ? Nm : Nd) * R;
+  const int algo = adjoint ? algo_adj : this->algo;
+  const bool reverse = adjoint && R == 1 && algo == 0;
+  C* Xout = (adjoint ? X : Y).as<C>();
+  FFTPlan& fout = adjoint ? c2r_m : c2r_d;
+  C* Tc = T1.as<C>();
+  const dim3 tb(kTile, kTRows);
+  STRUX_CUFFT(cufftSetStream(fout.get(), s));
+  if (algo == 3)
+    transpose_c<C, false, true><<<tile_grid(cout, nfreq), tb, 0, s>>>(Xout, nfreq, cout, Tc, R);
+  else
+    transpose_c<C><<<tile_grid(cout, nfreq), tb, 0, s>>>(Xout, nfreq, cout, Tc);
+  STRUX_LAUNCH("toeplitz transpose_c");
+  T* Q = reinterpret_cast<T*>(Xout);  // nfreq·cout complex >= nfft·cout real
+  F::inverse(fout.get(), Tc, Q);
+  if (space_major)
+    scatter_rows<T, true><<<tile_grid(Nt, cout), tb, 0, s>>>(Q, Nt, cout, R, reverse, nfft, out);
+  else
+    scatter_rows<T, false><<<tile_grid(Nt, cout), tb, 0, s>>>(Q, Nt, cout, R, reverse, nfft, out);
+  STRUX_LAUNCH("toeplitz scatter_rows");
+}
+
 template <class T>
 void ToeplitzPlan::Impl::apply(const void* fhat, const T* in, T* out, bool adjoint, cudaStream_t s) {
   using F = Fft<T>;
@@ -137,51 +210,9 @@ void ToeplitzPlan::Impl::apply(const void* fhat, const T* in, T* out, bool adjoi
   T* Pr = P.as<T>();
 
   if (fft == 2) {
-    // gather (transpose) → contiguous R2C (even nfft: half-length C2C) → transpose to
-    // frequency-major (even nfft: fused with the R2C post step) → product → transpose back →
-    // contiguous C2R into the product's output buffer (free by then) → scatter (transpose).
-    FFTPlan& fin = adjoint ? r2c_d : r2c_m;
-    FFTPlan& fout = adjoint ? c2r_m : c2r_d;
-    C* Tc = T1.as<C>();
-    T* Pin = reverse ? Prev.as<T>() : Pr;
-    const dim3 tb(kTile, kTRows);
-    const dim3 gg(unsigned((Nt + kGT - 1) / kGT), unsigned(std::min<int64_t>((cin + kGT - 1) / kGT, 65535)));
-    if (space_major)
-      gather_data<T, true><<<gg, kGThreads, 0, s>>>(in, Nt, cin, R, reverse, nfft, Pin);
-    else
-      gather_data<T, false><<<gg, kGThreads, 0, s>>>(in, Nt, cin, R, reverse, nfft, Pin);
-    STRUX_LAUNCH("toeplitz gather_data");
-    STRUX_CUFFT(cufftSetStream(fin.get(), s));
-    STRUX_CUFFT(cufftSetStream(fout.get(), s));
-    if (half) {
-      const int64_t M = nfft / 2;
-      exec_c2c(fin.get(), reinterpret_cast<const C*>(Pin), Tc);
-      if (algo == 3)
-        r2c_post_transpose<C, true><<<tile_grid(M / 2 + 1, cin), tb, 0, s>>>(Tc, cin, M, Wt.as<C>(), Xin, R);
-      else
-        r2c_post_transpose<C><<<tile_grid(M / 2 + 1, cin), tb, 0, s>>>(Tc, cin, M, Wt.as<C>(), Xin);
-      STRUX_LAUNCH("toeplitz r2c_post_transpose");
-    } else {
-      F::forward(fin.get(), Pin, Tc);
-      if (algo == 3)
-        transpose_c<C, true><<<tile_grid(nfreq, cin), tb, 0, s>>>(Tc, cin, nfreq, Xin, R);
-      else
-        transpose_c<C><<<tile_grid(nfreq, cin), tb, 0, s>>>(Tc, cin, nfreq, Xin);
-      STRUX_LAUNCH("toeplitz transpose_c");
-    }
+    stage_in<T>(in, adjoint, s);
     product<T>(fhat, Xin, Xout, adjoint, s);
-    if (algo == 3)
-      transpose_c<C, false, true><<<tile_grid(cout, nfreq), tb, 0, s>>>(Xout, nfreq, cout, Tc, R);
-    else
-      transpose_c<C><<<tile_grid(cout, nfreq), tb, 0, s>>>(Xout, nfreq, cout, Tc);
-    STRUX_LAUNCH("toeplitz transpose_c");
-    T* Q = reinterpret_cast<T*>(Xout);  // nfreq·cout complex >= nfft·cout real
-    F::inverse(fout.get(), Tc, Q);
-    if (space_major)
-      scatter_rows<T, true><<<tile_grid(Nt, cout), tb, 0, s>>>(Q, Nt, cout, R, reverse, nfft, out);
-    else
-      scatter_rows<T, false><<<tile_grid(Nt, cout), tb, 0, s>>>(Q, Nt, cout, R, reverse, nfft, out);
-    STRUX_LAUNCH("toeplitz scatter_rows");
+    stage_out<T>(out, adjoint, s);
     return;
   }
 
@@ -229,16 +260,59 @@ void ToeplitzPlan::Impl::apply(const void* fhat, const T* in, T* out, bool adjoi
   STRUX_LAUNCH("toeplitz scatter_out");
 }
 
-void ToeplitzPlan::matvec(const void* fhat, const void* m, void* d, Stream s) {
+void ToeplitzPlan::transform_in(const void* x, bool adjoint, Stream s) {
+  check_arg(x != nullptr, "x", "expected a device pointer, got null");
+  check_arg(impl_->fft == 2, "fft", "expected a plan with transform layout 2 for the staged product, got ", impl_->fft);
+  if (impl_->dtype == DType::f32)
+    impl_->stage_in<float>(static_cast<const float*>(x), adjoint, s);
+  else
+    impl_->stage_in<double>(static_cast<const double*>(x), adjoint, s);
+}
+
+void ToeplitzPlan::product_only(const void* fhat, bool adjoint, Stream s, double fhat_scale) {
+  check_arg(fhat != nullptr, "fhat", "expected a device pointer, got null");
+  Impl& p = *impl_;
+  p.fhat_scale = fhat_scale;
+  void* Xin = (adjoint ? p.Y : p.X).get();
+  void* Xout = (adjoint ? p.X : p.Y).get();
+  if (p.dtype == DType::f32)
+    p.product<float>(fhat, Xin, Xout, adjoint, s);
+  else
+    p.product<double>(fhat, Xin, Xout, adjoint, s);
+}
+
+void ToeplitzPlan::transform_out(void* y, bool adjoint, Stream s) {
+  check_arg(y != nullptr, "y", "expected a device pointer, got null");
+  check_arg(impl_->fft == 2, "fft", "expected a plan with transform layout 2 for the staged product, got ", impl_->fft);
+  if (impl_->dtype == DType::f32)
+    impl_->stage_out<float>(static_cast<float*>(y), adjoint, s);
+  else
+    impl_->stage_out<double>(static_cast<double*>(y), adjoint, s);
+}
+
+void* ToeplitzPlan::spectra(bool adjoint, bool output) const {
+  const Impl& p = *impl_;
+  return (adjoint != output ? p.Y : p.X).get();
+}
+
+DType ToeplitzPlan::dtype() const { return impl_->dtype; }
+std::array<int64_t, 5> ToeplitzPlan::problem() const {
+  const Impl& p = *impl_;
+  return {p.Nt, p.Nd, p.Nm, p.R, p.space_major ? 1 : 0};
+}
+
+void ToeplitzPlan::matvec(const void* fhat, const void* m, void* d, Stream s, double fhat_scale) {
   check_arg(fhat && m && d, "m", "expected device pointers, got null");
+  impl_->fhat_scale = fhat_scale;
   if (impl_->dtype == DType::f32)
     impl_->apply<float>(fhat, static_cast<const float*>(m), static_cast<float*>(d), false, s);
   else
     impl_->apply<double>(fhat, static_cast<const double*>(m), static_cast<double*>(d), false, s);
 }
 
-void ToeplitzPlan::rmatvec(const void* fhat, const void* d, void* m, Stream s) {
+void ToeplitzPlan::rmatvec(const void* fhat, const void* d, void* m, Stream s, double fhat_scale) {
   check_arg(fhat && m && d, "d", "expected device pointers, got null");
+  impl_->fhat_scale = fhat_scale;
   if (impl_->dtype == DType::f32)
     impl_->apply<float>(fhat, static_cast<const float*>(d), static_cast<float*>(m), true, s);
   else

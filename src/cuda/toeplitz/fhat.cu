@@ -1,5 +1,12 @@
 // F̂ of the blocks: the real FFT along time of the zero-padded blocks (plan-time work).
 #include <algorithm>
+#include <climits>
+#include <cmath>
+#include <type_traits>
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "cuda/buffer.hpp"
 #include "cuda/elem.cuh"
@@ -43,6 +50,61 @@ void build_toeplitz_fhat(int64_t Nt, int64_t Nd, int64_t Nm, DType dtype, const 
     build_fhat_t<double>(Nt, Nd, Nm, static_cast<const double*>(blocks), fhat, s);
   else
     throw TypeError(msg("argument 'blocks': expected float32 or float64, got ", dtype_name(dtype)));
+}
+
+namespace {
+
+// 16-bit pairs of F̂ / scale, grid-stride.
+template <class H>
+__global__ void pack_half(const float2* __restrict__ in, H* __restrict__ out, int64_t n, float inv) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float2 v = in[i];
+    if constexpr (std::is_same_v<H, __nv_bfloat162>)
+      out[i] = __float22bfloat162_rn(make_float2(v.x * inv, v.y * inv));
+    else
+      out[i] = __float22half2_rn(make_float2(v.x * inv, v.y * inv));
+  }
+}
+
+}  // namespace
+
+double build_toeplitz_fhat_half(int64_t Nt, int64_t Nd, int64_t Nm, const void* blocks, void* fhat, bool bf16,
+                                Stream s) {
+  check_positive(Nt, "Nt");
+  check_positive(Nd, "Nd");
+  check_positive(Nm, "Nm");
+  check_arg(blocks && fhat, "blocks", "expected device pointers, got null");
+  const int64_t n = (toeplitz_nfft(Nt) / 2 + 1) * Nd * Nm;
+  DeviceBuffer full(size_t(n) * sizeof(float2));
+  build_fhat_t<float>(Nt, Nd, Nm, static_cast<const float*>(blocks), full.get(), s);
+  // The largest |re| or |im|: cuBLAS's isamax over the 2n reals (1-based index).
+  cublasHandle_t h;
+  STRUX_CUBLAS(cublasCreate(&h));
+  int idx = 0;
+  cublasStatus_t st = cublasSetStream(h, s);
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    if (2 * n <= INT_MAX)
+      st = cublasIsamax(h, int(2 * n), full.as<float>(), 1, &idx);
+    else
+      st = CUBLAS_STATUS_INVALID_VALUE;
+  }
+  cublasDestroy(h);
+  check_arg(st != CUBLAS_STATUS_INVALID_VALUE, "blocks", "expected F̂ below 2^30 complex values for a 16-bit F̂, got ", n);
+  STRUX_CUBLAS(st);
+  float mx = 0;
+  STRUX_CUDA(cudaMemcpyAsync(&mx, full.as<float>() + (idx - 1), sizeof(float), cudaMemcpyDeviceToHost, s));
+  STRUX_CUDA(cudaStreamSynchronize(s));
+  mx = std::fabs(mx);
+  const double scale = mx > 0 && std::isfinite(mx) ? std::ldexp(1.0, int(std::floor(std::log2(double(mx)))) - 14) : 1.0;
+  const unsigned grid = unsigned(std::min<int64_t>((n + 255) / 256, 65535));
+  if (bf16)
+    pack_half<__nv_bfloat162><<<grid, 256, 0, s>>>(full.as<float2>(), static_cast<__nv_bfloat162*>(fhat), n,
+                                                   float(1.0 / scale));
+  else
+    pack_half<__half2><<<grid, 256, 0, s>>>(full.as<float2>(), static_cast<__half2*>(fhat), n, float(1.0 / scale));
+  STRUX_LAUNCH("toeplitz pack_half");
+  STRUX_CUDA(cudaStreamSynchronize(s));  // `full` is freed on return
+  return scale;
 }
 
 }  // namespace strux::cuda

@@ -15,6 +15,9 @@
 //            rows as shared-memory broadcasts; no reduction.
 #include <algorithm>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "cuda/elem.cuh"
 #include "cuda/toeplitz/multi.hpp"
 
@@ -36,16 +39,30 @@ __device__ __forceinline__ void fma_cc(C& acc, C a, C x) {  // acc += conj(a)·x
   acc.y = fma(a.x, x.y, fma(-a.y, x.x, acc.y));
 }
 
-// K consecutive complex values of F̂, read once: streaming (evict-first) so x̂ keeps the caches.
-template <class C, int K>
-__device__ __forceinline__ void ld_stream(const C* p, C (&v)[K]) {
-  if constexpr (K == 2) {
-    const float4 q = __ldcs(reinterpret_cast<const float4*>(p));
-    v[0] = C{q.x, q.y}, v[1] = C{q.z, q.w};
-  } else {
+// K consecutive stored values of F̂, read once: streaming (evict-first) so x̂ keeps the caches.
+// S is the stored element: the complex C itself, or a (re, im) pair of 16-bit floats
+// (__nv_bfloat162 / __half2, 4 bytes), read 4 per 16-byte load.
+template <class S, int K>
+__device__ __forceinline__ void ld_stream(const S* p, S (&v)[K]) {
+  if constexpr (K == 1) {
     v[0] = __ldcs(p);
+  } else if constexpr (sizeof(S) * K == 16) {
+    const uint4 q = __ldcs(reinterpret_cast<const uint4*>(p));
+    memcpy(&v, &q, 16);
+  } else if constexpr (sizeof(S) * K == 8) {
+    const uint2 q = __ldcs(reinterpret_cast<const uint2*>(p));
+    memcpy(&v, &q, 8);
+  } else {  // instantiated for complex128 pairs, never launched (launch_one packs complex64 only)
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[k] = __ldcs(p + k);
   }
 }
+
+// A stored F̂ value as the accumulation's complex type.
+__device__ __forceinline__ float2 to_c(float2 v) { return v; }
+__device__ __forceinline__ double2 to_c(double2 v) { return v; }
+__device__ __forceinline__ float2 to_c(__nv_bfloat162 v) { return __bfloat1622float2(v); }
+__device__ __forceinline__ float2 to_c(__half2 v) { return __half22float2(v); }
 
 __device__ __forceinline__ int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -70,8 +87,8 @@ constexpr int kU1 = 4;     // matvec: packs per row in flight per lane
 constexpr int kUd1 = 8;    // adjoint: rows in flight per thread
 
 // Y[f][d] = alpha · Σ_n F̂[f][d][n] X[f][n]. K complex per lane load (2: float4).
-template <class C, class T, int K>
-__global__ void __launch_bounds__(kThreads) matvec_one(const C* __restrict__ F, const C* __restrict__ X,
+template <class C, class T, int K, class S = C>
+__global__ void __launch_bounds__(kThreads) matvec_one(const S* __restrict__ F, const C* __restrict__ X,
                                                        C* __restrict__ Y, int64_t nfreq, int64_t Nd, int64_t Nm,
                                                        int64_t R, int64_t r0, T alpha) {
   const int lane = threadIdx.x & 31;
@@ -79,7 +96,7 @@ __global__ void __launch_bounds__(kThreads) matvec_one(const C* __restrict__ F, 
   const int64_t w = (int64_t(blockIdx.x) * kThreads + threadIdx.x) >> 5;
   if (w >= nfreq * groups) return;  // whole warps leave together
   const int64_t f = w / groups, d0 = (w - f * groups) * kRows1;
-  const C* Fr[kRows1];
+  const S* Fr[kRows1];
 #pragma unroll
   for (int i = 0; i < kRows1; ++i) Fr[i] = F + (f * Nd + imin(d0 + i, Nd - 1)) * Nm;
   const C* xf = X + f * Nm * R + r0;
@@ -89,11 +106,12 @@ __global__ void __launch_bounds__(kThreads) matvec_one(const C* __restrict__ F, 
   const int64_t npk = Nm / K;
   int64_t p = lane;
   for (; p + 32 * (kU1 - 1) < npk; p += 32 * kU1) {
-    C a[kU1][kRows1][K], x[kU1][K];
+    S a[kU1][kRows1][K];
+    C x[kU1][K];
 #pragma unroll
     for (int u = 0; u < kU1; ++u)
 #pragma unroll
-      for (int i = 0; i < kRows1; ++i) ld_stream<C, K>(Fr[i] + (p + 32 * u) * K, a[u][i]);
+      for (int i = 0; i < kRows1; ++i) ld_stream<S, K>(Fr[i] + (p + 32 * u) * K, a[u][i]);
 #pragma unroll
     for (int u = 0; u < kU1; ++u)
 #pragma unroll
@@ -103,18 +121,19 @@ __global__ void __launch_bounds__(kThreads) matvec_one(const C* __restrict__ F, 
 #pragma unroll
       for (int i = 0; i < kRows1; ++i)
 #pragma unroll
-        for (int k = 0; k < K; ++k) fma_c(acc[i], a[u][i][k], x[u][k]);
+        for (int k = 0; k < K; ++k) fma_c(acc[i], to_c(a[u][i][k]), x[u][k]);
   }
   for (; p < npk; p += 32) {
-    C a[kRows1][K], x[K];
+    S a[kRows1][K];
+    C x[K];
 #pragma unroll
-    for (int i = 0; i < kRows1; ++i) ld_stream<C, K>(Fr[i] + p * K, a[i]);
+    for (int i = 0; i < kRows1; ++i) ld_stream<S, K>(Fr[i] + p * K, a[i]);
 #pragma unroll
     for (int k = 0; k < K; ++k) x[k] = __ldg(xf + (p * K + k) * R);
 #pragma unroll
     for (int i = 0; i < kRows1; ++i)
 #pragma unroll
-      for (int k = 0; k < K; ++k) fma_c(acc[i], a[i][k], x[k]);
+      for (int k = 0; k < K; ++k) fma_c(acc[i], to_c(a[i][k]), x[k]);
   }
 #pragma unroll
   for (int i = 0; i < kRows1; ++i) warp_sum(acc[i]);
@@ -124,37 +143,38 @@ __global__ void __launch_bounds__(kThreads) matvec_one(const C* __restrict__ F, 
 }
 
 // Y[f][n] = alpha · Σ_d conj(F̂[f][d][n]) X[f][d]; a thread per K consecutive columns.
-template <class C, class T, int K>
-__global__ void __launch_bounds__(kThreads) adjoint_one(const C* __restrict__ F, const C* __restrict__ X,
+template <class C, class T, int K, class S = C>
+__global__ void __launch_bounds__(kThreads) adjoint_one(const S* __restrict__ F, const C* __restrict__ X,
                                                         C* __restrict__ Y, int64_t nfreq, int64_t Nd, int64_t Nm,
                                                         int64_t R, int64_t r0, T alpha) {
   const int64_t npk = Nm / K;
   const int64_t idx = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (idx >= nfreq * npk) return;
   const int64_t f = idx / npk, p = idx - f * npk;
-  const C* Fc = F + f * Nd * Nm + p * K;
+  const S* Fc = F + f * Nd * Nm + p * K;
   const C* xf = X + f * Nd * R + r0;
   C acc[K];
 #pragma unroll
   for (int k = 0; k < K; ++k) acc[k] = C{0, 0};
   int64_t d = 0;
   for (; d + kUd1 <= Nd; d += kUd1) {
-    C a[kUd1][K], x[kUd1];
+    S a[kUd1][K];
+    C x[kUd1];
 #pragma unroll
-    for (int u = 0; u < kUd1; ++u) ld_stream<C, K>(Fc + (d + u) * Nm, a[u]);
+    for (int u = 0; u < kUd1; ++u) ld_stream<S, K>(Fc + (d + u) * Nm, a[u]);
 #pragma unroll
     for (int u = 0; u < kUd1; ++u) x[u] = __ldg(xf + (d + u) * R);
 #pragma unroll
     for (int u = 0; u < kUd1; ++u)
 #pragma unroll
-      for (int k = 0; k < K; ++k) fma_cc(acc[k], a[u][k], x[u]);
+      for (int k = 0; k < K; ++k) fma_cc(acc[k], to_c(a[u][k]), x[u]);
   }
   for (; d < Nd; ++d) {
-    C a[K];
-    ld_stream<C, K>(Fc + d * Nm, a);
+    S a[K];
+    ld_stream<S, K>(Fc + d * Nm, a);
     const C x = __ldg(xf + d * R);
 #pragma unroll
-    for (int k = 0; k < K; ++k) fma_cc(acc[k], a[k], x);
+    for (int k = 0; k < K; ++k) fma_cc(acc[k], to_c(a[k]), x);
   }
 #pragma unroll
   for (int k = 0; k < K; ++k) Y[(f * Nm + p * K + k) * R + r0] = scale(acc[k], alpha);
@@ -401,6 +421,36 @@ __global__ void __launch_bounds__(kThreads, 2) adjoint_tiled(const C* __restrict
 
 unsigned freq_grid(int64_t nfreq) { return unsigned(std::min<int64_t>(nfreq, 65535)); }
 
+// A 16-bit F̂ (S a 4-byte pair): 4 values per 16-byte load where Nm % 4 == 0 and F̂ is 16-byte
+// aligned, else 2 per 8-byte load (Nm even, 8-byte aligned), else 1.
+template <class C, class T, class S>
+void launch_one_half(const S* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t Nm, int64_t R, int64_t r0,
+                     bool adjoint, T alpha, cudaStream_t s) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(F);
+  const int K = Nm % 4 == 0 && a % 16 == 0 ? 4 : Nm % 2 == 0 && a % 8 == 0 ? 2 : 1;
+  if (!adjoint) {
+    const int64_t warps = nfreq * ((Nd + kRows1 - 1) / kRows1);
+    const unsigned grid = unsigned((warps + kWarps - 1) / kWarps);
+    if (K == 4)
+      matvec_one<C, T, 4, S><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+    else if (K == 2)
+      matvec_one<C, T, 2, S><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+    else
+      matvec_one<C, T, 1, S><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+    STRUX_LAUNCH("toeplitz matvec_one (16-bit F̂)");
+  } else {
+    const int64_t threads = nfreq * (Nm / K);
+    const unsigned grid = unsigned((threads + kThreads - 1) / kThreads);
+    if (K == 4)
+      adjoint_one<C, T, 4, S><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+    else if (K == 2)
+      adjoint_one<C, T, 2, S><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+    else
+      adjoint_one<C, T, 1, S><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+    STRUX_LAUNCH("toeplitz adjoint_one (16-bit F̂)");
+  }
+}
+
 template <class C, class T>
 void launch_one(const C* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t Nm, int64_t R, int64_t r0,
                 bool adjoint, T alpha, cudaStream_t s) {
@@ -482,6 +532,21 @@ void apply_fhat_multi(const void* fhat, const void* Xv, void* Yv, int64_t nfreq,
     } else {
       launch_one<C, T>(F, X, Y, nfreq, Nd, Nm, R, r0, adjoint, alpha, s), r0 += 1;
     }
+  }
+}
+
+void apply_fhat_half(const void* fhat, bool bf16, const void* Xv, void* Yv, int64_t nfreq, int64_t Nd, int64_t Nm,
+                     int64_t R, bool adjoint, float alpha, cudaStream_t s) {
+  const float2* X = static_cast<const float2*>(Xv);
+  float2* Y = static_cast<float2*>(Yv);
+  // One right-hand side at a time: each pass streams the 16-bit F̂ once (R > 1 reads it R times).
+  for (int64_t r0 = 0; r0 < R; ++r0) {
+    if (bf16)
+      launch_one_half<float2, float>(static_cast<const __nv_bfloat162*>(fhat), X, Y, nfreq, Nd, Nm, R, r0, adjoint,
+                                     alpha, s);
+    else
+      launch_one_half<float2, float>(static_cast<const __half2*>(fhat), X, Y, nfreq, Nd, Nm, R, r0, adjoint, alpha,
+                                     s);
   }
 }
 

@@ -47,7 +47,7 @@ void upload_twiddles(DeviceBuffer& b, int64_t nfft) {
 }  // namespace
 
 ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool space_major, DType dtype, int algo,
-                           int fft)
+                           int fft, int storage)
     : impl_(new Impl) {
   check_positive(Nt, "Nt");
   check_positive(Nd, "Nd");
@@ -60,6 +60,9 @@ ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool s
             algo);
   check_arg(fft >= -1 && fft <= 2, "fft",
             "expected -1 (automatic), 0 (strided R2C/C2R), 1 (paired C2C) or 2 (contiguous), got ", fft);
+  check_arg(storage >= 0 && storage <= 2, "storage", "expected 0 (complex), 1 (bfloat16) or 2 (float16), got ", storage);
+  check_arg(storage == 0 || dtype == DType::f32, "storage", "expected a float32 plan for a 16-bit F̂, got ",
+            dtype_name(dtype));
   check_int(Nd * Nm, "Nd*Nm");
   check_int(std::max(Nd, Nm) * R, "R");
   Impl& p = *impl_;
@@ -71,6 +74,10 @@ ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool s
   // where its real dimensions would pass 2^31, it is algo 0.
   if (p.algo == 3 && (R == 1 || p.fft != 2 || 4 * std::max(Nd, Nm) * R > INT_MAX)) p.algo = 0;
   if (p.algo_adj == 3) p.algo_adj = 0;
+  // A 16-bit F̂: the own kernels' product (apply_fhat_half) in both directions, which keeps the
+  // standard frequency-major spectra (no time reversal, no real-gemm layout).
+  p.storage = storage;
+  if (storage != 0) p.algo = p.algo_adj = 2;
   p.nfft = toeplitz_nfft(Nt);
   p.nfreq = p.nfft / 2 + 1;
   check_int(p.nfreq, "Nt");

@@ -14,6 +14,8 @@ struct ToeplitzPlan::Impl {
   int algo, algo_adj;  // product per direction
   int fft;             // transform layout: 0 strided R2C/C2R, 1 paired C2C, 2 contiguous + transposes
   bool half = false;   // fft 2 with even nfft: forward = half-length C2C + r2c_post_transpose
+  int storage = 0;     // F̂: 0 complex, 1 bfloat16 pairs, 2 float16 pairs (then the product is apply_fhat_half)
+  double fhat_scale = 1;  // of the current call (16-bit F̂)
   DType dtype;
   // fft 0: r2c/c2r per side; fft 1: c2c_m/c2c_d in the r2c slots; fft 2: contiguous r2c/c2r.
   FFTPlan r2c_m, c2r_m, r2c_d, c2r_d;
@@ -30,6 +32,11 @@ struct ToeplitzPlan::Impl {
   void apply(const void* fhat, const T* in, T* out, bool adjoint, cudaStream_t s);
   template <class T>
   void product(const void* fhat, const void* Xin, void* Xout, bool adjoint, cudaStream_t s);
+  // fft 2's two transform sides (apply = stage_in, product, stage_out).
+  template <class T>
+  void stage_in(const T* in, bool adjoint, cudaStream_t s);
+  template <class T>
+  void stage_out(T* out, bool adjoint, cudaStream_t s);
 };
 
 }  // namespace strux::cuda
