@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The diag_scan GPU round in one command, on the GPU machine, from the repository root: builds
-# once (scripts/gpu_build.sh, no C++ tests), runs the scan solver tests and the existing scan
-# tests, then bench/gpu_scan_bw.py (every solver forced on issue 14's rows, fraction of the copy
+# once (scripts/gpu_build.sh, no C++ tests), runs the scan solver tests, the existing scan tests
+# and the block-circulant scan tests, then bench/gpu_scan_bw.py (every solver forced on issue 14's rows, fraction of the copy
 # bandwidth, torch baselines, host time of the small call). Logs and JSON under $OUT (default
 # ./out): gpu_scan_round.log, build.log, pytest.log, ptxas.txt, gpu_scan_bw.json.
 #   scripts/gpu_scan_round.sh [--no-tests] [--quick]
@@ -25,14 +25,15 @@ GPU_CMAKE_ARGS=(-DSTRUX_BUILD_TESTS=OFF)  # as gpu_focus.sh and the other round 
 source scripts/gpu_build.sh
 gpu_build || exit 1
 # registers and spills of the scan kernels (the build log holds every kernel's ptxas report)
-grep -E "Compiling entry function '_ZN5strux4cuda4scan|Used [0-9]+ registers|spill" "$OUT/build.log" \
-  | grep -A2 "strux4cuda4scan" | grep -v "^--" > "$OUT/ptxas.txt" || true
+grep -E "Compiling entry function '_ZN5strux4cuda(4scan|5bscan)|Used [0-9]+ registers|spill" "$OUT/build.log" \
+  | grep -A2 -E "strux4cuda(4scan|5bscan)" | grep -v "^--" > "$OUT/ptxas.txt" || true
 
 rc=0
 if [ $TESTS = 1 ]; then
   t0=$(date +%s)
-  timeout 150 python3 -m pytest -q -rs --maxfail=40 -p no:cacheprovider tests/python/test_scan_gpu_solvers.py \
-    tests/python/test_cuda_scan.py tests/python/test_cuda_scan_layouts.py > "$OUT/pytest.log" 2>&1
+  timeout 240 python3 -m pytest -q -rs --maxfail=40 -p no:cacheprovider tests/python/test_scan_gpu_solvers.py \
+    tests/python/test_cuda_scan.py tests/python/test_cuda_scan_layouts.py tests/python/test_cuda_block_scan.py \
+    > "$OUT/pytest.log" 2>&1
   r=$?
   grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -30
   tail -3 "$OUT/pytest.log"

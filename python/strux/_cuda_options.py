@@ -99,7 +99,7 @@ def circulant_scan_code(options) -> int:
 
 def block_scan_code(options) -> tuple:
     """block_circulant_scan: {"path": "auto" | "generic" | "registers", "chunk": L}: the any-p
-    shared-memory kernels, or the register kernels (p <= 4, else ValueError) in one chunk of
+    shared-memory kernels, or the chunked kernels (p <= 4, 8, 16, else ValueError) in one chunk of
     time or, with "chunk", in chunks of L steps. Returns (registers code, chunk)."""
     if options is None:
         return -1, 0

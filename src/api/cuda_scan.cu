@@ -134,7 +134,7 @@ class CudaBlockCirculantScan final : public ScanBackend {
       how = msg("cuFFT real FFTs of length k, a ", p_.p, " x ", p_.p, " complex recurrence per frequency ",
                 plan_->chunk_length() < p_.T ? msg("in time chunks of ", plan_->chunk_length(), " with a carry pass")
                                              : std::string("through the whole sequence"),
-                plan_->register_kernels() ? " (register kernels)" : "");
+                !plan_->register_kernels() ? "" : p_.p <= 4 ? " (register kernels)" : " (a group of p lanes per chain)");
     else
       how = "float64 direct kernels (one thread block per batch item through time, dense products with the "
             "circulant blocks; backward recomputes h into the workspace)";

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and K.available()
                                 reason="needs a CUDA GPU and strux built with CUDA")
 DEV = "cuda"
 # Forced kernels (options passed to the plan): "" = the plan's choice; "generic" = the any-p
-# shared-memory kernels; "seq" = the register kernels in one chunk; a number = chunks of that
-# many steps.
+# shared-memory kernels; "seq" = the chunked kernels (registers for p <= 4, groups of p lanes for
+# p = 8, 16) in one chunk; a number = chunks of that many steps.
 PATHS = ["", "generic", "seq", "3"]
 _PLAIN = {n: getattr(K, n) for n in ("block_circulant_scan", "block_circulant_scan_vjp")}
 
@@ -28,8 +28,11 @@ def options_of(path):
     return {"path": "registers" if path == "seq" else path}
 
 
+CHUNKED_P = (1, 2, 3, 4, 8, 16)  # the p of the chunked kernels
+
+
 def registers(path):
-    """Whether a forced path needs the register kernels (p <= 4)."""
+    """Whether a forced path needs the chunked kernels (p <= 4, 8, 16)."""
     return path not in ("", "generic")
 
 
@@ -70,8 +73,8 @@ def check_vjp(a, u, h0, dh, dl, tol, paths, use_path):
     ref = strux.block_circulant_scan_vjp(_np(dh), _np(a), _np(u), h0=_np(h0), dh_last=_np(dl))
     for path in paths:
         use_path(path)
-        if registers(path) and a.shape[2] > 4 and u.dtype != torch.float64:
-            with pytest.raises(ValueError, match="register"):  # the register kernels need p <= 4
+        if registers(path) and a.shape[2] not in CHUNKED_P and u.dtype != torch.float64:
+            with pytest.raises(ValueError, match="register"):  # the chunked kernels need p <= 4, 8, 16
                 strux.block_circulant_scan(a, u, h0=h0)
             continue
         h = strux.block_circulant_scan(a, u, h0=h0)
@@ -97,7 +100,22 @@ def test_vjp_vs_cpu_float64(p, k, T, with_h0, use_path):
     check_vjp(a, u, h0, dh, dl, 2e-5, PATHS, use_path)
 
 
-@pytest.mark.parametrize("B,T,p,k", [(2, 300, 4, 16), (1, 1000, 2, 7), (3, 257, 3, 33), (1, 130, 1, 2)])
+@pytest.mark.parametrize("p", [8, 16])
+@pytest.mark.parametrize("k", [1, 2, 5, 16])
+@pytest.mark.parametrize("T", [1, 17])
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_group_kernels_vs_cpu_float64(p, k, T, with_h0, use_path):
+    """p = 8, 16: the group kernels (p lanes per chain), in one chunk and in chunks of 3 and 5
+    steps (partial last chunks), and the generic kernels."""
+    B = 1 + (p + k + T) % 3
+    a, u, h0, dh, dl = make(B, T, p, k, with_h0, seed=p * 1000 + k * 10 + T)
+    if (k + T) % 2 == 0:
+        dl = None
+    check_vjp(a, u, h0, dh, dl, 2e-5, PATHS + ["5"], use_path)
+
+
+@pytest.mark.parametrize("B,T,p,k", [(2, 300, 4, 16), (1, 1000, 2, 7), (3, 257, 3, 33), (1, 130, 1, 2),
+                                     (2, 300, 8, 8), (1, 257, 16, 4), (3, 129, 8, 1)])
 def test_long_sequences_chunked(B, T, p, k, use_path):
     """Long T: the plan's own choice (chunked here: B * kf is small), chunks of 7 and 64 steps
     (partial last chunks), and both unchunked kernels."""
@@ -110,7 +128,12 @@ def test_long_sequences_chunked(B, T, p, k, use_path):
 
 def test_plan_choice():
     assert K.block_circulant_scan_path(8, 1024, 4, 64)[1] < 1024   # 264 (batch, frequency) threads
-    assert K.block_circulant_scan_path(8, 1024, 5, 64) == (False, 1024)  # p > 4: generic kernels
+    assert K.block_circulant_scan_path(8, 1024, 5, 64) == (False, 1024)  # p 5..7, 9..15, > 16: generic kernels
+    assert K.block_circulant_scan_path(16, 2048, 8, 32)[1] < 2048  # group kernels, 272 chains
+    assert K.block_circulant_scan_path(16, 2048, 16, 16)[1] < 2048
+    assert K.block_circulant_scan_path(2, 17, 16, 8, options={"path": "registers"}) == (True, 17)
+    assert "group kernels" in K.block_circulant_scan_describe(16, 2048, 8, 32)
+    assert "register kernels" in K.block_circulant_scan_describe(16, 2048, 4, 64)
     assert K.block_circulant_scan_path(4096, 64, 4, 128)[1] == 64   # the sequence fills the GPU
     assert K.block_circulant_scan_path(2, 17, 3, 8, options={"chunk": 5}) == (True, 5)
     assert K.block_circulant_scan_path(2, 17, 3, 8, options={"path": "registers"}) == (True, 17)

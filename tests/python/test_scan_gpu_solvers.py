@@ -198,6 +198,50 @@ def test_chunk_describe_and_workspace():
         K.diag_scan_describe(2, 50, 4, "float64", options={"path": "chunk"})
 
 
+def _sms():
+    return torch.cuda.get_device_properties(0).multi_processor_count
+
+
+@pytest.mark.parametrize("B,T,n,dtype,want", [
+    # issue 14's rows (bench/NOTES-gpu-ks-scan.md#scan-solver-rule)
+    (8, 8192, 1024, "float32", "chunk"), (4, 65536, 256, "float32", "chunk"),
+    (8, 8192, 1024, "complex64", "chunk"), (32, 512, 64, "complex64", "chunk"),
+    (1, 4096, 16384, "float32", "chunk"), (64, 1024, 2048, "bfloat16", "seqv"),
+    (16, 2048, 4096, "complex64", "seq1"),
+    # half types with few channels, as float32; float64 / complex128 keep the look-back kernel
+    (8, 8192, 1024, "bfloat16", "chunk"), (8, 8192, 1024, "float16", "chunk"),
+    (8, 8192, 1024, "float64", "lookback"), (32, 512, 64, "complex128", "lookback"),
+    # within one chunk of time (T <= 128): streams, no plan-owned workspace
+    (1, 16, 8, "float32", "seq1"), (4, 128, 256, "complex64", "seq1"),
+    (1, 129, 8, "float32", "chunk"),
+])
+def test_default_solver_rule(B, T, n, dtype, want):
+    """The default's choice: the rule (chunk up to 128 channels per SM with T > 128, seqv past 512
+    per SM, else seq1; float64 / complex128 lookback) on every row, and on a GPU with the measured
+    SM count (132: H100, H200) the choices the measurements were made for."""
+    sms, vec = _sms(), {"float32": 4, "complex64": 2, "float16": 8, "bfloat16": 8}
+    if dtype in ("float64", "complex128"):
+        rule = "lookback"
+    elif B * n <= 128 * sms and T > 128:
+        rule = "chunk"
+    elif B * n > 512 * sms and n % vec[dtype] == 0:
+        rule = "seqv"
+    else:
+        rule = "seq1"
+    d = K.diag_scan_describe(B, T, n, dtype)
+    assert d.split(": ", 1)[1].startswith(rule), d
+    if sms == 132:
+        assert rule == want, (rule, want)
+
+
+def test_default_solver_rule_band():
+    """The thresholds: chunk up to 128 channels per SM, seq1 above, seqv past 512 (n aligned)."""
+    sms = _sms()
+    assert "chunk" in K.diag_scan_describe(1, 4096, 128 * sms, "float32")
+    assert K.diag_scan_describe(1, 4096, 128 * sms + 4, "float32").split(": ", 1)[1].startswith("seq1")
+    assert K.diag_scan_describe(1, 4096, 512 * sms + 4, "float32").split(": ", 1)[1].startswith("seqv")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=str)
 @pytest.mark.parametrize("axis", [1, 2])
 @pytest.mark.parametrize("reverse", [False, True])

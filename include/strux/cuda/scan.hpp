@@ -124,14 +124,15 @@ class CirculantScanPlan {
 // each k x k circulant block into a diagonal, so each of the k/2+1 frequencies carries its own
 // p x p complex recurrence H_t = A_t H_{t-1} + U_t; irfft over k gives h. The 1/k of the inverse
 // is folded into U, H0 (and into dh, dh_last backward). The recurrence runs one thread per
-// (batch, frequency) through the whole sequence, or, for p <= 4 when B*kf is too small to fill
-// the GPU, in chunks of time with a carry pass (src/cuda/scan/block_scan_kernels.cuh); the
-// choice is made at plan time, or forced through BlockCirculantScanOptions.
+// (batch, frequency) through the whole sequence, or, for p <= 4 (a thread per chain) and p = 8,
+// 16 (a group of p lanes per chain) when B*kf is too small to fill the GPU, in chunks of time
+// with a carry pass (src/cuda/scan/block_scan_kernels.cuh, block_scan_group.cuh); the choice is
+// made at plan time, or forced through BlockCirculantScanOptions.
 
 // Explicit choices for a BlockCirculantScanPlan (tests, benchmarks); unset: the plan's rule.
-// registers: false = the any-p shared-memory kernels ("generic"), true = the register kernels
-// (p <= 4, else a ValueError); chunk > 0: the register kernels in chunks of that many time steps
-// (0 with registers = true: one chunk).
+// registers: false = the any-p shared-memory kernels ("generic"), true = the chunked kernels
+// (p <= 4, 8 or 16, else a ValueError); chunk > 0: the chunked kernels in chunks of that many
+// time steps (0 with registers = true: one chunk).
 struct BlockCirculantScanOptions {
   std::optional<bool> registers;
   int64_t chunk = 0;
@@ -154,7 +155,7 @@ class BlockCirculantScanPlan {
   // dh0 = A_0^T g_0 (written when dh0 is not null).
   void backward(const float* a, const float* u, const float* h0, const float* dh, const float* dh_last, float* da,
                 float* du, float* dh0, void* workspace, void* stream) const;
-  // Time steps per chunk of the recurrence (T: not chunked) and whether the register kernels run.
+  // Time steps per chunk of the recurrence (T: not chunked) and whether the chunked kernels run.
   int64_t chunk_length() const { return L_; }
   bool register_kernels() const { return regs_; }
 

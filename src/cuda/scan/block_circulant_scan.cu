@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cuda/check.hpp"
+#include "cuda/scan/block_scan_group.cuh"
 #include "cuda/scan/block_scan_kernels.cuh"
 #include "cuda/scan/fft_rows.hpp"
 #include "cuda/staging.hpp"
@@ -40,16 +41,20 @@ int sm_count() {
 }
 
 constexpr int64_t MAX_CHUNK_P = 4;  // register kernels (chunk_*<P>) exist for p <= 4
+// Chunked kernels: one thread per chain (p <= 4) or a group of p lanes (p = 8, 16).
+bool has_chunked(int64_t p) { return p <= MAX_CHUNK_P || p == 8 || p == 16; }
+int64_t lanes_per_chain(int64_t p) { return p <= MAX_CHUNK_P ? 1 : p; }
 
 }  // namespace
 
-// Kernel family, at plan time (bench/NOTES-gpu-ks-scan.md#scan-solver-rule): the register
-// kernels where they exist (p <= 4), else the generic ones. The seq kernels make one dependent
-// round trip to memory per time step per (batch, frequency) thread, so with few threads (B * kf
-// small) the GPU idles on latency. Cutting time into C chunks costs 2 chunk passes of L = T/C
-// steps plus a carry pass of C steps (forward; twice that backward), minimised near
-// C = sqrt(2T); C is capped so that B*kf*C threads stay within ~8 resident waves, and chunking is
-// skipped when the sequence alone fills the GPU. BlockCirculantScanOptions forces either.
+// Kernel family, at plan time (bench/NOTES-gpu-ks-scan.md#scan-solver-rule): the chunked
+// kernels where they exist (registers for p <= 4, groups of p lanes for p = 8, 16), else the
+// generic ones. The seq kernels make one dependent round trip to memory per time step per
+// (batch, frequency) thread, so with few threads (B * kf small) the GPU idles on latency. Cutting
+// time into C chunks costs 2 chunk passes of L = T/C steps plus a carry pass of C steps (forward;
+// twice that backward), minimised near C = sqrt(2T); C is capped so that the chains' threads
+// (B*kf*C, times p for the groups) stay within ~8 resident waves (groups: ~1), and chunking is
+// skipped when the sequence alone fills the GPU. BlockCirculantScanOptions forces either family.
 BlockCirculantScanPlan::BlockCirculantScanPlan(int64_t B, int64_t T, int64_t p, int64_t k,
                                                const BlockCirculantScanOptions& opt)
     : B_(B), T_(T), p_(p), k_(k), kf_(k / 2 + 1) {
@@ -64,14 +69,17 @@ BlockCirculantScanPlan::BlockCirculantScanPlan(int64_t B, int64_t T, int64_t p, 
   check_arg(!(opt.registers == false && opt.chunk > 0), "chunk",
             "the generic kernels do not run in chunks (got chunk = ", opt.chunk, ")");
   const bool forced_regs = opt.registers.value_or(false) || opt.chunk > 0;
-  check_arg(!forced_regs || p <= MAX_CHUNK_P, "registers", "the register kernels need p <= ",
-            MAX_CHUNK_P, ", got p = ", p);
-  regs_ = opt.registers.value_or(p <= MAX_CHUNK_P);
+  check_arg(!forced_regs || has_chunked(p), "registers", "the chunked kernels need p <= ", MAX_CHUNK_P,
+            ", 8 or 16, got p = ", p);
+  regs_ = opt.registers.value_or(has_chunked(p));
   L_ = T;
   if (opt.chunk > 0) {
     L_ = std::min<int64_t>(opt.chunk, T);
   } else if (regs_ && !opt.registers) {
-    const int64_t threads = B * kf_, cap = int64_t(sm_count()) * 2048 * 8;
+    // The group kernels (up to 128 registers, ~4 blocks of 128 per SM) stop near one resident
+    // wave: past it more chunks only lengthen the carry pass, a chain of dependent round trips.
+    const int64_t per_sm = p <= MAX_CHUNK_P ? 2048 * 8 : 512;
+    const int64_t threads = B * kf_ * lanes_per_chain(p), cap = int64_t(sm_count()) * per_sm;
     int64_t C = std::min<int64_t>(int64_t(std::ceil(std::sqrt(2.0 * double(T)))), cap / threads);
     if (threads < int64_t(sm_count()) * 1024 && C >= 4) L_ = (T + C - 1) / C;
   }
@@ -89,7 +97,7 @@ BlockCirculantScanPlan::BlockCirculantScanPlan(int64_t B, int64_t T, int64_t p, 
 std::string BlockCirculantScanPlan::describe() const {
   std::string s = "block_circulant_scan (" + std::to_string(B_) + ", " + std::to_string(T_) + ", " +
                   std::to_string(p_) + ", " + std::to_string(k_) + ") float32: " +
-                  (regs_ ? "register kernels" : "generic kernels");
+                  (!regs_ ? "generic kernels" : p_ <= MAX_CHUNK_P ? "register kernels" : "group kernels");
   if (L_ < T_) s += ", chunks of " + std::to_string(L_) + " steps";
   return s;
 }
@@ -179,23 +187,55 @@ void BlockCirculantScanPlan::c2r(int plan, void* x, float* y, int64_t rows, void
 }
 
 namespace {
+// The chunked kernels of one p: chunk_*<P> (a thread per chain) for P <= 4, group_*<P> (P lanes
+// per chain) for P = 8, 16; the same arguments and passes.
+template <int P, bool G = (P > MAX_CHUNK_P)>
+struct Kern;
+template <int P>
+struct Kern<P, false> {
+  static constexpr int lanes = 1;
+  static constexpr auto summary = bscan::chunk_summary<P>;
+  static constexpr auto carry = bscan::chunk_carry<P>;
+  static constexpr auto apply = bscan::chunk_apply<P>;
+  static constexpr auto summary_bwd = bscan::chunk_summary_bwd<P>;
+  static constexpr auto carry_bwd = bscan::chunk_carry_bwd<P>;
+  static constexpr auto apply_bwd = bscan::chunk_apply_bwd<P>;
+};
+template <int P>
+struct Kern<P, true> {
+  static constexpr int lanes = P;
+  static constexpr auto summary = bscan::group_summary<P>;
+  static constexpr auto carry = bscan::group_carry<P>;
+  static constexpr auto apply = bscan::group_apply<P>;
+  static constexpr auto summary_bwd = bscan::group_summary_bwd<P>;
+  static constexpr auto carry_bwd = bscan::group_carry_bwd<P>;
+  static constexpr auto apply_bwd = bscan::group_apply_bwd<P>;
+};
+
+// Grid of `chains` chains per batch row (blockIdx.y = b).
+template <int P>
+dim3 chain_grid(int64_t chains, int64_t B) {
+  const int64_t threads = chains * Kern<P>::lanes;
+  return dim3(unsigned((threads + bscan::CHUNK_THREADS - 1) / bscan::CHUNK_THREADS), unsigned(B));
+}
+
 template <int P>
 void chunk_forward(float2* ah, float2* uh, const float2* h0h, float2* S, float2* M, float2* Car, int64_t B,
                    int64_t T, int64_t L, int64_t C, int64_t kf, float s, cudaStream_t st) {
-  using namespace bscan;
-  const dim3 grid(unsigned((C * kf + CHUNK_THREADS - 1) / CHUNK_THREADS), unsigned(B));
+  using K = Kern<P>;
+  constexpr int NT = bscan::CHUNK_THREADS;
+  const dim3 grid = chain_grid<P>(C * kf, B);
   if (C == 1) {
-    chunk_apply<P><<<grid, CHUNK_THREADS, 0, st>>>(ah, uh, h0h, T, L, 1, kf, s, s);
-    STRUX_LAUNCH("chunk_apply");
+    K::apply<<<grid, NT, 0, st>>>(ah, uh, h0h, T, L, 1, kf, s, s);
+    STRUX_LAUNCH("block_scan apply");
     return;
   }
-  chunk_summary<P><<<grid, CHUNK_THREADS, 0, st>>>(ah, uh, S, M, T, L, C, kf, s);
-  STRUX_LAUNCH("chunk_summary");
-  const dim3 grid1(unsigned((kf + CHUNK_THREADS - 1) / CHUNK_THREADS), unsigned(B));
-  chunk_carry<P><<<grid1, CHUNK_THREADS, 0, st>>>(S, M, h0h, Car, C, kf, s);
-  STRUX_LAUNCH("chunk_carry");
-  chunk_apply<P><<<grid, CHUNK_THREADS, 0, st>>>(ah, uh, Car, T, L, C, kf, s, 1.f);
-  STRUX_LAUNCH("chunk_apply");
+  K::summary<<<grid, NT, 0, st>>>(ah, uh, S, M, T, L, C, kf, s);
+  STRUX_LAUNCH("block_scan summary");
+  K::carry<<<chain_grid<P>(kf, B), NT, 0, st>>>(S, M, h0h, Car, C, kf, s);
+  STRUX_LAUNCH("block_scan carry");
+  K::apply<<<grid, NT, 0, st>>>(ah, uh, Car, T, L, C, kf, s, 1.f);
+  STRUX_LAUNCH("block_scan apply");
 }
 
 // Needs M from chunk_forward (C > 1); R, E may alias S, Car.
@@ -203,18 +243,17 @@ template <int P>
 void chunk_backward(float2* ax, const float2* H, float2* dg, const float2* h0h, const float2* dlh, float2* dh0h,
                     float2* R, const float2* M, float2* E, int64_t B, int64_t T, int64_t L, int64_t C, int64_t kf,
                     float s, cudaStream_t st) {
-  using namespace bscan;
-  const dim3 grid(unsigned((C * kf + CHUNK_THREADS - 1) / CHUNK_THREADS), unsigned(B));
+  using K = Kern<P>;
+  constexpr int NT = bscan::CHUNK_THREADS;
+  const dim3 grid = chain_grid<P>(C * kf, B);
   if (C > 1) {
-    chunk_summary_bwd<P><<<grid, CHUNK_THREADS, 0, st>>>(ax, dg, dlh, R, T, L, C, kf, s);
-    STRUX_LAUNCH("chunk_summary_bwd");
-    const dim3 grid1(unsigned((kf + CHUNK_THREADS - 1) / CHUNK_THREADS), unsigned(B));
-    chunk_carry_bwd<P><<<grid1, CHUNK_THREADS, 0, st>>>(R, M, E, C, kf);
-    STRUX_LAUNCH("chunk_carry_bwd");
+    K::summary_bwd<<<grid, NT, 0, st>>>(ax, dg, dlh, R, T, L, C, kf, s);
+    STRUX_LAUNCH("block_scan summary_bwd");
+    K::carry_bwd<<<chain_grid<P>(kf, B), NT, 0, st>>>(R, M, E, C, kf);
+    STRUX_LAUNCH("block_scan carry_bwd");
   }
-  chunk_apply_bwd<P><<<grid, CHUNK_THREADS, 0, st>>>(ax, H, dg, h0h, dlh, C > 1 ? E : nullptr, dh0h, T, L, C, kf,
-                                                     s);
-  STRUX_LAUNCH("chunk_apply_bwd");
+  K::apply_bwd<<<grid, NT, 0, st>>>(ax, H, dg, h0h, dlh, C > 1 ? E : nullptr, dh0h, T, L, C, kf, s);
+  STRUX_LAUNCH("block_scan apply_bwd");
 }
 }  // namespace
 
@@ -237,7 +276,9 @@ void BlockCirculantScanPlan::scan_forward(void* ah_, void* uh_, const void* h0h_
     case 1: chunk_forward<1>(ah, uh, h0h, S, M, Car, B_, T_, L_, C_, kf_, s, st); break;
     case 2: chunk_forward<2>(ah, uh, h0h, S, M, Car, B_, T_, L_, C_, kf_, s, st); break;
     case 3: chunk_forward<3>(ah, uh, h0h, S, M, Car, B_, T_, L_, C_, kf_, s, st); break;
-    default: chunk_forward<4>(ah, uh, h0h, S, M, Car, B_, T_, L_, C_, kf_, s, st); break;
+    case 4: chunk_forward<4>(ah, uh, h0h, S, M, Car, B_, T_, L_, C_, kf_, s, st); break;
+    case 8: chunk_forward<8>(ah, uh, h0h, S, M, Car, B_, T_, L_, C_, kf_, s, st); break;
+    default: chunk_forward<16>(ah, uh, h0h, S, M, Car, B_, T_, L_, C_, kf_, s, st); break;
   }
 }
 
@@ -329,7 +370,9 @@ void BlockCirculantScanPlan::backward(const float* a, const float* u, const floa
       case 1: chunk_backward<1>(w.ah, w.uh, w.dg, h0h, dlh, dh0h, w.s, w.m, w.car, B_, T_, L_, C_, kf_, s, st); break;
       case 2: chunk_backward<2>(w.ah, w.uh, w.dg, h0h, dlh, dh0h, w.s, w.m, w.car, B_, T_, L_, C_, kf_, s, st); break;
       case 3: chunk_backward<3>(w.ah, w.uh, w.dg, h0h, dlh, dh0h, w.s, w.m, w.car, B_, T_, L_, C_, kf_, s, st); break;
-      default: chunk_backward<4>(w.ah, w.uh, w.dg, h0h, dlh, dh0h, w.s, w.m, w.car, B_, T_, L_, C_, kf_, s, st); break;
+      case 4: chunk_backward<4>(w.ah, w.uh, w.dg, h0h, dlh, dh0h, w.s, w.m, w.car, B_, T_, L_, C_, kf_, s, st); break;
+      case 8: chunk_backward<8>(w.ah, w.uh, w.dg, h0h, dlh, dh0h, w.s, w.m, w.car, B_, T_, L_, C_, kf_, s, st); break;
+      default: chunk_backward<16>(w.ah, w.uh, w.dg, h0h, dlh, dh0h, w.s, w.m, w.car, B_, T_, L_, C_, kf_, s, st); break;
     }
   }
   io.out(w.dg, du, ru, inv);

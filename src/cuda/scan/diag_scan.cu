@@ -140,13 +140,14 @@ void launch(const scan::ScanArgs<S, typename scan::Tr<S>::V>& args0, const Layou
 }
 
 // The solver table of diag_scan (bench/NOTES-gpu-ks-scan.md#scan-solver-rule), at plan time:
-// the streaming kernel needs enough channels to keep the memory system busy with one thread per
-// channel (at least SEQ_MIN_PER_SM threads per SM); past one wave of resident threads
-// (SEQ_THREADS * SEQ_MIN_BLOCKS per SM) it packs 16 bytes of channels per thread where n allows
-// (and, per call, every pointer); otherwise the look-back kernel, which also splits time -- when
-// there is time to split: a sequence within one look-back chunk (T <= CH) gains nothing from it
-// and would pay its workspace and the flags' memset on every call, so it streams.
-constexpr int64_t SEQ_MIN_PER_SM = 96;
+// the streaming kernel runs one thread per channel through the whole sequence; past one wave of
+// resident threads (SEQ_THREADS * SEQ_MIN_BLOCKS per SM) it packs 16 bytes of channels per thread where n allows
+// (and, per call, every pointer). With few channels (up to CHUNK_MAX_PER_SM per SM) and time to
+// split (T > one look-back chunk) the chunk kernel cuts time into chunks with a windowed
+// look-back; it beat both the look-back kernel and seq1 there, and lost to the streaming kernels
+// at many channels. A sequence within one chunk streams: splitting gains nothing and the plan
+// would own a workspace. float64 / complex128 run the look-back kernel only.
+constexpr int64_t CHUNK_MAX_PER_SM = 128;
 
 int sm_count() {
   int dev = 0, sms = 0;
@@ -172,16 +173,13 @@ struct Solver {
   bool (*preferred)(const Problem&);
 };
 const Solver kSolvers[] = {
-    {DiagScanAlgo::lookback, [](const Problem&) { return true; },
-     [](const Problem& q) {
-       return !has_seq(q.dt) || (q.B * q.n < SEQ_MIN_PER_SM * q.sms && q.T > scan::CH);
-     }},
+    {DiagScanAlgo::lookback, [](const Problem&) { return true; }, [](const Problem& q) { return !has_seq(q.dt); }},
+    {DiagScanAlgo::chunk, [](const Problem& q) { return has_seq(q.dt); },
+     [](const Problem& q) { return q.B * q.n <= CHUNK_MAX_PER_SM * q.sms && q.T > scan::CH; }},
     {DiagScanAlgo::seqv, [](const Problem& q) { return has_seq(q.dt) && q.n % vec_width(q.dt) == 0; },
      [](const Problem& q) { return q.B * q.n > int64_t(scan::SEQ_THREADS) * scan::SEQ_MIN_BLOCKS * q.sms; }},
     {DiagScanAlgo::seq1, [](const Problem& q) { return has_seq(q.dt); },
      [](const Problem&) { return true; }},
-    // Forced only until measured (bench/NOTES-gpu-ks-scan.md#diag-scan-chunk).
-    {DiagScanAlgo::chunk, [](const Problem& q) { return has_seq(q.dt); }, [](const Problem&) { return false; }},
 };
 
 template <class S>
