@@ -183,10 +183,11 @@ size_t chain_factors(const std::vector<int64_t>& flat) {
 }
 
 // Bytes of device scratch cuda_ks_chain_forward (backward false) or cuda_ks_chain_backward
-// (true) needs for these arguments.
-int64_t chain_workspace(const std::vector<int64_t>& flat, int64_t batch, bool bl, int dtype, int64_t opts,
-                        bool backward) {
+// (true) needs for these arguments (on `device`: whether the pair fits its shared memory).
+int64_t chain_workspace(const std::vector<int64_t>& flat, int64_t batch, bool bl, int dtype, int device,
+                        int64_t opts, bool backward) {
   const size_t P = chain_factors(flat);
+  DeviceGuard g(device);
   if (backward) {
     chain_solver(opts);
     return chain_bwd(flat, P, batch, dtype).bytes;
@@ -312,7 +313,7 @@ void bind_cuda_ks(nb::module_& m) {
         nb::arg("batch_last"), nb::arg("dtype"), nb::arg("device"), nb::arg("options"),
         nb::arg("stream"));
   m.def("cuda_ks_chain_workspace", &chain_workspace, nb::arg("patterns"), nb::arg("batch"),
-        nb::arg("batch_last"), nb::arg("dtype"), nb::arg("options"), nb::arg("backward"));
+        nb::arg("batch_last"), nb::arg("dtype"), nb::arg("device"), nb::arg("options"), nb::arg("backward"));
   m.def("cuda_ks_chain_forward", &chain_forward, nb::arg("x"), nb::arg("ws"), nb::arg("y"),
         nb::arg("scratch"), nb::arg("scratch_bytes"), nb::arg("patterns"), nb::arg("batch"),
         nb::arg("batch_last"), nb::arg("dtype"), nb::arg("device"), nb::arg("options"),

@@ -186,7 +186,7 @@ def chain_forward(x, ws, ps, flat, bl, batch, dt, dev, opts=0):
     a, b, _, d = ps[0]
     y = _a.empty(x, (a * b * d, batch) if bl else (batch, a * b * d))
     # the plan says how much scratch its path needs (the intermediates, or the fused pair's weight copies)
-    nbytes = _CHAIN_WS(flat, batch, bl, dt, opts, False)
+    nbytes = _CHAIN_WS(flat, batch, bl, dt, dev, opts, False)
     s = _a.scratch(x, nbytes)
     _ext.cuda_ks_chain_forward(_a.ptr(x), [_a.ptr(w) for w in ws], _a.ptr(y), _a.ptr(s), nbytes, flat, batch, bl,
                                dt, dev, opts, _a.stream(x))
@@ -203,7 +203,7 @@ def chain_backward(dy, x, ws, ps, flat, bl, batch, dt, dev, need_dx=True, need_d
     dx = _a.empty(x, tuple(x.shape)) if need_dx else None
     dw32 = [_a.empty(w, p, "float32") if need_dw is None or need_dw[q] else None
             for q, (w, p) in enumerate(zip(ws, ps))]
-    nbytes = _CHAIN_WS(flat, batch, bl, dt, opts, True)
+    nbytes = _CHAIN_WS(flat, batch, bl, dt, dev, opts, True)
     s = _a.scratch(x, nbytes)
     _ext.cuda_ks_chain_backward(_a.ptr(dy), _a.ptr(x), [_a.ptr(w) for w in ws], _a.ptr(dx),
                                 [_a.ptr(g) for g in dw32], _a.ptr(s), nbytes, flat, batch, bl, dt, dev, opts,

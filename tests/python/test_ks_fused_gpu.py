@@ -219,17 +219,17 @@ def test_forced_fused_from_every_entry(name, dtype, layout):
 def test_chain_scratch_is_the_plans():
     """The plan reports the bytes each path needs (cuda_ks_chain_workspace); a smaller scratch is a
     ValueError naming it."""
-    ext = K._ext
+    ext, dev = K._ext, torch.cuda.current_device()
     flat = [v for p in PAIRS["strided_both"] for v in p]
     code_f, code_s = K._O.ks_code(FUSED), K._O.ks_code(FACTORS)
-    fused = ext.cuda_ks_chain_workspace(flat, 64, False, 0, code_f, False)
+    fused = ext.cuda_ks_chain_workspace(flat, 64, False, 0, dev, code_f, False)
     assert fused >= 4 * (4 * 32 * 32 * 8 + 8 * 32 * 32 * 4)  # both factors' weight copies, float32
-    assert ext.cuda_ks_chain_workspace(flat, 64, False, 0, code_s, False) >= 4 * 64 * 8 * 32 * 4
+    assert ext.cuda_ks_chain_workspace(flat, 64, False, 0, dev, code_s, False) >= 4 * 64 * 8 * 32 * 4
     mon = [v for p in PAIRS["monarch1024"] for v in p]
-    assert ext.cuda_ks_chain_workspace(mon, 64, False, 0, code_f, True) >= 4 * 64 * 1024
+    assert ext.cuda_ks_chain_workspace(mon, 64, False, 0, dev, code_f, True) >= 4 * 64 * 1024
     x, ws, ps = _case("strided_both", 64, torch.float32)
     y = torch.empty(64, 1024, device=DEV)
     s = torch.empty(fused, dtype=torch.uint8, device=DEV)
     with pytest.raises(ValueError, match="scratch"):
         ext.cuda_ks_chain_forward(x.data_ptr(), [w.data_ptr() for w in ws], y.data_ptr(), s.data_ptr(), fused - 1,
-                                  flat, 64, False, 0, torch.cuda.current_device(), code_f, 0)
+                                  flat, 64, False, 0, dev, code_f, 0)
