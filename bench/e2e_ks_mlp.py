@@ -165,33 +165,44 @@ def bench_model(tag, build, inp, dtype, reps, names_out):
     rows = []
     ref = None
     for vname, model in variants.items():
-        model.train(False)
-        with torch.no_grad():
-            y = model(x)
-            y = y.last_hidden_state if hasattr(y, "last_hidden_state") else y
-            if vname == "ks":
-                ref = y.double()
-            err = ((y.double() - ref).norm() / ref.norm()).item() if vname == "ks_fused" else None
-            infer = _time(lambda: model(x), reps)
-        mlp = _mlps(model)[0]
-        h = torch.randn(*x_shape_of(tag, x, model), device="cuda", dtype=dtype)
-        with torch.no_grad():
-            mlp_infer = _time(lambda: mlp(h), reps)
-        model.train(True)
-        loss_of = (lambda y: (y.last_hidden_state if hasattr(y, "last_hidden_state") else y).float().square().mean())
-        train = _time(_step_fn(model, lambda: x, loss_of), max(5, reps // 2))
-        hg = h.detach().requires_grad_(True)
-        mlp_train = _time(_step_fn(mlp, lambda: hg, lambda y: y.float().square().mean()), max(5, reps // 2))
-        rows.append(dict(model=tag, dtype=str(dtype).split(".")[-1], variant=vname, infer_ms=infer,
-                         train_step_ms=train, mlp_infer_ms=mlp_infer, mlp_train_step_ms=mlp_train,
-                         fused_vs_ks_rel_err=err, params=sum(p.numel() for p in model.parameters())))
+        try:  # one failing variant is recorded; the others still run
+            rows.append(_bench_variant(tag, vname, model, x, dtype, reps, ref))
+        except Exception as e:  # noqa: BLE001  (a bench: whatever failed is reported, the run goes on)
+            names_out.append(f"{tag} {dtype} {vname}: FAILED: {type(e).__name__}: {e}")
+            print(f"{tag} {dtype} {vname}: FAILED: {type(e).__name__}: {e}", flush=True)
+            continue
+        if vname == "ks":
+            ref = rows[-1].pop("_y")
+        rows[-1].pop("_y", None)
     d = {r["variant"]: r for r in rows}
     for r in rows:
         for k in ("infer_ms", "train_step_ms", "mlp_infer_ms", "mlp_train_step_ms"):
-            r[k.replace("_ms", "_vs_dense")] = d["dense"][k] / r[k]
+            r[k.replace("_ms", "_vs_dense")] = d["dense"][k] / r[k] if "dense" in d else None
     del variants, base, ks, fused
     torch.cuda.empty_cache()
     return rows
+
+
+def _bench_variant(tag, vname, model, x, dtype, reps, ref):
+    """One variant's row (its inference output in "_y", float64, for the next variant's error)."""
+    model.train(False)
+    with torch.no_grad():
+        y = model(x)
+        y = (y.last_hidden_state if hasattr(y, "last_hidden_state") else y).double()
+        err = ((y - ref).norm() / ref.norm()).item() if ref is not None and vname == "ks_fused" else None
+        infer = _time(lambda: model(x), reps)
+    mlp = _mlps(model)[0]
+    h = torch.randn(*x_shape_of(tag, x, model), device="cuda", dtype=dtype)
+    with torch.no_grad():
+        mlp_infer = _time(lambda: mlp(h), reps)
+    model.train(True)
+    loss_of = (lambda y: (y.last_hidden_state if hasattr(y, "last_hidden_state") else y).float().square().mean())
+    train = _time(_step_fn(model, lambda: x, loss_of), max(5, reps // 2))
+    hg = h.detach().requires_grad_(True)
+    mlp_train = _time(_step_fn(mlp, lambda: hg, lambda y: y.float().square().mean()), max(5, reps // 2))
+    return dict(model=tag, dtype=str(dtype).split(".")[-1], variant=vname, infer_ms=infer,
+                train_step_ms=train, mlp_infer_ms=mlp_infer, mlp_train_step_ms=mlp_train,
+                fused_vs_ks_rel_err=err, params=sum(p.numel() for p in model.parameters()), _y=y)
 
 
 def x_shape_of(tag, x, model):
@@ -217,26 +228,36 @@ def main():
         ("gpt2_medium_layer", gpt2_model,
          lambda dt: torch.randint(0, 50257, (args.gpt_batch, 1024), device="cuda")),
     ]
+    os.makedirs(args.out, exist_ok=True)
+
+    def save():  # after every model and dtype: a later failure or timeout keeps what ran
+        with open(os.path.join(args.out, "e2e_ks_mlp.json"), "w") as fh:
+            json.dump(dict(device=torch.cuda.get_device_name(), rows=out, notes=notes,
+                           not_fused=sorted(set(NOT_FUSED)), vit_batch=args.vit_batch, gpt_batch=args.gpt_batch),
+                      fh, indent=1)
+
+    def ratio(v):
+        return "-" if v is None else f"{v:.2f}x"
+
     for tag, build, inp in models:
         for dtype in (torch.float32, torch.bfloat16):
             try:
                 rows = bench_model(tag, build, inp, dtype, reps, notes)
-            except RuntimeError as e:  # a missing package or a failed run: recorded, the rest goes on
-                notes.append(f"{tag} {dtype}: {e}")
-                print(f"{tag} {dtype}: FAILED: {e}", flush=True)
+            except Exception as e:  # noqa: BLE001  (a missing package, a failed build: recorded, the rest goes on)
+                notes.append(f"{tag} {dtype}: FAILED: {type(e).__name__}: {e}")
+                print(f"{tag} {dtype}: FAILED: {type(e).__name__}: {e}", flush=True)
+                torch.cuda.empty_cache()
                 continue
             out += rows
             for r in rows:
-                print(f"{tag} {r['dtype']} {r['variant']}: infer {r['infer_ms']:.3f} ms ({r['infer_vs_dense']:.2f}x), "
-                      f"train step {r['train_step_ms']:.3f} ({r['train_step_vs_dense']:.2f}x), MLP infer "
-                      f"{r['mlp_infer_ms']:.3f} ({r['mlp_infer_vs_dense']:.2f}x), MLP train "
-                      f"{r['mlp_train_step_ms']:.3f} ({r['mlp_train_step_vs_dense']:.2f}x)"
+                print(f"{tag} {r['dtype']} {r['variant']}: infer {r['infer_ms']:.3f} ms ({ratio(r['infer_vs_dense'])}), "
+                      f"train step {r['train_step_ms']:.3f} ({ratio(r['train_step_vs_dense'])}), MLP infer "
+                      f"{r['mlp_infer_ms']:.3f} ({ratio(r['mlp_infer_vs_dense'])}), MLP train "
+                      f"{r['mlp_train_step_ms']:.3f} ({ratio(r['mlp_train_step_vs_dense'])})"
                       + (f", fused vs ks err {r['fused_vs_ks_rel_err']:.1e}" if r["fused_vs_ks_rel_err"] is not None
                          else "") + f" [{time.time() - t0:.0f} s]", flush=True)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "e2e_ks_mlp.json"), "w") as fh:
-        json.dump(dict(device=torch.cuda.get_device_name(), rows=out, notes=notes, not_fused=sorted(set(NOT_FUSED)),
-                       vit_batch=args.vit_batch, gpt_batch=args.gpt_batch), fh, indent=1)
+            save()
+    save()
     for n in notes:
         print(n)
     return 0 if out else 1

@@ -145,6 +145,13 @@ def fmt(v, p=3):
     return f"{v:.{p}f}" if isinstance(v, float) else ("-" if v is None else str(v)[:18])
 
 
+def save(out, dev, bw, rows):
+    """gpu_ks_fused.json, rewritten after every row (a timeout keeps what ran)."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "gpu_ks_fused.json"), "w") as fh:
+        json.dump(dict(device=dev, copy_bytes_per_s=bw, rows=rows), fh, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -166,14 +173,14 @@ def main():
                 if args.quick and batch != 25088:
                     continue
                 for layout in (("bsf", "bsl") if big and batch == 25088 else ("bsf",)):
-                    r = case(name, ps, dtype, batch, bw, sweep=big and batch == 25088 and layout == "bsf",
+                    # the tb sweep for every pair at the large batch (the MLP pairs decide the e2e rule)
+                    r = case(name, ps, dtype, batch, bw, sweep=batch == 25088 and layout == "bsf",
                              layout=layout)
                     rows.append(r)
+                    save(args.out, dev, bw, rows)
                     print(f"{name} {layout} {dtype} {batch}: fused {fmt(r['fused_b2b_ms'], 4)} factors "
                           f"{fmt(r['factors_b2b_ms'], 4)} ({time.time() - t0:.0f} s)", flush=True)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "gpu_ks_fused.json"), "w") as fh:
-        json.dump(dict(device=dev, copy_bytes_per_s=bw, rows=rows), fh, indent=1)
+    save(args.out, dev, bw, rows)
     lines = ["| pair | layout | dtype | batch | fused ms (b2b) | factors | two calls | dense | bmm | floor | "
              "frac floor | x factors (b2b) | err fused / factors | tb sweep b2b | path |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -41,10 +41,10 @@ tests() {  # tests SECONDS NAME LOG PYTEST_ARGS...: pytest, its summary, failure
   echo "== $name rc=$r in $(( $(date +%s) - t0 )) s"
   [ $r = 0 ] || rc=1
 }
-tests 100 "fused tests" pytest_fused.log tests/python/test_ks_fused_gpu.py tests/python/test_e2e_ks_mlp_cpu.py
+tests 150 "fused tests" pytest_fused.log tests/python/test_ks_fused_gpu.py tests/python/test_e2e_ks_mlp_cpu.py
 tests 60 "ks GPU tests" pytest_ks.log tests/python/test_cuda_ks.py tests/python/test_cuda_ks_paths.py \
   tests/python/test_cuda_ks_backward.py tests/python/test_cuda_ks_host.py
-step 100 "bench gpu_ks_fused" python3 bench/gpu_ks_fused.py --out "$OUT" "${QUICK[@]}"
-step 100 "bench e2e_ks_mlp" python3 bench/e2e_ks_mlp.py --out "$OUT" "${QUICK[@]}"
+step 150 "bench gpu_ks_fused" python3 bench/gpu_ks_fused.py --out "$OUT" "${QUICK[@]}"
+step 200 "bench e2e_ks_mlp" python3 bench/e2e_ks_mlp.py --out "$OUT" "${QUICK[@]}"
 echo "== done rc=$rc $(date -u)"
 exit $rc

@@ -55,8 +55,7 @@ using strux::py::ptr;
 size_t elem_bytes(int dtype) { return DType(dtype) == DType::f32 ? 4 : 2; }
 
 // Scratch regions are rounded up to 128 elements (>= 256 bytes) so every intermediate starts
-// as aligned as a fresh allocation (the kernels' vector paths need 16-byte alignment). The same
-// rule is in _cuda_ks._region.
+// as aligned as a fresh allocation (the kernels' vector paths need 16-byte alignment).
 int64_t region(int64_t n) { return (n + 127) / 128 * 128; }
 
 KsPattern pat(const std::vector<int64_t>& flat, size_t q) {
@@ -132,36 +131,88 @@ bool chain_fused(const std::vector<int64_t>& flat, size_t P, int64_t batch, bool
   return true;
 }
 
-// Chain forward: K_P first; intermediates ping-pong between two scratch regions of
-// region(max rows of factors 2..P * batch) elements each (one region when P == 2). A fused
-// chain (chain_fused) uses the scratch for its group-major weight copies (fused_pair_workspace_bytes;
-// _cuda_ks.chain_forward sizes the scratch for both).
+// How a chain forward runs and the scratch it needs: fused (cfg, the fused pair's group-major
+// weight copies: fused_pair_workspace_bytes), or K_P first with the intermediates ping-ponging
+// between two scratch regions of `inter` elements (region(max rows of factors 2..P * batch); one
+// region when P == 2). The plan's sizes: _cuda_ks asks for `bytes` (cuda_ks_chain_workspace)
+// instead of deriving them.
+struct ChainFwd {
+  strux::cuda::ks::FusedCfg cfg;  // cfg.ok(): fused
+  int64_t inter = 0, bytes = 0;
+};
+ChainFwd chain_fwd(const std::vector<int64_t>& flat, size_t P, int64_t batch, bool bl, int dtype, int64_t opts) {
+  ChainFwd f;
+  std::string why;
+  if (chain_fused(flat, P, batch, bl, dtype, opts, &f.cfg, &why)) {
+    f.bytes = strux::cuda::ks::fused_pair_workspace_bytes(pat(flat, 0), pat(flat, 1), DType(dtype));
+    return f;
+  }
+  for (size_t q = 1; q < P; ++q) {
+    const KsPattern p = pat(flat, q);
+    f.inter = std::max(f.inter, region(p.a * p.b * p.d * batch));
+  }
+  f.bytes = f.inter * int64_t(std::min<size_t>(P - 1, 2)) * int64_t(elem_bytes(dtype));
+  return f;
+}
+
+// Chain backward with the forward intermediates recomputed: scratch holds the inputs of factors
+// 1..P-1 (region(cols of factor q * batch) elements each, q = 0..P-2, in that order: act_off)
+// and then the ping-pong gradient regions (min(P-1, 2) of gmax = region(max of those cols *
+// batch) elements).
+struct ChainBwd {
+  std::vector<int64_t> act_off;
+  int64_t gbase = 0, gmax = 0, bytes = 0;
+};
+ChainBwd chain_bwd(const std::vector<int64_t>& flat, size_t P, int64_t batch, int dtype) {
+  ChainBwd b;
+  for (size_t q = 0; q + 1 < P; ++q) {
+    const KsPattern p = pat(flat, q);
+    const int64_t n = region(p.a * p.c * p.d * batch);
+    b.act_off.push_back(b.gbase);
+    b.gbase += n;
+    b.gmax = std::max(b.gmax, n);
+  }
+  b.bytes = (b.gbase + b.gmax * int64_t(std::min<size_t>(P - 1, 2))) * int64_t(elem_bytes(dtype));
+  return b;
+}
+
+size_t chain_factors(const std::vector<int64_t>& flat) {
+  check_arg(flat.size() % 4 == 0 && !flat.empty(), "patterns", "expected 4 values per pattern, got ",
+            flat.size());
+  return flat.size() / 4;
+}
+
+// Bytes of device scratch cuda_ks_chain_forward (backward false) or cuda_ks_chain_backward
+// (true) needs for these arguments (on `device`: whether the pair fits its shared memory).
+int64_t chain_workspace(const std::vector<int64_t>& flat, int64_t batch, bool bl, int dtype, int device,
+                        int64_t opts, bool backward) {
+  const size_t P = chain_factors(flat);
+  DeviceGuard g(device);
+  if (backward) {
+    chain_solver(opts);
+    return chain_bwd(flat, P, batch, dtype).bytes;
+  }
+  return chain_fwd(flat, P, batch, bl, dtype, opts).bytes;
+}
+
+// Chain forward (chain_fwd): scratch of scratch_bytes >= cuda_ks_chain_workspace(..., false).
 void chain_forward(uintptr_t x, const std::vector<uintptr_t>& ws, uintptr_t y, uintptr_t scratch,
-                   int64_t scratch_elems, const std::vector<int64_t>& flat, int64_t batch, bool bl,
+                   int64_t scratch_bytes, const std::vector<int64_t>& flat, int64_t batch, bool bl,
                    int dtype, int device, int64_t opts, uintptr_t stream) {
   const size_t P = factors(flat, ws.size());
   DeviceGuard g(device);
-  strux::cuda::ks::FusedCfg cfg;
-  std::string why;
-  if (chain_fused(flat, P, batch, bl, dtype, opts, &cfg, &why)) {
-    const int64_t need = strux::cuda::ks::fused_pair_workspace_bytes(pat(flat, 0), pat(flat, 1), DType(dtype));
-    check_arg(scratch_elems * int64_t(elem_bytes(dtype)) >= need, "scratch", "too small for the fused pair: ",
-              scratch_elems, " elements, need ", need, " bytes");
+  const ChainFwd f = chain_fwd(flat, P, batch, bl, dtype, opts);
+  check_arg(scratch_bytes >= f.bytes, "scratch", "expected at least ", f.bytes,
+            " bytes (cuda_ks_chain_workspace), got ", scratch_bytes);
+  if (f.cfg.ok())
     return strux::cuda::ks::fused_pair(ptr(x), ptr(ws[0]), ptr(ws[1]), ptr(y), pat(flat, 0), pat(flat, 1), batch,
-                                       bl, DType(dtype), cfg, ptr(scratch), static_cast<cudaStream_t>(ptr(stream)));
-  }
+                                       bl, DType(dtype), f.cfg, f.bytes ? ptr(scratch) : nullptr,
+                                       static_cast<cudaStream_t>(ptr(stream)));
   opts &= kFactorBits;
-  int64_t inter = 0;
-  for (size_t q = 1; q < P; ++q) {
-    const KsPattern p = pat(flat, q);
-    inter = std::max(inter, region(p.a * p.b * p.d * batch));
-  }
-  check_arg(scratch_elems >= inter * int64_t(std::min<size_t>(P - 1, 2)), "scratch", "too small: ",
-            scratch_elems, " elements");
   const size_t eb = elem_bytes(dtype);
   uintptr_t in = x;
   for (size_t q = P; q-- > 0;) {
-    const uintptr_t out = q == 0 ? y : scratch + ((P - 1 - q) % 2) * inter * eb;
+    const uintptr_t out = q == 0 ? y : scratch + ((P - 1 - q) % 2) * f.inter * eb;
     plan_q(flat, q, batch, bl, dtype, device, opts)->forward(ptr(in), ptr(ws[q]), ptr(out), ptr(stream));
     in = out;
   }
@@ -170,41 +221,33 @@ void chain_forward(uintptr_t x, const std::vector<uintptr_t>& ws, uintptr_t y, u
 // How a chain forward runs: ("fused", "tb 32, N bytes of shared memory") or ("factors", why).
 std::pair<std::string, std::string> chain_path(const std::vector<int64_t>& flat, int64_t batch, bool bl,
                                                int dtype, int64_t opts) {
-  check_arg(flat.size() % 4 == 0 && !flat.empty(), "patterns", "expected 4 values per pattern, got ",
-            flat.size());
+  const size_t P = chain_factors(flat);
   strux::cuda::ks::FusedCfg cfg;
   std::string why;
-  if (chain_fused(flat, flat.size() / 4, batch, bl, dtype, opts, &cfg, &why))
+  if (chain_fused(flat, P, batch, bl, dtype, opts, &cfg, &why))
     return {"fused", "tb " + std::to_string(cfg.tb) + ", " + std::to_string(cfg.smem) +
                          " bytes of shared memory per block"};
   return {"factors", why};
 }
 
-// Chain backward with the forward intermediates recomputed: scratch holds the inputs of factors
-// 1..P-1 (region(cols of factor q * batch) each, q = 0..P-2, in that order) and then the
-// ping-pong gradient regions (min(P-1, 2) of region(max of those cols * batch)). dx (0: not
-// wanted) is the gradient of x; dws32[q] float32 (a, b, c, d) (0: not wanted), zeroed here.
+// Chain backward (chain_bwd) with the forward intermediates recomputed; scratch of scratch_bytes >=
+// cuda_ks_chain_workspace(..., true). dx (0: not wanted) is the gradient of x; dws32[q] float32
+// (a, b, c, d) (0: not wanted), zeroed here.
 void chain_backward(uintptr_t dy, uintptr_t x, const std::vector<uintptr_t>& ws, uintptr_t dx,
-                    const std::vector<uintptr_t>& dws32, uintptr_t scratch, int64_t scratch_elems,
+                    const std::vector<uintptr_t>& dws32, uintptr_t scratch, int64_t scratch_bytes,
                     const std::vector<int64_t>& flat, int64_t batch, bool bl, int dtype, int device,
                     int64_t opts, uintptr_t stream) {
   const size_t P = factors(flat, ws.size());
   chain_solver(opts);  // a valid code (the backward runs factor by factor whatever it says)
   opts &= kFactorBits;
   check_arg(dws32.size() == P, "dws32", "expected ", P, " pointers, got ", dws32.size());
+  const ChainBwd b = chain_bwd(flat, P, batch, dtype);
+  check_arg(scratch_bytes >= b.bytes, "scratch", "expected at least ", b.bytes,
+            " bytes (cuda_ks_chain_workspace), got ", scratch_bytes);
   const size_t eb = elem_bytes(dtype);
   std::vector<uintptr_t> act(P);  // act[q]: the input of factor q
   act[P - 1] = x;
-  int64_t off = 0, gmax = 0;
-  for (size_t q = 0; q + 1 < P; ++q) {
-    const KsPattern p = pat(flat, q);
-    const int64_t n = region(p.a * p.c * p.d * batch);
-    act[q] = scratch + off * eb;
-    off += n;
-    gmax = std::max(gmax, n);
-  }
-  const int64_t need = off + gmax * int64_t(std::min<size_t>(P - 1, 2));
-  check_arg(scratch_elems >= need, "scratch", "too small: ", scratch_elems, " elements, need ", need);
+  for (size_t q = 0; q + 1 < P; ++q) act[q] = scratch + b.act_off[q] * eb;
   DeviceGuard g(device);
   auto s = static_cast<cudaStream_t>(ptr(stream));
   for (size_t q = P - 1; q-- > 0;)
@@ -217,7 +260,7 @@ void chain_backward(uintptr_t dy, uintptr_t x, const std::vector<uintptr_t>& ws,
       STRUX_CUDA(cudaMemsetAsync(ptr(dws32[q]), 0, size_t(p.a * p.b * p.c * p.d) * sizeof(float), s));
     }
     // gout (a ping-pong region or dx) aliases neither gin nor act[q]
-    const uintptr_t gout = q + 1 == P ? dx : scratch + (off + int64_t(q % 2) * gmax) * eb;
+    const uintptr_t gout = q + 1 == P ? dx : scratch + (b.gbase + int64_t(q % 2) * b.gmax) * eb;
     pl->backward(ptr(gin), ptr(act[q]), ptr(ws[q]), ptr(gout), static_cast<float*>(ptr(dws32[q])),
                 s);
     gin = gout;
@@ -269,12 +312,14 @@ void bind_cuda_ks(nb::module_& m) {
         nb::arg("dw32"), nb::arg("a"), nb::arg("b"), nb::arg("c"), nb::arg("d"), nb::arg("batch"),
         nb::arg("batch_last"), nb::arg("dtype"), nb::arg("device"), nb::arg("options"),
         nb::arg("stream"));
+  m.def("cuda_ks_chain_workspace", &chain_workspace, nb::arg("patterns"), nb::arg("batch"),
+        nb::arg("batch_last"), nb::arg("dtype"), nb::arg("device"), nb::arg("options"), nb::arg("backward"));
   m.def("cuda_ks_chain_forward", &chain_forward, nb::arg("x"), nb::arg("ws"), nb::arg("y"),
-        nb::arg("scratch"), nb::arg("scratch_elems"), nb::arg("patterns"), nb::arg("batch"),
+        nb::arg("scratch"), nb::arg("scratch_bytes"), nb::arg("patterns"), nb::arg("batch"),
         nb::arg("batch_last"), nb::arg("dtype"), nb::arg("device"), nb::arg("options"),
         nb::arg("stream"));
   m.def("cuda_ks_chain_backward", &chain_backward, nb::arg("dy"), nb::arg("x"), nb::arg("ws"),
-        nb::arg("dx"), nb::arg("dws32"), nb::arg("scratch"), nb::arg("scratch_elems"),
+        nb::arg("dx"), nb::arg("dws32"), nb::arg("scratch"), nb::arg("scratch_bytes"),
         nb::arg("patterns"), nb::arg("batch"), nb::arg("batch_last"), nb::arg("dtype"),
         nb::arg("device"), nb::arg("options"), nb::arg("stream"));
 }

@@ -151,12 +151,8 @@ def chain_vjp_ok(dy, x, ws, ps, bl):
 
 # ---- launchers (checked arrays of any kind, C-contiguous) -----------------------------------------
 
-def _region(n):
-    """Scratch regions start on 128-element boundaries (bind_cuda_ks.cpp, region())."""
-    return (n + 127) // 128 * 128
-
-
-_FORWARD = getattr(_ext, "cuda_ks_forward", None)  # the native entry, read once
+_FORWARD = getattr(_ext, "cuda_ks_forward", None)  # the native entries, read once
+_CHAIN_WS = getattr(_ext, "cuda_ks_chain_workspace", None)  # bytes of scratch a chain call needs
 
 
 def ks_forward(x, w, p, bl, batch, dt, dev, opts=0):
@@ -189,12 +185,10 @@ def chain_forward(x, ws, ps, flat, bl, batch, dt, dev, opts=0):
         return ks_forward(x, ws[0], ps[0], bl, batch, dt, dev, opts)
     a, b, _, d = ps[0]
     y = _a.empty(x, (a * b * d, batch) if bl else (batch, a * b * d))
-    # a 2-factor chain may run fused (forced: options code bits 10-11 == 2; or the rule): its
-    # scratch holds the group-major copies of the factors with d > 1 (bind_cuda_ks.cpp)
-    wt = sum(_region(q[0] * q[1] * q[2] * q[3] + 128) for q in ps if q[3] > 1) if P == 2 else 0
-    inter = 0 if (opts >> 10) & 3 == 2 else max(_region(q[0] * q[1] * q[3] * batch) for q in ps[1:]) * min(P - 1, 2)
-    s = _a.empty(x, (max(inter, wt),))
-    _ext.cuda_ks_chain_forward(_a.ptr(x), [_a.ptr(w) for w in ws], _a.ptr(y), _a.ptr(s), inter, flat, batch, bl,
+    # the plan says how much scratch its path needs (the intermediates, or the fused pair's weight copies)
+    nbytes = _CHAIN_WS(flat, batch, bl, dt, dev, opts, False)
+    s = _a.scratch(x, nbytes)
+    _ext.cuda_ks_chain_forward(_a.ptr(x), [_a.ptr(w) for w in ws], _a.ptr(y), _a.ptr(s), nbytes, flat, batch, bl,
                                dt, dev, opts, _a.stream(x))
     return y
 
@@ -209,11 +203,10 @@ def chain_backward(dy, x, ws, ps, flat, bl, batch, dt, dev, need_dx=True, need_d
     dx = _a.empty(x, tuple(x.shape)) if need_dx else None
     dw32 = [_a.empty(w, p, "float32") if need_dw is None or need_dw[q] else None
             for q, (w, p) in enumerate(zip(ws, ps))]
-    acts = [_region(q[0] * q[2] * q[3] * batch) for q in ps[:-1]]
-    n = sum(acts) + max(acts) * min(P - 1, 2)
-    s = _a.empty(x, (n,))
+    nbytes = _CHAIN_WS(flat, batch, bl, dt, dev, opts, True)
+    s = _a.scratch(x, nbytes)
     _ext.cuda_ks_chain_backward(_a.ptr(dy), _a.ptr(x), [_a.ptr(w) for w in ws], _a.ptr(dx),
-                                [_a.ptr(g) for g in dw32], _a.ptr(s), n, flat, batch, bl, dt, dev, opts,
+                                [_a.ptr(g) for g in dw32], _a.ptr(s), nbytes, flat, batch, bl, dt, dev, opts,
                                 _a.stream(x))
     if dt != 0:
         dw32 = [None if g is None else _a.cast(g, _a.dtname(x)) for g in dw32]

@@ -190,9 +190,10 @@ View act(Buf<T>& b, int64_t n, int64_t batch, strux::KSLayout l, bool g) {
 }
 
 template <class T>
-void ks_chain_case(const std::vector<strux::KSPattern>& pats, int64_t batch, strux::KSLayout layout) {
+void ks_chain_case(const std::vector<strux::KSPattern>& pats, int64_t batch, strux::KSLayout layout,
+                   const std::string& solver = "") {
   SCOPED_TRACE(testing::Message() << strux::dtype_name(strux::dtype_of<T>::value) << ", " << pats.size()
-                                  << " factors, batch " << batch);
+                                  << " factors, batch " << batch << " solver=" << solver);
   const DType dt = strux::dtype_of<T>::value;
   const int64_t N = pats.back().cols(), M = pats.front().rows();
   Buf<T> x(randv<T>(N * batch)), y(zeros<T>(M * batch)), dy(randv<T>(M * batch)),
@@ -208,7 +209,7 @@ void ks_chain_case(const std::vector<strux::KSPattern>& pats, int64_t batch, str
     dwg.push_back(dw.back()->gpu({p.a, p.b, p.c, p.d}));
   }
   StreamGuard s;
-  if (pats.size() == 1) {
+  if (pats.size() == 1 && solver.empty()) {
     op::KSFactor cpu({pats[0], batch, layout, dt});
     op::KSFactor gpu({pats[0], batch, layout, dt, gpu0()});
     EXPECT_FALSE(gpu.describe().empty());
@@ -224,8 +225,9 @@ void ks_chain_case(const std::vector<strux::KSPattern>& pats, int64_t batch, str
     same(*dw[0], "factor dw");
   }
   op::KSChain cpu({pats, batch, layout, dt});
-  op::KSChain gpu({pats, batch, layout, dt, gpu0()});
+  op::KSChain gpu({pats, batch, layout, dt, gpu0()}, strux::Options{solver});
   EXPECT_FALSE(gpu.describe().empty());
+  if (solver == "fused") EXPECT_NE(gpu.describe().find("forward fused"), std::string::npos) << gpu.describe();
   // The caller's workspace, of exactly workspace_bytes().
   void* ws = nullptr;
   ok(cudaMalloc(&ws, std::max<size_t>(1, gpu.workspace_bytes())));
@@ -259,7 +261,18 @@ TEST(ApiCuda, KSFactorAndChain) {
     ks_chain_case<double>({P{3, 2, 2, 1}, P{1, 3, 2, 2}, P{2, 2, 1, 1}}, 5, layout);
     ks_chain_case<float>({P{1, 32, 32, 32}, P{32, 32, 32, 1}}, 64, layout);
     ks_chain_case<double>({P{1, 32, 32, 32}, P{32, 32, 32, 1}}, 64, layout);
+    // The fused pair (3xTF32: float32 accuracy), forced: its workspace holds the group-major
+    // weight copies of the factors with d > 1; a partial last block of rows.
+    for (const char* solver : {"fused", "factors"}) {
+      ks_chain_case<float>({P{1, 32, 32, 32}, P{32, 32, 32, 1}}, 64, layout, solver);
+      ks_chain_case<float>({P{4, 32, 32, 8}, P{8, 32, 32, 4}}, 37, layout, solver);
+      ks_chain_case<float>({P{1, 128, 32, 12}, P{12, 32, 32, 1}}, 5, layout, solver);
+    }
   }
+  using strux::op::KSChain;
+  EXPECT_THROW(KSChain({{P{1, 8, 8, 4}, P{4, 8, 8, 1}}, 8, strux::KSLayout::BatchFirst, DType::f32, gpu0()},
+                       strux::Options{"fused"}),
+               strux::ValueError);  // b, c not multiples of 16 / 8: says why
 }
 
 // Half types: the GPU factor against the CPU float32 factor on the same (rounded) values; dw

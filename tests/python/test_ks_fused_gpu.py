@@ -182,3 +182,54 @@ def test_ks_linear_fused_option():
     assert x.grad is not None and all(w.grad is not None for w in fused.weights)
     with pytest.raises(ValueError, match="chain"):
         st.KSLinear(ps, options={"chain": "bogus"})
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda t: str(t).split(".")[-1])
+@pytest.mark.parametrize("name", ["monarch1024", "strided_both", "vit_fc1"])
+@pytest.mark.parametrize("layout", ["bsf", "bsl"])
+def test_forced_fused_from_every_entry(name, dtype, layout):
+    """The forced fused forward runs from every entry that takes options: strux._cuda_ks.ks_chain
+    (the torch per-call checks, and the full checks for a non-contiguous x), KSLinear (eager, with
+    and without autograd, leading batch dimensions); each with the scratch the plan asks for
+    (the weight copies of the factors with d > 1, not the intermediates). strux.ks_chain takes
+    no options: it runs the same launcher under the rule."""
+    x, ws, ps = _case(name, 77, dtype, layout)
+    ref = _ref(x, ws, ps, layout)
+    tol = TOL[dtype]
+    y = K.ks_chain(x, ws, ps, layout=layout, options=FUSED)
+    assert rel(y, ref) <= tol
+    xt = x.t().contiguous().t()  # same values, not C-contiguous: the full checks
+    assert not xt.is_contiguous()
+    assert rel(K.ks_chain(xt, ws, ps, layout=layout, options=FUSED), ref) <= tol
+    import strux
+    assert rel(strux.ks_chain(x, ws, ps, layout=layout), ref) <= 2 * tol  # the rule's path
+    if layout == "bsf":
+        st = pytest.importorskip("strux.torch")
+        lin = st.KSLinear(ps, bias=False, device=DEV, dtype=dtype, weights=ws, options=FUSED)
+        x3 = x.reshape(7, 11, -1)
+        with torch.no_grad():
+            assert rel(lin(x3).reshape(77, -1), ref) <= tol
+        xg = x3.clone().requires_grad_(True)
+        out = lin(xg)
+        assert rel(out.detach().reshape(77, -1), ref) <= tol
+        out.float().square().sum().backward()
+        assert xg.grad is not None and all(w.grad is not None for w in lin.weights)
+
+
+def test_chain_scratch_is_the_plans():
+    """The plan reports the bytes each path needs (cuda_ks_chain_workspace); a smaller scratch is a
+    ValueError naming it."""
+    ext, dev = K._ext, torch.cuda.current_device()
+    flat = [v for p in PAIRS["strided_both"] for v in p]
+    code_f, code_s = K._O.ks_code(FUSED), K._O.ks_code(FACTORS)
+    fused = ext.cuda_ks_chain_workspace(flat, 64, False, 0, dev, code_f, False)
+    assert fused >= 4 * (4 * 32 * 32 * 8 + 8 * 32 * 32 * 4)  # both factors' weight copies, float32
+    assert ext.cuda_ks_chain_workspace(flat, 64, False, 0, dev, code_s, False) >= 4 * 64 * 8 * 32 * 4
+    mon = [v for p in PAIRS["monarch1024"] for v in p]
+    assert ext.cuda_ks_chain_workspace(mon, 64, False, 0, dev, code_f, True) >= 4 * 64 * 1024
+    x, ws, ps = _case("strided_both", 64, torch.float32)
+    y = torch.empty(64, 1024, device=DEV)
+    s = torch.empty(fused, dtype=torch.uint8, device=DEV)
+    with pytest.raises(ValueError, match="scratch"):
+        ext.cuda_ks_chain_forward(x.data_ptr(), [w.data_ptr() for w in ws], y.data_ptr(), s.data_ptr(), fused - 1,
+                                  flat, 64, False, 0, dev, code_f, 0)

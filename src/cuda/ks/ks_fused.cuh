@@ -8,8 +8,9 @@
 // factor 2 then factor 1 there, and copies its y rows out (16-byte global stores). Each factor
 // is a set of a*d independent groups (Algorithm 2 of Gonon et al.): group (i, j) is the dense
 // product Z_g = W_g X_g with X_g[l][n] = buffer[n][i*c*d + l*d + j] and W_g[k][l] =
-// w[i, k, l, j]; a warp owns whole groups and runs them on mma.sync with M = k (outputs, m16
-// tiles), N = the block's batch rows (n8 tiles), K = l, float32 accumulation:
+// w[i, k, l, j]; a warp owns whole groups (square factors, computed in place) or m16 tiles of
+// groups (the others), run on mma.sync with M = k (outputs, m16 tiles), N = the block's batch
+// rows (n8 tiles), K = l, float32 accumulation:
 //   - float16 / bfloat16: m16n8k16 in the input type; the intermediate is rounded to the input
 //     type, as between two single-factor calls;
 //   - float32: m16n8k8 tf32 with both operands split hi + lo and hi*hi + hi*lo + lo*hi summed
@@ -98,8 +99,8 @@ __device__ __forceinline__ T from_f32(float v) {
   else return __float2bfloat16_rn(v);
 }
 
-// One factor over the block's rows: groups grp = warp, warp + NWARP, ...; in -> out (out == in:
-// square factor, through the warp's scratch).
+// One factor over the block's rows: work units (groups, or m16 tiles of groups) u = warp,
+// warp + NWARP, ...; in -> out (out == in: square factor, through the warp's scratch).
 template <class T, int TB, bool D1>
 __device__ void stage(const T* __restrict__ w, Fac f, const T* in, int LD, T* out, int LDO, T* scr,
                       int sh, bool wpair, int warp, int lane) {
@@ -108,12 +109,19 @@ __device__ void stage(const T* __restrict__ w, Fac f, const T* in, int LD, T* ou
   const int g = lane >> 2, t = lane & 3;
   const bool inplace = in == out;
   const int sb = f.b + SP;
-  const int ngroups = f.a * f.d;
-  for (int grp = warp; grp < ngroups; grp += NWARP) {
+  const int ngroups = f.a * f.d, mtiles = f.b / 16;
+  // A warp's unit of work: a whole group in place (its outputs overwrite inputs that the other
+  // m16 tiles of the group still read), else one m16 tile of a group (tiles are independent
+  // there), so that a factor with few large groups (e.g. 12 groups of 128 outputs) still
+  // spreads evenly over the warps.
+  const int nunits = inplace ? ngroups : ngroups * mtiles;
+  for (int u = warp; u < nunits; u += NWARP) {
+    const int grp = inplace ? u : u / mtiles;
+    const int mbeg = inplace ? 0 : (u - grp * mtiles) * 16, mend = inplace ? f.b : mbeg + 16;
     const int i = grp / f.d, j = grp - i * f.d;
     const int in_base = i * f.c * f.d + j, out_base = i * f.b * f.d + j;
     const T* wg = w + int64_t(grp) * f.b * f.c;  // W_g[k][l] = wg[k*c + l] (group-major weights)
-    for (int m0 = 0; m0 < f.b; m0 += 16) {
+    for (int m0 = mbeg; m0 < mend; m0 += 16) {
       const int k0 = m0 + g, k1 = k0 + 8;
       float acc[NT][4];
 #pragma unroll
