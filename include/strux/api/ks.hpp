@@ -10,7 +10,9 @@
 // Backward: dx = dy K (BatchFirst) and dw; each may be empty to skip it (every dw[p] of a chain
 // too, or the whole dw vector). On CUDA with half types dw is accumulated in float32 in the
 // workspace, then rounded once.
-// Solvers (options.solver): "" only; describe() names the path the CUDA plan picked per
+// Solvers (options.solver): CPU factor "" (automatic), "gemm", "tiles"; CPU chain "" (automatic),
+// "fused", "factors", "gemm" (see KSSolver in <strux/ks.hpp>). CUDA: "" only; describe() names
+// the path the CUDA plan picked per
 // product (tile kernels, cuBLAS on strided views, streaming kernel, transpositions + cuBLAS,
 // or the float64 direct kernels).
 #pragma once
