@@ -118,5 +118,8 @@ class BlockCirculantScan {
 // at a time, so spectra stay in cache): 0 = automatic (about 1 MiB of spectra per block).
 // A tuning and testing knob (process-wide, not thread-safe against running plans).
 void set_scan_time_block(int64_t steps);
+// Largest transform length of the circulant scans done as a GEMM with the DFT matrix instead
+// of FFTW (default 64; 0 = always FFTW). A tuning and testing knob, like the one above.
+void set_scan_dft_gemm_max(int64_t k);
 
 }  // namespace strux

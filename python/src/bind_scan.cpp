@@ -179,4 +179,7 @@ void bind_scan(nb::module_& m) {
   bind_block<double>(m, "d");
   m.def("scan_set_time_block", &strux::set_scan_time_block, nb::arg("steps"),
         "Time steps per block of the circulant pipelines (0 = automatic); a tuning/testing knob.");
+  m.def("scan_set_dft_gemm_max", &strux::set_scan_dft_gemm_max, nb::arg("k"),
+        "Largest transform length of the circulant scans done by GEMM (default 64, 0 = always FFTW); a "
+        "tuning/testing knob.");
 }

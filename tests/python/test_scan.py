@@ -15,13 +15,18 @@ def rng():
     return np.random.default_rng()
 
 
-@pytest.fixture(params=[0, 2], ids=["auto_block", "time_block_2"])
+@pytest.fixture(params=[(0, 64), (2, 64), (0, 0), (2, 0)],
+                ids=["auto_block", "time_block_2", "auto_block_fftw", "time_block_2_fftw"])
 def time_block(request):
     """Circulant pipelines run in blocks of time steps; 2 splits these small T into several
-    blocks (carried state, checkpointed backward sweep); 0 = automatic (one block here)."""
-    strux._ext.scan_set_time_block(request.param)
-    yield request.param
+    blocks (carried state, checkpointed backward sweep); 0 = automatic (one block here).
+    Short transforms go through a GEMM with the DFT matrix by default; *_fftw forces FFTW."""
+    steps, dft_max = request.param
+    strux._ext.scan_set_time_block(steps)
+    strux._ext.scan_set_dft_gemm_max(dft_max)
+    yield steps
     strux._ext.scan_set_time_block(0)
+    strux._ext.scan_set_dft_gemm_max(64)
 
 
 SHAPES = [(1, 1, 1), (2, 7, 13), (3, 5, 33), (1, 1, 4), (2, 9, 1)]

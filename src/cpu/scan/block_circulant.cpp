@@ -13,8 +13,10 @@
 // backward pass needs no buffer beyond the forward one plus G.
 #include <algorithm>
 #include <complex>
+#include <vector>
 
 #include "cpu/fft.hpp"
+#include "cpu/scan/dft.hpp"
 #include "cpu/scan/kernels.hpp"
 #include "cpu/scan/spectra.hpp"
 #include "strux/core.hpp"
@@ -122,6 +124,18 @@ template <class R>
 void load_rows(const RealFFT<R>& fft, const R* src, const R* last, int64_t B, int64_t T, int64_t m,
                int64_t t0, int64_t tb, int64_t kfs, std::complex<R>* dst) {
   const int64_t k = fft.n();
+  if (const auto* dft = kern::GemmDft<R>::get(k)) {  // the rows of each b are contiguous
+    dft->forward(src + t0 * m * k, T * m * k, B, tb * m, dst, kfs);
+    if (last && t0 + tb == T) {  // + rfft(last) at t = T-1, by linearity
+      std::vector<std::complex<R>> sp(size_t(B * m * kfs));
+      dft->forward(last, m * k, B, m, sp.data(), kfs);
+      for (int64_t b = 0; b < B; ++b) {
+        std::complex<R>* d = dst + (b * tb + tb - 1) * m * kfs;
+        for (int64_t i = 0; i < m * kfs; ++i) d[i] += sp[size_t(b * m * kfs + i)];
+      }
+    }
+    return;
+  }
   kern::rfft_rows(fft, B * tb * m, kfs, dst, [=](int64_t r, R* x) {
     const int64_t q = r % m, bt = r / m, b = bt / tb, t = t0 + bt % tb;
     kern::copy_add<R>(src + ((b * T + t) * m + q) * k, (last && t == T - 1) ? last + (b * m + q) * k : nullptr, x, k);
@@ -134,6 +148,8 @@ void store_rows(const RealFFT<R>& fft, std::complex<R>* src, int64_t B, int64_t 
                 int64_t tb, int64_t kfs, R* dst) {
   const int64_t k = fft.n();
   const R scale = R(1) / R(k);
+  if (const auto* dft = kern::GemmDft<R>::get(k))
+    return dft->inverse(src, kfs, B, tb * m, dst + t0 * m * k, T * m * k, scale);
   kern::irfft_rows(fft, B * tb * m, kfs, src, [=](int64_t r, const R* x) {
     const int64_t q = r % m, bt = r / m, b = bt / tb, t = t0 + bt % tb;
     R* y = dst + ((b * T + t) * m + q) * k;

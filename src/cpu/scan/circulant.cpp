@@ -11,8 +11,10 @@
 // backward pass with (dh, a, b, h0) = (D, A, U, H_{-1}), so it is reused as is.
 #include <algorithm>
 #include <complex>
+#include <vector>
 
 #include "cpu/fft.hpp"
+#include "cpu/scan/dft.hpp"
 #include "cpu/scan/kernels.hpp"
 #include "cpu/scan/spectra.hpp"
 #include "strux/core.hpp"
@@ -52,6 +54,8 @@ void load_a(const RealFFT<R>& fft, const A* a, int64_t B, int64_t T, int64_t t0,
       d[0].imag(0);
       if (n % 2 == 0) d[nf - 1].imag(0);
     }
+  } else if (const auto* dft = kern::GemmDft<R>::get(n)) {  // the rows of each b are contiguous
+    dft->forward(a + t0 * n, T * n, B, tb, dst, nfs);
   } else {
     kern::rfft_rows(fft, rows, nfs, dst, [=](int64_t r, R* x) { kern::copy_add<R>(a + grow(r) * n, nullptr, x, n); });
   }
@@ -62,6 +66,16 @@ template <class R>
 void load_rows(const RealFFT<R>& fft, const R* src, const R* last, int64_t B, int64_t T, int64_t t0, int64_t tb,
                int64_t nfs, std::complex<R>* dst) {
   const int64_t n = fft.n();
+  if (const auto* dft = kern::GemmDft<R>::get(n)) {
+    dft->forward(src + t0 * n, T * n, B, tb, dst, nfs);
+    if (last && t0 + tb == T) {  // + rfft(last) at t = T-1, by linearity
+      std::vector<std::complex<R>> sp(size_t(B * nfs));
+      dft->forward(last, n, B, 1, sp.data(), nfs);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t f = 0; f < nfs; ++f) dst[(b * tb + tb - 1) * nfs + f] += sp[size_t(b * nfs + f)];
+    }
+    return;
+  }
   kern::rfft_rows(fft, B * tb, nfs, dst, [=](int64_t r, R* x) {
     const int64_t b = r / tb, t = t0 + r % tb;
     kern::copy_add<R>(src + (b * T + t) * n, (last && t == T - 1) ? last + b * n : nullptr, x, n);
@@ -74,6 +88,7 @@ void store_rows(const RealFFT<R>& fft, std::complex<R>* src, int64_t B, int64_t 
                 int64_t nfs, R* dst) {
   const int64_t n = fft.n();
   const R scale = R(1) / R(n);
+  if (const auto* dft = kern::GemmDft<R>::get(n)) return dft->inverse(src, nfs, B, tb, dst + t0 * n, T * n, scale);
   kern::irfft_rows(fft, B * tb, nfs, src, [=](int64_t r, const R* x) {
     R* y = dst + ((r / tb) * T + t0 + r % tb) * n;
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
