@@ -46,6 +46,30 @@ def test_diag_scan_matches_loop(dtype, shape, with_h0):
     assert relerr(h, ref_diag_scan(a, b, h0)) < TOL[dtype]
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("shape", [(1, 3001, 1), (1, 1024, 5), (1, 4099, 16), (2, 2053, 3)])
+def test_diag_scan_few_channels_long_time(dtype, shape, threads):
+    """Fewer (batch, channel chunk) tasks than threads and a long T: the chunked scan over time
+    with carries (odd and prime T, segments of unequal length)."""
+    r = rng()
+    a = r.uniform(0.5, 0.999, shape) * (np.exp(1j * r.uniform(-np.pi, np.pi, shape)) if np.dtype(dtype).kind == "c"
+                                        else r.choice([-1.0, 1.0], shape))
+    a, b = a.astype(dtype), rand(r, shape, dtype)
+    h0 = rand(r, (shape[0], shape[2]), dtype)
+    old = strux.get_num_threads()
+    strux.set_num_threads(threads)
+    try:
+        for hh in (None, h0):
+            h = strux.diag_scan(a, b, h0=hh)
+            assert relerr(h, ref_diag_scan(a, b, hh)) < TOL[dtype]
+        a[0, shape[1] // 2 + 1, 0] = np.nan  # a later segment: NaN from there on, only there
+        h = strux.diag_scan(a, b)
+        assert np.isnan(h[0, shape[1] // 2 + 1:, 0]).all() and not np.isnan(h[0, :shape[1] // 2 + 1]).any()
+    finally:
+        strux.set_num_threads(old)
+
+
 def test_diag_scan_is_not_trivially_right():
     # a guard that the reference comparison can fail: a wrong h0 changes the result
     r = rng()

@@ -3,8 +3,15 @@
 // Channels-last makes every time step a contiguous row of n channels: each OpenMP task owns
 // one batch item and one chunk of channels and walks time sequentially, so the inner loop is
 // a unit-stride element-wise update and h_{t-1} is still in L1 when step t reads it.
+// With fewer such tasks than threads (few channels, small batch) and a long sequence, the
+// forward pass also splits time (a chunked scan with carries): each later segment first
+// computes its end state from zero and the product of its a's (reading a and b), a short
+// serial pass turns those into the state entering each segment, and every segment then runs
+// the plain recurrence from its carry. That reads a and b twice, so it only pays where one
+// thread would leave the others idle.
 #include <algorithm>
 #include <complex>
+#include <vector>
 
 #include "cpu/fft.hpp"
 #include "cpu/scan/kernels.hpp"
@@ -19,39 +26,116 @@ int64_t g_time_block = 0;
 }  // namespace
 int64_t time_block_override() { return g_time_block; }
 
-int64_t scan_chunk(int64_t B, int64_t n) {
+int64_t scan_chunk(int64_t B, int64_t n, int64_t min_chunk) {
   // Tasks wanted, for load balance (handed out dynamically: a thread that loses its core on a
   // shared machine leaves its remaining tasks to the others).
   const int64_t want = 4 * int64_t(num_threads());
   const int64_t per_b = std::max<int64_t>(1, (want + B - 1) / B);
   int64_t c = (n + per_b - 1) / per_b;
-  c = std::max<int64_t>(16, (c + 15) / 16 * 16);
+  c = std::max<int64_t>(min_chunk, (c + 15) / 16 * 16);
   return std::min(c, n);
 }
+
+namespace {
+
+// Channels per task at least: 1 KiB of a row.
+template <class S>
+constexpr int64_t wide_chunk() {
+  return std::max<int64_t>(16, 1024 / int64_t(sizeof(S)));
+}
+
+// Steps per time segment at least: below this the extra pass costs more than the idle thread.
+constexpr int64_t kMinSegment = 512;
+
+// The plain recurrence over steps [t0, t1) of one task's run of len channels at `base`
+// ((b, 0, c0) of the arrays), from prev (h_{t0-1}; null: zero, the first step's a * 0 kept).
+template <class S>
+void forward_run(int64_t n, int64_t base, int64_t len, int64_t t0, int64_t t1, const S* a, const S* b,
+                 const S* prev, S* h) {
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t o = base + t * n;
+    if (h == b) {  // in place: h_t starts as b_t
+      if (prev) fma_inplace(a + o, prev, h + o, len);
+      else add_times_zero(a + o, h + o, len);
+    } else if (prev) {
+      fma_step(a + o, prev, b + o, h + o, len);
+    } else {
+      copy_add<S>(b + o, nullptr, h + o, len);
+      add_times_zero(a + o, h + o, len);  // a_0 * 0: NaN when a_0 is not finite
+    }
+    prev = h + o;
+  }
+}
+
+// The chunked scan over time: `nseg` segments per task (see the header comment).
+template <class S>
+void forward_segmented(int64_t B, int64_t T, int64_t n, int64_t chunk, int64_t nseg, const S* a, const S* b,
+                       const S* h0, S* h) {
+  const int64_t nch = (n + chunk - 1) / chunk, tasks = B * nch;
+  auto seg = [=](int64_t s) { return s * T / nseg; };
+  // Per (task, segment): the end state from zero (E), the product of the a's (P), the carry in.
+  std::vector<S> E(size_t(tasks * nseg * chunk)), P(E.size()), carry(E.size());
+  auto row = [=](std::vector<S>& v, int64_t task, int64_t s) { return v.data() + (task * nseg + s) * chunk; };
+#pragma omp parallel num_threads(num_threads())
+  {
+#pragma omp for schedule(dynamic)
+    for (int64_t it = 0; it < tasks * nseg; ++it) {
+      const int64_t task = it / nseg, s = it % nseg, bi = task / nch, c0 = (task % nch) * chunk;
+      const int64_t len = std::min(chunk, n - c0), base = bi * T * n + c0;
+      if (s == 0) {  // the first segment needs no carry: the real scan at once
+        forward_run(n, base, len, 0, seg(1), a, b, h0 ? h0 + bi * n + c0 : nullptr, h);
+      } else if (s + 1 < nseg) {
+        S* e = row(E, task, s);
+        S* p = row(P, task, s);
+        const int64_t o0 = base + seg(s) * n;
+        copy_add<S>(b + o0, nullptr, e, len);
+        copy_add<S>(a + o0, nullptr, p, len);
+        for (int64_t t = seg(s) + 1; t < seg(s + 1); ++t) {
+          step_inplace(a + base + t * n, b + base + t * n, e, len);
+          mul_inplace(a + base + t * n, p, len);
+        }
+      }
+    }
+    // The state entering each segment, one task at a time (nseg steps of len values each).
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t bi = task / nch, c0 = (task % nch) * chunk, len = std::min(chunk, n - c0);
+      copy_add<S>(h + bi * T * n + c0 + (seg(1) - 1) * n, nullptr, row(carry, task, 1), len);
+      for (int64_t s = 2; s < nseg; ++s) {
+        S* c = row(carry, task, s);
+        copy_add<S>(row(E, task, s - 1), nullptr, c, len);
+        fma_inplace(row(P, task, s - 1), row(carry, task, s - 1), c, len);
+      }
+    }
+#pragma omp for schedule(dynamic)
+    for (int64_t it = 0; it < tasks * (nseg - 1); ++it) {
+      const int64_t task = it / (nseg - 1), s = 1 + it % (nseg - 1), bi = task / nch, c0 = (task % nch) * chunk;
+      forward_run(n, bi * T * n + c0, std::min(chunk, n - c0), seg(s), seg(s + 1), a, b, row(carry, task, s), h);
+    }
+  }
+}
+
+}  // namespace
 
 template <class S>
 void diag_forward(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const S* h0, S* h) {
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
-  const int64_t chunk = scan_chunk(B, n), nch = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(dynamic) num_threads(num_threads())
+  const int nt = num_threads();
+  // Chunks of at least 1 KiB of a row: narrower ones walk the arrays in short strided pieces
+  // that the prefetchers serve poorly (half the bandwidth at 128-byte chunks of 512-byte rows);
+  // the threads are kept busy by splitting time instead.
+  const int64_t chunk = scan_chunk(B, n, wide_chunk<S>());
+  const int64_t nch = (n + chunk - 1) / chunk;
+  if (B * nch < nt) {  // (in place too: a segment's b is read before its h is written)
+    // Segments per task: enough for every thread, each at least kMinSegment steps.
+    const int64_t nseg = std::min<int64_t>((2 * nt + B * nch - 1) / (B * nch) + 1, T / kMinSegment);
+    if (nseg >= 2) return forward_segmented(B, T, n, chunk, nseg, a, b, h0, h);
+  }
+#pragma omp parallel for schedule(dynamic) num_threads(nt)
   for (int64_t task = 0; task < B * nch; ++task) {
     const int64_t bi = task / nch, c0 = (task % nch) * chunk, len = std::min(chunk, n - c0);
-    const int64_t base = bi * T * n + c0;
-    const S* prev = h0 ? h0 + bi * n + c0 : nullptr;
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t o = base + t * n;
-      if (h == b) {  // in place: h_t starts as b_t
-        if (prev) fma_inplace(a + o, prev, h + o, len);
-        else add_times_zero(a + o, h + o, len);
-      } else if (prev) {
-        fma_step(a + o, prev, b + o, h + o, len);
-      } else {
-        copy_add<S>(b + o, nullptr, h + o, len);
-        add_times_zero(a + o, h + o, len);  // a_0 * 0: NaN when a_0 is not finite
-      }
-      prev = h + o;
-    }
+    forward_run(n, bi * T * n + c0, len, 0, T, a, b, h0 ? h0 + bi * n + c0 : nullptr, h);
   }
 }
 
@@ -60,7 +144,10 @@ void diag_backward(int64_t B, int64_t T, int64_t n, const S* dh, const S* dh_las
                    const S* b, const S* h0, S* da, S* db, S* dh0) {
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
-  const int64_t chunk = scan_chunk(B, n), nch = (n + chunk - 1) / chunk;
+  // Chunks of at least 1 KiB of a row, as in forward (no time split here: a task of few
+  // channels runs on one thread, still faster than narrow chunks on every thread).
+  const int64_t chunk = scan_chunk(B, n, wide_chunk<S>());
+  const int64_t nch = (n + chunk - 1) / chunk;
 #pragma omp parallel for schedule(dynamic) num_threads(num_threads())
   for (int64_t task = 0; task < B * nch; ++task) {
     const int64_t bi = task / nch, c0 = (task % nch) * chunk, len = std::min(chunk, n - c0);

@@ -122,6 +122,36 @@ inline void mul_conj_inplace(const S* __restrict g_, S* __restrict y_, int64_t l
   }
 }
 
+// y = a * y + b (y updated in place: the running state of a time segment)
+template <class S>
+inline void step_inplace(const S* __restrict a_, const S* __restrict b_, S* __restrict y_, int64_t len) {
+  auto a = re(a_); auto b = re(b_); auto y = re(y_);
+  if constexpr (!Elem<S>::cplx) {
+    for (int64_t i = 0; i < len; ++i) y[i] = a[i] * y[i] + b[i];
+  } else {
+    for (int64_t i = 0; i < len; ++i) {
+      const auto ar = a[2 * i], ai = a[2 * i + 1], yr = y[2 * i], yi = y[2 * i + 1];
+      y[2 * i] = ar * yr - ai * yi + b[2 * i];
+      y[2 * i + 1] = ar * yi + ai * yr + b[2 * i + 1];
+    }
+  }
+}
+
+// y = a * y
+template <class S>
+inline void mul_inplace(const S* __restrict a_, S* __restrict y_, int64_t len) {
+  auto a = re(a_); auto y = re(y_);
+  if constexpr (!Elem<S>::cplx) {
+    for (int64_t i = 0; i < len; ++i) y[i] = a[i] * y[i];
+  } else {
+    for (int64_t i = 0; i < len; ++i) {
+      const auto ar = a[2 * i], ai = a[2 * i + 1], yr = y[2 * i], yi = y[2 * i + 1];
+      y[2 * i] = ar * yr - ai * yi;
+      y[2 * i + 1] = ar * yi + ai * yr;
+    }
+  }
+}
+
 // y = x (+ z when z is not null)
 template <class S>
 inline void copy_add(const S* __restrict x, const S* __restrict z, S* __restrict y, int64_t len) {
@@ -146,8 +176,8 @@ inline void fill_zero(S* y, int64_t len) {
 }
 
 // Channel chunk of the (batch, chunk) OpenMP tasks: enough tasks to balance the threads,
-// at least 16 channels (whole cache lines) so that each inner loop vectorises.
-int64_t scan_chunk(int64_t B, int64_t n);
+// at least min_chunk channels (16: whole cache lines, so that each inner loop vectorises).
+int64_t scan_chunk(int64_t B, int64_t n, int64_t min_chunk = 16);
 
 // Whole-tensor diagonal scans over (B, T, n) with row stride n; OpenMP over (b, chunk).
 // forward: h = scan(a, b, h0); h may equal b (in place), h0 may be null.
