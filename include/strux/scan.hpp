@@ -46,21 +46,33 @@ template <class T>
 class RealFFT;
 }
 
+// Layouts of DiagScan's arrays besides (B, T, n) channels-last (DESIGN.md "scan": axis,
+// reverse, a broadcast), read and written in place, without copies:
+//   time_last: every array of shape (B, T, n) is (B, n, T) instead (a too, in its own shape);
+//   reverse:   time runs backwards, h_t = a_t h_{t+1} + b_t, h_T = h0 (the gradients likewise);
+//   a_batch / a_time = false: a (and da) have size 1 along batch / time (broadcast; da is
+//   summed over that dimension).
+struct DiagLayout {
+  bool time_last = false, reverse = false, a_batch = true, a_time = true;
+};
+
 template <class S>
 class DiagScan {
  public:
-  DiagScan(int64_t B, int64_t T, int64_t n);
+  DiagScan(int64_t B, int64_t T, int64_t n, DiagLayout layout = {});
   int64_t B() const { return B_; }
   int64_t T() const { return T_; }
   int64_t n() const { return n_; }
-  // a, b, h: (B, T, n); h0: (B, n) or null.
+  // a, b, h: (B, T, n) (or the layout's shapes); h0: (B, n) or null.
   void forward(const S* a, const S* b, const S* h0, S* h) const;
-  // dh: (B, T, n); dh_last, h0: (B, n) or null. da, db: (B, T, n); dh0: (B, n) or null (skipped).
+  // dh: (B, T, n); dh_last, h0: (B, n) or null. da (a's shape), db: (B, T, n); dh0: (B, n) or
+  // null (skipped).
   void backward(const S* dh, const S* dh_last, const S* a, const S* b, const S* h0, S* da, S* db,
                 S* dh0) const;
 
  private:
   int64_t B_, T_, n_;
+  DiagLayout layout_;
 };
 
 template <class R>  // R = float or double

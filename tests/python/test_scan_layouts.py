@@ -324,3 +324,51 @@ def test_torch_diag_scan_layout_errors():
         st.diag_scan(b, b, axis=0)
     with pytest.raises(TypeError, match="'reverse'"):
         st.diag_scan(b, b, reverse=1)
+
+
+# ---- larger shapes: the CPU kernels' tiles (time-last), chunks and batch-shared sums ------------
+
+def stable(r, shape, dtype):
+    """|a| in [0.5, 0.99): the recurrence stays bounded over long T."""
+    m = r.uniform(0.5, 0.99, shape)
+    a = m * (np.exp(1j * r.uniform(-np.pi, np.pi, shape)) if np.dtype(dtype).kind == "c" else r.choice([-1, 1], shape))
+    return a.astype(dtype)
+
+
+BIG = [(3, 133, 37), (2, 64, 16), (1, 200, 1), (2, 1, 20), (4, 17, 300)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("dims", BIG, ids=lambda d: "x".join(map(str, d)))
+@pytest.mark.parametrize("a_kind", ["full", "1x1xn", "Bx1xn", "1xTxn"])
+@pytest.mark.parametrize("axis,reverse", [(1, True), (2, False), (2, True), (1, False)])
+def test_layouts_larger_shapes(dtype, dims, a_kind, axis, reverse):
+    Bb, Tt, Nn = dims
+    a_shape = {"full": (Bb, Tt, Nn), "1x1xn": (1, 1, Nn), "Bx1xn": (Bb, 1, Nn), "1xTxn": (1, Tt, Nn)}[a_kind]
+    r = np.random.default_rng(hash((dims, a_kind, axis, reverse)) % 2**32)
+    a = stable(r, caller(a_shape, axis), dtype)
+    b = rand(r, caller(dims, axis), dtype)
+    h0 = rand(r, (Bb, Nn), dtype)
+    tol = 1e-12 if np.dtype(dtype).itemsize >= 16 or dtype == np.float64 else 2e-5
+    for hh in (None, h0):
+        h, final = strux.diag_scan(a, b, hh, axis=axis, reverse=reverse, return_final=True)
+        want, want_final = loop(a, b, hh, axis, reverse)
+        assert relerr(h, want) < tol and relerr(final, want_final) < tol
+    if np.dtype(dtype).itemsize not in (8, 16) or dtype == np.complex64:
+        return  # gradients: float64 and complex128 (the adjoint identity needs their precision)
+    dh, dl = rand(r, b.shape, dtype), rand(r, (Bb, Nn), dtype)
+    va, vb, vh0 = rand(r, a.shape, dtype), rand(r, b.shape, dtype), rand(r, h0.shape, dtype)
+    da, db, dh0 = strux.diag_scan_vjp(dh, a, b, h0, dh_last=dl, axis=axis, reverse=reverse)
+    assert da.shape == a.shape and db.shape == b.shape and dh0.shape == h0.shape
+    _, _, jh, jfinal = loop(a, b, h0, axis, reverse, va, vb, vh0)
+    lhs = re_dot(dh, jh) + re_dot(dl, jfinal)
+    rhs = re_dot(da, va) + re_dot(db, vb) + re_dot(dh0, vh0)
+    assert abs(lhs - rhs) <= 1e-10 * (abs(lhs) + 1), (lhs, rhs)
+
+
+def test_layouts_read_noncontiguous_inputs():
+    r = np.random.default_rng(5)
+    a = stable(r, (2, 40, 9), np.float64)[:, ::2]  # (2, 20, 9), strided
+    b = rand(r, (2, 9, 40), np.float64)[:, :, ::2]  # (2, 9, 20) time-last, strided
+    h = strux.diag_scan(np.swapaxes(a, 1, 2), b, axis=2)
+    assert relerr(h, loop(np.swapaxes(a, 1, 2), b, None, 2, False)[0]) < 1e-13

@@ -15,6 +15,7 @@
 
 #include "cpu/fft.hpp"
 #include "cpu/scan/kernels.hpp"
+#include "cpu/threads.hpp"
 #include "strux/core.hpp"
 #include "strux/scan.hpp"
 
@@ -47,21 +48,33 @@ constexpr int64_t wide_chunk() {
 // Steps per time segment at least: below this the extra pass costs more than the idle thread.
 constexpr int64_t kMinSegment = 512;
 
-// The plain recurrence over steps [t0, t1) of one task's run of len channels at `base`
-// ((b, 0, c0) of the arrays), from prev (h_{t0-1}; null: zero, the first step's a * 0 kept).
+// Row offsets of the channels-last layouts: (b, logical step t) of the state-shaped arrays and
+// of a (da), time reversed or not, a broadcast along batch or time (DiagLayout).
+struct Rows {
+  int64_t T, n, aB, aT;
+  bool rev;
+  Rows(int64_t T_, int64_t n_, const DiagLayout& L)
+      : T(T_), n(n_), aB(L.a_batch ? (L.a_time ? T_ : 1) * n_ : 0), aT(L.a_time ? n_ : 0), rev(L.reverse) {}
+  int64_t p(int64_t t) const { return rev ? T - 1 - t : t; }
+  int64_t x(int64_t b, int64_t t) const { return (b * T + p(t)) * n; }
+  int64_t a(int64_t b, int64_t t) const { return b * aB + p(t) * aT; }
+};
+
+// The plain recurrence over steps [t0, t1) of channels [c0, c0 + len) of batch item bi, from
+// prev (h_{t0-1}; null: zero, the first step's a * 0 kept).
 template <class S>
-void forward_run(int64_t n, int64_t base, int64_t len, int64_t t0, int64_t t1, const S* a, const S* b,
-                 const S* prev, S* h) {
+void forward_run(const Rows& R, int64_t bi, int64_t c0, int64_t len, int64_t t0, int64_t t1, const S* a,
+                 const S* b, const S* prev, S* h) {
   for (int64_t t = t0; t < t1; ++t) {
-    const int64_t o = base + t * n;
+    const int64_t o = R.x(bi, t) + c0, oa = R.a(bi, t) + c0;
     if (h == b) {  // in place: h_t starts as b_t
-      if (prev) fma_inplace(a + o, prev, h + o, len);
-      else add_times_zero(a + o, h + o, len);
+      if (prev) fma_inplace(a + oa, prev, h + o, len);
+      else add_times_zero(a + oa, h + o, len);
     } else if (prev) {
-      fma_step(a + o, prev, b + o, h + o, len);
+      fma_step(a + oa, prev, b + o, h + o, len);
     } else {
       copy_add<S>(b + o, nullptr, h + o, len);
-      add_times_zero(a + o, h + o, len);  // a_0 * 0: NaN when a_0 is not finite
+      add_times_zero(a + oa, h + o, len);  // a_0 * 0: NaN when a_0 is not finite
     }
     prev = h + o;
   }
@@ -69,9 +82,9 @@ void forward_run(int64_t n, int64_t base, int64_t len, int64_t t0, int64_t t1, c
 
 // The chunked scan over time: `nseg` segments per task (see the header comment).
 template <class S>
-void forward_segmented(int64_t B, int64_t T, int64_t n, int64_t chunk, int64_t nseg, const S* a, const S* b,
+void forward_segmented(const Rows& R, int64_t B, int64_t chunk, int64_t nseg, const S* a, const S* b,
                        const S* h0, S* h) {
-  const int64_t nch = (n + chunk - 1) / chunk, tasks = B * nch;
+  const int64_t T = R.T, n = R.n, nch = (n + chunk - 1) / chunk, tasks = B * nch;
   auto seg = [=](int64_t s) { return s * T / nseg; };
   // Per (task, segment): the end state from zero (E), the product of the a's (P), the carry in.
   std::vector<S> E(size_t(tasks * nseg * chunk)), P(E.size()), carry(E.size());
@@ -81,18 +94,17 @@ void forward_segmented(int64_t B, int64_t T, int64_t n, int64_t chunk, int64_t n
 #pragma omp for schedule(dynamic)
     for (int64_t it = 0; it < tasks * nseg; ++it) {
       const int64_t task = it / nseg, s = it % nseg, bi = task / nch, c0 = (task % nch) * chunk;
-      const int64_t len = std::min(chunk, n - c0), base = bi * T * n + c0;
+      const int64_t len = std::min(chunk, n - c0);
       if (s == 0) {  // the first segment needs no carry: the real scan at once
-        forward_run(n, base, len, 0, seg(1), a, b, h0 ? h0 + bi * n + c0 : nullptr, h);
+        forward_run(R, bi, c0, len, 0, seg(1), a, b, h0 ? h0 + bi * n + c0 : nullptr, h);
       } else if (s + 1 < nseg) {
         S* e = row(E, task, s);
         S* p = row(P, task, s);
-        const int64_t o0 = base + seg(s) * n;
-        copy_add<S>(b + o0, nullptr, e, len);
-        copy_add<S>(a + o0, nullptr, p, len);
+        copy_add<S>(b + R.x(bi, seg(s)) + c0, nullptr, e, len);
+        copy_add<S>(a + R.a(bi, seg(s)) + c0, nullptr, p, len);
         for (int64_t t = seg(s) + 1; t < seg(s + 1); ++t) {
-          step_inplace(a + base + t * n, b + base + t * n, e, len);
-          mul_inplace(a + base + t * n, p, len);
+          step_inplace(a + R.a(bi, t) + c0, b + R.x(bi, t) + c0, e, len);
+          mul_inplace(a + R.a(bi, t) + c0, p, len);
         }
       }
     }
@@ -100,7 +112,7 @@ void forward_segmented(int64_t B, int64_t T, int64_t n, int64_t chunk, int64_t n
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t bi = task / nch, c0 = (task % nch) * chunk, len = std::min(chunk, n - c0);
-      copy_add<S>(h + bi * T * n + c0 + (seg(1) - 1) * n, nullptr, row(carry, task, 1), len);
+      copy_add<S>(h + R.x(bi, seg(1) - 1) + c0, nullptr, row(carry, task, 1), len);
       for (int64_t s = 2; s < nseg; ++s) {
         S* c = row(carry, task, s);
         copy_add<S>(row(E, task, s - 1), nullptr, c, len);
@@ -110,18 +122,74 @@ void forward_segmented(int64_t B, int64_t T, int64_t n, int64_t chunk, int64_t n
 #pragma omp for schedule(dynamic)
     for (int64_t it = 0; it < tasks * (nseg - 1); ++it) {
       const int64_t task = it / (nseg - 1), s = 1 + it % (nseg - 1), bi = task / nch, c0 = (task % nch) * chunk;
-      forward_run(n, bi * T * n + c0, std::min(chunk, n - c0), seg(s), seg(s + 1), a, b, row(carry, task, s), h);
+      forward_run(R, bi, c0, std::min(chunk, n - c0), seg(s), seg(s + 1), a, b, row(carry, task, s), h);
     }
+  }
+}
+
+// Backward of channels [c0, c0 + len) of batch item bi (see diag_backward). `tmp`: len values
+// of scratch. da full-shaped: da (the a offsets equal the state offsets) holds the shifted
+// states first, as scratch. Broadcast a: db holds them (so db must not be dh), and da_t is
+// added into `dacc` (a not varying in time: len values, zeroed by the caller) or into da's
+// rows (a varying in time, shared by the batch: `first` = the first batch item, which assigns).
+template <class S>
+void backward_run(const Rows& R, bool full, int64_t bi, int64_t c0, int64_t len, const S* dh, const S* dh_last,
+                  const S* a, const S* b, const S* h0, S* da, S* db, S* dh0, S* tmp, S* dacc, bool first) {
+  const int64_t T = R.T, n = R.n;
+  S* hs = full ? da : db;  // hs[t] = h_{t-1}
+  if (h0)
+    copy_add<S>(h0 + bi * n + c0, nullptr, hs + R.x(bi, 0) + c0, len);
+  else
+    fill_zero(hs + R.x(bi, 0) + c0, len);
+  for (int64_t t = 0; t + 1 < T; ++t)
+    fma_step(a + R.a(bi, t) + c0, hs + R.x(bi, t) + c0, b + R.x(bi, t) + c0, hs + R.x(bi, t + 1) + c0, len);
+  // Reverse time: g_t = dh_t + conj(a_{t+1}) g_{t+1}, db_t = g_t, da_t = g_t conj(h_{t-1}).
+  const S* last = dh_last ? dh_last + bi * n + c0 : nullptr;
+  for (int64_t t = T - 1; t >= 0; --t) {
+    const int64_t o = R.x(bi, t) + c0;
+    if (full) {
+      if (t == T - 1) {
+        if (db != dh) {
+          copy_add(dh + o, last, db + o, len);
+        } else if (last) {
+          for (int64_t i = 0; i < len; ++i) db[o + i] += last[i];
+        }
+      } else if (db == dh) {
+        conj_fma_inplace(a + R.a(bi, t + 1) + c0, db + R.x(bi, t + 1) + c0, db + o, len);
+      } else {
+        conj_fma_step(a + R.a(bi, t + 1) + c0, db + R.x(bi, t + 1) + c0, dh + o, db + o, len);
+      }
+      mul_conj_inplace(db + o, da + o, len);
+      continue;
+    }
+    if (t == T - 1)
+      copy_add(dh + o, last, tmp, len);
+    else
+      conj_fma_step(a + R.a(bi, t + 1) + c0, db + R.x(bi, t + 1) + c0, dh + o, tmp, len);
+    if (dacc)
+      mul_conj_add(tmp, db + o, dacc, len);
+    else if (first)
+      mul_conj(tmp, db + o, da + R.a(bi, t) + c0, len);
+    else
+      mul_conj_add(tmp, db + o, da + R.a(bi, t) + c0, len);
+    copy_add<S>(tmp, nullptr, db + o, len);
+  }
+  if (dh0) {
+    S* d0 = dh0 + bi * n + c0;
+    fill_zero(d0, len);
+    conj_fma_inplace(a + R.a(bi, 0) + c0, db + R.x(bi, 0) + c0, d0, len);
   }
 }
 
 }  // namespace
 
 template <class S>
-void diag_forward(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const S* h0, S* h) {
+void diag_forward(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const S* h0, S* h, const DiagLayout& L) {
+  if (L.time_last && n > 1 && T > 1) return diag_forward_time_last(B, T, n, a, b, h0, h, L);
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
   const int nt = num_threads();
+  const Rows R(T, n, L);
   // Chunks of at least 1 KiB of a row: narrower ones walk the arrays in short strided pieces
   // that the prefetchers serve poorly (half the bandwidth at 128-byte chunks of 512-byte rows);
   // the threads are kept busy by splitting time instead.
@@ -130,66 +198,54 @@ void diag_forward(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const
   if (B * nch < nt) {  // (in place too: a segment's b is read before its h is written)
     // Segments per task: enough for every thread, each at least kMinSegment steps.
     const int64_t nseg = std::min<int64_t>((2 * nt + B * nch - 1) / (B * nch) + 1, T / kMinSegment);
-    if (nseg >= 2) return forward_segmented(B, T, n, chunk, nseg, a, b, h0, h);
+    if (nseg >= 2) return forward_segmented(R, B, chunk, nseg, a, b, h0, h);
   }
 #pragma omp parallel for schedule(dynamic) num_threads(nt)
   for (int64_t task = 0; task < B * nch; ++task) {
     const int64_t bi = task / nch, c0 = (task % nch) * chunk, len = std::min(chunk, n - c0);
-    forward_run(n, bi * T * n + c0, len, 0, T, a, b, h0 ? h0 + bi * n + c0 : nullptr, h);
+    forward_run(R, bi, c0, len, 0, T, a, b, h0 ? h0 + bi * n + c0 : nullptr, h);
   }
 }
 
 template <class S>
 void diag_backward(int64_t B, int64_t T, int64_t n, const S* dh, const S* dh_last, const S* a,
-                   const S* b, const S* h0, S* da, S* db, S* dh0) {
+                   const S* b, const S* h0, S* da, S* db, S* dh0, const DiagLayout& L) {
+  if (L.time_last && n > 1 && T > 1) return diag_backward_time_last(B, T, n, dh, dh_last, a, b, h0, da, db, dh0, L);
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
+  const Rows R(T, n, L);
+  const bool a_batch = L.a_batch || B == 1, a_time = L.a_time || T == 1, full = a_batch && a_time;
+  check_arg(full || db != dh, "db", "expected db apart from dh when a is broadcast");
   // Chunks of at least 1 KiB of a row, as in forward (no time split here: a task of few
   // channels runs on one thread, still faster than narrow chunks on every thread).
-  const int64_t chunk = scan_chunk(B, n, wide_chunk<S>());
+  const int64_t chunk = scan_chunk(a_batch ? B : 1, n, wide_chunk<S>());
   const int64_t nch = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(dynamic) num_threads(num_threads())
-  for (int64_t task = 0; task < B * nch; ++task) {
-    const int64_t bi = task / nch, c0 = (task % nch) * chunk, len = std::min(chunk, n - c0);
-    const int64_t base = bi * T * n + c0;
-    // Recompute the states, shifted by one step: da[t] holds h_{t-1}, the factor da_t needs.
-    if (h0)
-      copy_add<S>(h0 + bi * n + c0, nullptr, da + base, len);
-    else
-      fill_zero(da + base, len);
-    for (int64_t t = 0; t + 1 < T; ++t) {
-      const int64_t o = base + t * n;
-      fma_step(a + o, da + o, b + o, da + o + n, len);
-    }
-    // Reverse time: g_t = dh_t + conj(a_{t+1}) g_{t+1} kept in db; da_t = g_t conj(h_{t-1}).
-    for (int64_t t = T - 1; t >= 0; --t) {
-      const int64_t o = base + t * n;
-      if (t == T - 1) {
-        const S* last = dh_last ? dh_last + bi * n + c0 : nullptr;
-        if (db != dh) {
-          copy_add(dh + o, last, db + o, len);
-        } else if (last) {
-          for (int64_t i = 0; i < len; ++i) db[o + i] += last[i];
-        }
-      } else if (db == dh) {
-        conj_fma_inplace(a + o + n, db + o + n, db + o, len);
-      } else {
-        conj_fma_step(a + o + n, db + o + n, dh + o, db + o, len);
-      }
-      mul_conj_inplace(db + o, da + o, len);
-    }
-    if (dh0) {
-      S* d0 = dh0 + bi * n + c0;
-      fill_zero(d0, len);
-      conj_fma_inplace(a + base, db + base, d0, len);
+  // a shared by the batch: one task per channel chunk walks every batch item in order (da sums
+  // over them deterministically); otherwise one task per (batch item, chunk).
+  const int64_t tasks = a_batch ? B * nch : nch;
+  const int nt = num_threads();
+  std::vector<S> scratch(full ? 0 : size_t(2 * chunk * int64_t(nt)));  // tmp, dacc per thread
+#pragma omp parallel num_threads(nt)
+  {
+    S* tmp = full ? nullptr : scratch.data() + 2 * chunk * int64_t(thread_index());
+    S* dacc = a_time ? nullptr : tmp + chunk;
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t c0 = (task % nch) * chunk, len = std::min(chunk, n - c0);
+      const int64_t b0 = a_batch ? task / nch : 0, b1 = a_batch ? b0 + 1 : B;
+      if (dacc) fill_zero(dacc, len);
+      for (int64_t bi = b0; bi < b1; ++bi)
+        backward_run(R, full, bi, c0, len, dh, dh_last, a, b, h0, da, db, dh0, tmp, dacc, bi == b0);
+      if (dacc) copy_add<S>(dacc, nullptr, da + R.a(b0, 0) + c0, len);
     }
   }
 }
 
-#define STRUX_DIAG_INST(S)                                                                      \
-  template void diag_forward<S>(int64_t, int64_t, int64_t, const S*, const S*, const S*, S*);   \
-  template void diag_backward<S>(int64_t, int64_t, int64_t, const S*, const S*, const S*,       \
-                                 const S*, const S*, S*, S*, S*);
+#define STRUX_DIAG_INST(S)                                                                          \
+  template void diag_forward<S>(int64_t, int64_t, int64_t, const S*, const S*, const S*, S*,        \
+                                const DiagLayout&);                                                 \
+  template void diag_backward<S>(int64_t, int64_t, int64_t, const S*, const S*, const S*,           \
+                                 const S*, const S*, S*, S*, S*, const DiagLayout&);
 STRUX_DIAG_INST(float)
 STRUX_DIAG_INST(double)
 STRUX_DIAG_INST(std::complex<float>)
@@ -204,7 +260,7 @@ void set_scan_time_block(int64_t steps) {
 }
 
 template <class S>
-DiagScan<S>::DiagScan(int64_t B, int64_t T, int64_t n) : B_(B), T_(T), n_(n) {
+DiagScan<S>::DiagScan(int64_t B, int64_t T, int64_t n, DiagLayout layout) : B_(B), T_(T), n_(n), layout_(layout) {
   check_positive(B, "B");
   check_positive(T, "T");
   check_positive(n, "n");
@@ -213,14 +269,14 @@ DiagScan<S>::DiagScan(int64_t B, int64_t T, int64_t n) : B_(B), T_(T), n_(n) {
 template <class S>
 void DiagScan<S>::forward(const S* a, const S* b, const S* h0, S* h) const {
   check_arg(a && b && h, "h", "expected non-null a, b and h");
-  cpu::scan::diag_forward(B_, T_, n_, a, b, h0, h);
+  cpu::scan::diag_forward(B_, T_, n_, a, b, h0, h, layout_);
 }
 
 template <class S>
 void DiagScan<S>::backward(const S* dh, const S* dh_last, const S* a, const S* b, const S* h0,
                            S* da, S* db, S* dh0) const {
   check_arg(dh && a && b && da && db, "dh", "expected non-null dh, a, b, da and db");
-  cpu::scan::diag_backward(B_, T_, n_, dh, dh_last, a, b, h0, da, db, dh0);
+  cpu::scan::diag_backward(B_, T_, n_, dh, dh_last, a, b, h0, da, db, dh0, layout_);
 }
 
 template class DiagScan<float>;
