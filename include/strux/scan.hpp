@@ -38,6 +38,7 @@
 #include <complex>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace strux {
 
@@ -56,10 +57,19 @@ struct DiagLayout {
   bool time_last = false, reverse = false, a_batch = true, a_time = true;
 };
 
+// The CPU diagonal scan's solvers: Automatic = Rows; Rows = one task per (batch item, chunk
+// of >= 1 KiB of channels), each walking all of time; TimeSplit = besides, where there are
+// fewer such tasks than threads, a chunked scan over time with carries (forward, channels-last;
+// it reads a and b twice and synchronises the team three times per call: on the shared 2-core
+// machine it lost to one thread, bench/NOTES-cpu.md "diag_scan").
+enum class DiagSolver { Automatic, Rows, TimeSplit };
+// "" (Automatic), "rows", "time-split"; anything else is a ValueError naming `arg`.
+DiagSolver diag_solver(const std::string& s, const char* arg = "solver");
+
 template <class S>
 class DiagScan {
  public:
-  DiagScan(int64_t B, int64_t T, int64_t n, DiagLayout layout = {});
+  DiagScan(int64_t B, int64_t T, int64_t n, DiagLayout layout = {}, DiagSolver solver = DiagSolver::Automatic);
   int64_t B() const { return B_; }
   int64_t T() const { return T_; }
   int64_t n() const { return n_; }
@@ -73,6 +83,7 @@ class DiagScan {
  private:
   int64_t B_, T_, n_;
   DiagLayout layout_;
+  bool time_split_ = false;
 };
 
 template <class R>  // R = float or double

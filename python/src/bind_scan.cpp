@@ -57,16 +57,17 @@ S* out_ptr(OptOut<S>& x, const std::vector<int64_t>& want, const char* name) {
 template <class S>
 void bind_diag(nb::module_& m, const char* sfx) {
   m.def((std::string("scan_diag_fwd_") + sfx).c_str(),
-        [](In<S> a, In<S> b, Opt<S> h0, Out<S> h) {
+        [](In<S> a, In<S> b, Opt<S> h0, Out<S> h, std::string solver) {
           auto s = btn(shape_of(a), "a");
           check_same(shape_of(b), s, "b");
           check_opt(h0, {s[0], s[2]}, "h0");
           S* ph = out_ptr(h, s, "h");
+          const DiagSolver sv = diag_solver(solver);
           strux::py::run_nogil("b", [&] {
-            DiagScan<S>(s[0], s[1], s[2]).forward(a.data(), b.data(), ptr(h0), ph);
+            DiagScan<S>(s[0], s[1], s[2], {}, sv).forward(a.data(), b.data(), ptr(h0), ph);
           });
         },
-        nb::arg("a"), nb::arg("b"), nb::arg("h0").none(), nb::arg("h"));
+        nb::arg("a"), nb::arg("b"), nb::arg("h0").none(), nb::arg("h"), nb::arg("solver") = "");
   m.def((std::string("scan_diag_bwd_") + sfx).c_str(),
         [](In<S> dh, Opt<S> dh_last, In<S> a, In<S> b, Opt<S> h0, Out<S> da, Out<S> db, OptOut<S> dh0) {
           auto s = btn(shape_of(a), "a");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "strux/ks.hpp"
+#include "strux/strux.hpp"
 
 namespace {
 
@@ -318,3 +319,22 @@ TEST(KSErrors, BadArguments) {
 }
 
 }  // namespace
+
+// The CPU solver tables through the operator API: options.solver picks the path, describe()
+// names it, an unknown name is a ValueError naming 'options.solver'.
+TEST(KSSolvers, OperatorOptions) {
+  namespace op = strux::op;
+  const auto ps = butterfly(64, 2);
+  const op::KSChain fused({ps, 32}, strux::Options{""});
+  EXPECT_NE(fused.describe().find("fused"), std::string::npos) << fused.describe();
+  const op::KSChain gemm({ps, 32}, strux::Options{"gemm"});
+  EXPECT_NE(gemm.describe().find("gemm"), std::string::npos) << gemm.describe();
+  const op::KSFactor tiles({KSPattern{4, 2, 2, 8}, 32}, strux::Options{"tiles"});
+  EXPECT_NE(tiles.describe().find("tile"), std::string::npos) << tiles.describe();
+  try {
+    op::KSChain bad({ps, 32}, strux::Options{"tiles"});
+    ADD_FAILURE() << "expected a ValueError";
+  } catch (const strux::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("options.solver"), std::string::npos) << e.what();
+  }
+}

@@ -3,8 +3,8 @@
 // Channels-last makes every time step a contiguous row of n channels: each OpenMP task owns
 // one batch item and one chunk of channels and walks time sequentially, so the inner loop is
 // a unit-stride element-wise update and h_{t-1} is still in L1 when step t reads it.
-// With fewer such tasks than threads (few channels, small batch) and a long sequence, the
-// forward pass also splits time (a chunked scan with carries): each later segment first
+// DiagSolver::TimeSplit: with fewer such tasks than threads (few channels, small batch) and a
+// long sequence, the forward pass also splits time (a chunked scan with carries): each later segment first
 // computes its end state from zero and the product of its a's (reading a and b), a short
 // serial pass turns those into the state entering each segment, and every segment then runs
 // the plain recurrence from its carry. That reads a and b twice, so it only pays where one
@@ -184,7 +184,8 @@ void backward_run(const Rows& R, bool full, int64_t bi, int64_t c0, int64_t len,
 }  // namespace
 
 template <class S>
-void diag_forward(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const S* h0, S* h, const DiagLayout& L) {
+void diag_forward(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const S* h0, S* h, const DiagLayout& L,
+                  bool time_split) {
   if (L.time_last && n > 1 && T > 1) return diag_forward_time_last(B, T, n, a, b, h0, h, L);
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
@@ -195,7 +196,7 @@ void diag_forward(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const
   // the threads are kept busy by splitting time instead.
   const int64_t chunk = scan_chunk(B, n, wide_chunk<S>());
   const int64_t nch = (n + chunk - 1) / chunk;
-  if (B * nch < nt) {  // (in place too: a segment's b is read before its h is written)
+  if (time_split && B * nch < nt) {  // (in place too: a segment's b is read before its h is written)
     // Segments per task: enough for every thread, each at least kMinSegment steps.
     const int64_t nseg = std::min<int64_t>((2 * nt + B * nch - 1) / (B * nch) + 1, T / kMinSegment);
     if (nseg >= 2) return forward_segmented(R, B, chunk, nseg, a, b, h0, h);
@@ -243,7 +244,7 @@ void diag_backward(int64_t B, int64_t T, int64_t n, const S* dh, const S* dh_las
 
 #define STRUX_DIAG_INST(S)                                                                          \
   template void diag_forward<S>(int64_t, int64_t, int64_t, const S*, const S*, const S*, S*,        \
-                                const DiagLayout&);                                                 \
+                                const DiagLayout&, bool);                                           \
   template void diag_backward<S>(int64_t, int64_t, int64_t, const S*, const S*, const S*,           \
                                  const S*, const S*, S*, S*, S*, const DiagLayout&);
 STRUX_DIAG_INST(float)
@@ -259,8 +260,16 @@ void set_scan_time_block(int64_t steps) {
   cpu::scan::g_time_block = steps;
 }
 
+DiagSolver diag_solver(const std::string& s, const char* arg) {
+  if (s.empty()) return DiagSolver::Automatic;
+  if (s == "rows") return DiagSolver::Rows;
+  if (s == "time-split") return DiagSolver::TimeSplit;
+  throw ValueError(msg("argument '", arg, "': expected one of '', 'rows', 'time-split', got '", s, "'"));
+}
+
 template <class S>
-DiagScan<S>::DiagScan(int64_t B, int64_t T, int64_t n, DiagLayout layout) : B_(B), T_(T), n_(n), layout_(layout) {
+DiagScan<S>::DiagScan(int64_t B, int64_t T, int64_t n, DiagLayout layout, DiagSolver solver)
+    : B_(B), T_(T), n_(n), layout_(layout), time_split_(solver == DiagSolver::TimeSplit) {
   check_positive(B, "B");
   check_positive(T, "T");
   check_positive(n, "n");
@@ -269,7 +278,7 @@ DiagScan<S>::DiagScan(int64_t B, int64_t T, int64_t n, DiagLayout layout) : B_(B
 template <class S>
 void DiagScan<S>::forward(const S* a, const S* b, const S* h0, S* h) const {
   check_arg(a && b && h, "h", "expected non-null a, b and h");
-  cpu::scan::diag_forward(B_, T_, n_, a, b, h0, h, layout_);
+  cpu::scan::diag_forward(B_, T_, n_, a, b, h0, h, layout_, time_split_);
 }
 
 template <class S>

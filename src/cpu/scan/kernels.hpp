@@ -200,7 +200,7 @@ int64_t scan_chunk(int64_t B, int64_t n, int64_t min_chunk = 16);
 // forward: h = scan(a, b, h0); h may equal b (in place), h0 may be null.
 template <class S>
 void diag_forward(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const S* h0, S* h,
-                  const DiagLayout& L = {});
+                  const DiagLayout& L = {}, bool time_split = false);
 // backward: see include/strux/scan.hpp. db may equal dh (in place) when a is not broadcast;
 // dh_last, h0, dh0 may be null.
 template <class S>
