@@ -1,7 +1,8 @@
 """ks benchmark cases, float32, batch-size-first, batch 4096.
 
 One factor: patterns from ksmm's benchmark set (see ANCHORS.md), sized for a small CPU: d = 4,
-d = 1 and d = 16. Baseline: the paper's "bmm with permutations" in numpy (permute x so each
+d = 1 and d = 16, and two small-block ones (radix-4 and radix-2 butterfly factors, the tile
+kernel's domain); strux's per-group GEMM path (solver "gemm") is timed beside them. Baseline: the paper's "bmm with permutations" in numpy (permute x so each
 group's columns are contiguous, one batched matmul over the a·d groups, permute back; the
 weights are pre-permuted once, outside the timed call). The dense product x @ K.T (numpy's
 BLAS, every core) is a second baseline.
@@ -22,7 +23,7 @@ from ..patterns import butterfly
 from .case import Case
 
 BATCH = 4096
-PATTERNS = [(4, 64, 64, 4), (6, 64, 64, 1), (1, 48, 48, 16)]
+PATTERNS = [(4, 64, 64, 4), (6, 64, 64, 1), (1, 48, 48, 16), (64, 4, 4, 4), (256, 2, 2, 2)]
 QUICK_PATTERNS = [(2, 16, 16, 2), (3, 16, 16, 1), (1, 8, 8, 4)]
 
 
@@ -58,7 +59,9 @@ def cases(quick: bool = False) -> list[Case]:
             flops=2.0 * batch * nnz,
             tol=1e-5,
             reference=lambda x64=x64, wt64=wt64, p=p: bmm_recipe(x64, wt64, p),
-            more_baselines=[("numpy x @ K.T, dense K (threaded BLAS)", dense)],
+            more_baselines=[("numpy x @ K.T, dense K (threaded BLAS)", dense),
+                            ("strux per-group GEMMs (solver 'gemm')",
+                             lambda x=x, w=w, p=p: _ext.ks_matmul_f32(x, w, list(p), "bsf", "gemm"))],
         ))
     return out
 
