@@ -86,6 +86,12 @@ class DiagScan {
   bool time_split_ = false;
 };
 
+// The forward diagonal scan on float16 arrays (IEEE binary16 bit patterns), computed in
+// float32 and rounded once per value: a, b, h in the (channels-last) layouts of DiagLayout
+// (not time_last), h0 (B, n) or null.
+void diag_scan_forward_half(int64_t B, int64_t T, int64_t n, const uint16_t* a, const uint16_t* b,
+                            const uint16_t* h0, uint16_t* h, DiagLayout layout = {});
+
 template <class R>  // R = float or double
 class CirculantScan {
  public:

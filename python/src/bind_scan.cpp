@@ -128,6 +128,21 @@ void bind_diag_layout(nb::module_& m, const char* sfx) {
         nb::arg("db"), nb::arg("dh0").none(), nb::arg("time_last"), nb::arg("reverse"));
 }
 
+// float16 forward: the arrays as their uint16 bit patterns (numpy's .view(np.uint16)), in the
+// channels-last layouts (time_last must be false).
+void bind_diag_half(nb::module_& m) {
+  m.def("scan_diag_half_fwd",
+        [](In<uint16_t> a, In<uint16_t> b, Opt<uint16_t> h0, Out<uint16_t> h, bool reverse) {
+          DiagLayout L;
+          const auto sb = shape_of(b);
+          const auto d = layout_dims(shape_of(a), sb, false, reverse, L);
+          check_opt(h0, {d[0], d[2]}, "h0");
+          uint16_t* ph = out_ptr(h, sb, "h");
+          strux::py::run_nogil("b", [&] { diag_scan_forward_half(d[0], d[1], d[2], a.data(), b.data(), ptr(h0), ph, L); });
+        },
+        nb::arg("a"), nb::arg("b"), nb::arg("h0").none(), nb::arg("h"), nb::arg("reverse"));
+}
+
 // Spatial (a real, like u) and Fourier (a complex half spectrum) forms.
 template <class R, class A, bool Fourier>
 void bind_circ_form(nb::module_& m, const std::string& base, const std::string& sfx) {
@@ -220,6 +235,7 @@ void bind_scan(nb::module_& m) {
   bind_diag_layout<double>(m, "d");
   bind_diag_layout<std::complex<float>>(m, "cf");
   bind_diag_layout<std::complex<double>>(m, "cd");
+  bind_diag_half(m);
   bind_circ_form<float, float, false>(m, "scan_circ", "f");
   bind_circ_form<double, double, false>(m, "scan_circ", "d");
   bind_circ_form<float, std::complex<float>, true>(m, "scan_circ_fourier", "f");

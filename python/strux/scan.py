@@ -17,7 +17,8 @@ Computed natively (FFTW + OpenMP): the circulant forms run a complex diagonal sc
 rfft frequencies. Gradients: the ``*_vjp`` functions (PyTorch's convention for complex values).
 
 Dtypes: float32 and float64 are computed as they are, float16/bfloat16 in float32 and returned
-in the input dtype. ``diag_scan`` also takes complex64/complex128; there a real argument next to
+in the input dtype (``diag_scan`` of float16 numpy arrays in channels-last layouts reads and
+writes float16 directly; the rest converts through float32 copies). ``diag_scan`` also takes complex64/complex128; there a real argument next to
 a complex one is promoted to the complex dtype of the same precision (float32 with complex64,
 float64 with complex128; other mixes are a TypeError), and its gradient is the real part of the
 complex one. Inputs that are not C-contiguous are copied.
@@ -90,6 +91,22 @@ def _diag_dtypes(**arrays):
             raise TypeError(f"argument '{k}': expected {cdt} or the real dtype of the same precision "
                             f"(the dtype of '{first}' is {cdt}), got {v.dtype}")
     return cdt, cdt
+
+
+def _half_native(a, b, h0, t: int) -> bool:
+    """float16 numpy arrays, channels-last: the forward kernel reads and writes float16 itself."""
+    f16 = np.dtype(np.float16)
+    return t == 1 and a.dtype == f16 and b.dtype == f16 and (h0 is None or h0.dtype == f16)
+
+
+def _diag_half(a, b, h0, reverse: bool, return_final: bool):
+    """diag_scan of float16 arrays (channels-last, a broadcast along batch / time or not)."""
+    def bits(x):
+        return None if x is None else np.ascontiguousarray(x).view(np.uint16)
+
+    h = np.empty(b.shape, np.float16)
+    _ext.scan_diag_half_fwd(bits(a), bits(b), bits(h0), h.view(np.uint16), reverse)
+    return (h, np.ascontiguousarray(h[:, 0 if reverse else -1])) if return_final else h
 
 
 def _diag_args(a, b, h0):
@@ -203,6 +220,8 @@ def diag_scan(a, b, h0=None, *, axis=1, reverse=False, return_final=False):
         return _gpu(a).diag_scan(a, b, h0=h0, return_final=return_final)
     return_final = _flag(return_final, "return_final")
     a, b, h0 = _diag_args(a, b, h0)
+    if _half_native(a, b, h0, 1):
+        return _diag_half(a, b, h0, False, return_final)
     cdt, out_dt = _diag_dtypes(a=a, b=b, h0=h0)
     h = np.empty(a.shape, cdt)
     _fn("diag_fwd", cdt)(native(a, cdt), native(b, cdt), native(h0, cdt), h)
@@ -224,6 +243,8 @@ def _diag_scan_layout(a, b, h0, axis, reverse, return_final):
         return_final = _flag(return_final, "return_final")
         B, n = b.shape[0], b.shape[3 - t]
         h0 = _opt(h0, "h0", (B, n), real_only=False)
+        if _half_native(a, b, h0, t):
+            return _diag_half(a, b, h0, flip, return_final)
         cdt, out_dt = _diag_dtypes(a=a, b=b, h0=h0)
         h = np.empty(b.shape, cdt)
         _fn("diag_layout_fwd", cdt)(native(a, cdt), native(b, cdt), native(h0, cdt), h, t == 2, flip)

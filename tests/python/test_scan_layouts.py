@@ -372,3 +372,41 @@ def test_layouts_read_noncontiguous_inputs():
     b = rand(r, (2, 9, 40), np.float64)[:, :, ::2]  # (2, 9, 20) time-last, strided
     h = strux.diag_scan(np.swapaxes(a, 1, 2), b, axis=2)
     assert relerr(h, loop(np.swapaxes(a, 1, 2), b, None, 2, False)[0]) < 1e-13
+
+
+# ---- float16 read and written by the forward kernel (channels-last layouts) -------------------
+
+@pytest.mark.parametrize("dims", [(3, 133, 37), (1, 1, 5), (2, 9, 300), (1, 600, 3)], ids=lambda d: "x".join(map(str, d)))
+@pytest.mark.parametrize("a_kind", ["full", "1x1xn", "Bx1xn", "1xTxn"])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_float16_forward_kernel(dims, a_kind, reverse, with_h0):
+    """The float16 path computes in float32 and rounds each h once: within a float16 rounding
+    of the float32 path, and close to the float64 loop."""
+    Bb, Tt, Nn = dims
+    a_shape = {"full": (Bb, Tt, Nn), "1x1xn": (1, 1, Nn), "Bx1xn": (Bb, 1, Nn), "1xTxn": (1, Tt, Nn)}[a_kind]
+    r = np.random.default_rng(hash((dims, a_kind, reverse, with_h0)) % 2**32)
+    a = stable(r, a_shape, np.float16)
+    b = rand(r, dims, np.float16)
+    h0 = rand(r, (Bb, Nn), np.float16) if with_h0 else None
+    h, final = strux.diag_scan(a, b, h0, reverse=reverse, return_final=True)
+    assert h.dtype == np.float16 and final.dtype == np.float16 and h.shape == dims
+    h32 = strux.diag_scan(a.astype(np.float32), b.astype(np.float32), None if h0 is None else h0.astype(np.float32),
+                          reverse=reverse)
+    assert np.allclose(h.astype(np.float32), h32, rtol=2e-3, atol=2e-3 * np.abs(h32).max())
+    want, want_final = loop(a, b, h0, 1, reverse)
+    assert relerr(h, want) < 2e-3 and relerr(final, want_final) < 2e-3
+
+
+def test_float16_forward_kernel_edge_values():
+    a = np.full((1, 4, 3), 0.5, np.float16)
+    b = np.ones((1, 4, 3), np.float16)
+    a[0, 0, 1] = np.inf  # inf * 0 at the first step: NaN, as the formula in IEEE arithmetic
+    b[0, 2, 2] = np.nan
+    h = strux.diag_scan(a, b)
+    assert np.isnan(h[0, :, 1]).all() and np.isnan(h[0, 2:, 2]).all() and not np.isnan(h[0, :2, 2]).any()
+    assert not np.isnan(h[0, :, 0]).any()
+    big = np.full((1, 3, 2), 300.0, np.float16)  # h overflows float16 (> 65504): inf, as a cast would
+    assert np.isinf(strux.diag_scan(big, big)[0, 2]).all()
+    nc = rand(np.random.default_rng(1), (2, 20, 6), np.float16)[:, ::2]  # noncontiguous
+    assert relerr(strux.diag_scan(nc * np.float16(0.5), nc), loop(nc * np.float16(0.5), nc, None, 1, False)[0]) < 2e-3
