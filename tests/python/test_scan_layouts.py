@@ -353,7 +353,8 @@ def test_layouts_larger_shapes(dtype, dims, a_kind, axis, reverse):
     for hh in (None, h0):
         h, final = strux.diag_scan(a, b, hh, axis=axis, reverse=reverse, return_final=True)
         want, want_final = loop(a, b, hh, axis, reverse)
-        assert relerr(h, want) < tol and relerr(final, want_final) < tol
+        # the final state against the scale of h (one value of it may come from cancellation)
+        assert relerr(h, want) < tol and np.abs(final - want_final).max() <= tol * np.abs(want).max()
     if np.dtype(dtype).itemsize not in (8, 16) or dtype == np.complex64:
         return  # gradients: float64 and complex128 (the adjoint identity needs their precision)
     dh, dl = rand(r, b.shape, dtype), rand(r, (Bb, Nn), dtype)
