@@ -45,6 +45,10 @@ namespace strux {
 namespace cpu {
 template <class T>
 class RealFFT;
+namespace scan {
+template <class T>
+class GemmDft;
+}
 }
 
 // Layouts of DiagScan's arrays besides (B, T, n) channels-last (DESIGN.md "scan": axis,
@@ -120,6 +124,7 @@ class CirculantScan {
                     R* du, R* dh0) const;
   int64_t B_, T_, n_, nfs_;  // nfs_: padded row stride of spectra (keeps rows SIMD-aligned)
   std::shared_ptr<const cpu::RealFFT<R>> fft_;
+  const cpu::scan::GemmDft<R>* dft_ = nullptr;  // the transforms as GEMMs (short n), else FFTW
 };
 
 template <class R>
@@ -141,6 +146,7 @@ class BlockCirculantScan {
  private:
   int64_t B_, T_, p_, k_, kfs_;  // kfs_: padded row stride of spectra
   std::shared_ptr<const cpu::RealFFT<R>> fft_;
+  const cpu::scan::GemmDft<R>* dft_ = nullptr;  // the transforms as GEMMs (short k), else FFTW
 };
 
 // Time steps per block of the circulant pipelines (rfft, scan and irfft of one block of steps
