@@ -105,6 +105,7 @@ class CirculantScan {
   int64_t T() const { return T_; }
   int64_t n() const { return n_; }
   int64_t nfreq() const { return n_ / 2 + 1; }
+  bool gemm_dft() const { return dft_ != nullptr; }  // the real DFTs as GEMMs (else FFTW)
   // Spatial form. a, u, h: (B, T, n); h0: (B, n) or null.
   void forward(const R* a, const R* u, const R* h0, R* h) const;
   // Fourier form. a_hat: (B, T, n/2 + 1).
@@ -137,6 +138,7 @@ class BlockCirculantScan {
   int64_t p() const { return p_; }
   int64_t k() const { return k_; }
   int64_t n() const { return p_ * k_; }
+  bool gemm_dft() const { return dft_ != nullptr; }  // the real DFTs as GEMMs (else FFTW)
   // a: (B, T, p, p, k); u, h: (B, T, p*k); h0: (B, p*k) or null.
   void forward(const R* a, const R* u, const R* h0, R* h) const;
   // dh: (B, T, p*k); dh_last: (B, p*k) or null. da like a, du like u, dh0 (B, p*k) or null.
