@@ -82,22 +82,30 @@ STRUX_INLINE void factor_bwd(const KSPattern& p, const T* __restrict wp, const T
     }
 }
 
-// dW (packed like wp) += the tile's sum over rows of G[(i b + k) d + j] X[(i c + l) d + j].
+// Lanes of the dW accumulators: one 64-byte vector per weight, so that a tile's row sums add
+// lane-wise and the horizontal sum is done once per call, not once per tile.
+template <class T>
+constexpr int64_t kLanes = 64 / int64_t(sizeof(T));
+
+// dW (packed like wp, kLanes per weight) += the tile's sums over rows of
+// G[(i b + k) d + j] X[(i c + l) d + j], lane r % kLanes taking row r.
 template <class T, int64_t R, int B, int C>
 STRUX_INLINE void factor_dw(const KSPattern& p, const T* __restrict G, const T* __restrict X, T* __restrict dW) {
+  constexpr int64_t V = kLanes<T>;
+  static_assert(R % V == 0, "tile rows must fill whole lanes");
   const int64_t b = B ? B : p.b, c = C ? C : p.c, d = p.d;
   for (int64_t i = 0; i < p.a; ++i)
     for (int64_t j = 0; j < d; ++j) {
-      T* dg = dW + (i * d + j) * b * c;
+      T* dg = dW + (i * d + j) * b * c * V;
       const T* gg = G + (i * b * d + j) * R;
       const T* xg = X + (i * c * d + j) * R;
       for (int64_t k = 0; k < b; ++k)
         for (int64_t l = 0; l < c; ++l) {
           const T* gk = gg + k * d * R;
           const T* xl = xg + l * d * R;
-          T s = 0;
-          for (int64_t r = 0; r < R; ++r) s += gk[r] * xl[r];
-          dg[k * c + l] += s;
+          T* acc = dg + (k * c + l) * V;
+          for (int64_t r0 = 0; r0 < R; r0 += V)
+            for (int64_t u = 0; u < V; ++u) acc[u] += gk[r0 + u] * xl[r0 + u];
         }
     }
 }
@@ -351,7 +359,8 @@ void tiles_backward(const std::vector<KSPattern>& ps, KSLayout layout, const T* 
   const int nrun = int(std::min<int64_t>(nt, nparts));
   // Everything the region uses is allocated before it (an exception may not leave a region).
   std::vector<T> bufs(size_t(checked_count("batch", {int64_t(nrun), per_thread})));
-  std::vector<T> acc(any_dw ? size_t(checked_count("batch", {nparts, nnz_all})) : 0, T(0));
+  constexpr int64_t V = kLanes<T>;
+  std::vector<T> acc(any_dw ? size_t(checked_count("batch", {nparts, nnz_all, V})) : 0, T(0));
   std::vector<T*> ptrs(size_t(2 * P * nrun), nullptr);  // per thread: acts[P], dW[P]
 #pragma omp parallel num_threads(nrun)
   {
@@ -364,7 +373,7 @@ void tiles_backward(const std::vector<KSPattern>& ps, KSLayout layout, const T* 
 #pragma omp for schedule(dynamic)
     for (int64_t part = 0; part < nparts; ++part) {
       for (int64_t q = 0; q < P; ++q)
-        dW[q] = (any_dw && dw[q]) ? acc.data() + part * nnz_all + off[q] : nullptr;
+        dW[q] = (any_dw && dw[q]) ? acc.data() + (part * nnz_all + off[q]) * V : nullptr;
       const int64_t first = part * ntiles / nparts, last = (part + 1) * ntiles / nparts;
       for (int64_t t = first; t < last; ++t) {
         const int64_t t0 = t * R, n = std::min(R, batch - t0);
@@ -384,8 +393,9 @@ void tiles_backward(const std::vector<KSPattern>& ps, KSLayout layout, const T* 
         for (int64_t l = 0; l < p.c; ++l)
           for (int64_t j = 0; j < p.d; ++j) {
             const int64_t e = off[q] + ((i * p.d + j) * p.b + k) * p.c + l;
-            T s = acc[e];
-            for (int64_t part = 1; part < nparts; ++part) s += acc[part * nnz_all + e];
+            T s = 0;
+            for (int64_t part = 0; part < nparts; ++part)
+              for (int64_t u = 0; u < V; ++u) s += acc[(part * nnz_all + e) * V + u];
             dw[q][((i * p.b + k) * p.c + l) * p.d + j] = s;
           }
   }
