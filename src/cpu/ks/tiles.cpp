@@ -83,15 +83,17 @@ STRUX_INLINE void factor_bwd(const KSPattern& p, const T* __restrict wp, const T
 }
 
 // Lanes of the dW accumulators: one 64-byte vector per weight, so that a tile's row sums add
-// lane-wise and the horizontal sum is done once per call, not once per tile.
+// lane-wise and the horizontal sum is done once per call, not once per tile -- where the
+// accumulators of all the factors stay within kLaneBudget (in L2 next to the tiles); else one
+// lane (a horizontal sum per weight and tile).
 template <class T>
 constexpr int64_t kLanes = 64 / int64_t(sizeof(T));
+constexpr int64_t kLaneBudget = int64_t(1) << 21;
 
-// dW (packed like wp, kLanes per weight) += the tile's sums over rows of
-// G[(i b + k) d + j] X[(i c + l) d + j], lane r % kLanes taking row r.
-template <class T, int64_t R, int B, int C>
+// dW (packed like wp, V lanes per weight) += the tile's sums over rows of
+// G[(i b + k) d + j] X[(i c + l) d + j], lane r % V taking row r.
+template <class T, int64_t R, int B, int C, int64_t V>
 STRUX_INLINE void factor_dw(const KSPattern& p, const T* __restrict G, const T* __restrict X, T* __restrict dW) {
-  constexpr int64_t V = kLanes<T>;
   static_assert(R % V == 0, "tile rows must fill whole lanes");
   const int64_t b = B ? B : p.b, c = C ? C : p.c, d = p.d;
   for (int64_t i = 0; i < p.a; ++i)
@@ -113,20 +115,20 @@ STRUX_INLINE void factor_dw(const KSPattern& p, const T* __restrict G, const T* 
 // One kernel call of a factor, compile-time block sizes for the common radix-2/4 shapes.
 enum class Op { Fwd, Bwd, Dw };
 
-template <Op op, class T, int64_t R, int B, int C>
+template <Op op, class T, int64_t R, int B, int C, int64_t V>
 STRUX_INLINE void call(const KSPattern& p, const T* w, const T* in, const T* in2, T* out) {
   if constexpr (op == Op::Fwd) factor_fwd<T, R, B, C>(p, w, in, out);
   else if constexpr (op == Op::Bwd) factor_bwd<T, R, B, C>(p, w, in, out);
-  else factor_dw<T, R, B, C>(p, in, in2, out);
+  else factor_dw<T, R, B, C, V>(p, in, in2, out);
 }
 
-template <Op op, class T>
+template <Op op, class T, int64_t V = 1>
 STRUX_INLINE void factor_op(const KSPattern& p, const T* w, const T* in, const T* in2, T* out) {
   constexpr int64_t R = kRows<T>;
-  if (p.b == 2 && p.c == 2) call<op, T, R, 2, 2>(p, w, in, in2, out);
-  else if (p.b == 4 && p.c == 4) call<op, T, R, 4, 4>(p, w, in, in2, out);
-  else if (p.b == 8 && p.c == 8) call<op, T, R, 8, 8>(p, w, in, in2, out);
-  else call<op, T, R, 0, 0>(p, w, in, in2, out);
+  if (p.b == 2 && p.c == 2) call<op, T, R, 2, 2, V>(p, w, in, in2, out);
+  else if (p.b == 4 && p.c == 4) call<op, T, R, 4, 4, V>(p, w, in, in2, out);
+  else if (p.b == 8 && p.c == 8) call<op, T, R, 8, 8, V>(p, w, in, in2, out);
+  else call<op, T, R, 0, 0, V>(p, w, in, in2, out);
 }
 
 template <class T>
@@ -134,6 +136,7 @@ struct Chain {
   const KSPattern* ps;
   int64_t P;
   const T* const* wp;  // packed weights per factor
+  bool lanes = false;  // dW accumulators with kLanes lanes (else one)
 };
 
 // Forward through every factor on one tile: in `a` on entry; returns the buffer holding y.
@@ -153,7 +156,8 @@ template <class T>
 STRUX_INLINE T* chain_bwd(const Chain<T>& ch, T* const* acts, T* g, T* g2, T* const* dW, bool want_dx) {
   for (int64_t q = ch.P - 1; q >= 1; --q) factor_op<Op::Fwd, T>(ch.ps[q], ch.wp[q], acts[q], nullptr, acts[q - 1]);
   for (int64_t q = 0; q < ch.P; ++q) {
-    if (dW[q]) factor_op<Op::Dw, T>(ch.ps[q], nullptr, g, acts[q], dW[q]);
+    if (dW[q] && ch.lanes) factor_op<Op::Dw, T, kLanes<T>>(ch.ps[q], nullptr, g, acts[q], dW[q]);
+    else if (dW[q]) factor_op<Op::Dw, T, 1>(ch.ps[q], nullptr, g, acts[q], dW[q]);
     if (q + 1 == ch.P && !want_dx) return nullptr;
     factor_op<Op::Bwd, T>(ch.ps[q], ch.wp[q], g, nullptr, g2);
     std::swap(g, g2);
@@ -345,7 +349,7 @@ void tiles_backward(const std::vector<KSPattern>& ps, KSLayout layout, const T* 
   const std::vector<T> wpk = pack_all(ps, w, off);
   std::vector<const T*> wp(static_cast<size_t>(P));
   for (int64_t q = 0; q < P; ++q) wp[q] = wpk.data() + off[q];
-  const Chain<T> ch{ps.data(), P, wp.data()};
+  Chain<T> ch{ps.data(), P, wp.data()};
   const int64_t W = widest(ps), N = ps.back().cols(), M = ps.front().rows();
   const int64_t ntiles = (batch + R - 1) / R;
   // Per thread: the inputs of every factor and two cotangent tiles.
@@ -359,7 +363,9 @@ void tiles_backward(const std::vector<KSPattern>& ps, KSLayout layout, const T* 
   const int nrun = int(std::min<int64_t>(nt, nparts));
   // Everything the region uses is allocated before it (an exception may not leave a region).
   std::vector<T> bufs(size_t(checked_count("batch", {int64_t(nrun), per_thread})));
-  constexpr int64_t V = kLanes<T>;
+  const bool lanes = nnz_all * kLanes<T> * int64_t(sizeof(T)) <= kLaneBudget;
+  const int64_t V = lanes ? kLanes<T> : 1;
+  ch.lanes = lanes;
   std::vector<T> acc(any_dw ? size_t(checked_count("batch", {nparts, nnz_all, V})) : 0, T(0));
   std::vector<T*> ptrs(size_t(2 * P * nrun), nullptr);  // per thread: acts[P], dW[P]
 #pragma omp parallel num_threads(nrun)
