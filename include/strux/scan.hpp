@@ -64,8 +64,8 @@ struct DiagLayout {
 // The CPU diagonal scan's solvers: Automatic = Rows; Rows = one task per (batch item, chunk
 // of >= 1 KiB of channels), each walking all of time; TimeSplit = besides, where there are
 // fewer such tasks than threads, a chunked scan over time with carries (forward, channels-last;
-// it reads a and b twice and synchronises the team three times per call: on the shared 2-core
-// machine it lost to one thread, bench/NOTES-cpu.md "diag_scan").
+// it reads a and b twice: where one core already reaches the memory bandwidth, as on the 2-core
+// machine measured, it loses to one thread, bench/NOTES-cpu.md "diag_scan").
 enum class DiagSolver { Automatic, Rows, TimeSplit };
 // "" (Automatic), "rows", "time-split"; anything else is a ValueError naming `arg`.
 DiagSolver diag_solver(const std::string& s, const char* arg = "solver");
