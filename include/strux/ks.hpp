@@ -37,6 +37,17 @@ enum class KSLayout { BatchFirst, BatchLast };
 // "bsf" / "bsl"; anything else is a ValueError naming `arg`.
 KSLayout ks_layout(const std::string& s, const char* arg = "layout");
 
+// The CPU solvers (forcing one is for tests and benchmarks; Automatic applies the solver table:
+// the tile kernels where every block is at most 8 x 8 and the tiles fit the cache budget,
+// per-group GEMMs otherwise; bench/NOTES-cpu.md "ks tiles").
+//   factor: Gemm = one BLAS GEMM per (i, j) group; Tiles = the small-block tile kernel.
+//   chain:  Fused = every factor on a tile of batch rows in cache (one read of x, one write of
+//           y); Factors = factor by factor, each by its own rule; Gemm = factor by factor, GEMMs.
+enum class KSSolver { Automatic, Gemm, Tiles, Fused, Factors };
+// "" (Automatic), "gemm", "tiles" for a factor; "", "fused", "factors", "gemm" for a chain;
+// anything else is a ValueError naming `arg`.
+KSSolver ks_solver(const std::string& s, bool chain, const char* arg = "solver");
+
 // ValueError naming `arg` unless every entry is >= 1.
 void ks_check_pattern(const KSPattern& p, const char* arg = "pattern");
 
@@ -46,10 +57,12 @@ void ks_check_pattern(const KSPattern& p, const char* arg = "pattern");
 template <class T>
 class KSPlan {
  public:
-  explicit KSPlan(KSPattern p, KSLayout layout = KSLayout::BatchFirst);
+  // solver: Automatic, Gemm or Tiles (anything else is a ValueError naming 'solver').
+  explicit KSPlan(KSPattern p, KSLayout layout = KSLayout::BatchFirst, KSSolver solver = KSSolver::Automatic);
 
   const KSPattern& pattern() const { return p_; }
   KSLayout layout() const { return layout_; }
+  bool tiles() const { return tiles_; }  // whether the tile kernel runs (else per-group GEMMs)
 
   // y = x Kᵀ (bsf: x (batch, N), y (batch, M)) or y = K x (bsl: x (N, batch), y (M, batch)).
   // w (a, b, c, d). y is overwritten (never read), so it may hold garbage.
@@ -63,6 +76,7 @@ class KSPlan {
  private:
   KSPattern p_;
   KSLayout layout_;
+  bool tiles_ = false;
 };
 
 // A product of KS factors K_1 ⋯ K_P. Owns the intermediate activations (grown on demand,
@@ -71,13 +85,15 @@ template <class T>
 class KSChainPlan {
  public:
   // ValueError naming 'patterns' (and the index) unless cols(K_p) == rows(K_{p+1}).
+  // solver: Automatic, Fused, Factors or Gemm (Tiles is Fused); see KSSolver.
   explicit KSChainPlan(std::vector<KSPattern> patterns, KSLayout layout = KSLayout::BatchFirst,
-                       int64_t max_batch = 0);
+                       int64_t max_batch = 0, KSSolver solver = KSSolver::Automatic);
 
   int64_t rows() const { return plans_.front().pattern().rows(); }
   int64_t cols() const { return plans_.back().pattern().cols(); }
   size_t size() const { return plans_.size(); }
   const KSPlan<T>& factor(size_t p) const { return plans_[p]; }
+  bool fused() const { return fused_; }  // whether the whole chain runs on tiles in cache
 
   // y = x Kᵀ (bsf) or K x (bsl); w[p] is factor p's (a_p, b_p, c_p, d_p) values.
   void forward(const T* x, const T* const* w, T* y, int64_t batch);
@@ -93,6 +109,9 @@ class KSChainPlan {
   T* act(size_t p) { return ws_.data() + act_off_[p] * batch_cap_; }
 
   std::vector<KSPlan<T>> plans_;
+  std::vector<KSPattern> patterns_;
+  KSLayout layout_;
+  bool fused_ = false;
   std::vector<int64_t> act_off_;  // per factor, offset (in units of batch) of its stored input
   int64_t act_total_ = 0;         // sum of stored input widths
   int64_t max_width_ = 0;         // widest factor side (for the gradient ping-pong)

@@ -38,30 +38,63 @@
 #include <complex>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace strux {
 
 namespace cpu {
 template <class T>
 class RealFFT;
+namespace scan {
+template <class T>
+class GemmDft;
 }
+}
+
+// Layouts of DiagScan's arrays besides (B, T, n) channels-last (DESIGN.md "scan": axis,
+// reverse, a broadcast), read and written in place, without copies:
+//   time_last: every array of shape (B, T, n) is (B, n, T) instead (a too, in its own shape);
+//   reverse:   time runs backwards, h_t = a_t h_{t+1} + b_t, h_T = h0 (the gradients likewise);
+//   a_batch / a_time = false: a (and da) have size 1 along batch / time (broadcast; da is
+//   summed over that dimension).
+struct DiagLayout {
+  bool time_last = false, reverse = false, a_batch = true, a_time = true;
+};
+
+// The CPU diagonal scan's solvers: Automatic = Rows; Rows = one task per (batch item, chunk
+// of >= 1 KiB of channels), each walking all of time; TimeSplit = besides, where there are
+// fewer such tasks than threads, a chunked scan over time with carries (forward, channels-last;
+// it reads a and b twice: where one core already reaches the memory bandwidth, as on the 2-core
+// machine measured, it loses to one thread, bench/NOTES-cpu.md "diag_scan").
+enum class DiagSolver { Automatic, Rows, TimeSplit };
+// "" (Automatic), "rows", "time-split"; anything else is a ValueError naming `arg`.
+DiagSolver diag_solver(const std::string& s, const char* arg = "solver");
 
 template <class S>
 class DiagScan {
  public:
-  DiagScan(int64_t B, int64_t T, int64_t n);
+  DiagScan(int64_t B, int64_t T, int64_t n, DiagLayout layout = {}, DiagSolver solver = DiagSolver::Automatic);
   int64_t B() const { return B_; }
   int64_t T() const { return T_; }
   int64_t n() const { return n_; }
-  // a, b, h: (B, T, n); h0: (B, n) or null.
+  // a, b, h: (B, T, n) (or the layout's shapes); h0: (B, n) or null.
   void forward(const S* a, const S* b, const S* h0, S* h) const;
-  // dh: (B, T, n); dh_last, h0: (B, n) or null. da, db: (B, T, n); dh0: (B, n) or null (skipped).
+  // dh: (B, T, n); dh_last, h0: (B, n) or null. da (a's shape), db: (B, T, n); dh0: (B, n) or
+  // null (skipped).
   void backward(const S* dh, const S* dh_last, const S* a, const S* b, const S* h0, S* da, S* db,
                 S* dh0) const;
 
  private:
   int64_t B_, T_, n_;
+  DiagLayout layout_;
+  bool time_split_ = false;
 };
+
+// The forward diagonal scan on float16 arrays (IEEE binary16 bit patterns), computed in
+// float32 and rounded once per value: a, b, h in the (channels-last) layouts of DiagLayout
+// (not time_last), h0 (B, n) or null.
+void diag_scan_forward_half(int64_t B, int64_t T, int64_t n, const uint16_t* a, const uint16_t* b,
+                            const uint16_t* h0, uint16_t* h, DiagLayout layout = {});
 
 template <class R>  // R = float or double
 class CirculantScan {
@@ -72,6 +105,7 @@ class CirculantScan {
   int64_t T() const { return T_; }
   int64_t n() const { return n_; }
   int64_t nfreq() const { return n_ / 2 + 1; }
+  bool gemm_dft() const { return dft_ != nullptr; }  // the real DFTs as GEMMs (else FFTW)
   // Spatial form. a, u, h: (B, T, n); h0: (B, n) or null.
   void forward(const R* a, const R* u, const R* h0, R* h) const;
   // Fourier form. a_hat: (B, T, n/2 + 1).
@@ -91,6 +125,7 @@ class CirculantScan {
                     R* du, R* dh0) const;
   int64_t B_, T_, n_, nfs_;  // nfs_: padded row stride of spectra (keeps rows SIMD-aligned)
   std::shared_ptr<const cpu::RealFFT<R>> fft_;
+  const cpu::scan::GemmDft<R>* dft_ = nullptr;  // the transforms as GEMMs (short n), else FFTW
 };
 
 template <class R>
@@ -103,6 +138,7 @@ class BlockCirculantScan {
   int64_t p() const { return p_; }
   int64_t k() const { return k_; }
   int64_t n() const { return p_ * k_; }
+  bool gemm_dft() const { return dft_ != nullptr; }  // the real DFTs as GEMMs (else FFTW)
   // a: (B, T, p, p, k); u, h: (B, T, p*k); h0: (B, p*k) or null.
   void forward(const R* a, const R* u, const R* h0, R* h) const;
   // dh: (B, T, p*k); dh_last: (B, p*k) or null. da like a, du like u, dh0 (B, p*k) or null.
@@ -112,11 +148,15 @@ class BlockCirculantScan {
  private:
   int64_t B_, T_, p_, k_, kfs_;  // kfs_: padded row stride of spectra
   std::shared_ptr<const cpu::RealFFT<R>> fft_;
+  const cpu::scan::GemmDft<R>* dft_ = nullptr;  // the transforms as GEMMs (short k), else FFTW
 };
 
 // Time steps per block of the circulant pipelines (rfft, scan and irfft of one block of steps
 // at a time, so spectra stay in cache): 0 = automatic (about 1 MiB of spectra per block).
 // A tuning and testing knob (process-wide, not thread-safe against running plans).
 void set_scan_time_block(int64_t steps);
+// Largest transform length of the circulant scans done as a GEMM with the DFT matrix instead
+// of FFTW (default 64; 0 = always FFTW). A tuning and testing knob, like the one above.
+void set_scan_dft_gemm_max(int64_t k);
 
 }  // namespace strux

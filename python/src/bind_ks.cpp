@@ -1,5 +1,5 @@
 // strux._ext bindings of the ks family: one factor and chains, forward and backward, per dtype
-// (suffix _f32 / _f64). strux/ks.py has validated everything; the checks here only keep C++
+// (suffix _f32 / _f64); `solver` forces a CPU solver (tests, benchmarks; see KSSolver). strux/ks.py has validated everything; the checks here only keep C++
 // from misreading memory.
 #include <string>
 #include <vector>
@@ -51,10 +51,10 @@ std::vector<int64_t> act_shape(int64_t width, int64_t batch, KSLayout layout) {
 }
 
 template <class T>
-Out<T> matmul(In<T> x, In<T> w, std::vector<int64_t> pat, std::string layout_s) {
+Out<T> matmul(In<T> x, In<T> w, std::vector<int64_t> pat, std::string layout_s, std::string solver) {
   const KSLayout layout = ks_layout(layout_s);
   check_arg(pat.size() == 4, "pattern", "expected 4 integers, got ", pat.size());
-  const KSPlan<T> plan(to_pattern(pat), layout);
+  const KSPlan<T> plan(to_pattern(pat), layout, ks_solver(solver, false));
   const KSPattern& p = plan.pattern();
   check_w(w, p, "w");
   const int64_t batch = batch_of(x, p.cols(), layout, "x");
@@ -67,10 +67,10 @@ Out<T> matmul(In<T> x, In<T> w, std::vector<int64_t> pat, std::string layout_s) 
 
 template <class T>
 std::pair<Out<T>, Out<T>> matmul_vjp(In<T> dy, In<T> x, In<T> w, std::vector<int64_t> pat,
-                                     std::string layout_s) {
+                                     std::string layout_s, std::string solver) {
   const KSLayout layout = ks_layout(layout_s);
   check_arg(pat.size() == 4, "pattern", "expected 4 integers, got ", pat.size());
-  const KSPlan<T> plan(to_pattern(pat), layout);
+  const KSPlan<T> plan(to_pattern(pat), layout, ks_solver(solver, false));
   const KSPattern& p = plan.pattern();
   check_w(w, p, "w");
   const int64_t batch = batch_of(x, p.cols(), layout, "x");
@@ -84,9 +84,10 @@ std::pair<Out<T>, Out<T>> matmul_vjp(In<T> dy, In<T> x, In<T> w, std::vector<int
 }
 
 template <class T>
-Out<T> chain(In<T> x, std::vector<In<T>> ws, std::vector<int64_t> flat, std::string layout_s) {
+Out<T> chain(In<T> x, std::vector<In<T>> ws, std::vector<int64_t> flat, std::string layout_s,
+             std::string solver) {
   const KSLayout layout = ks_layout(layout_s);
-  KSChainPlan<T> plan(to_patterns(flat), layout);
+  KSChainPlan<T> plan(to_patterns(flat), layout, 0, ks_solver(solver, true));
   check_arg(ws.size() == plan.size(), "ws", "expected ", plan.size(), " arrays, got ", ws.size());
   std::vector<const T*> wp;
   for (size_t q = 0; q < ws.size(); ++q) {
@@ -103,9 +104,10 @@ Out<T> chain(In<T> x, std::vector<In<T>> ws, std::vector<int64_t> flat, std::str
 
 template <class T>
 std::pair<Out<T>, std::vector<Out<T>>> chain_vjp(In<T> dy, In<T> x, std::vector<In<T>> ws,
-                                                 std::vector<int64_t> flat, std::string layout_s) {
+                                                 std::vector<int64_t> flat, std::string layout_s,
+                                                 std::string solver) {
   const KSLayout layout = ks_layout(layout_s);
-  KSChainPlan<T> plan(to_patterns(flat), layout);
+  KSChainPlan<T> plan(to_patterns(flat), layout, 0, ks_solver(solver, true));
   check_arg(ws.size() == plan.size(), "ws", "expected ", plan.size(), " arrays, got ", ws.size());
   std::vector<const T*> wp;
   std::vector<Out<T>> dws;
@@ -130,13 +132,13 @@ template <class T>
 void bind_dtype(nb::module_& m, const char* suffix) {
   const std::string s(suffix);
   m.def(("ks_matmul" + s).c_str(), &matmul<T>, nb::arg("x"), nb::arg("w"), nb::arg("pattern"),
-        nb::arg("layout"));
+        nb::arg("layout"), nb::arg("solver") = "");
   m.def(("ks_matmul_vjp" + s).c_str(), &matmul_vjp<T>, nb::arg("dy"), nb::arg("x"), nb::arg("w"),
-        nb::arg("pattern"), nb::arg("layout"));
+        nb::arg("pattern"), nb::arg("layout"), nb::arg("solver") = "");
   m.def(("ks_chain" + s).c_str(), &chain<T>, nb::arg("x"), nb::arg("ws"), nb::arg("patterns"),
-        nb::arg("layout"));
+        nb::arg("layout"), nb::arg("solver") = "");
   m.def(("ks_chain_vjp" + s).c_str(), &chain_vjp<T>, nb::arg("dy"), nb::arg("x"), nb::arg("ws"),
-        nb::arg("patterns"), nb::arg("layout"));
+        nb::arg("patterns"), nb::arg("layout"), nb::arg("solver") = "");
 }
 
 }  // namespace

@@ -57,16 +57,17 @@ S* out_ptr(OptOut<S>& x, const std::vector<int64_t>& want, const char* name) {
 template <class S>
 void bind_diag(nb::module_& m, const char* sfx) {
   m.def((std::string("scan_diag_fwd_") + sfx).c_str(),
-        [](In<S> a, In<S> b, Opt<S> h0, Out<S> h) {
+        [](In<S> a, In<S> b, Opt<S> h0, Out<S> h, std::string solver) {
           auto s = btn(shape_of(a), "a");
           check_same(shape_of(b), s, "b");
           check_opt(h0, {s[0], s[2]}, "h0");
           S* ph = out_ptr(h, s, "h");
+          const DiagSolver sv = diag_solver(solver);
           strux::py::run_nogil("b", [&] {
-            DiagScan<S>(s[0], s[1], s[2]).forward(a.data(), b.data(), ptr(h0), ph);
+            DiagScan<S>(s[0], s[1], s[2], {}, sv).forward(a.data(), b.data(), ptr(h0), ph);
           });
         },
-        nb::arg("a"), nb::arg("b"), nb::arg("h0").none(), nb::arg("h"));
+        nb::arg("a"), nb::arg("b"), nb::arg("h0").none(), nb::arg("h"), nb::arg("solver") = "");
   m.def((std::string("scan_diag_bwd_") + sfx).c_str(),
         [](In<S> dh, Opt<S> dh_last, In<S> a, In<S> b, Opt<S> h0, Out<S> da, Out<S> db, OptOut<S> dh0) {
           auto s = btn(shape_of(a), "a");
@@ -81,6 +82,65 @@ void bind_diag(nb::module_& m, const char* sfx) {
         },
         nb::arg("dh"), nb::arg("dh_last").none(), nb::arg("a"), nb::arg("b"), nb::arg("h0").none(),
         nb::arg("da"), nb::arg("db"), nb::arg("dh0").none());
+}
+
+// The layouts of DiagLayout: b (and h, dh, db) (B, T, n) or, time_last, (B, n, T); a (and da)
+// that shape or with size 1 along batch and/or time. Returns (B, T, n) and fills the layout.
+std::vector<int64_t> layout_dims(const std::vector<int64_t>& sa, const std::vector<int64_t>& sb, bool time_last,
+                                 bool reverse, DiagLayout& L) {
+  check_arg(sb.size() == 3, "b", "expected 3 dimensions, got shape ", shape_str(sb));
+  const int64_t B = sb[0], T = time_last ? sb[2] : sb[1], n = time_last ? sb[1] : sb[2];
+  check_arg(sa.size() == 3, "a", "expected 3 dimensions, got shape ", shape_str(sa));
+  const int64_t aT = time_last ? sa[2] : sa[1], an = time_last ? sa[1] : sa[2];
+  check_arg((sa[0] == B || sa[0] == 1) && (aT == T || aT == 1) && an == n, "a",
+            "expected a shape broadcasting to ", shape_str(sb), " along batch and time only, got ", shape_str(sa));
+  L = DiagLayout{time_last, reverse, sa[0] == B, aT == T};
+  return {B, T, n};
+}
+
+template <class S>
+void bind_diag_layout(nb::module_& m, const char* sfx) {
+  m.def((std::string("scan_diag_layout_fwd_") + sfx).c_str(),
+        [](In<S> a, In<S> b, Opt<S> h0, Out<S> h, bool time_last, bool reverse) {
+          DiagLayout L;
+          const auto sb = shape_of(b);
+          const auto d = layout_dims(shape_of(a), sb, time_last, reverse, L);
+          check_opt(h0, {d[0], d[2]}, "h0");
+          S* ph = out_ptr(h, sb, "h");
+          strux::py::run_nogil("b", [&] { DiagScan<S>(d[0], d[1], d[2], L).forward(a.data(), b.data(), ptr(h0), ph); });
+        },
+        nb::arg("a"), nb::arg("b"), nb::arg("h0").none(), nb::arg("h"), nb::arg("time_last"), nb::arg("reverse"));
+  m.def((std::string("scan_diag_layout_bwd_") + sfx).c_str(),
+        [](In<S> dh, Opt<S> dh_last, In<S> a, In<S> b, Opt<S> h0, Out<S> da, Out<S> db, OptOut<S> dh0, bool time_last,
+           bool reverse) {
+          DiagLayout L;
+          const auto sb = shape_of(b);
+          const auto d = layout_dims(shape_of(a), sb, time_last, reverse, L);
+          check_same(shape_of(dh), sb, "dh");
+          check_opt(h0, {d[0], d[2]}, "h0");
+          check_opt(dh_last, {d[0], d[2]}, "dh_last");
+          S *pa = out_ptr(da, shape_of(a), "da"), *pb = out_ptr(db, sb, "db"), *p0 = out_ptr(dh0, {d[0], d[2]}, "dh0");
+          strux::py::run_nogil("b", [&] {
+            DiagScan<S>(d[0], d[1], d[2], L).backward(dh.data(), ptr(dh_last), a.data(), b.data(), ptr(h0), pa, pb, p0);
+          });
+        },
+        nb::arg("dh"), nb::arg("dh_last").none(), nb::arg("a"), nb::arg("b"), nb::arg("h0").none(), nb::arg("da"),
+        nb::arg("db"), nb::arg("dh0").none(), nb::arg("time_last"), nb::arg("reverse"));
+}
+
+// float16 forward: the arrays as their uint16 bit patterns (numpy's .view(np.uint16)), in the
+// channels-last layouts (time_last must be false).
+void bind_diag_half(nb::module_& m) {
+  m.def("scan_diag_half_fwd",
+        [](In<uint16_t> a, In<uint16_t> b, Opt<uint16_t> h0, Out<uint16_t> h, bool reverse) {
+          DiagLayout L;
+          const auto sb = shape_of(b);
+          const auto d = layout_dims(shape_of(a), sb, false, reverse, L);
+          check_opt(h0, {d[0], d[2]}, "h0");
+          uint16_t* ph = out_ptr(h, sb, "h");
+          strux::py::run_nogil("b", [&] { diag_scan_forward_half(d[0], d[1], d[2], a.data(), b.data(), ptr(h0), ph, L); });
+        },
+        nb::arg("a"), nb::arg("b"), nb::arg("h0").none(), nb::arg("h"), nb::arg("reverse"));
 }
 
 // Spatial (a real, like u) and Fourier (a complex half spectrum) forms.
@@ -171,6 +231,11 @@ void bind_scan(nb::module_& m) {
   bind_diag<double>(m, "d");
   bind_diag<std::complex<float>>(m, "cf");
   bind_diag<std::complex<double>>(m, "cd");
+  bind_diag_layout<float>(m, "f");
+  bind_diag_layout<double>(m, "d");
+  bind_diag_layout<std::complex<float>>(m, "cf");
+  bind_diag_layout<std::complex<double>>(m, "cd");
+  bind_diag_half(m);
   bind_circ_form<float, float, false>(m, "scan_circ", "f");
   bind_circ_form<double, double, false>(m, "scan_circ", "d");
   bind_circ_form<float, std::complex<float>, true>(m, "scan_circ_fourier", "f");
@@ -179,4 +244,7 @@ void bind_scan(nb::module_& m) {
   bind_block<double>(m, "d");
   m.def("scan_set_time_block", &strux::set_scan_time_block, nb::arg("steps"),
         "Time steps per block of the circulant pipelines (0 = automatic); a tuning/testing knob.");
+  m.def("scan_set_dft_gemm_max", &strux::set_scan_dft_gemm_max, nb::arg("k"),
+        "Largest transform length of the circulant scans done by GEMM (default 64, 0 = always FFTW); a "
+        "tuning/testing knob.");
 }

@@ -5,7 +5,9 @@ when None).
 
 - ``diag_scan(a, b)``:             h_t = a_t * h_{t-1} + b_t (real or complex); also time-last
   arrays (B, n, T) (``axis=2``), time run backwards (``reverse=True``) and an ``a`` that
-  broadcasts to b's shape (a time-invariant decay), each by a copy for now.
+  broadcasts to b's shape along batch and time (a time-invariant or batch-shared decay), read
+  in place by the CPU kernels (an ``a`` broadcast across channels, and the GPU path, go
+  through layout copies).
 - ``circulant_scan(a, u)``:        h_t = circ(a_t) h_{t-1} + u_t, circ(a)[i, j] = a[(i - j) mod n];
   ``fourier=True`` takes ``a`` as its half spectrum rfft(a_t) ((B, T, n//2 + 1) complex).
 - ``block_circulant_scan(a, u)``:  a (B, T, p, p, k), n = p*k; A_t is the p x p grid of k x k
@@ -15,7 +17,8 @@ Computed natively (FFTW + OpenMP): the circulant forms run a complex diagonal sc
 rfft frequencies. Gradients: the ``*_vjp`` functions (PyTorch's convention for complex values).
 
 Dtypes: float32 and float64 are computed as they are, float16/bfloat16 in float32 and returned
-in the input dtype. ``diag_scan`` also takes complex64/complex128; there a real argument next to
+in the input dtype (``diag_scan`` of float16 numpy arrays in channels-last layouts reads and
+writes float16 directly; the rest converts through float32 copies). ``diag_scan`` also takes complex64/complex128; there a real argument next to
 a complex one is promoted to the complex dtype of the same precision (float32 with complex64,
 float64 with complex128; other mixes are a TypeError), and its gradient is the real part of the
 complex one. Inputs that are not C-contiguous are copied.
@@ -90,6 +93,22 @@ def _diag_dtypes(**arrays):
     return cdt, cdt
 
 
+def _half_native(a, b, h0, t: int) -> bool:
+    """float16 numpy arrays, channels-last: the forward kernel reads and writes float16 itself."""
+    f16 = np.dtype(np.float16)
+    return t == 1 and a.dtype == f16 and b.dtype == f16 and (h0 is None or h0.dtype == f16)
+
+
+def _diag_half(a, b, h0, reverse: bool, return_final: bool):
+    """diag_scan of float16 arrays (channels-last, a broadcast along batch / time or not)."""
+    def bits(x):
+        return None if x is None else np.ascontiguousarray(x).view(np.uint16)
+
+    h = np.empty(b.shape, np.float16)
+    _ext.scan_diag_half_fwd(bits(a), bits(b), bits(h0), h.view(np.uint16), reverse)
+    return (h, np.ascontiguousarray(h[:, 0 if reverse else -1])) if return_final else h
+
+
 def _diag_args(a, b, h0):
     a = complex_or_real_array(a, "a", 3)
     b = complex_or_real_array(b, "b", 3)
@@ -98,10 +117,11 @@ def _diag_args(a, b, h0):
     return a, b, h0
 
 
-# The keywords axis / reverse and a broadcasting `a` are layout transforms around the (B, T, n)
-# kernels: the arrays are brought to the kernels' layout in their own library (numpy, torch,
-# CuPy) -- a copy for now -- and h is brought back. A plain call (defaults, a.shape == b.shape)
-# skips all of it after one check.
+# The keywords axis / reverse and a broadcasting `a`: the CPU kernels read numpy arrays in the
+# caller's layout (_native_layout); elsewhere they are layout transforms around the (B, T, n)
+# kernels: the arrays are brought to the kernels' layout in their own library (torch, CuPy)
+# -- a copy -- and h is brought back. A plain call (defaults, a.shape == b.shape) skips all of
+# it after one check.
 
 def _plain(a, b, axis, reverse) -> bool:
     """Whether a call needs no layout transform (the one cheap check of the plain call)."""
@@ -189,8 +209,8 @@ def diag_scan(a, b, h0=None, *, axis=1, reverse=False, return_final=False):
     returns h so. With ``reverse=True`` time runs backwards: h_t = a_t * h_{t+1} + b_t, h_T = h0.
     Returns h in b's shape and the result dtype, or (h, h_last) when ``return_final``, h_last
     (B, n) the final state: h_{T-1}, or h_0 when ``reverse``.
-    The layout keywords and a broadcast ``a`` cost copies of the arrays (for now: the kernels
-    read (B, T, n)); a plain call costs nothing extra.
+    On the CPU the layout keywords and an ``a`` broadcast along batch / time cost no copies; an
+    ``a`` broadcast across channels (and, for now, the GPU path) copies to (B, T, n).
     """
     if not _plain(a, b, axis, reverse):
         return _diag_scan_layout(a, b, h0, axis, reverse, return_final)
@@ -200,6 +220,8 @@ def diag_scan(a, b, h0=None, *, axis=1, reverse=False, return_final=False):
         return _gpu(a).diag_scan(a, b, h0=h0, return_final=return_final)
     return_final = _flag(return_final, "return_final")
     a, b, h0 = _diag_args(a, b, h0)
+    if _half_native(a, b, h0, 1):
+        return _diag_half(a, b, h0, False, return_final)
     cdt, out_dt = _diag_dtypes(a=a, b=b, h0=h0)
     h = np.empty(a.shape, cdt)
     _fn("diag_fwd", cdt)(native(a, cdt), native(b, cdt), native(h0, cdt), h)
@@ -207,14 +229,48 @@ def diag_scan(a, b, h0=None, *, axis=1, reverse=False, return_final=False):
     return (h, np.ascontiguousarray(h[:, -1])) if return_final else h
 
 
+def _native_layout(a, b, t: int) -> bool:
+    """Whether the CPU kernels read this layout in place: numpy arrays, a broadcast along batch
+    and time only (a broadcast across channels goes through the copies)."""
+    return isinstance(a, np.ndarray) and a.shape[3 - t] == b.shape[3 - t]
+
+
 def _diag_scan_layout(a, b, h0, axis, reverse, return_final):
-    """diag_scan with axis / reverse / a broadcasting: the plain call on transformed arrays."""
+    """diag_scan with axis / reverse / a broadcasting: on the CPU the kernels read the caller's
+    layout in place; otherwise the plain call on transformed arrays."""
     a, b, t, flip, shape = _layout_args(a, b, axis, reverse)
+    if _native_layout(a, b, t):
+        return_final = _flag(return_final, "return_final")
+        B, n = b.shape[0], b.shape[3 - t]
+        h0 = _opt(h0, "h0", (B, n), real_only=False)
+        if _half_native(a, b, h0, t):
+            return _diag_half(a, b, h0, flip, return_final)
+        cdt, out_dt = _diag_dtypes(a=a, b=b, h0=h0)
+        h = np.empty(b.shape, cdt)
+        _fn("diag_layout_fwd", cdt)(native(a, cdt), native(b, cdt), native(h0, cdt), h, t == 2, flip)
+        h = result(h, out_dt)
+        if not return_final:
+            return h
+        last = 0 if flip else -1  # the final state: the last step in the direction of time
+        return h, np.ascontiguousarray(h[:, last] if t == 1 else h[:, :, last])
     out = diag_scan(_relayout(a, t, flip, True, shape), _relayout(b, t, flip, True), h0,
                     return_final=return_final)
     if isinstance(out, tuple):  # the kernels' last step is the final state in either direction
         return _relayout(out[0], t, flip, False), out[1]
     return _relayout(out, t, flip, False)
+
+
+def _diag_grads_back(grads, inputs):
+    """Each gradient in its input's dtype; a real input next to complex ones gets the real part."""
+    out = []
+    for g, x in zip(grads, inputs):
+        if g is None:
+            out.append(None)
+            continue
+        if x.dtype.kind != "c" and g.dtype.kind == "c":
+            g = np.ascontiguousarray(g.real)
+        out.append(result(g, x.dtype))
+    return tuple(out)
 
 
 def diag_scan_vjp(dh, a, b, h0=None, *, dh_last=None, axis=1, reverse=False):
@@ -242,15 +298,7 @@ def diag_scan_vjp(dh, a, b, h0=None, *, dh_last=None, axis=1, reverse=False):
     dh0 = None if h0 is None else np.empty(h0.shape, cdt)
     _fn("diag_bwd", cdt)(native(dh, cdt), native(dh_last, cdt), native(a, cdt), native(b, cdt),
                          native(h0, cdt), da, db, dh0)
-
-    def back(g, x):
-        if g is None:
-            return None
-        if x.dtype.kind != "c" and g.dtype.kind == "c":
-            g = np.ascontiguousarray(g.real)
-        return result(g, x.dtype)
-
-    return back(da, a), back(db, b), back(dh0, h0)
+    return _diag_grads_back((da, db, dh0), (a, b, h0))
 
 
 def _diag_scan_vjp_layout(dh, a, b, h0, dh_last, axis, reverse):
@@ -263,6 +311,16 @@ def _diag_scan_vjp_layout(dh, a, b, h0, dh_last, axis, reverse):
         dh = complex_or_real_array(dh, "dh", 3)
     if tuple(dh.shape) != tuple(b.shape):
         raise ValueError(f"argument 'dh': expected shape {tuple(b.shape)} (that of h and 'b'), got {tuple(dh.shape)}")
+    if _native_layout(a, b, t):  # the CPU kernels, in the caller's layout (da in a's own shape)
+        B, n = b.shape[0], b.shape[3 - t]
+        h0 = _opt(h0, "h0", (B, n), real_only=False)
+        dh_last = _opt(dh_last, "dh_last", (B, n), real_only=False)
+        cdt, _ = _diag_dtypes(a=a, b=b, h0=h0, dh=dh, dh_last=dh_last)
+        da, db = np.empty(a.shape, cdt), np.empty(b.shape, cdt)
+        dh0 = None if h0 is None else np.empty(h0.shape, cdt)
+        _fn("diag_layout_bwd", cdt)(native(dh, cdt), native(dh_last, cdt), native(a, cdt), native(b, cdt),
+                                    native(h0, cdt), da, db, dh0, t == 2, flip)
+        return _diag_grads_back((da, db, dh0), (a, b, h0))
     da, db, dh0 = diag_scan_vjp(_relayout(dh, t, flip, True), _relayout(a, t, flip, True, shape),
                                 _relayout(b, t, flip, True), h0, dh_last=dh_last)
     da = _relayout(da, t, flip, False)

@@ -16,16 +16,40 @@ const char* layout_str(KSLayout l) { return l == KSLayout::BatchFirst ? "batch-f
 
 using api::ptr;
 
+// The CPU solver tables (options.solver; "" = the rule of <strux/ks.hpp> KSSolver).
+const std::initializer_list<const char*> kFactorSolvers = {"", "gemm", "tiles"};
+const std::initializer_list<const char*> kChainSolvers = {"", "fused", "factors", "gemm"};
+KSSolver factor_solver(int i) { return i == 1 ? KSSolver::Gemm : i == 2 ? KSSolver::Tiles : KSSolver::Automatic; }
+KSSolver chain_solver(int i) {
+  return i == 1 ? KSSolver::Fused : i == 2 ? KSSolver::Factors : i == 3 ? KSSolver::Gemm : KSSolver::Automatic;
+}
+
+// The CPU backend Impl<T>(p, solver) of problem p (make_cpu with a solver table).
+template <class Base, template <class> class Impl, class P>
+std::unique_ptr<Base> make_cpu_ks(const P& p, KSSolver solver) {
+  std::unique_ptr<Base> b;
+  core::dispatch<core::RealScalars>(p.dtype, "problem.dtype", "the CPU ks",
+                                    [&](auto tag) { b = std::make_unique<Impl<typename decltype(tag)::type>>(p, solver); });
+  return b;
+}
+
+const char* factor_path(bool tiles) {
+  return tiles ? "the small-block tile kernel (tiles of batch rows transposed into cache, vector FMAs per "
+                 "(i, j) group)"
+               : "one BLAS GEMM per (i, j) group, OpenMP over groups and batch chunks";
+}
+
 template <class T>
 class CpuKSFactor final : public KSFactorBackend {
  public:
-  explicit CpuKSFactor(const op::KSFactorProblem& p) : p_(p), plan_(p.pattern, p.layout) {}
+  CpuKSFactor(const op::KSFactorProblem& p, KSSolver s) : p_(p), plan_(p.pattern, p.layout, s) {}
   size_t workspace_bytes() const override { return 0; }
   std::string describe() const override {
     return msg("ks factor ", pattern_str(p_.pattern), ", batch ", p_.batch, ", ", layout_str(p_.layout), ", ",
-               dtype_name(p_.dtype),
-               " on cpu: one BLAS GEMM per (i, j) group, OpenMP over groups and batch chunks",
-               p_.layout == KSLayout::BatchFirst && p_.pattern.d > 1 ? " (gathered into per-thread tiles)" : "",
+               dtype_name(p_.dtype), " on cpu: ", factor_path(plan_.tiles()),
+               !plan_.tiles() && p_.layout == KSLayout::BatchFirst && p_.pattern.d > 1
+                   ? " (gathered into per-thread tiles)"
+                   : "",
                "; workspace: none (per-thread tiles inside the call)");
   }
   void forward(const op::KSFactorForward& a, void*, Stream) override {
@@ -43,15 +67,19 @@ class CpuKSFactor final : public KSFactorBackend {
 template <class T>
 class CpuKSChain final : public KSChainBackend {
  public:
-  explicit CpuKSChain(const op::KSChainProblem& p)
-      : p_(p), plan_(p.patterns, p.layout, p.batch), w_(p.patterns.size()), dw_(p.patterns.size()) {}
+  CpuKSChain(const op::KSChainProblem& p, KSSolver s)
+      : p_(p), plan_(p.patterns, p.layout, p.batch, s), w_(p.patterns.size()), dw_(p.patterns.size()) {}
   size_t workspace_bytes() const override { return 0; }
   std::string describe() const override {
     std::string s = msg("ks chain of ", p_.patterns.size(), " factors");
     for (const auto& q : p_.patterns) s += " " + pattern_str(q);
-    return msg(s, ", batch ", p_.batch, ", ", layout_str(p_.layout), ", ", dtype_name(p_.dtype),
-               " on cpu: the CPU factor products in turn (the last factor first); workspace: none (the "
-               "plan keeps the intermediate activations)");
+    s = msg(s, ", batch ", p_.batch, ", ", layout_str(p_.layout), ", ", dtype_name(p_.dtype), " on cpu: ");
+    if (plan_.fused())
+      return msg(s, "fused: every factor on per-thread tiles of batch rows kept in cache (one read of x, one "
+                    "write of y; consecutive radix-2 stages merged in the forward pass); workspace: none");
+    s += "the CPU factor products in turn (the last factor first):";
+    for (size_t i = 0; i < plan_.size(); ++i) s += msg(" factor ", i, " ", plan_.factor(i).tiles() ? "tiles" : "gemm", ";");
+    return msg(s, " workspace: none (the plan keeps the intermediate activations)");
   }
   void forward(const op::KSChainForward& a, void*, Stream) override {
     for (size_t p = 0; p < w_.size(); ++p) w_[p] = ptr<T>(a.w[p]);
@@ -97,7 +125,8 @@ KSFactor::KSFactor(const Problem& p, const Options& o) : Operator(p) {
   check_positive(p.batch, "problem.batch");
   impl_ = STRUX_PICK_BACKEND(
       p.device,
-      (api::make_cpu<KSFactorBackend, CpuKSFactor, core::RealScalars>(p, o, "the CPU ks factor", "the CPU ks")),
+      (make_cpu_ks<KSFactorBackend, CpuKSFactor>(p, factor_solver(api::solver_index(o, "the CPU ks factor",
+                                                                                     kFactorSolvers)))),
       api::cuda_ks_factor(p, o));
 }
 
@@ -130,7 +159,8 @@ KSChain::KSChain(const Problem& p, const Options& o) : Operator(p) {
   }
   check_positive(p.batch, "problem.batch");
   impl_ = STRUX_PICK_BACKEND(
-      p.device, (api::make_cpu<KSChainBackend, CpuKSChain, core::RealScalars>(p, o, "the CPU ks chain", "the CPU ks")),
+      p.device, (make_cpu_ks<KSChainBackend, CpuKSChain>(
+                    p, chain_solver(api::solver_index(o, "the CPU ks chain", kChainSolvers)))),
       api::cuda_ks_chain(p, o));
 }
 

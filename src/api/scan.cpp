@@ -27,12 +27,14 @@ void plan_backward(Plan& plan, const op::ScanBackward& a) {
 template <class S>
 class CpuDiagScan final : public ScanBackend {
  public:
-  explicit CpuDiagScan(const op::DiagScanProblem& p) : p_(p), plan_(p.B, p.T, p.n) {}
+  CpuDiagScan(const op::DiagScanProblem& p, DiagSolver s)
+      : p_(p), plan_(p.B, p.T, p.n, {}, s), split_(s == DiagSolver::TimeSplit) {}
   size_t workspace_bytes() const override { return 0; }
   std::string describe() const override {
     return msg("diagonal scan (B, T, n) = ", api::dims({p_.B, p_.T, p_.n}), ", ", dtype_name(p_.dtype),
-               " on cpu: one sequential pass per channel, OpenMP over (batch, channel chunks); backward "
-               "recomputes h; workspace: none");
+               " on cpu: one sequential pass per channel, OpenMP over (batch, channel chunks)",
+               split_ ? ", time split into segments with carries where the chunks are fewer than the threads" : "",
+               "; backward recomputes h; workspace: none");
   }
   void forward(const op::ScanForward& a, void*, Stream) override { plan_forward<S>(plan_, a); }
   void backward(const op::ScanBackward& a, void*, Stream) override { plan_backward<S>(plan_, a); }
@@ -40,6 +42,7 @@ class CpuDiagScan final : public ScanBackend {
  private:
   op::DiagScanProblem p_;
   DiagScan<S> plan_;
+  bool split_;
 };
 
 template <class R>
@@ -52,7 +55,8 @@ class CpuCirculantScan final : public ScanBackend {
   std::string describe() const override {
     return msg("circulant scan (B, T, n) = ", api::dims({p_.B, p_.T, p_.n}), ", ", dtype_name(p_.dtype),
                p_.fourier ? ", a as half spectra" : ", a spatial",
-               " on cpu: FFTW real FFTs of length n, a complex diagonal scan over the ", plan_.nfreq(),
+               " on cpu: ", plan_.gemm_dft() ? "real DFTs of length n as GEMMs" : "FFTW real FFTs of length n",
+               ", a complex diagonal scan over the ", plan_.nfreq(),
                " frequencies, blocks of time steps kept in cache; workspace: none");
   }
   void forward(const op::ScanForward& a, void*, Stream) override {
@@ -81,7 +85,8 @@ class CpuBlockCirculantScan final : public ScanBackend {
   size_t workspace_bytes() const override { return 0; }
   std::string describe() const override {
     return msg("block-circulant scan (B, T, p, k) = ", api::dims({p_.B, p_.T, p_.p, p_.k}), ", ",
-               dtype_name(p_.dtype), " on cpu: FFTW real FFTs of length k, a ", p_.p, " x ", p_.p,
+               dtype_name(p_.dtype), " on cpu: ",
+               plan_.gemm_dft() ? "real DFTs of length k as GEMMs" : "FFTW real FFTs of length k", ", a ", p_.p, " x ", p_.p,
                " complex recurrence per frequency; workspace: none");
   }
   void forward(const op::ScanForward& a, void*, Stream) override { plan_forward<R>(plan_, a); }
@@ -91,6 +96,16 @@ class CpuBlockCirculantScan final : public ScanBackend {
   op::BlockCirculantScanProblem p_;
   BlockCirculantScan<R> plan_;
 };
+
+// The CPU diagonal scan with its solver table (options.solver "", "rows", "time-split").
+std::unique_ptr<ScanBackend> make_cpu_diag(const op::DiagScanProblem& p, const Options& o) {
+  const int i = api::solver_index(o, "the CPU diagonal scan", {"", "rows", "time-split"});
+  const DiagSolver s = i == 2 ? DiagSolver::TimeSplit : i == 1 ? DiagSolver::Rows : DiagSolver::Automatic;
+  std::unique_ptr<ScanBackend> b;
+  core::dispatch<core::CpuScalars>(p.dtype, "problem.dtype", "the CPU diagonal scan",
+                                   [&](auto tag) { b = std::make_unique<CpuDiagScan<typename decltype(tag)::type>>(p, s); });
+  return b;
+}
 
 // The checks shared by the three scans. a has shape `ashape` and dtype `adt`; every state-shaped
 // array (u, h, dh, du) is (B, T, n); h0, dh_last, dh0 are (B, n).
@@ -161,7 +176,7 @@ DiagScan::DiagScan(const Problem& p, const Options& o) : Operator(p) {
   check_positive(p.T, "problem.T");
   check_positive(p.n, "problem.n");
   impl_ = STRUX_PICK_BACKEND(
-      p.device, (api::make_cpu<ScanBackend, CpuDiagScan, core::CpuScalars>(p, o, "the CPU diagonal scan")),
+      p.device, (make_cpu_diag(p, o)),
       api::cuda_diag_scan(p, o));
 }
 

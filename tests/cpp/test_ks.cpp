@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "strux/ks.hpp"
+#include "strux/strux.hpp"
 
 namespace {
 
@@ -14,6 +15,7 @@ using strux::KSChainPlan;
 using strux::KSLayout;
 using strux::KSPattern;
 using strux::KSPlan;
+using strux::KSSolver;
 
 std::vector<double> randn(int64_t n, std::mt19937_64& rng) {
   std::normal_distribution<double> dist;
@@ -85,13 +87,14 @@ const KSLayout kLayouts[] = {KSLayout::BatchFirst, KSLayout::BatchLast};
 
 // Forward and both gradients of one factor against the dense reference.
 template <class T>
-void check_factor(const KSPattern& p, KSLayout L, int64_t batch, std::mt19937_64& rng) {
+void check_factor(const KSPattern& p, KSLayout L, int64_t batch, std::mt19937_64& rng,
+                  KSSolver solver = KSSolver::Automatic) {
   SCOPED_TRACE(testing::Message() << "pattern (" << p.a << "," << p.b << "," << p.c << "," << p.d
-                                  << ") layout " << int(L) << " batch " << batch);
+                                  << ") layout " << int(L) << " batch " << batch << " solver " << int(solver));
   const int64_t M = p.rows(), N = p.cols();
   const auto w = randn(p.nnz(), rng), x = randn(N * batch, rng), dy = randn(M * batch, rng);
   const auto K = dense(p, w);
-  const KSPlan<T> plan(p, L);
+  const KSPlan<T> plan(p, L, solver);
 
   const auto wt = cast<T>(w), xt = cast<T>(x), dyt = cast<T>(dy);
   std::vector<T> y(size_t(M * batch), T(NAN)), dx(size_t(N * batch), T(NAN)), dw(size_t(p.nnz()), T(NAN));
@@ -144,8 +147,10 @@ TEST(KSFactor, ManyChunks) {
 }
 
 template <class T>
-void check_chain(const std::vector<KSPattern>& ps, KSLayout L, int64_t batch, std::mt19937_64& rng) {
-  SCOPED_TRACE(testing::Message() << "chain of " << ps.size() << " layout " << int(L) << " batch " << batch);
+void check_chain(const std::vector<KSPattern>& ps, KSLayout L, int64_t batch, std::mt19937_64& rng,
+                 KSSolver solver = KSSolver::Automatic) {
+  SCOPED_TRACE(testing::Message() << "chain of " << ps.size() << " layout " << int(L) << " batch " << batch
+                                  << " solver " << int(solver));
   // Dense K = K_1 ⋯ K_P.
   std::vector<std::vector<double>> ws;
   std::vector<double> K;
@@ -172,7 +177,7 @@ void check_chain(const std::vector<KSPattern>& ps, KSLayout L, int64_t batch, st
   for (auto& w : ws) wt.push_back(cast<T>(w));
   for (auto& w : wt) wp.push_back(w.data());
 
-  KSChainPlan<T> plan(ps, L);
+  KSChainPlan<T> plan(ps, L, 0, solver);
   const auto xt = cast<T>(x), dyt = cast<T>(dy);
   std::vector<T> y(size_t(M * batch), T(NAN)), dx(size_t(N * batch), T(NAN));
   plan.forward(xt.data(), wp.data(), y.data(), batch);
@@ -220,6 +225,55 @@ TEST(KSChain, MonarchAndButterfly) {
       }
 }
 
+// Every CPU solver, forced, on the shapes of its kernels: radix-2/4 blocks, b != c, edges of
+// the tiles (batch 1, a prime, more than one tile), blocks too large for the automatic rule.
+TEST(KSFactor, EverySolver) {
+  std::mt19937_64 rng(13);
+  const KSPattern ps[] = {{2, 2, 2, 2}, {1, 4, 4, 8}, {4, 8, 8, 1}, {3, 5, 7, 2}, {1, 13, 11, 1}, {2, 1, 3, 5}};
+  for (const auto& p : ps)
+    for (auto L : kLayouts)
+      for (int64_t batch : {int64_t(1), int64_t(37), int64_t(131)})
+        for (auto s : {KSSolver::Gemm, KSSolver::Tiles}) {
+          check_factor<double>(p, L, batch, rng, s);
+          check_factor<float>(p, L, batch, rng, s);
+        }
+  EXPECT_TRUE(KSPlan<float>({2, 2, 2, 2}).tiles());
+  EXPECT_TRUE(KSPlan<float>({4, 8, 8, 1}).tiles());
+  EXPECT_FALSE(KSPlan<float>({3, 5, 9, 2}).tiles());
+  EXPECT_FALSE(KSPlan<float>({2, 2, 2, 2}, KSLayout::BatchFirst, KSSolver::Gemm).tiles());
+  EXPECT_THROW(KSPlan<float>({2, 2, 2, 2}, KSLayout::BatchFirst, KSSolver::Fused), strux::ValueError);
+}
+
+// butterfly(N, 2) as the builders give it: (2^i, 2, 2, N / 2^(i+1)), K_1 first.
+std::vector<KSPattern> butterfly(int64_t n, int64_t radix) {
+  std::vector<KSPattern> ps;
+  for (int64_t a = 1; a < n; a *= radix) ps.push_back({a, radix, radix, n / (a * radix)});
+  return ps;
+}
+
+TEST(KSChain, EverySolver) {
+  std::mt19937_64 rng(17);
+  const std::vector<std::vector<KSPattern>> chains = {
+      butterfly(64, 2),                            // 6 stages: merged pairs in the fused forward
+      butterfly(32, 2),                            // 5 stages: one left unmerged
+      butterfly(64, 4),                            // radix 4
+      {{1, 4, 4, 4}, {4, 4, 4, 1}},                // Monarch, N = 16
+      {{1, 2, 3, 4}, {3, 2, 2, 2}, {6, 2, 1, 1}},  // rectangular small blocks, no merge
+      {{3, 2, 2, 1}, {1, 3, 2, 2}},                // a butterfly-like pair with merged blocks over 4
+      {{2, 2, 2, 1}, {1, 2, 1, 2}},                // a merged pair with b != c
+      {{3, 5, 2, 1}, {1, 3, 3, 2}}};               // blocks over 8 x 8 forced onto tiles
+  for (const auto& ps : chains)
+    for (auto L : kLayouts)
+      for (int64_t batch : {int64_t(1), int64_t(37), int64_t(70)})
+        for (auto s : {KSSolver::Fused, KSSolver::Factors, KSSolver::Gemm}) {
+          check_chain<double>(ps, L, batch, rng, s);
+          check_chain<float>(ps, L, batch, rng, s);
+        }
+  EXPECT_TRUE(KSChainPlan<float>(butterfly(1024, 2)).fused());
+  EXPECT_FALSE(KSChainPlan<float>({{1, 32, 32, 32}, {32, 32, 32, 1}}).fused());
+  EXPECT_FALSE(KSChainPlan<float>(butterfly(1 << 16, 2)).fused());  // tiles over the cache budget
+}
+
 TEST(KSChain, GrowsWorkspace) {
   std::mt19937_64 rng(5);
   KSChainPlan<double> plan({{1, 3, 3, 3}, {3, 3, 3, 1}}, KSLayout::BatchFirst, 2);
@@ -265,3 +319,22 @@ TEST(KSErrors, BadArguments) {
 }
 
 }  // namespace
+
+// The CPU solver tables through the operator API: options.solver picks the path, describe()
+// names it, an unknown name is a ValueError naming 'options.solver'.
+TEST(KSSolvers, OperatorOptions) {
+  namespace op = strux::op;
+  const auto ps = butterfly(64, 2);
+  const op::KSChain fused({ps, 32}, strux::Options{""});
+  EXPECT_NE(fused.describe().find("fused"), std::string::npos) << fused.describe();
+  const op::KSChain gemm({ps, 32}, strux::Options{"gemm"});
+  EXPECT_NE(gemm.describe().find("gemm"), std::string::npos) << gemm.describe();
+  const op::KSFactor tiles({KSPattern{4, 2, 2, 8}, 32}, strux::Options{"tiles"});
+  EXPECT_NE(tiles.describe().find("tile"), std::string::npos) << tiles.describe();
+  try {
+    op::KSChain bad({ps, 32}, strux::Options{"tiles"});
+    ADD_FAILURE() << "expected a ValueError";
+  } catch (const strux::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("options.solver"), std::string::npos) << e.what();
+  }
+}

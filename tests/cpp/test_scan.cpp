@@ -201,6 +201,65 @@ TEST(ScanDiag, NaNPropagates) {
   EXPECT_FALSE(std::isnan(h[2]) || std::isnan(h[4]));
 }
 
+// DiagLayout (time-last, reverse, a broadcast along batch / time) against the plain plan on
+// materialised channels-last arrays: h, and the gradients (da summed over the broadcast axes).
+template <class S>
+void diag_layout_case(const strux::DiagLayout& L, int64_t B, int64_t T, int64_t n) {
+  SCOPED_TRACE(testing::Message() << "time_last " << L.time_last << " reverse " << L.reverse << " a_batch "
+                                  << L.a_batch << " a_time " << L.a_time << " B=" << B << " T=" << T << " n=" << n);
+  const int64_t Ba = L.a_batch ? B : 1, Ta = L.a_time ? T : 1, N = B * T * n;
+  auto a = randv<S>(Ba * Ta * n, 0.5), b = randv<S>(N), h0 = randv<S>(B * n), dh = randv<S>(N), dl = randv<S>(B * n);
+  for (auto& v : a)  // |a| <= 0.95: a time-invariant a of modulus > 1 would overflow over T steps
+    if (std::abs(v) > 0.95) v *= S(0.95 / std::abs(v));
+  // Index of (b, t, c) in the caller's layout of an array with batch size bb and time size tt.
+  auto at = [&](int64_t bb, int64_t tt, int64_t bi, int64_t t, int64_t c) {
+    return L.time_last ? (bi * n + c) * tt + t : (bi * tt + t) * n + c;
+  };
+  // Plain (B, T, n) arrays in the kernel's time order (reversed when L.reverse).
+  std::vector<S> ap(N), bp(N), dhp(N);
+  for (int64_t bi = 0; bi < B; ++bi)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < n; ++c) {
+        const int64_t q = L.reverse ? T - 1 - t : t, o = (bi * T + t) * n + c;
+        ap[o] = a[at(Ba, Ta, L.a_batch ? bi : 0, L.a_time ? q : 0, c)];
+        bp[o] = b[at(B, T, bi, q, c)];
+        dhp[o] = dh[at(B, T, bi, q, c)];
+      }
+  std::vector<S> h(N), hp(N), da(a.size()), db(N), dh0(B * n), dap(N), dbp(N), dh0p(B * n);
+  strux::DiagScan<S>(B, T, n, L).forward(a.data(), b.data(), h0.data(), h.data());
+  strux::DiagScan<S>(B, T, n).forward(ap.data(), bp.data(), h0.data(), hp.data());
+  strux::DiagScan<S>(B, T, n, L).backward(dh.data(), dl.data(), a.data(), b.data(), h0.data(), da.data(), db.data(),
+                                   dh0.data());
+  strux::DiagScan<S>(B, T, n).backward(dhp.data(), dl.data(), ap.data(), bp.data(), h0.data(), dap.data(), dbp.data(),
+                                dh0p.data());
+  std::vector<cd> want_h(N), want_db(N), want_da(a.size(), cd(0));
+  for (int64_t bi = 0; bi < B; ++bi)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < n; ++c) {
+        const int64_t q = L.reverse ? T - 1 - t : t, o = (bi * T + t) * n + c;
+        want_h[at(B, T, bi, q, c)] = to_cd(hp[o]);
+        want_db[at(B, T, bi, q, c)] = to_cd(dbp[o]);
+        want_da[at(Ba, Ta, L.a_batch ? bi : 0, L.a_time ? q : 0, c)] += to_cd(dap[o]);
+      }
+  EXPECT_LT(rel_err(h, want_h), tol_of<S>());
+  EXPECT_LT(rel_err(db, want_db), tol_of<S>());
+  EXPECT_LT(rel_err(da, want_da), tol_of<S>());
+  EXPECT_LT(rel_err(dh0, widen(dh0p.data(), B * n)), tol_of<S>());
+}
+
+TEST(ScanDiag, LayoutsMatchThePlainPlan) {
+  for (bool tl : {false, true})
+    for (bool rev : {false, true})
+      for (bool ab : {true, false})
+        for (bool at : {true, false}) {
+          const strux::DiagLayout L{tl, rev, ab, at};
+          diag_layout_case<double>(L, 3, 70, 19);  // time-last: several tiles and channel blocks
+          diag_layout_case<std::complex<float>>(L, 2, 133, 37);
+          diag_layout_case<float>(L, 1, 9, 3);
+          diag_layout_case<std::complex<double>>(L, 2, 40, 17);
+        }
+}
+
 TEST(ScanErrors, BadSizesNameTheArgument) {
   try {
     strux::DiagScan<float>(0, 1, 1);

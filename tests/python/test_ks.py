@@ -287,3 +287,73 @@ def test_bad_chain():
         ks_chain(np.zeros((2, 3)), ws[:2], good)
     with pytest.raises(ValueError, match="'dy'"):
         ks_chain_vjp(np.zeros((3, 2)), x, ws[:2], good)
+
+
+# ---- the CPU solvers, forced through the binding (tests, benchmarks) ------------------------------
+
+def _flat(ps):
+    return [int(v) for p in ps for v in p]
+
+
+SOLVER_CHAINS = [strux.patterns.butterfly(64, 2), strux.patterns.butterfly(256, 4),
+                 [(1, 4, 4, 4), (4, 4, 4, 1)], [(2, 2, 2, 1), (1, 2, 1, 2)]]
+
+
+@pytest.mark.parametrize("solver", ["", "fused", "factors", "gemm"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("patterns", SOLVER_CHAINS, ids=lambda c: "-".join("x".join(map(str, p)) for p in c))
+def test_chain_solvers(patterns, layout, solver):
+    from strux import _ext
+    g = rng()
+    for dtype, sfx in ((np.float32, "_f32"), (np.float64, "_f64")):
+        ws = [g.standard_normal(p).astype(dtype) for p in patterns]
+        for batch in (1, 33):
+            x = act(g, cols(patterns[-1]), batch, layout, dtype)
+            dy = act(g, rows(patterns[0]), batch, layout, dtype)
+            y = getattr(_ext, "ks_chain" + sfx)(x, ws, _flat(patterns), layout, solver)
+            assert relerr(y, ref.chain(x, ws, patterns, layout)) < 2 * TOL[dtype]
+            dx, dws = getattr(_ext, "ks_chain_vjp" + sfx)(dy, x, ws, _flat(patterns), layout, solver)
+            dx0, dws0 = ks_chain_vjp(dy.astype(np.float64), x.astype(np.float64),
+                                     [w.astype(np.float64) for w in ws], patterns, layout=layout)
+            assert relerr(dx, dx0) < 2 * TOL[dtype]
+            for d, d0 in zip(dws, dws0):
+                assert relerr(d, d0) < 4 * TOL[dtype]
+
+
+@pytest.mark.parametrize("solver", ["gemm", "tiles"])
+@pytest.mark.parametrize("pattern", [(2, 2, 2, 8), (4, 4, 4, 1), (1, 8, 8, 3), (3, 5, 7, 2)])
+def test_matmul_solvers(pattern, solver):
+    from strux import _ext
+    g = rng()
+    w = g.standard_normal(pattern).astype(np.float32)
+    x = act(g, cols(pattern), 41, "bsf", np.float32)
+    dy = act(g, rows(pattern), 41, "bsf", np.float32)
+    assert relerr(_ext.ks_matmul_f32(x, w, list(pattern), "bsf", solver), ref.matmul(x, w, pattern)) < TOL[np.float32]
+    dx, dw = _ext.ks_matmul_vjp_f32(dy, x, w, list(pattern), "bsf", solver)
+    dx0, dw0 = ks_matmul_vjp(dy.astype(np.float64), x.astype(np.float64), w.astype(np.float64), pattern)
+    assert relerr(dx, dx0) < TOL[np.float32] and relerr(dw, dw0) < TOL[np.float32]
+
+
+def test_bad_solver():
+    from strux import _ext
+    x, w = np.zeros((2, 4), np.float32), np.zeros((1, 2, 4, 1), np.float32)
+    with pytest.raises(ValueError, match="'solver'"):
+        _ext.ks_matmul_f32(x, w, [1, 2, 4, 1], "bsf", "fused")
+    with pytest.raises(ValueError, match="'solver'"):
+        _ext.ks_chain_f32(x, [w], [1, 2, 4, 1], "bsf", "tiles")
+
+
+def test_chain_fused_many_weights():
+    """A chain whose dw accumulators exceed the lane budget (one lane per weight) and one within
+    it: the fused backward against the GEMM path, float64."""
+    from strux import _ext
+    g = rng()
+    for n in (4096, 256):
+        ps = strux.patterns.butterfly(n, 2)
+        ws = [g.standard_normal(p) / np.sqrt(2) for p in ps]
+        x, dy = g.standard_normal((33, n)), g.standard_normal((33, n))
+        dx, dws = _ext.ks_chain_vjp_f64(dy, x, ws, _flat(ps), "bsf", "fused")
+        dx0, dws0 = _ext.ks_chain_vjp_f64(dy, x, ws, _flat(ps), "bsf", "gemm")
+        assert relerr(dx, dx0) < 1e-12
+        for d, d0 in zip(dws, dws0):
+            assert relerr(d, d0) < 1e-12

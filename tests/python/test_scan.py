@@ -15,13 +15,18 @@ def rng():
     return np.random.default_rng()
 
 
-@pytest.fixture(params=[0, 2], ids=["auto_block", "time_block_2"])
+@pytest.fixture(params=[(0, 64), (2, 64), (0, 0), (2, 0)],
+                ids=["auto_block", "time_block_2", "auto_block_fftw", "time_block_2_fftw"])
 def time_block(request):
     """Circulant pipelines run in blocks of time steps; 2 splits these small T into several
-    blocks (carried state, checkpointed backward sweep); 0 = automatic (one block here)."""
-    strux._ext.scan_set_time_block(request.param)
-    yield request.param
+    blocks (carried state, checkpointed backward sweep); 0 = automatic (one block here).
+    Short transforms go through a GEMM with the DFT matrix by default; *_fftw forces FFTW."""
+    steps, dft_max = request.param
+    strux._ext.scan_set_time_block(steps)
+    strux._ext.scan_set_dft_gemm_max(dft_max)
+    yield steps
     strux._ext.scan_set_time_block(0)
+    strux._ext.scan_set_dft_gemm_max(64)
 
 
 SHAPES = [(1, 1, 1), (2, 7, 13), (3, 5, 33), (1, 1, 4), (2, 9, 1)]
@@ -39,6 +44,41 @@ def test_diag_scan_matches_loop(dtype, shape, with_h0):
     h = strux.diag_scan(a, b, h0=h0)
     assert h.dtype == dtype and h.shape == shape
     assert relerr(h, ref_diag_scan(a, b, h0)) < TOL[dtype]
+
+
+_SFX = {np.dtype(np.float32): "f", np.dtype(np.float64): "d", np.dtype(np.complex64): "cf",
+        np.dtype(np.complex128): "cd"}
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("shape", [(1, 3001, 1), (1, 1024, 5), (1, 4099, 16), (2, 2053, 3)])
+def test_diag_scan_few_channels_long_time(dtype, shape, threads):
+    """Fewer (batch, channel chunk) tasks than threads and a long T: the solver "time-split"
+    (chunked scan over time with carries; odd and prime T, segments of unequal length) and
+    the default."""
+    r = rng()
+    a = r.uniform(0.5, 0.999, shape) * (np.exp(1j * r.uniform(-np.pi, np.pi, shape)) if np.dtype(dtype).kind == "c"
+                                        else r.choice([-1.0, 1.0], shape))
+    a, b = a.astype(dtype), rand(r, shape, dtype)
+    h0 = rand(r, (shape[0], shape[2]), dtype)
+    fwd = getattr(strux._ext, "scan_diag_fwd_" + _SFX[np.dtype(dtype)])
+    old = strux.get_num_threads()
+    strux.set_num_threads(threads)
+    try:
+        for solver in ("time-split", "rows", ""):
+            for hh in (None, h0):
+                h = np.empty_like(b)
+                fwd(a, b, hh, h, solver)
+                assert relerr(h, ref_diag_scan(a, b, hh)) < TOL[dtype]
+        a[0, shape[1] // 2 + 1, 0] = np.nan  # a later segment: NaN from there on, only there
+        h = np.empty_like(b)
+        fwd(a, b, None, h, "time-split")
+        assert np.isnan(h[0, shape[1] // 2 + 1:, 0]).all() and not np.isnan(h[0, :shape[1] // 2 + 1]).any()
+        with pytest.raises(ValueError, match="'solver'"):
+            fwd(a, b, None, h, "segments")
+    finally:
+        strux.set_num_threads(old)
 
 
 def test_diag_scan_is_not_trivially_right():

@@ -324,3 +324,90 @@ def test_torch_diag_scan_layout_errors():
         st.diag_scan(b, b, axis=0)
     with pytest.raises(TypeError, match="'reverse'"):
         st.diag_scan(b, b, reverse=1)
+
+
+# ---- larger shapes: the CPU kernels' tiles (time-last), chunks and batch-shared sums ------------
+
+def stable(r, shape, dtype):
+    """|a| in [0.5, 0.99): the recurrence stays bounded over long T."""
+    m = r.uniform(0.5, 0.99, shape)
+    a = m * (np.exp(1j * r.uniform(-np.pi, np.pi, shape)) if np.dtype(dtype).kind == "c" else r.choice([-1, 1], shape))
+    return a.astype(dtype)
+
+
+BIG = [(3, 133, 37), (2, 64, 16), (1, 200, 1), (2, 1, 20), (4, 17, 300)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize("dims", BIG, ids=lambda d: "x".join(map(str, d)))
+@pytest.mark.parametrize("a_kind", ["full", "1x1xn", "Bx1xn", "1xTxn"])
+@pytest.mark.parametrize("axis,reverse", [(1, True), (2, False), (2, True), (1, False)])
+def test_layouts_larger_shapes(dtype, dims, a_kind, axis, reverse):
+    Bb, Tt, Nn = dims
+    a_shape = {"full": (Bb, Tt, Nn), "1x1xn": (1, 1, Nn), "Bx1xn": (Bb, 1, Nn), "1xTxn": (1, Tt, Nn)}[a_kind]
+    r = np.random.default_rng(hash((dims, a_kind, axis, reverse)) % 2**32)
+    a = stable(r, caller(a_shape, axis), dtype)
+    b = rand(r, caller(dims, axis), dtype)
+    h0 = rand(r, (Bb, Nn), dtype)
+    tol = 1e-12 if np.dtype(dtype).itemsize >= 16 or dtype == np.float64 else 2e-5
+    for hh in (None, h0):
+        h, final = strux.diag_scan(a, b, hh, axis=axis, reverse=reverse, return_final=True)
+        want, want_final = loop(a, b, hh, axis, reverse)
+        # the final state against the scale of h (one value of it may come from cancellation)
+        assert relerr(h, want) < tol and np.abs(final - want_final).max() <= tol * np.abs(want).max()
+    if np.dtype(dtype).itemsize not in (8, 16) or dtype == np.complex64:
+        return  # gradients: float64 and complex128 (the adjoint identity needs their precision)
+    dh, dl = rand(r, b.shape, dtype), rand(r, (Bb, Nn), dtype)
+    va, vb, vh0 = rand(r, a.shape, dtype), rand(r, b.shape, dtype), rand(r, h0.shape, dtype)
+    da, db, dh0 = strux.diag_scan_vjp(dh, a, b, h0, dh_last=dl, axis=axis, reverse=reverse)
+    assert da.shape == a.shape and db.shape == b.shape and dh0.shape == h0.shape
+    _, _, jh, jfinal = loop(a, b, h0, axis, reverse, va, vb, vh0)
+    lhs = re_dot(dh, jh) + re_dot(dl, jfinal)
+    rhs = re_dot(da, va) + re_dot(db, vb) + re_dot(dh0, vh0)
+    assert abs(lhs - rhs) <= 1e-10 * (abs(lhs) + 1), (lhs, rhs)
+
+
+def test_layouts_read_noncontiguous_inputs():
+    r = np.random.default_rng(5)
+    a = stable(r, (2, 40, 9), np.float64)[:, ::2]  # (2, 20, 9), strided
+    b = rand(r, (2, 9, 40), np.float64)[:, :, ::2]  # (2, 9, 20) time-last, strided
+    h = strux.diag_scan(np.swapaxes(a, 1, 2), b, axis=2)
+    assert relerr(h, loop(np.swapaxes(a, 1, 2), b, None, 2, False)[0]) < 1e-13
+
+
+# ---- float16 read and written by the forward kernel (channels-last layouts) -------------------
+
+@pytest.mark.parametrize("dims", [(3, 133, 37), (1, 1, 5), (2, 9, 300), (1, 600, 3)], ids=lambda d: "x".join(map(str, d)))
+@pytest.mark.parametrize("a_kind", ["full", "1x1xn", "Bx1xn", "1xTxn"])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("with_h0", [False, True])
+def test_float16_forward_kernel(dims, a_kind, reverse, with_h0):
+    """The float16 path computes in float32 and rounds each h once: within a float16 rounding
+    of the float32 path, and close to the float64 loop."""
+    Bb, Tt, Nn = dims
+    a_shape = {"full": (Bb, Tt, Nn), "1x1xn": (1, 1, Nn), "Bx1xn": (Bb, 1, Nn), "1xTxn": (1, Tt, Nn)}[a_kind]
+    r = np.random.default_rng(hash((dims, a_kind, reverse, with_h0)) % 2**32)
+    a = stable(r, a_shape, np.float16)
+    b = rand(r, dims, np.float16)
+    h0 = rand(r, (Bb, Nn), np.float16) if with_h0 else None
+    h, final = strux.diag_scan(a, b, h0, reverse=reverse, return_final=True)
+    assert h.dtype == np.float16 and final.dtype == np.float16 and h.shape == dims
+    h32 = strux.diag_scan(a.astype(np.float32), b.astype(np.float32), None if h0 is None else h0.astype(np.float32),
+                          reverse=reverse)
+    assert np.allclose(h.astype(np.float32), h32, rtol=2e-3, atol=2e-3 * np.abs(h32).max())
+    want, want_final = loop(a, b, h0, 1, reverse)
+    assert relerr(h, want) < 2e-3 and relerr(final, want_final) < 2e-3
+
+
+def test_float16_forward_kernel_edge_values():
+    a = np.full((1, 4, 3), 0.5, np.float16)
+    b = np.ones((1, 4, 3), np.float16)
+    a[0, 0, 1] = np.inf  # inf * 0 at the first step: NaN, as the formula in IEEE arithmetic
+    b[0, 2, 2] = np.nan
+    h = strux.diag_scan(a, b)
+    assert np.isnan(h[0, :, 1]).all() and np.isnan(h[0, 2:, 2]).all() and not np.isnan(h[0, :2, 2]).any()
+    assert not np.isnan(h[0, :, 0]).any()
+    big = np.full((1, 3, 2), 300.0, np.float16)  # h overflows float16 (> 65504): inf, as a cast would
+    assert np.isinf(strux.diag_scan(big, big)[0, 2]).all()
+    nc = rand(np.random.default_rng(1), (2, 20, 6), np.float16)[:, ::2]  # noncontiguous
+    assert relerr(strux.diag_scan(nc * np.float16(0.5), nc), loop(nc * np.float16(0.5), nc, None, 1, False)[0]) < 2e-3

@@ -10,9 +10,11 @@
 // Backward: dx = dy K (BatchFirst) and dw; each may be empty to skip it (every dw[p] of a chain
 // too, or the whole dw vector). On CUDA with half types dw is accumulated in float32 in the
 // workspace, then rounded once.
-// Solvers (options.solver): KSFactor "" only; KSChain "" (the rule), "factors" (one product per
-// factor) or "fused" (CUDA, two factors: one kernel with the intermediate in shared memory; a
-// ValueError says why where it cannot run). describe() names the path the CUDA plan picked per
+// Solvers (options.solver): CPU factor "" (automatic), "gemm", "tiles"; CPU chain "" (automatic),
+// "fused", "factors", "gemm" (see KSSolver in <strux/ks.hpp>). CUDA factor "" only; CUDA chain ""
+// (the rule), "factors" (one product per factor) or "fused" (two factors: one kernel with the
+// intermediate in shared memory; a ValueError says why where it cannot run). describe() names
+// the path the CUDA plan picked per
 // product (tile kernels, cuBLAS on strided views, streaming kernel, transpositions + cuBLAS,
 // the fused pair, or the float64 direct kernels).
 #pragma once

@@ -1,20 +1,29 @@
-"""ks benchmark cases: one KS factor, float32, batch-size-first, batch 4096.
+"""ks benchmark cases, float32, batch-size-first, batch 4096.
 
-Patterns from ksmm's benchmark set (see ANCHORS.md), sized for a small CPU: d = 4, d = 1 and
-d = 16. Baseline: the paper's "bmm with permutations" in numpy (permute x so each group's
-columns are contiguous, one batched matmul over the a·d groups, permute back; the weights are
-pre-permuted once, outside the timed call). The dense product x @ K.T (numpy's BLAS, every
-core) is a second baseline.
+One factor: patterns from ksmm's benchmark set (see ANCHORS.md), sized for a small CPU: d = 4,
+d = 1 and d = 16, and two small-block ones (radix-4 and radix-2 butterfly factors, the tile
+kernel's domain); strux's per-group GEMM path (solver "gemm") is timed beside them. Baseline: the paper's "bmm with permutations" in numpy (permute x so each
+group's columns are contiguous, one batched matmul over the a·d groups, permute back; the
+weights are pre-permuted once, outside the timed call). The dense product x @ K.T (numpy's
+BLAS, every core) is a second baseline.
+
+Chains (issue 15's CPU goal): a radix-2 butterfly of N = 1024 (10 factors), forward and
+backward, and a radix-4 one. Baselines: numpy einsum per factor (y <- einsum over each
+factor's (a, b, c, d) blocks, K_P first), the dense product x @ K.T with K = K_1 ⋯ K_P
+precomputed (threaded BLAS), and strux's factor-by-factor GEMM path (solver "gemm", the path
+before the fused tiles) in the same run.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..ks import ks_dense, ks_matmul
+from .. import _ext
+from ..ks import ks_chain, ks_chain_vjp, ks_dense, ks_matmul
+from ..patterns import butterfly
 from .case import Case
 
 BATCH = 4096
-PATTERNS = [(4, 64, 64, 4), (6, 64, 64, 1), (1, 48, 48, 16)]
+PATTERNS = [(4, 64, 64, 4), (6, 64, 64, 1), (1, 48, 48, 16), (64, 4, 4, 4), (256, 2, 2, 2)]
 QUICK_PATTERNS = [(2, 16, 16, 2), (3, 16, 16, 1), (1, 8, 8, 4)]
 
 
@@ -28,7 +37,7 @@ def bmm_recipe(x, wt, pattern):
 
 
 def cases(quick: bool = False) -> list[Case]:
-    out = []
+    out = chain_list(quick)
     rng = np.random.default_rng(0)
     batch = 256 if quick else BATCH
     for p in (QUICK_PATTERNS if quick else PATTERNS):
@@ -50,6 +59,77 @@ def cases(quick: bool = False) -> list[Case]:
             flops=2.0 * batch * nnz,
             tol=1e-5,
             reference=lambda x64=x64, wt64=wt64, p=p: bmm_recipe(x64, wt64, p),
-            more_baselines=[("numpy x @ K.T, dense K (threaded BLAS)", dense)],
+            more_baselines=[("numpy x @ K.T, dense K (threaded BLAS)", dense),
+                            ("strux per-group GEMMs (solver 'gemm')",
+                             lambda x=x, w=w, p=p: _ext.ks_matmul_f32(x, w, list(p), "bsf", "gemm"))],
         ))
     return out
+
+
+def einsum_chain(x, ws, patterns):
+    """y = x Kᵀ for K = K_1 ⋯ K_P by one numpy einsum per factor (K_P first)."""
+    y, batch = x, x.shape[0]
+    for w, (a, b, c, d) in zip(ws[::-1], patterns[::-1]):
+        y = np.einsum("iklj,rilj->rikj", w, y.reshape(batch, a, c, d)).reshape(batch, a * b * d)
+    return y
+
+
+def einsum_chain_vjp(dy, x, ws, patterns):
+    """dx and every dw of einsum_chain: the forward activations, then one einsum pair per factor."""
+    batch, acts, y = x.shape[0], [], x
+    for w, (a, b, c, d) in zip(ws[::-1], patterns[::-1]):
+        acts.append(y.reshape(batch, a, c, d))
+        y = np.einsum("iklj,rilj->rikj", w, acts[-1]).reshape(batch, a * b * d)
+    g, dws = dy, []
+    for w, (a, b, c, d), xin in zip(ws, patterns, acts[::-1]):
+        gq = g.reshape(batch, a, b, d)
+        dws.append(np.einsum("rikj,rilj->iklj", gq, xin))
+        g = np.einsum("iklj,rikj->rilj", w, gq).reshape(batch, a * c * d)
+    return g, dws
+
+
+def chain_cases(n=1024, radix=2, batch=BATCH, backward=False, seed=1) -> Case:
+    rng = np.random.default_rng(seed)
+    ps = butterfly(n, radix)
+    flat = [int(v) for p in ps for v in p]
+    x = rng.standard_normal((batch, n), dtype=np.float32)
+    ws = [(rng.standard_normal(p) / np.sqrt(p[2])).astype(np.float32) for p in ps]
+    ws64 = [w.astype(np.float64) for w in ws]
+    x64 = x.astype(np.float64)
+    K = np.eye(n)
+    for w, p in zip(ws64, ps):
+        K = K @ ks_dense(w, p)
+    K32 = K.astype(np.float32)
+    nnz = sum(int(np.prod(p)) for p in ps)
+    name = f"chain butterfly({n}, {radix}) x{len(ps)} B={batch} float32"
+    if not backward:
+        return Case(
+            family="ks", name=name,
+            strux=lambda: ks_chain(x, ws, ps),
+            baseline=lambda: einsum_chain(x, ws, ps),
+            baseline_name="numpy einsum per factor",
+            bytes=4 * (2 * batch * n + nnz), flops=2.0 * batch * nnz, tol=1e-5,
+            reference=lambda: x64 @ K.T,
+            more_baselines=[("numpy x @ K.T, dense K (threaded BLAS)", lambda: x @ K32.T),
+                            ("strux factor by factor, GEMMs (solver 'gemm')",
+                             lambda: _ext.ks_chain_f32(x, ws, flat, "bsf", "gemm"))],
+        )
+    dy = rng.standard_normal((batch, n), dtype=np.float32)
+    dy64 = dy.astype(np.float64)
+    return Case(
+        family="ks", name=name + " backward (dx)",
+        strux=lambda: ks_chain_vjp(dy, x, ws, ps)[0],
+        baseline=lambda: einsum_chain_vjp(dy, x, ws, ps)[0],
+        baseline_name="numpy einsum per factor (activations, then dw and dx per factor)",
+        bytes=4 * (4 * batch * n + 2 * nnz), flops=6.0 * batch * nnz, tol=1e-5,
+        reference=lambda: dy64 @ K,
+        more_baselines=[("numpy dy @ K, dense K (threaded BLAS)", lambda: dy @ K32),
+                        ("strux factor by factor, GEMMs (solver 'gemm')",
+                         lambda: _ext.ks_chain_vjp_f32(dy, x, ws, flat, "bsf", "gemm")[0])],
+    )
+
+
+def chain_list(quick: bool = False) -> list[Case]:
+    if quick:
+        return [chain_cases(64, 2, 256), chain_cases(64, 2, 256, backward=True)]
+    return [chain_cases(), chain_cases(backward=True), chain_cases(1024, 4)]

@@ -1,11 +1,17 @@
 """scan benchmark cases: strux vs the plain numpy time loop, same inputs, same process.
 
 Baselines (numpy computes complex64/float32 in single precision):
-    diag:       h = a[:, t] * h + b[:, t] for t in range(T)
+    diag:       h = a[:, t] * h + b[:, t] for t in range(T); backward: that loop for h, then
+                g = dh[:, t] + conj(a[:, t+1]) g, da[:, t] = g conj(h[:, t-1]), db[:, t] = g
+                backwards in time
     circulant:  A = rfft(a), U = rfft(u); H = A[:, t] * H + U[:, t] for t; h = irfft(H, n)
                 (the time loop of the Fourier recipe; with fourier=True the rfft of a is skipped)
     block:      the same Fourier recipe with a per-frequency p x p einsum in the time loop
 The float64 references are the same recipes in float64 / complex128.
+Shape classes of diag_scan (issue 14): many channels and short T, the middle, few channels and
+long T (where the CPU kernel splits time), each dtype; %copy in the table is the achieved
+bytes (a and b read, h written; backward: dh, a, b read, da, db written) over the copy
+bandwidth measured in the same run.
 """
 from __future__ import annotations
 
@@ -27,6 +33,18 @@ def _diag_loop(a, b):
         h = a[:, t] * h + b[:, t]
         out[:, t] = h
     return out
+
+
+def _diag_loop_vjp(dh, a, b):
+    h = _diag_loop(a, b)
+    g = np.zeros_like(b[:, 0])
+    da, db = np.empty_like(b), np.empty_like(b)
+    T = a.shape[1]
+    for t in range(T - 1, -1, -1):
+        g = dh[:, t] + (np.conj(a[:, t + 1]) * g if t + 1 < T else 0)
+        db[:, t] = g
+        da[:, t] = g * np.conj(h[:, t - 1]) if t > 0 else 0
+    return da, db
 
 
 def _fourier_loop(A, U, n):
@@ -61,24 +79,45 @@ def _stable_circulant(rng, shape, radius=0.99):
     return a * (radius / np.abs(np.fft.rfft(a)).max(axis=-1, keepdims=True))
 
 
-def diag_case(B=4, T=2048, n=1024, dtype=np.complex64, seed=0):
+def _decays(rng, shape, dtype):
+    """Stable decays: |a| in [0.9, 0.999], a random phase (complex) or sign (real)."""
+    r = rng.uniform(0.9, 0.999, shape)
+    if np.dtype(dtype).kind == "c":
+        return (r * np.exp(1j * rng.uniform(-np.pi, np.pi, shape))).astype(dtype)
+    return (r * rng.choice([-1.0, 1.0], shape)).astype(dtype)
+
+
+def diag_case(B=4, T=2048, n=1024, dtype=np.complex64, seed=0, backward=False):
     import strux
 
     rng = np.random.default_rng(seed)
-    r = rng.uniform(0.9, 0.999, (B, T, n))
-    a = (r * np.exp(1j * rng.uniform(-np.pi, np.pi, (B, T, n)))).astype(dtype)
-    b = (rng.standard_normal((B, T, n)) + 1j * rng.standard_normal((B, T, n))).astype(dtype)
+    a = _decays(rng, (B, T, n), dtype)
+    b = rng.standard_normal((B, T, n)).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        b = (b + 1j * rng.standard_normal((B, T, n))).astype(dtype)
+    wide = np.complex128 if np.dtype(dtype).kind == "c" else np.float64
     item = np.dtype(dtype).itemsize
+    name = f"diag_scan B={B} T={T} n={n} {np.dtype(dtype).name}"
+    if backward:
+        dh = rng.standard_normal((B, T, n)).astype(dtype)
+        return Case(
+            family="scan", name=name + " backward",
+            strux=lambda: strux.diag_scan_vjp(dh, a, b)[0],
+            baseline=lambda: _diag_loop_vjp(dh, a, b)[0],
+            baseline_name="numpy time loops (h forward, then g, da, db backward)",
+            bytes=5 * item * B * T * n, flops=16.0 * B * T * n, tol=1e-4,
+            reference=lambda: _diag_loop_vjp(dh.astype(wide), a.astype(wide), b.astype(wide))[0],
+        )
     return Case(
         family="scan",
-        name=f"diag_scan B={B} T={T} n={n} {np.dtype(dtype).name}",
+        name=name,
         strux=lambda: strux.diag_scan(a, b),
         baseline=lambda: _diag_loop(a, b),
         baseline_name="numpy time loop h = a[:, t]*h + b[:, t]",
         bytes=3 * item * B * T * n,
         flops=8.0 * B * T * n,
-        tol=1e-4,
-        reference=lambda: _diag_loop(a.astype(np.complex128), b.astype(np.complex128)),
+        tol=5e-3 if item == 2 else 1e-4,  # float16: one rounding of each h
+        reference=lambda: _diag_loop(a.astype(wide), b.astype(wide)),
     )
 
 
@@ -132,13 +171,26 @@ def block_circulant_case(B=4, T=512, p=4, k=64, dtype=np.float32, seed=0):
     )
 
 
+# diag_scan's shape classes: many channels / short T, the middle, few channels / long T.
+DIAG_SHAPES = [(64, 64, 4096), (4, 2048, 1024), (1, 65536, 64), (1, 262144, 8)]
+DIAG_DTYPES = [np.float32, np.complex64, np.float64, np.complex128]
+
+
 def cases(quick: bool = False) -> list[Case]:
     if quick:
-        return [diag_case(B=2, T=128, n=64), circulant_case(B=2, T=64, n=32),
+        return [diag_case(B=2, T=128, n=64), diag_case(B=1, T=2048, n=4, dtype=np.float32),
+                diag_case(B=2, T=128, n=64, backward=True), circulant_case(B=2, T=64, n=32),
                 circulant_case(B=2, T=64, n=32, fourier=True), block_circulant_case(B=2, T=32, p=2, k=16)]
-    return [
-        diag_case(),
-        circulant_case(),
-        circulant_case(fourier=True),
-        block_circulant_case(),
-    ]
+    out = []
+    for dt in DIAG_DTYPES:
+        for B, T, n in DIAG_SHAPES:
+            if np.dtype(dt).itemsize >= 16 and B * T * n > 1 << 21:
+                T //= 2  # complex128: the same bytes as complex64 at half the steps
+            out.append(diag_case(B, T, n, dt))
+    out += [diag_case(B, T, n, np.float16) for B, T, n in DIAG_SHAPES[1:3]]
+    out += [diag_case(4, 2048, 1024, np.complex64, backward=True), diag_case(1, 65536, 64, np.complex64, backward=True),
+            diag_case(4, 2048, 1024, np.float32, backward=True)]
+    out += [circulant_case(), circulant_case(fourier=True), circulant_case(n=64)]
+    out += [block_circulant_case(p=p, k=k, T=T) for p, k, T in ((2, 64, 512), (4, 64, 512), (8, 32, 256),
+                                                                  (16, 16, 256))]
+    return out

@@ -9,6 +9,7 @@
 #include "core/checked_size.hpp"
 #include "cpu/threads.hpp"
 #include "cpu/ks/gemm.hpp"
+#include "cpu/ks/tiles.hpp"
 #include "cpu/ks/transpose.hpp"
 #include "strux/ks.hpp"
 
@@ -97,6 +98,16 @@ KSLayout ks_layout(const std::string& s, const char* arg) {
   throw ValueError(msg("argument '", arg, "': expected one of 'bsf', 'bsl', got '", s, "'"));
 }
 
+KSSolver ks_solver(const std::string& s, bool chain, const char* arg) {
+  if (s.empty()) return KSSolver::Automatic;
+  if (s == "gemm") return KSSolver::Gemm;
+  if (!chain && s == "tiles") return KSSolver::Tiles;
+  if (chain && s == "fused") return KSSolver::Fused;
+  if (chain && s == "factors") return KSSolver::Factors;
+  throw ValueError(msg("argument '", arg, "': expected one of ",
+                       chain ? "'', 'fused', 'factors', 'gemm'" : "'', 'gemm', 'tiles'", ", got '", s, "'"));
+}
+
 void ks_check_pattern(const KSPattern& p, const char* arg) {
   check_arg(p.a >= 1 && p.b >= 1 && p.c >= 1 && p.d >= 1, arg,
             "expected (a, b, c, d) with every entry >= 1, got (", p.a, ", ", p.b, ", ", p.c, ", ",
@@ -105,13 +116,18 @@ void ks_check_pattern(const KSPattern& p, const char* arg) {
 }
 
 template <class T>
-KSPlan<T>::KSPlan(KSPattern p, KSLayout layout) : p_(p), layout_(layout) {
+KSPlan<T>::KSPlan(KSPattern p, KSLayout layout, KSSolver solver) : p_(p), layout_(layout) {
   ks_check_pattern(p_);
+  check_arg(solver == KSSolver::Automatic || solver == KSSolver::Gemm || solver == KSSolver::Tiles, "solver",
+            "expected Automatic, Gemm or Tiles for one factor, got Fused or Factors (chain solvers)");
+  tiles_ = solver == KSSolver::Tiles ||
+           (solver == KSSolver::Automatic && cpu::ks::tiles_suit({p_}, int64_t(sizeof(T))));
 }
 
 template <class T>
 void KSPlan<T>::forward(const T* x, const T* w, T* y, int64_t batch) const {
   check_call(p_, batch);
+  if (tiles_) return cpu::ks::tiles_forward<T>({p_}, layout_, x, &w, y, batch);
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d, bc = b * c;
   const int64_t M = p_.rows(), N = p_.cols();
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
@@ -183,6 +199,7 @@ template <class T>
 void KSPlan<T>::backward(const T* dy, const T* x, const T* w, T* dx, T* dw, int64_t batch) const {
   check_call(p_, batch);
   if (!dx && !dw) return;
+  if (tiles_) return cpu::ks::tiles_backward<T>({p_}, layout_, dy, x, &w, dx, &dw, batch);
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d, bc = b * c, nnz = p_.nnz();
   const int64_t M = p_.rows(), N = p_.cols();
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)

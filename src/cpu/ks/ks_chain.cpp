@@ -1,4 +1,5 @@
-// Chains K_1 ⋯ K_P of KS factors: factor by factor through a plan-owned workspace.
+// Chains K_1 ⋯ K_P of KS factors: fused on tiles in cache (cpu/ks/tiles.hpp) where the solver
+// table says so, else factor by factor through a plan-owned workspace.
 //
 // Workspace (all (width × batch) blocks, row-major in the plan's layout):
 //   [input of factor 0 … input of factor P-2] [gradient ping] [gradient pong]
@@ -8,12 +9,14 @@
 #include <utility>
 
 #include "core/checked_size.hpp"
+#include "cpu/ks/tiles.hpp"
 #include "strux/ks.hpp"
 
 namespace strux {
 
 template <class T>
-KSChainPlan<T>::KSChainPlan(std::vector<KSPattern> patterns, KSLayout layout, int64_t max_batch) {
+KSChainPlan<T>::KSChainPlan(std::vector<KSPattern> patterns, KSLayout layout, int64_t max_batch, KSSolver solver)
+    : patterns_(patterns), layout_(layout) {
   check_arg(!patterns.empty(), "patterns", "expected at least one pattern, got none");
   for (size_t p = 0; p < patterns.size(); ++p) {
     const KSPattern& q = patterns[p];
@@ -25,7 +28,7 @@ KSChainPlan<T>::KSChainPlan(std::vector<KSPattern> patterns, KSLayout layout, in
       check_arg(q.cols() == patterns[p + 1].rows(), "patterns", "entries ", p, " and ", p + 1,
                 " are not compatible: a·c·d of entry ", p, " is ", q.cols(), " but a·b·d of entry ",
                 p + 1, " is ", patterns[p + 1].rows());
-    plans_.emplace_back(q, layout);
+    plans_.emplace_back(q, layout, solver == KSSolver::Gemm ? KSSolver::Gemm : KSSolver::Automatic);
     max_width_ = std::max({max_width_, q.rows(), q.cols()});
   }
   act_off_.assign(patterns.size(), 0);
@@ -33,7 +36,9 @@ KSChainPlan<T>::KSChainPlan(std::vector<KSPattern> patterns, KSLayout layout, in
     act_off_[p] = act_total_;
     act_total_ += patterns[p].cols();
   }
-  if (max_batch > 0) reserve(max_batch);
+  fused_ = solver == KSSolver::Fused || solver == KSSolver::Tiles ||
+           (solver == KSSolver::Automatic && cpu::ks::tiles_suit(patterns_, int64_t(sizeof(T))));
+  if (max_batch > 0 && !fused_) reserve(max_batch);
 }
 
 template <class T>
@@ -49,6 +54,10 @@ void KSChainPlan<T>::reserve(int64_t batch) {
 
 template <class T>
 void KSChainPlan<T>::forward(const T* x, const T* const* w, T* y, int64_t batch) {
+  if (fused_) {
+    check_positive(batch, "batch");
+    return cpu::ks::tiles_forward(patterns_, layout_, x, w, y, batch);
+  }
   reserve(batch);
   const size_t P = plans_.size();
   const T* in = x;
@@ -62,6 +71,10 @@ void KSChainPlan<T>::forward(const T* x, const T* const* w, T* y, int64_t batch)
 template <class T>
 void KSChainPlan<T>::backward(const T* dy, const T* x, const T* const* w, T* dx, T* const* dw,
                               int64_t batch) {
+  if (fused_) {
+    check_positive(batch, "batch");
+    return cpu::ks::tiles_backward(patterns_, layout_, dy, x, w, dx, dw, batch);
+  }
   reserve(batch);
   const size_t P = plans_.size();
   // Inputs of factors 0..P-2 into the workspace (factor 0's output itself is not needed).

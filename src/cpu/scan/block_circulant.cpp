@@ -13,8 +13,10 @@
 // backward pass needs no buffer beyond the forward one plus G.
 #include <algorithm>
 #include <complex>
+#include <vector>
 
 #include "cpu/fft.hpp"
+#include "cpu/scan/dft.hpp"
 #include "cpu/scan/kernels.hpp"
 #include "cpu/scan/spectra.hpp"
 #include "strux/core.hpp"
@@ -33,7 +35,8 @@ BlockCirculantScan<R>::BlockCirculantScan(int64_t B, int64_t T_, int64_t p, int6
   check_positive(T_, "T");
   check_positive(p, "p");
   check_positive(k, "k");
-  kfs_ = kern::padded_stride<R>(k / 2 + 1);
+  dft_ = kern::GemmDft<R>::get(k);
+  kfs_ = kern::padded_stride<R>(k / 2 + 1, dft_ != nullptr);
   fft_ = RealFFT<R>::get(k);
 }
 
@@ -119,10 +122,22 @@ namespace {
 // rfft of the rows of one time block of an array with m rows of k per time step (B, T, m, k),
 // + `last` (B, m, k) added at t = T-1. Local row r = (b*tb + t - t0)*m + q.
 template <class R>
-void load_rows(const RealFFT<R>& fft, const R* src, const R* last, int64_t B, int64_t T, int64_t m,
+void load_rows(const kern::Transform<R>& fft, const R* src, const R* last, int64_t B, int64_t T, int64_t m,
                int64_t t0, int64_t tb, int64_t kfs, std::complex<R>* dst) {
   const int64_t k = fft.n();
-  kern::rfft_rows(fft, B * tb * m, kfs, dst, [=](int64_t r, R* x) {
+  if (const auto* dft = fft.dft) {  // the rows of each b are contiguous
+    dft->forward(src + t0 * m * k, T * m * k, B, tb * m, dst, kfs);
+    if (last && t0 + tb == T) {  // + rfft(last) at t = T-1, by linearity
+      std::vector<std::complex<R>> sp(size_t(B * m * kfs));
+      dft->forward(last, m * k, B, m, sp.data(), kfs);
+      for (int64_t b = 0; b < B; ++b) {
+        std::complex<R>* d = dst + (b * tb + tb - 1) * m * kfs;
+        for (int64_t i = 0; i < m * kfs; ++i) d[i] += sp[size_t(b * m * kfs + i)];
+      }
+    }
+    return;
+  }
+  kern::rfft_rows(fft.fft, B * tb * m, kfs, dst, [=](int64_t r, R* x) {
     const int64_t q = r % m, bt = r / m, b = bt / tb, t = t0 + bt % tb;
     kern::copy_add<R>(src + ((b * T + t) * m + q) * k, (last && t == T - 1) ? last + (b * m + q) * k : nullptr, x, k);
   });
@@ -130,11 +145,13 @@ void load_rows(const RealFFT<R>& fft, const R* src, const R* last, int64_t B, in
 
 // irfft / k of the rows of one time block into (B, T, m, k) (rows are destroyed).
 template <class R>
-void store_rows(const RealFFT<R>& fft, std::complex<R>* src, int64_t B, int64_t T, int64_t m, int64_t t0,
+void store_rows(const kern::Transform<R>& fft, std::complex<R>* src, int64_t B, int64_t T, int64_t m, int64_t t0,
                 int64_t tb, int64_t kfs, R* dst) {
   const int64_t k = fft.n();
   const R scale = R(1) / R(k);
-  kern::irfft_rows(fft, B * tb * m, kfs, src, [=](int64_t r, const R* x) {
+  if (const auto* dft = fft.dft)
+    return dft->inverse(src, kfs, B, tb * m, dst + t0 * m * k, T * m * k, scale);
+  kern::irfft_rows(fft.fft, B * tb * m, kfs, src, [=](int64_t r, const R* x) {
     const int64_t q = r % m, bt = r / m, b = bt / tb, t = t0 + bt % tb;
     R* y = dst + ((b * T + t) * m + q) * k;
     for (int64_t i = 0; i < k; ++i) y[i] = x[i] * scale;
@@ -156,7 +173,7 @@ void BlockCirculantScan<R>::forward(const R* a, const R* u, const R* h0, R* h) c
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
   const int64_t B = B_, T = T_, p = p_, kfs = kfs_;
-  const RealFFT<R>& fft = *fft_;
+  const kern::Transform<R> fft{*fft_, dft_};
   const int64_t Tb = kern::time_block(B, T, B * (p * p + p) * kfs * int64_t(sizeof(C)));
   AlignedBuffer<C> Ah(B * Tb * p * p * kfs), Hh(B * Tb * p * kfs), carry(B * p * kfs);
   if (h0) load_rows<R>(fft, h0, nullptr, B, 1, p, 0, 1, kfs, carry.data());
@@ -182,7 +199,7 @@ void BlockCirculantScan<R>::backward(const R* dh, const R* dh_last, const R* a, 
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
   const int64_t B = B_, T = T_, p = p_, kfs = kfs_, sp = p * kfs;  // sp: one step's state spectra
-  const RealFFT<R>& fft = *fft_;
+  const kern::Transform<R> fft{*fft_, dft_};
   const int64_t Tb = kern::time_block(B, T, B * (p * p + 2 * p) * kfs * int64_t(sizeof(C)));
   const int64_t nblk = (T + Tb - 1) / Tb;
   AlignedBuffer<C> Ah(B * Tb * p * p * kfs), Hh(B * Tb * sp), G(B * Tb * sp);

@@ -11,8 +11,10 @@
 // backward pass with (dh, a, b, h0) = (D, A, U, H_{-1}), so it is reused as is.
 #include <algorithm>
 #include <complex>
+#include <vector>
 
 #include "cpu/fft.hpp"
+#include "cpu/scan/dft.hpp"
 #include "cpu/scan/kernels.hpp"
 #include "cpu/scan/spectra.hpp"
 #include "strux/core.hpp"
@@ -29,7 +31,8 @@ CirculantScan<R>::CirculantScan(int64_t B, int64_t T_, int64_t n) : B_(B), T_(T_
   check_positive(B, "B");
   check_positive(T_, "T");
   check_positive(n, "n");
-  nfs_ = kern::padded_stride<R>(n / 2 + 1);
+  dft_ = kern::GemmDft<R>::get(n);
+  nfs_ = kern::padded_stride<R>(n / 2 + 1, dft_ != nullptr);
   fft_ = RealFFT<R>::get(n);
 }
 
@@ -38,7 +41,7 @@ namespace {
 // half spectrum dropping the imaginary parts at frequency 0 and n/2 (even n): the Fourier form
 // means circ(irfft(a_hat, n)), as numpy's irfft. Local row r = b*tb + (t - t0).
 template <bool Fourier, class R, class A>
-void load_a(const RealFFT<R>& fft, const A* a, int64_t B, int64_t T, int64_t t0, int64_t tb, int64_t nfs,
+void load_a(const kern::Transform<R>& fft, const A* a, int64_t B, int64_t T, int64_t t0, int64_t tb, int64_t nfs,
             std::complex<R>* dst) {
   const int64_t n = fft.n(), nf = n / 2 + 1, rows = B * tb;
   auto grow = [=](int64_t r) { return (r / tb) * T + t0 + r % tb; };
@@ -52,17 +55,29 @@ void load_a(const RealFFT<R>& fft, const A* a, int64_t B, int64_t T, int64_t t0,
       d[0].imag(0);
       if (n % 2 == 0) d[nf - 1].imag(0);
     }
+  } else if (const auto* dft = fft.dft) {  // the rows of each b are contiguous
+    dft->forward(a + t0 * n, T * n, B, tb, dst, nfs);
   } else {
-    kern::rfft_rows(fft, rows, nfs, dst, [=](int64_t r, R* x) { kern::copy_add<R>(a + grow(r) * n, nullptr, x, n); });
+    kern::rfft_rows(fft.fft, rows, nfs, dst, [=](int64_t r, R* x) { kern::copy_add<R>(a + grow(r) * n, nullptr, x, n); });
   }
 }
 
 // rfft of rows of a (B, T, n) real array for one time block (+ `last` (B, n) added at t = T-1).
 template <class R>
-void load_rows(const RealFFT<R>& fft, const R* src, const R* last, int64_t B, int64_t T, int64_t t0, int64_t tb,
+void load_rows(const kern::Transform<R>& fft, const R* src, const R* last, int64_t B, int64_t T, int64_t t0, int64_t tb,
                int64_t nfs, std::complex<R>* dst) {
   const int64_t n = fft.n();
-  kern::rfft_rows(fft, B * tb, nfs, dst, [=](int64_t r, R* x) {
+  if (const auto* dft = fft.dft) {
+    dft->forward(src + t0 * n, T * n, B, tb, dst, nfs);
+    if (last && t0 + tb == T) {  // + rfft(last) at t = T-1, by linearity
+      std::vector<std::complex<R>> sp(size_t(B * nfs));
+      dft->forward(last, n, B, 1, sp.data(), nfs);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t f = 0; f < nfs; ++f) dst[(b * tb + tb - 1) * nfs + f] += sp[size_t(b * nfs + f)];
+    }
+    return;
+  }
+  kern::rfft_rows(fft.fft, B * tb, nfs, dst, [=](int64_t r, R* x) {
     const int64_t b = r / tb, t = t0 + r % tb;
     kern::copy_add<R>(src + (b * T + t) * n, (last && t == T - 1) ? last + b * n : nullptr, x, n);
   });
@@ -70,11 +85,12 @@ void load_rows(const RealFFT<R>& fft, const R* src, const R* last, int64_t B, in
 
 // irfft / n of the rows of one time block into a (B, T, n) real array (rows are destroyed).
 template <class R>
-void store_rows(const RealFFT<R>& fft, std::complex<R>* src, int64_t B, int64_t T, int64_t t0, int64_t tb,
+void store_rows(const kern::Transform<R>& fft, std::complex<R>* src, int64_t B, int64_t T, int64_t t0, int64_t tb,
                 int64_t nfs, R* dst) {
   const int64_t n = fft.n();
   const R scale = R(1) / R(n);
-  kern::irfft_rows(fft, B * tb, nfs, src, [=](int64_t r, const R* x) {
+  if (const auto* dft = fft.dft) return dft->inverse(src, nfs, B, tb, dst + t0 * n, T * n, scale);
+  kern::irfft_rows(fft.fft, B * tb, nfs, src, [=](int64_t r, const R* x) {
     R* y = dst + ((r / tb) * T + t0 + r % tb) * n;
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
   });
@@ -95,7 +111,7 @@ void CirculantScan<R>::run_forward(const A* a, const R* u, const R* h0, R* h) co
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
   const int64_t B = B_, T = T_, nfs = nfs_;
-  const RealFFT<R>& fft = *fft_;
+  const kern::Transform<R> fft{*fft_, dft_};
   const int64_t Tb = kern::time_block(B, T, 2 * B * nfs * int64_t(sizeof(C)));
   AlignedBuffer<C> Ah(B * Tb * nfs), Hh(B * Tb * nfs), carry(B * nfs);
   if (h0) load_rows<R>(fft, h0, nullptr, B, 1, 0, 1, nfs, carry.data());
@@ -122,7 +138,7 @@ void CirculantScan<R>::run_backward(const R* dh, const R* dh_last, const A* a, c
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
   const int64_t B = B_, T = T_, n = n_, nfs = nfs_, nf = n / 2 + 1;
-  const RealFFT<R>& fft = *fft_;
+  const kern::Transform<R> fft{*fft_, dft_};
   const int64_t Tb = kern::time_block(B, T, 4 * B * nfs * int64_t(sizeof(C)));
   const int64_t nblk = (T + Tb - 1) / Tb;
   AlignedBuffer<C> Ah(B * Tb * nfs), Uh(B * Tb * nfs), G(B * Tb * nfs), X(B * Tb * nfs);

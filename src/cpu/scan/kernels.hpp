@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "strux/scan.hpp"  // DiagLayout
+
 namespace strux::cpu::scan {
 
 template <class S>
@@ -107,6 +109,21 @@ inline void mul_conj(const S* __restrict g_, const S* __restrict h_, S* __restri
   }
 }
 
+// y += g * conj(h)
+template <class S>
+inline void mul_conj_add(const S* __restrict g_, const S* __restrict h_, S* __restrict y_, int64_t len) {
+  auto g = re(g_); auto h = re(h_); auto y = re(y_);
+  if constexpr (!Elem<S>::cplx) {
+    for (int64_t i = 0; i < len; ++i) y[i] += g[i] * h[i];
+  } else {
+    for (int64_t i = 0; i < len; ++i) {
+      const auto gr = g[2 * i], gi = g[2 * i + 1], hr = h[2 * i], hi = h[2 * i + 1];
+      y[2 * i] += gr * hr + gi * hi;
+      y[2 * i + 1] += gi * hr - gr * hi;
+    }
+  }
+}
+
 // y = g * conj(y)
 template <class S>
 inline void mul_conj_inplace(const S* __restrict g_, S* __restrict y_, int64_t len) {
@@ -118,6 +135,36 @@ inline void mul_conj_inplace(const S* __restrict g_, S* __restrict y_, int64_t l
       const auto gr = g[2 * i], gi = g[2 * i + 1], hr = y[2 * i], hi = y[2 * i + 1];
       y[2 * i] = gr * hr + gi * hi;
       y[2 * i + 1] = gi * hr - gr * hi;
+    }
+  }
+}
+
+// y = a * y + b (y updated in place: the running state of a time segment)
+template <class S>
+inline void step_inplace(const S* __restrict a_, const S* __restrict b_, S* __restrict y_, int64_t len) {
+  auto a = re(a_); auto b = re(b_); auto y = re(y_);
+  if constexpr (!Elem<S>::cplx) {
+    for (int64_t i = 0; i < len; ++i) y[i] = a[i] * y[i] + b[i];
+  } else {
+    for (int64_t i = 0; i < len; ++i) {
+      const auto ar = a[2 * i], ai = a[2 * i + 1], yr = y[2 * i], yi = y[2 * i + 1];
+      y[2 * i] = ar * yr - ai * yi + b[2 * i];
+      y[2 * i + 1] = ar * yi + ai * yr + b[2 * i + 1];
+    }
+  }
+}
+
+// y = a * y
+template <class S>
+inline void mul_inplace(const S* __restrict a_, S* __restrict y_, int64_t len) {
+  auto a = re(a_); auto y = re(y_);
+  if constexpr (!Elem<S>::cplx) {
+    for (int64_t i = 0; i < len; ++i) y[i] = a[i] * y[i];
+  } else {
+    for (int64_t i = 0; i < len; ++i) {
+      const auto ar = a[2 * i], ai = a[2 * i + 1], yr = y[2 * i], yi = y[2 * i + 1];
+      y[2 * i] = ar * yr - ai * yi;
+      y[2 * i + 1] = ar * yi + ai * yr;
     }
   }
 }
@@ -146,16 +193,26 @@ inline void fill_zero(S* y, int64_t len) {
 }
 
 // Channel chunk of the (batch, chunk) OpenMP tasks: enough tasks to balance the threads,
-// at least 16 channels (whole cache lines) so that each inner loop vectorises.
-int64_t scan_chunk(int64_t B, int64_t n);
+// at least min_chunk channels (16: whole cache lines, so that each inner loop vectorises).
+int64_t scan_chunk(int64_t B, int64_t n, int64_t min_chunk = 16);
 
 // Whole-tensor diagonal scans over (B, T, n) with row stride n; OpenMP over (b, chunk).
 // forward: h = scan(a, b, h0); h may equal b (in place), h0 may be null.
 template <class S>
-void diag_forward(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const S* h0, S* h);
-// backward: see include/strux/scan.hpp. db may equal dh (in place); dh_last, h0, dh0 may be null.
+void diag_forward(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const S* h0, S* h,
+                  const DiagLayout& L = {}, bool time_split = false);
+// backward: see include/strux/scan.hpp. db may equal dh (in place) when a is not broadcast;
+// dh_last, h0, dh0 may be null.
 template <class S>
 void diag_backward(int64_t B, int64_t T, int64_t n, const S* dh, const S* dh_last, const S* a,
-                   const S* b, const S* h0, S* da, S* db, S* dh0);
+                   const S* b, const S* h0, S* da, S* db, S* dh0, const DiagLayout& L = {});
+
+// The time-last layouts (DiagLayout::time_last, arrays (B, n, T)): diag_tiles.cpp.
+template <class S>
+void diag_forward_time_last(int64_t B, int64_t T, int64_t n, const S* a, const S* b, const S* h0, S* h,
+                            const DiagLayout& L);
+template <class S>
+void diag_backward_time_last(int64_t B, int64_t T, int64_t n, const S* dh, const S* dh_last, const S* a,
+                             const S* b, const S* h0, S* da, S* db, S* dh0, const DiagLayout& L);
 
 }  // namespace strux::cpu::scan

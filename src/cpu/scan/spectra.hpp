@@ -16,12 +16,26 @@
 
 namespace strux::cpu::scan {
 
-// Padded spectrum row stride for nf complex values.
+// Padded spectrum row stride for nf complex values: 64-byte rows for FFTW (its new-array
+// execute needs the planning buffers' alignment); even only where the transforms are GEMMs,
+// which take any stride (less padding for the scans to run over: 10 instead of 16 at k = 16).
 template <class T>
-inline int64_t padded_stride(int64_t nf) {
-  const int64_t per = 64 / int64_t(sizeof(std::complex<T>));
+inline int64_t padded_stride(int64_t nf, bool gemm = false) {
+  const int64_t per = gemm ? 2 : 64 / int64_t(sizeof(std::complex<T>));
   return (nf + per - 1) / per * per;
 }
+
+template <class T>
+class GemmDft;
+
+// The transforms of one plan: FFTW's, and the GEMM one where the length is short (null else),
+// both fixed when the plan is made.
+template <class T>
+struct Transform {
+  const RealFFT<T>& fft;
+  const GemmDft<T>* dft;
+  int64_t n() const { return fft.n(); }
+};
 
 // dst[r] = rfft(row r), rows 0..rows-1; load(r, x) writes the n reals of row r into x.
 template <class T, class Load>
