@@ -67,22 +67,22 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   // bfloat16 up to nfft = tensor::kAutoMaxN (below the fused kernels' sizes, where the others are
   // the fused kernels padded to 1024 when causal and cuFFT when circular; the rule's anchor is in
   // bench/NOTES-gpu-fftconv-tensor.md).
-  const int64_t n = tensor::fft_size(circular, L, p.Lmin);
-  const bool tensor_auto = algo == 0 && tensor::supported_dtype(dtype) && tensor::supported_n(n) &&
-                           n <= tensor::kAutoMaxN;
+  const int64_t n_tc = tensor::fft_size(circular, L, p.Lmin);
+  const bool tensor_auto = algo == 0 && tensor::supported_dtype(dtype) && tensor::supported_n(n_tc) &&
+                           n_tc <= tensor::kAutoMaxN;
   if (algo == 2 || algo == 3 || algo == 5 || algo == 6 || tensor_auto) {
     check_arg(tensor::supported_dtype(dtype), "dtype", "the tensor solver takes float16 or bfloat16, got ",
               dtype_name(dtype));
-    check_arg(tensor::supported_n(n), "L",
+    check_arg(tensor::supported_n(n_tc), "L",
               "the tensor solver needs circular L a power of two in [256, 16384] or causal L + min(Lk, L) - 1 "
               "<= 16384, got L = ", L, ", Lk = ", Lk, circular ? " (circular)" : " (causal)");
     p.tensor = true;
     p.tc_split = algo != 3;
     p.tc_variant = algo == 6 ? 2 : algo == 5 ? 1 : 0;
-    p.nfft = n;
-    p.nf = n / 2 + 1;
-    p.khat.allocate(size_t(H) * n * sizeof(float2));
-    tensor::plan(dtype, n, p.tc);
+    p.nfft = n_tc;
+    p.nf = n_tc / 2 + 1;
+    p.khat.allocate(size_t(H) * n_tc * sizeof(float2));
+    tensor::plan(dtype, n_tc, p.tc);
     if (with_backward) p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, 4);
     return;
   }
