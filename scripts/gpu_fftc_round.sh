@@ -6,7 +6,7 @@
 # (tests/python/test_fftconv_tensor_gpu.py), the existing fftconv GPU tests (the plan changed) and
 # the fftconv tests of the other GPU suites,
 # then bench/gpu_fftconv_tensor.py. Logs and JSON under $OUT (default ./out):
-# gpu_fftc_round.log, build.log, pytest.log, pytest_other.log, {memcheck,racecheck}-algo{2,5,6}.log, fftconv_tensor.json.
+# gpu_fftc_round.log, build.log, pytest.log, pytest_other.log, {memcheck,racecheck}-algo{2,5,6,7}.log, fftconv_tensor.json.
 #   scripts/gpu_fftc_round.sh [--quick]     (--quick: the benchmark at 5 sizes only)
 set -uo pipefail
 ROOT=$PWD
@@ -21,7 +21,7 @@ gpu_build || exit 1
 
 rc=0
 # small calls of the forced tensor solver (algo 2; 5: two tiles per warp in flight; 6: and
-# factored twiddles);
+# factored twiddles; 7: algo 2 with factored twiddles);
 # racecheck (slow) on three sizes (both radix-16 pass counts, radix r = 1 and 8) and float16 only
 SMALL='
 import sys, torch
@@ -40,7 +40,7 @@ for N in sizes:
 torch.cuda.synchronize()
 print("ok")
 '
-for algo in 2 5 6; do
+for algo in 2 5 6 7; do
 for tool in memcheck racecheck; do
   t0=$(date +%s)
   if [ $tool = memcheck ]; then args=(256,512,1024,2048,4096,8192,16384 all); else args=(256,2048,4096 f16); fi
@@ -74,6 +74,6 @@ echo "== pytest (other fftconv suites) rc=$r in $(( $(date +%s) - t0 )) s"
 [ $r = 0 ] || [ $r = 5 ] || rc=1
 
 t0=$(date +%s)
-timeout 150 python3 bench/gpu_fftconv_tensor.py "$OUT" "$@" || { echo "== bench failed"; rc=1; }
+timeout 240 python3 bench/gpu_fftconv_tensor.py "$OUT" "$@" || { echo "== bench failed"; rc=1; }
 echo "== bench in $(( $(date +%s) - t0 )) s"
 exit $rc

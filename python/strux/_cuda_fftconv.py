@@ -24,7 +24,7 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 #: 4 = the fused single-kernel path where it applies (float32, float16, bfloat16; causal with
 #: L + min(Lk, L) - 1 <= 32768; circular with L a power of two in [1024, 32768]), else cuFFT;
 #: 5 = as 2 with two tiles per warp in flight in the tensor-core passes, 6 = as 5 with factored
-#: twiddles (variants to measure).
+#: twiddles, 7 = as 2 with factored twiddles (variants to measure).
 #: Part of the plan cache key.
 fftconv_algo = 0
 

@@ -221,14 +221,14 @@ def test_one_product_probe(N, dtype):
         assert err < {"float16": 1.5e-3, "bfloat16": 1e-2}[dtype], (mode, err)
 
 
-@pytest.mark.parametrize("algo", [5, 6])
+@pytest.mark.parametrize("algo", [5, 6, 7])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("N", SIZES)
 def test_kernel_variants(N, dtype, algo):
     """fftconv_algo = 5 (two tiles per warp in flight in each radix-16 pass: algo 2's arithmetic
-    per tile in another order) and 6 (as 5 with factored twiddles, one more float32 rounding per
-    twiddle): the float64 formula's bounds and algo 2's results, causal and circular, with gates,
-    odd B and H."""
+    per tile in another order), 6 (as 5 with factored twiddles, one more float32 rounding per
+    twiddle) and 7 (as 2 with factored twiddles): the float64 formula's bounds and algo 2's
+    results, causal and circular, with gates, odd B and H."""
     for mode in ("causal", "circular"):
         L = N if mode == "circular" else N // 2 - 3
         u, k, pre, post, skip = make(3, 5, L, L, dtype, ("pre", "post", "skip"))

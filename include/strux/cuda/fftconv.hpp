@@ -29,8 +29,8 @@ class FFTConvPlan {
   // the gradients; algo 3: as 2 with one tensor-core product per real product instead of three
   // (a benchmark probe of the hi/lo splits' cost; float16 error about 5–6e-4); algo 0 (automatic):
   // algo 2 for float16/bfloat16 where its nfft is 256 or 512, else algo 4; algo 5: as 2 with two
-  // tiles per warp in flight in the tensor-core passes, algo 6: as 5 with factored twiddles
-  // (variants to measure).
+  // tiles per warp in flight in the tensor-core passes, algo 6: as 5 with factored twiddles,
+  // algo 7: as 2 with factored twiddles (variants to measure).
   FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward,
               int algo = 0);
   ~FFTConvPlan();

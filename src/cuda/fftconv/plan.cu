@@ -29,7 +29,7 @@ struct FFTConvPlan::Impl {
   // plan with backward holds an algo-4 plan (`grad`) for the gradients, given the filter that the
   // last set_filter saw (the call sequence set_filter → backward of the bindings).
   bool tensor = false, tc_split = true;  // tc_split false: algo 3, the one-product probe
-  int tc_variant = 0;                     // tensor::forward's kernel variant: algo 5 → 1, 6 → 2
+  int tc_variant = 0;                     // tensor::forward's kernel variant: algo 5 → 1, 6 → 2, 7 → 3
   tensor::Launch tc;
   std::unique_ptr<FFTConvPlan> grad;
   const void* kf_last = nullptr;
@@ -51,10 +51,11 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   check_positive(H, "H");
   check_positive(L, "L");
   check_positive(Lk, "Lk");
-  check_arg(algo >= 0 && algo <= 6, "algo",
+  check_arg(algo >= 0 && algo <= 7, "algo",
             "expected 0 (automatic), 1 (cuFFT), 2 (tensor cores), 3 (tensor cores, one product per real "
             "product: a benchmark probe), 4 (fused kernels where they apply, else cuFFT), 5 (tensor cores, "
-            "two tiles per warp in flight) or 6 (as 5 with factored twiddles), got ", algo);
+            "two tiles per warp in flight), 6 (as 5 with factored twiddles) or 7 (as 2 with factored "
+            "twiddles), got ", algo);
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
   Impl& p = *impl_;
   p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);
@@ -63,14 +64,14 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   // Length-1 transforms are avoided: with L = 1 circular equals causal, so both pad to 2.
   p.nfft = (circular && L > 1) ? L : std::max<int64_t>(2, good_fft_size(L + p.Lmin - 1));
   // Tensor cores: causal nfft = the next power of two >= max(256, L + Lmin - 1), circular
-  // nfft = L; both in [256, 16384]. Forced by algo 2, 3, 5 and 6; algo 0 takes them for float16 /
+  // nfft = L; both in [256, 16384]. Forced by algo 2, 3, 5, 6 and 7; algo 0 takes them for float16 /
   // bfloat16 up to nfft = tensor::kAutoMaxN (below the fused kernels' sizes, where the others are
   // the fused kernels padded to 1024 when causal and cuFFT when circular; the rule's anchor is in
   // bench/NOTES-gpu-fftconv-tensor.md).
   const int64_t n_tc = tensor::fft_size(circular, L, p.Lmin);
   const bool tensor_auto = algo == 0 && tensor::supported_dtype(dtype) && tensor::supported_n(n_tc) &&
                            n_tc <= tensor::kAutoMaxN;
-  if (algo == 2 || algo == 3 || algo == 5 || algo == 6 || tensor_auto) {
+  if (algo == 2 || algo == 3 || algo >= 5 || tensor_auto) {
     check_arg(tensor::supported_dtype(dtype), "dtype", "the tensor solver takes float16 or bfloat16, got ",
               dtype_name(dtype));
     check_arg(tensor::supported_n(n_tc), "L",
@@ -78,7 +79,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
               "<= 16384, got L = ", L, ", Lk = ", Lk, circular ? " (circular)" : " (causal)");
     p.tensor = true;
     p.tc_split = algo != 3;
-    p.tc_variant = algo == 6 ? 2 : algo == 5 ? 1 : 0;
+    p.tc_variant = algo >= 5 ? algo - 4 : 0;
     p.nfft = n_tc;
     p.nf = n_tc / 2 + 1;
     p.khat.allocate(size_t(H) * n_tc * sizeof(float2));

@@ -66,7 +66,7 @@ void spectrum(DType dt, const Launch& g, const void* k, int64_t H, int64_t Lk, i
 void forward(DType dt, const Launch& g, const void* u, const void* pre, const void* post, const void* skip,
              const float2* khat, void* y, int64_t B, int64_t H, int64_t L, bool split, int variant,
              cudaStream_t s) {
-  check_arg(variant >= 0 && variant <= 2, "variant", "expected 0, 1 or 2, got ", variant);
+  check_arg(variant >= 0 && variant <= 3, "variant", "expected 0, 1, 2 or 3, got ", variant);
   with_type(dt, [&](auto t) {
     using T = decltype(t);
     forward_t<T>(g, cp<T>(u), cp<T>(pre), cp<T>(post), cp<T>(skip), khat, static_cast<T*>(y), B, H, L, split,

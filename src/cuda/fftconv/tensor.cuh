@@ -41,6 +41,7 @@ __host__ __device__ constexpr int seqs_for(int N) { return N >= 8192 ? 1 : 8192 
 // TB: tiles per warp in flight in each radix-16 pass (1, or 2 with the register budget of one
 // resident CTA less: two independent load → mma → store chains per warp for the schedulers to
 // interleave, against fewer warps per SM; forced by plan algos 5 and 6, to be measured).
+// FT (pass16): factored twiddle lookups, plan algos 6 (with TB = 2) and 7 (TB = 1).
 __host__ __device__ constexpr int blocks_for(int N, int TB = 1) { return N >= 16384 ? 1 : 4 - TB; }
 
 // ---- shared-memory swizzle --------------------------------------------------------------------

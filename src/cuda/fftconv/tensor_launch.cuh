@@ -42,6 +42,7 @@ void plan_t(int64_t N, Launch& g) {
     for (const void* k : {reinterpret_cast<const void*>(&forward_kernel<T, NN, 1, false>),
                           reinterpret_cast<const void*>(&forward_kernel<T, NN, 2, false>),
                           reinterpret_cast<const void*>(&forward_kernel<T, NN, 2, true>),
+                          reinterpret_cast<const void*>(&forward_kernel<T, NN, 1, true>),
                           reinterpret_cast<const void*>(&spectrum_kernel<T, NN>)})
       STRUX_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(g.smem)));
   });
@@ -64,7 +65,8 @@ void forward_t(const Launch& g, const T* u, const T* pre, const T* post, const T
     constexpr int NN = decltype(nn)::value;
     const int64_t nseq = H * ((B + 1) / 2), grid = (nseq + g.seqs - 1) / g.seqs;
     check_arg(grid < (int64_t(1) << 31), "B", "too many rows for one launch: ", B, " x ", H);
-    auto* kernel = variant == 2   ? &forward_kernel<T, NN, 2, true>
+    auto* kernel = variant == 3   ? &forward_kernel<T, NN, 1, true>
+                   : variant == 2 ? &forward_kernel<T, NN, 2, true>
                    : variant == 1 ? &forward_kernel<T, NN, 2, false>
                                   : &forward_kernel<T, NN, 1, false>;
     kernel<<<unsigned(grid), g.threads, g.smem, s>>>(u, pre, post, skip, khat, g.tw.as<float2>(), y, B, H, L, split);
