@@ -78,7 +78,6 @@ def test_plan_errors():
         plan_of(1, 1, 128, 10, "circular", "float16")        # below 256
 
 
-
 # (L, Lk, mode) -> the default plan's tensor nfft (float16/bfloat16), None where it is not chosen
 DEFAULT_RULE = [
     ((1, 1, "causal"), 256), ((16, 4, "causal"), 256), ((128, 128, "causal"), 256), ((129, 128, "causal"), 256),
