@@ -4,7 +4,9 @@ twiddle indices, radix-r pass, the fused middle with K̂, two rows per complex s
 products done exactly, optionally with the kernels' operand rounding (hi + lo halves of float16).
 Checked against np.convolve before a GPU run; keep it in step with tensor.cuh when the layout
 changes. Also checks that every half warp's fragment accesses hit distinct bank pairs.
-    python bench/fftconv_tensor_model.py [--rounding] [--big]
+Prints the twiddle table lines per warp load (direct vs factored, NOTES round 2); --ftw models the
+factored twiddles (plan algo 6).
+    python bench/fftconv_tensor_model.py [--rounding] [--big] [--ftw]
 """
 import sys
 
@@ -34,6 +36,31 @@ def seqs_for(N):
 KK = np.arange(16)
 F16 = np.exp(-2j * np.pi * np.outer(KK, KK) / 16)
 ROUNDING = "--rounding" in sys.argv
+FTW = "--ftw" in sys.argv  # factored twiddles (tensor.cuh pass16 FT, plan algo 6)
+
+
+def twiddle(tw, Q, S, low0, j, k):
+    """W_S^((low0 + j)·k) as the kernel looks it up: directly, or (FTW) as W_S^(low0·k)·W_S^(j·k)."""
+    at = lambda m: tw[(m & (S - 1)) * (Q // S)]  # noqa: E731
+    return at(low0 * k) * at(j * k) if FTW else at((low0 + j) * k)
+
+
+def twiddle_lines(Q, J):
+    """Distinct 128-byte lines of the float2 table per warp load of a twiddled pass, worst tile:
+    (direct forward, direct inverse, factored forward per-tile, factored inverse per-tile)."""
+    Lw = 16 ** J
+    S = 16 * Lw
+    line = lambda m: ((m & (S - 1)) * (Q // S) * 8) // 128  # noqa: E731
+    worst = [0, 0, 0, 0]
+    for low0 in range(0, Lw, 8):
+        for e in range(2):
+            for h in range(2):
+                fd = {line((low0 + 2 * q + e) * (g + 8 * h)) for g in range(8) for q in range(4)}
+                iv = {line((low0 + g) * (2 * q + e + 8 * h)) for g in range(8) for q in range(4)}
+                ff = {line(low0 * (g + 8 * h)) for g in range(8)}
+                fi = {line(low0 * (2 * q + e + 8 * h)) for q in range(4)}
+                worst = [max(a, len(b)) for a, b in zip(worst, (fd, iv, ff, fi))]
+    return worst
 
 
 def split(x):
@@ -76,7 +103,7 @@ def tile(buf, Q, J, t, inverse, tw, kh=None):
         for g, q, e, h in lanes():
             v = buf[sb ^ swz(addr(2 * q + e + 8 * h, g))]
             if inv and J > 0:
-                v = v * np.conj(tw[(((low0 + g) * (2 * q + e + 8 * h)) & (S - 1)) * (Q // S)])
+                v = v * np.conj(twiddle(tw, Q, S, low0, g, 2 * q + e + 8 * h))
             X[2 * q + e + 8 * h, g] = v
         return X
 
@@ -86,7 +113,7 @@ def tile(buf, Q, J, t, inverse, tw, kh=None):
             if fwd_scale:
                 v = v / 16
                 if J > 0:
-                    v = v * tw[(((low0 + 2 * q + e) * (g + 8 * h)) & (S - 1)) * (Q // S)]
+                    v = v * twiddle(tw, Q, S, low0, 2 * q + e, g + 8 * h)
             if kfac:
                 v = v * kh(base + addr(g + 8 * h, 2 * q + e))
             buf[sb ^ swz(addr(g + 8 * h, 2 * q + e))] = v
@@ -191,6 +218,9 @@ if __name__ == "__main__":
     for Q, P in ((256, 2), (4096, 3)):
         for J in range(P):
             assert bank_check(Q, J) == 1, (Q, J)
+            if J > 0:
+                print(f"Q {Q:4d} pass {J}: twiddle lines per warp load (direct fwd, direct inv, "
+                      f"factored fwd, factored inv): {twiddle_lines(Q, J)}")
     rng = np.random.default_rng(1)
     cases = [(256, 3, 5, 128, 128, False), (256, 1, 1, 256, 256, True), (512, 3, 1, 300, 50, False),
              (1024, 2, 1, 1024, 7, True), (2048, 1, 1, 1000, 1000, False), (4096, 1, 2, 4096, 4096, True),

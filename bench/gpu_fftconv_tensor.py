@@ -1,10 +1,14 @@
 """fftconv forward, B=64, H=768: the tensor-core solver (forced, fftconv_algo = 2) against the
-default solver and the PyTorch rfft recipe (float32 rfft/irfft, in the same process), at FFT sizes
+default solver (fftconv_algo = 0, which takes the tensor cores at FFT 256 and 512 for the half
+types), the default without the tensor cores (fftconv_algo = 4: fused kernels where they apply, else
+cuFFT; the rule's comparison) and the PyTorch rfft recipe (float32 rfft/irfft, in the same process), at FFT sizes
 256 … 16384, float16 and bfloat16, causal (L = N/2) and circular (L = N). Per case: GPU ms per call
 (back to back, so host overhead is not counted), the call's ms one at a time, the operator with a
 cached filter spectrum (FFTConvCUDA), relative error against float64 on two batch rows, and the
 fraction of the HBM floor (read u + write y at the copy bandwidth measured here). Also the
-one-product probe (fftconv_algo = 3: no hi/lo splits), to show what the splits cost.
+one-product probe (fftconv_algo = 3: no hi/lo splits), to show what the splits cost, and the
+two-tiles-per-warp variant (fftconv_algo = 5), that with factored twiddles (6) and algo 2's
+kernels with factored twiddles (7), to decide whether one replaces algo 2's kernels.
 Writes OUTDIR/fftconv_tensor.json.
     python bench/gpu_fftconv_tensor.py OUTDIR [--quick]
 """
@@ -21,7 +25,7 @@ from strux.bench.timing import back_to_back_ms, time_ms
 out = sys.argv[1] if len(sys.argv) > 1 else "."
 quick = "--quick" in sys.argv
 B, H = 64, 768
-SIZES = [256, 1024, 4096, 16384] if quick else [256, 512, 1024, 2048, 4096, 8192, 16384]
+SIZES = [256, 512, 1024, 4096, 16384] if quick else [256, 512, 1024, 2048, 4096, 8192, 16384]
 DTYPES = ["float16", "bfloat16"]
 MODES = ["causal", "circular"]
 
@@ -68,7 +72,11 @@ for N in SIZES:
             case = dict(N=N, L=L, mode=mode, dtype=dt, floor_ms=floor_ms)
             runs = dict(tensor=with_algo(2, lambda: _fc.fftconv(u, k, mode)),
                         tensor_1product=with_algo(3, lambda: _fc.fftconv(u, k, mode)),
+                        tensor_2tile=with_algo(5, lambda: _fc.fftconv(u, k, mode)),
+                        tensor_2tile_ftw=with_algo(6, lambda: _fc.fftconv(u, k, mode)),
+                        tensor_ftw=with_algo(7, lambda: _fc.fftconv(u, k, mode)),
                         default=with_algo(0, lambda: _fc.fftconv(u, k, mode)),
+                        no_tensor=with_algo(4, lambda: _fc.fftconv(u, k, mode)),
                         torch=lambda: recipe(u, k, mode))
             for name, fn in runs.items():
                 try:
@@ -93,13 +101,19 @@ for N in SIZES:
                 case["tensor_cached"] = dict(error=f"{type(e).__name__}: {e}")
                 traceback.print_exc()
             res["cases"][key] = case
-            t, t1, d, r = (case[n].get("gpu_ms", float("nan")) for n in ("tensor", "tensor_1product", "default", "torch"))
+            t, t1, t5, t6, t7, d, d4, r = (case[n].get("gpu_ms", float("nan")) for n in
+                                           ("tensor", "tensor_1product", "tensor_2tile", "tensor_2tile_ftw",
+                                            "tensor_ftw", "default", "no_tensor", "torch"))
             print(f"{key:28s} floor {floor_ms:7.3f} | tensor {t:7.3f} ms ({floor_ms / t:5.1%}, "
                   f"err {case['tensor'].get('err', float('nan')):.1e}) cached "
                   f"{case['tensor_cached'].get('gpu_ms', float('nan')):7.3f} 1-product {t1:7.3f} "
-                  f"(err {case['tensor_1product'].get('err', float('nan')):.1e}) | default {d:7.3f} "
-                  f"(err {case['default'].get('err', float('nan')):.1e}) | torch {r:7.3f} | "
-                  f"tensor vs default {d / t:4.2f}x, vs torch {r / t:4.2f}x", flush=True)
+                  f"(err {case['tensor_1product'].get('err', float('nan')):.1e}) 2-tile {t5:7.3f} "
+                  f"(err {case['tensor_2tile'].get('err', float('nan')):.1e}) 2-tile+ftw {t6:7.3f} "
+                  f"(err {case['tensor_2tile_ftw'].get('err', float('nan')):.1e}) ftw {t7:7.3f} "
+                  f"(err {case['tensor_ftw'].get('err', float('nan')):.1e}) | default {d:7.3f} "
+                  f"(err {case['default'].get('err', float('nan')):.1e}) no-tensor {d4:7.3f} | torch {r:7.3f} | "
+                  f"tensor vs no-tensor {d4 / t:4.2f}x, default vs no-tensor {d4 / d:4.2f}x, "
+                  f"tensor vs torch {r / t:4.2f}x", flush=True)
             del u, k, ref
             with open(f"{out}/fftconv_tensor.json", "w") as f:
                 json.dump(res, f, indent=1)

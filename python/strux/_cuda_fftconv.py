@@ -15,13 +15,17 @@ from . import _cuda as D
 from . import _ext
 from ._cuda import available  # noqa: F401  (the GPU modules answer available() alike)
 
-#: fftconv algorithm for new plans: 0 = the fused single-kernel path where it applies (float32,
-#: float16, bfloat16; causal with L + min(Lk, L) - 1 <= 32768; circular with L a power of two in
-#: [1024, 32768]), else cuFFT; 1 = always the cuFFT path; 2 = the tensor-core kernels for the
-#: forward, forced (float16/bfloat16; causal L + min(Lk, L) - 1 <= 16384, circular L a power of
-#: two in [256, 16384]; ValueError elsewhere), gradients as with 0; 3 = as 2 with one tensor-core
-#: product per real product instead of three (a benchmark probe of the hi/lo operand splits' cost;
-#: float16 error about 5-6e-4). Part of the plan cache key.
+#: fftconv algorithm for new plans: 0 = automatic (2 for float16/bfloat16 where its FFT size is
+#: 256 or 512, i.e. causal L + min(Lk, L) - 1 <= 512 or circular L in {256, 512}; else 4);
+#: 1 = always the cuFFT path; 2 = the tensor-core kernels for the forward, forced (float16/bfloat16;
+#: causal L + min(Lk, L) - 1 <= 16384, circular L a power of two in [256, 16384]; ValueError
+#: elsewhere), gradients as with 4; 3 = as 2 with one tensor-core product per real product instead
+#: of three (a benchmark probe of the hi/lo operand splits' cost; float16 error about 5-6e-4);
+#: 4 = the fused single-kernel path where it applies (float32, float16, bfloat16; causal with
+#: L + min(Lk, L) - 1 <= 32768; circular with L a power of two in [1024, 32768]), else cuFFT;
+#: 5 = as 2 with two tiles per warp in flight in the tensor-core passes, 6 = as 5 with factored
+#: twiddles, 7 = as 2 with factored twiddles (variants to measure).
+#: Part of the plan cache key.
 fftconv_algo = 0
 
 _MODES = ("causal", "circular")

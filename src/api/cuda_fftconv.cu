@@ -10,14 +10,15 @@ namespace {
 class CudaFFTConv final : public FFTConvBackend {
  public:
   CudaFFTConv(const op::FFTConvProblem& p, const Options& o) : p_(p), with_backward_(o.with_backward) {
-    // 0: automatic (the fused kernels where they apply, else cuFFT), 1: fused forced, 2: cuFFT,
-    // 3: tensor cores forced for the forward (gradients by 0; the plan says when it does not apply).
+    // 0: automatic (plan algo 0: the tensor cores at small half-precision sizes, else the fused
+    // kernels where they apply, else cuFFT), 1: fused forced (plan algo 4, checked), 2: cuFFT,
+    // 3: tensor cores forced for the forward (the plan says when it does not apply).
     const int solver = solver_index(o, "the CUDA fftconv", {"", "fused", "cufft", "tensor"});
     check_dtype<CudaReals>(p.dtype, "the CUDA fftconv");
     DeviceGuard g(p.device);
     plan_ = std::make_unique<cuda::FFTConvPlan>(p.B, p.H, p.L, p.Lk, p.mode == ConvMode::Circular,
                                                 to_cuda(p.dtype), o.with_backward,
-                                                solver == 2 ? 1 : solver == 3 ? 2 : 0);
+                                                solver == 1 ? 4 : solver == 2 ? 1 : solver == 3 ? 2 : 0);
     if (solver == 1)
       check_arg(plan_->fused(), "options.solver",
                 "\"fused\" does not apply to this problem (float32/float16/bfloat16; causal with "
@@ -27,7 +28,8 @@ class CudaFFTConv final : public FFTConvBackend {
   std::string describe() const override {
     return msg("fftconv ", conv_mode_name(p_.mode), " (B, H, L) = ", dims({p_.B, p_.H, p_.L}), ", Lk = ", p_.Lk,
                ", ", dtype_name(p_.dtype), " on ", device_name(p_.device), ": ",
-               plan_->tensor()  ? "tensor-core kernels (Monarch FFTs on mma.sync, two rows per complex sequence)"
+               plan_->tensor()  ? "tensor-core kernels (Monarch FFTs on mma.sync, two rows per complex sequence; "
+                                  "gradients by the fused kernels or cuFFT)"
                : plan_->fused() ? "fused kernels (FFTs in shared memory)"
                                 : "cuFFT R2C/C2R with fused pre/post kernels",
                ", nfft = ", plan_->nfft(), ", filter spectrum computed per call",

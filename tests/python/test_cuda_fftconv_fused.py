@@ -10,7 +10,7 @@ pytestmark = needs_gpu
 HALF_DTYPES = ["float32", "float16", "bfloat16"]
 # (B, H, L, Lk, mode) -> fused nfft
 FUSED = [
-    ((2, 3, 300, 50, "causal"), 1024),      # padded up to the smallest fused size
+    ((2, 3, 300, 300, "causal"), 1024),     # padded up to the smallest fused size
     ((2, 2, 1000, 1000, "causal"), 2048),   # L + Lk - 1 = 1999, not a power of two
     ((1, 3, 1024, 1024, "causal"), 2048),   # power-of-two L
     ((3, 2, 777, 2000, "causal"), 2048),    # Lk > L: taps past L never matter

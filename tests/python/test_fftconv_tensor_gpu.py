@@ -76,7 +76,55 @@ def test_plan_errors():
         plan_of(1, 1, 1000, 10, "circular", "float16")       # not a power of two
     with pytest.raises(ValueError, match="'L'"):
         plan_of(1, 1, 128, 10, "circular", "float16")        # below 256
-    assert not plan_of(1, 1, 512, 10, "causal", "float16", algo=0).tensor  # not the default (yet)
+
+
+# (L, Lk, mode) -> the default plan's tensor nfft (float16/bfloat16), None where it is not chosen
+DEFAULT_RULE = [
+    ((1, 1, "causal"), 256), ((16, 4, "causal"), 256), ((128, 128, "causal"), 256), ((129, 128, "causal"), 256),
+    ((300, 50, "causal"), 512), ((256, 256, "causal"), 512), ((257, 256, "causal"), 512), ((257, 257, "causal"), None),
+    ((513, 1, "causal"), None), ((1000, 10, "causal"), None),
+    ((256, 100, "circular"), 256), ((512, 512, "circular"), 512), ((128, 10, "circular"), None),
+    ((1024, 10, "circular"), None), ((300, 10, "circular"), None)]
+
+
+@pytest.mark.parametrize("size, nfft", DEFAULT_RULE, ids=str)
+def test_default_rule(size, nfft):
+    """The automatic choice (algo 0) takes the tensor kernels for the half types at FFT 256 and 512
+    (where they measured faster, bench/NOTES-gpu-fftconv-tensor.md), never for float32/float64;
+    algo 4 (the fused kernels where they apply, else cuFFT) never does."""
+    L, Lk, mode = size
+    for dt in DTYPES:
+        for backward in (False, True):
+            p = plan_of(2, 3, L, Lk, mode, dt, backward, algo=0)
+            assert p.tensor == (nfft is not None) and not (p.tensor and p.fused), (dt, backward)
+            if nfft is not None:
+                assert p.nfft == nfft
+        assert not plan_of(2, 3, L, Lk, mode, dt, algo=4).tensor
+    for dt in ("float32", "float64"):
+        assert not plan_of(2, 3, L, Lk, mode, dt, algo=0).tensor
+
+
+def test_default_rule_describe_and_results():
+    """What a default call gets at FFT 256 (the tensor kernels, said by describe()), and the same
+    answer as the no-tensor choice (algo 4) and the float64 formula, forward and gradients."""
+    _cuda.fftconv_algo = 0
+    u, k, pre, post, skip = make(3, 4, 200, 57, "float16", ("pre", "post", "skip"))
+    conv = _cuda.FFTConvCUDA(k, B=3, L=200)
+    assert conv._plan.tensor and conv._plan.nfft == 256 and "tensor" in conv.describe()
+    ref = fft_ref(*cpu64(u, k), "causal", *cpu64(pre, post, skip))
+    y0 = _cuda.fftconv(u, k, "causal", pre, post, skip)
+    assert rel(y0, ref) < TOL["float16"]
+    assert rel(conv(u, pre, post, skip), ref) < TOL["float16"]
+    dy = rand((3, 4, 200), "float16")
+    g0 = _cuda.fftconv_vjp(dy, u, k, "causal", pre, post, skip)
+    _cuda.fftconv_algo = 4
+    conv4 = _cuda.FFTConvCUDA(k, B=3, L=200)
+    assert not conv4._plan.tensor and conv4._plan.fused and "tensor" not in conv4.describe()
+    y4 = _cuda.fftconv(u, k, "causal", pre, post, skip)
+    assert rel(y0, y4) < 2 * TOL["float16"]
+    g4 = _cuda.fftconv_vjp(dy, u, k, "causal", pre, post, skip)
+    for name, a, b in zip(["du", "dk", "dpregate", "dpostgate", "dskip"], g0, g4):
+        assert rel(a, b) < GRAD_TOL["float16"], name  # the same gradient kernels (algo 4)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -142,7 +190,7 @@ def test_object_api_and_describe():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_gradients_by_the_default_solver(dtype):
-    """A backward-capable tensor plan: forward on tensor cores, gradients by the algo-0 path."""
+    """A backward-capable tensor plan: forward on tensor cores, gradients by the algo-4 path."""
     B, H, L, Lk = 3, 2, 700, 700
     p = plan_of(B, H, L, Lk, "causal", dtype, backward=True)
     assert p.tensor
@@ -170,6 +218,26 @@ def test_one_product_probe(N, dtype):
         y = _cuda.fftconv(u, k, mode, pre, post, skip)
         err = rel(y, fft_ref(*cpu64(u, k), mode, *cpu64(pre, post, skip)))
         assert err < {"float16": 1.5e-3, "bfloat16": 1e-2}[dtype], (mode, err)
+
+
+@pytest.mark.parametrize("algo", [5, 6, 7])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("N", SIZES)
+def test_kernel_variants(N, dtype, algo):
+    """fftconv_algo = 5 (two tiles per warp in flight in each radix-16 pass: algo 2's arithmetic
+    per tile in another order), 6 (as 5 with factored twiddles, one more float32 rounding per
+    twiddle) and 7 (as 2 with factored twiddles): the float64 formula's bounds and algo 2's
+    results, causal and circular, with gates, odd B and H."""
+    for mode in ("causal", "circular"):
+        L = N if mode == "circular" else N // 2 - 3
+        u, k, pre, post, skip = make(3, 5, L, L, dtype, ("pre", "post", "skip"))
+        y2 = _cuda.fftconv(u, k, mode, pre, post, skip)
+        _cuda.fftconv_algo = algo
+        assert plan_of(3, 5, L, L, mode, dtype, algo=algo).tensor
+        yv = _cuda.fftconv(u, k, mode, pre, post, skip)
+        _cuda.fftconv_algo = 2
+        assert rel(yv, fft_ref(*cpu64(u, k), mode, *cpu64(pre, post, skip))) < TOL[dtype], mode
+        assert rel(yv, y2) < TOL[dtype], mode
 
 
 def test_same_as_default_solver():

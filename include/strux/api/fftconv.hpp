@@ -7,10 +7,11 @@
 // call, so one plan serves filters that change (training).
 // Not here: the spectral form (filter given by its lowest frequencies) and a float32 filter with
 // half-type inputs (DESIGN.md lists them; not in this API yet).
-// Solvers (options.solver): CPU "" (FFTW); CUDA "" (automatic), "fused" (one kernel with its
+// Solvers (options.solver): CPU "" (FFTW); CUDA "" (automatic: "tensor" for float16/bfloat16 at
+// nfft 256 and 512, else "fused" where it applies, else "cufft"), "fused" (one kernel with its
 // FFTs in shared memory; ValueError where it does not apply), "cufft", "tensor" (tensor-core
 // kernels for the forward, float16/bfloat16, nfft 256 … 16384, ValueError where it does not
-// apply; gradients by the automatic choice).
+// apply; gradients by "fused" where it applies, else "cufft").
 #pragma once
 
 #include <cstdint>

@@ -20,14 +20,17 @@ namespace strux::cuda {
 
 class FFTConvPlan {
  public:
-  // with_backward also allocates the workspace that backward() needs. algo 0: the fused
+  // with_backward also allocates the workspace that backward() needs. algo 4: the fused
   // single-kernel path (own FFTs in shared memory) where it applies (f32/f16/bf16; causal with
   // L + min(Lk, L) - 1 <= 32768, nfft then the next power of two >= 1024; circular with L a
   // power of two in [1024, 32768]), else cuFFT; algo 1: always cuFFT; algo 2: the tensor-core
   // kernels (float16/bfloat16; causal nfft = the next power of two >= max(256, L + min(Lk, L) - 1),
-  // circular L a power of two; nfft in [256, 16384]; else an error) for the forward, algo 0 for
+  // circular L a power of two; nfft in [256, 16384]; else an error) for the forward, algo 4 for
   // the gradients; algo 3: as 2 with one tensor-core product per real product instead of three
-  // (a benchmark probe of the hi/lo splits' cost; float16 error about 5–6e-4).
+  // (a benchmark probe of the hi/lo splits' cost; float16 error about 5–6e-4); algo 0 (automatic):
+  // algo 2 for float16/bfloat16 where its nfft is 256 or 512, else algo 4; algo 5: as 2 with two
+  // tiles per warp in flight in the tensor-core passes, algo 6: as 5 with factored twiddles,
+  // algo 7: as 2 with factored twiddles (variants to measure).
   FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward,
               int algo = 0);
   ~FFTConvPlan();

@@ -24,11 +24,12 @@ struct FFTConvPlan::Impl {
   bool fused = false;
   fused::Launch fwd_launch, bwd_launch;
   DeviceBuffer dkpart, vh;
-  // Tensor-core path (tensor.cuh, forced by algo 2): K̂ as [H][nfft] complex in its kernels'
-  // frequency order, computed by its own spectrum kernel. Its kernels run forward only: a plan
-  // with backward holds an algo-0 plan (`grad`) for the gradients, given the filter that the
+  // Tensor-core path (tensor.cuh; algo 2, or algo 0 at small nfft): K̂ as [H][nfft] complex in its
+  // kernels' frequency order, computed by its own spectrum kernel. Its kernels run forward only: a
+  // plan with backward holds an algo-4 plan (`grad`) for the gradients, given the filter that the
   // last set_filter saw (the call sequence set_filter → backward of the bindings).
   bool tensor = false, tc_split = true;  // tc_split false: algo 3, the one-product probe
+  int tc_variant = 0;                     // tensor::forward's kernel variant: algo 5 → 1, 6 → 2, 7 → 3
   tensor::Launch tc;
   std::unique_ptr<FFTConvPlan> grad;
   const void* kf_last = nullptr;
@@ -50,9 +51,11 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   check_positive(H, "H");
   check_positive(L, "L");
   check_positive(Lk, "Lk");
-  check_arg(algo >= 0 && algo <= 3, "algo",
-            "expected 0 (fused kernels where they apply), 1 (cuFFT), 2 (tensor cores) or 3 (tensor cores, one "
-            "product per real product: a benchmark probe), got ", algo);
+  check_arg(algo >= 0 && algo <= 7, "algo",
+            "expected 0 (automatic), 1 (cuFFT), 2 (tensor cores), 3 (tensor cores, one product per real "
+            "product: a benchmark probe), 4 (fused kernels where they apply, else cuFFT), 5 (tensor cores, "
+            "two tiles per warp in flight), 6 (as 5 with factored twiddles) or 7 (as 2 with factored "
+            "twiddles), got ", algo);
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
   Impl& p = *impl_;
   p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);
@@ -60,9 +63,33 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   // Causal: zero padding to L + Lmin - 1 makes the circular convolution the linear one on t < L.
   // Length-1 transforms are avoided: with L = 1 circular equals causal, so both pad to 2.
   p.nfft = (circular && L > 1) ? L : std::max<int64_t>(2, good_fft_size(L + p.Lmin - 1));
+  // Tensor cores: causal nfft = the next power of two >= max(256, L + Lmin - 1), circular
+  // nfft = L; both in [256, 16384]. Forced by algo 2, 3, 5, 6 and 7; algo 0 takes them for float16 /
+  // bfloat16 up to nfft = tensor::kAutoMaxN (below the fused kernels' sizes, where the others are
+  // the fused kernels padded to 1024 when causal and cuFFT when circular; the rule's anchor is in
+  // bench/NOTES-gpu-fftconv-tensor.md).
+  const int64_t n_tc = tensor::fft_size(circular, L, p.Lmin);
+  const bool tensor_auto = algo == 0 && tensor::supported_dtype(dtype) && tensor::supported_n(n_tc) &&
+                           n_tc <= tensor::kAutoMaxN;
+  if (algo == 2 || algo == 3 || algo >= 5 || tensor_auto) {
+    check_arg(tensor::supported_dtype(dtype), "dtype", "the tensor solver takes float16 or bfloat16, got ",
+              dtype_name(dtype));
+    check_arg(tensor::supported_n(n_tc), "L",
+              "the tensor solver needs circular L a power of two in [256, 16384] or causal L + min(Lk, L) - 1 "
+              "<= 16384, got L = ", L, ", Lk = ", Lk, circular ? " (circular)" : " (causal)");
+    p.tensor = true;
+    p.tc_split = algo != 3;
+    p.tc_variant = algo >= 5 ? algo - 4 : 0;
+    p.nfft = n_tc;
+    p.nf = n_tc / 2 + 1;
+    p.khat.allocate(size_t(H) * n_tc * sizeof(float2));
+    tensor::plan(dtype, n_tc, p.tc);
+    if (with_backward) p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, 4);
+    return;
+  }
   // The fused kernels take float32 arithmetic and power-of-two nfft (causal: any length up to
   // L + Lmin - 1 <= 32768, padded to at least 1024; circular: L itself a supported power of two).
-  if (algo == 0 && dtype != DType::f64) {
+  if ((algo == 0 || algo == 4) && dtype != DType::f64) {
     if (circular && L > 1) {
       p.fused = fused::supported_n(L / 2) && L % 2 == 0;
       if (p.fused) p.nfft = L;
@@ -72,27 +99,6 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
       p.fused = fused::supported_n(n / 2);
       if (p.fused) p.nfft = n;
     }
-  }
-  if (algo == 2 || algo == 3) {
-    // Tensor cores, forced: causal nfft = the next power of two >= max(256, L + Lmin - 1),
-    // circular nfft = L; both in [256, 16384].
-    check_arg(tensor::supported_dtype(dtype), "dtype", "the tensor solver takes float16 or bfloat16, got ",
-              dtype_name(dtype));
-    int64_t n = tensor::kMinN;
-    if (circular) n = L;
-    else
-      while (n < L + p.Lmin - 1 && n <= tensor::kMaxN) n *= 2;
-    check_arg(tensor::supported_n(n), "L",
-              "the tensor solver needs circular L a power of two in [256, 16384] or causal L + min(Lk, L) - 1 "
-              "<= 16384, got L = ", L, ", Lk = ", Lk, circular ? " (circular)" : " (causal)");
-    p.tensor = true;
-    p.tc_split = algo == 2;
-    p.nfft = n;
-    p.nf = n / 2 + 1;
-    p.khat.allocate(size_t(H) * n * sizeof(float2));
-    tensor::plan(dtype, n, p.tc);
-    if (with_backward) p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, 0);
-    return;
   }
   p.nf = p.nfft / 2 + 1;
   const size_t tc = dtype == DType::f64 ? sizeof(double) : sizeof(float);
@@ -171,7 +177,7 @@ void FFTConvPlan::Impl::forward(const T* u, const T* pre, const T* post, const T
   using C = typename F::C;
   check_arg(filter || own.k, "k", "no filter set on this plan (call set_filter first)");
   if (tensor) {
-    tensor::forward(dtype, tc, u, pre, post, skip, khat.as<float2>(), y, B, H, L, tc_split, s);
+    tensor::forward(dtype, tc, u, pre, post, skip, khat.as<float2>(), y, B, H, L, tc_split, tc_variant, s);
     return;
   }
   if (fused) {
@@ -202,7 +208,7 @@ void FFTConvPlan::Impl::backward(const T* dy, const T* u, const T* pre, const T*
   using C = typename F::C;
   check_arg(filter, "k", "no filter set on this plan (call set_filter first)");
   check_arg(with_backward, "plan", "this plan was made without backward workspace");
-  if (tensor) {  // gradients by the algo-0 plan (the tensor kernels run forward only)
+  if (tensor) {  // gradients by the algo-4 plan (the tensor kernels run forward only)
     grad->set_filter(kf_last, s);
     grad->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
     return;

@@ -17,9 +17,15 @@ template <class T>
 void spectrum_t(const Launch& g, const T* k, int64_t H, int64_t Lk, int64_t Lmin, float2* khat, cudaStream_t s);
 template <class T>
 void forward_t(const Launch& g, const T* u, const T* pre, const T* post, const T* skip, const float2* khat, T* y,
-               int64_t B, int64_t H, int64_t L, bool split, cudaStream_t s);
+               int64_t B, int64_t H, int64_t L, bool split, int variant, cudaStream_t s);
 
 bool supported_n(int64_t N) { return N >= kMinN && N <= kMaxN && (N & (N - 1)) == 0; }
+int64_t fft_size(bool circular, int64_t L, int64_t Lmin) {
+  if (circular) return L;
+  int64_t n = kMinN;
+  while (n < L + Lmin - 1 && n <= kMaxN) n *= 2;
+  return n;
+}
 bool supported_dtype(DType dt) { return dt == DType::f16 || dt == DType::bf16; }
 
 namespace {
@@ -58,10 +64,13 @@ void spectrum(DType dt, const Launch& g, const void* k, int64_t H, int64_t Lk, i
 }
 
 void forward(DType dt, const Launch& g, const void* u, const void* pre, const void* post, const void* skip,
-             const float2* khat, void* y, int64_t B, int64_t H, int64_t L, bool split, cudaStream_t s) {
+             const float2* khat, void* y, int64_t B, int64_t H, int64_t L, bool split, int variant,
+             cudaStream_t s) {
+  check_arg(variant >= 0 && variant <= 3, "variant", "expected 0, 1, 2 or 3, got ", variant);
   with_type(dt, [&](auto t) {
     using T = decltype(t);
-    forward_t<T>(g, cp<T>(u), cp<T>(pre), cp<T>(post), cp<T>(skip), khat, static_cast<T*>(y), B, H, L, split, s);
+    forward_t<T>(g, cp<T>(u), cp<T>(pre), cp<T>(post), cp<T>(skip), khat, static_cast<T*>(y), B, H, L, split,
+                 variant, s);
   });
 }
 

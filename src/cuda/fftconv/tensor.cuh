@@ -38,7 +38,11 @@ __host__ __device__ constexpr int seqs_for(int N) { return N >= 8192 ? 1 : 8192 
 // Resident CTAs per SM the register budget is set for (64 KB of shared memory per CTA below
 // N = 16384: three fit in the H100's 228 KB, two in the A100's 164 KB). At three the kernels
 // take 80 registers without spills (ptxas, sm_90a and sm_80).
-__host__ __device__ constexpr int blocks_for(int N) { return N >= 16384 ? 1 : 3; }
+// TB: tiles per warp in flight in each radix-16 pass (1, or 2 with the register budget of one
+// resident CTA less: two independent load → mma → store chains per warp for the schedulers to
+// interleave, against fewer warps per SM; forced by plan algos 5 and 6, to be measured).
+// FT (pass16): factored twiddle lookups, plan algos 6 (with TB = 2) and 7 (TB = 1).
+__host__ __device__ constexpr int blocks_for(int N, int TB = 1) { return N >= 16384 ? 1 : 4 - TB; }
 
 // ---- shared-memory swizzle --------------------------------------------------------------------
 // Bit 0 ^= parity of bits 4, 8, 12, …; bit 3 ^= parity of bits 5, 9, 13, …; bit 2 ^= parity of
@@ -176,71 +180,103 @@ struct Pass16 {
 // Pass J. Forward (decimation in frequency): y = F·x per column, then y *= W_S^(low·k)/16.
 // Inverse (decimation in time): x *= conj W_S^(low·k), then y = conj(F)·x, unscaled.
 // tw: W_Q^m = exp(−2πi m/Q), m < Q. Tiles ntile = seqs·N/128 over the CTA's warps.
-template <class E, int Q, int J, bool Inverse>
+// W_S^m = tw[(m mod S)·(Q/S)] for S | Q.
+template <int Q, int S>
+__device__ __forceinline__ float2 tw_at(const float2* __restrict__ tw, int m) {
+  return __ldg(tw + (m & (S - 1)) * (Q / S));
+}
+
+// FT (factored twiddles): W_S^((low0 + j)·k) = W_S^(low0·k) · W_S^(j·k) with j, k < 16: the
+// second factor is the lane's own for the whole pass (looked up once), the first has at most 8
+// (forward, two loads per tile) or 4 (inverse) distinct addresses per warp load, where the direct
+// lookup has up to 32 distinct cache lines per load (each one L1 wavefront); one more complex
+// product per element.
+template <class E, int Q, int J, bool Inverse, int TB, bool FT>
 __device__ __forceinline__ void pass16(float2* __restrict__ buf, int ntile, const Dft16<E>& F,
                                        const float2* __restrict__ tw) {
   using P = Pass16<Q, J>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
   const int g = lane >> 2, q = lane & 3;
   int in_off[2][2], out_off[2][2];
+  [[maybe_unused]] float2 wl[2][2];  // FT: the lane's W_S^(j·k) for its (e, h)
 #pragma unroll
   for (int e = 0; e < 2; ++e)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       in_off[e][h] = swz(P::addr(2 * q + e + 8 * h, g));
       out_off[e][h] = swz(P::addr(g + 8 * h, 2 * q + e));
+      if constexpr (FT && J > 0)
+        wl[e][h] = tw_at<Q, P::S>(tw, Inverse ? g * (2 * q + e + 8 * h) : (2 * q + e) * (g + 8 * h));
     }
-  for (int t = warp; t < ntile; t += nwarp) {
-    const int blk = t / P::kTiles, c0 = 8 * (t % P::kTiles);
-    const int sb = swz(blk * Q + P::addr(0, c0));
-    const int low0 = c0 & (P::Lw - 1);
-    float2 x[2][2], y[2][2];
+  // TB tiles t0 + b·nwarp per iteration (ntile a multiple of TB·nwarp: forward_kernel asserts it)
+  for (int t0 = warp; t0 < ntile; t0 += TB * nwarp) {
+    float2 x[TB][2][2], y[TB][2][2];
+    int sb[TB], low0[TB];
 #pragma unroll
-    for (int e = 0; e < 2; ++e)
+    for (int b = 0; b < TB; ++b) {
+      const int t = t0 + b * nwarp, blk = t / P::kTiles, c0 = 8 * (t % P::kTiles);
+      sb[b] = swz(blk * Q + P::addr(0, c0));
+      low0[b] = c0 & (P::Lw - 1);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float2 v = buf[sb ^ in_off[e][h]];
-        if constexpr (Inverse && J > 0) {  // conj twiddle of input row k, column low0 + g
-          const float2 w = __ldg(tw + ((((low0 + g) * (2 * q + e + 8 * h)) & (P::S - 1)) * (Q / P::S)));
-          v = {v.x * w.x + v.y * w.y, v.y * w.x - v.x * w.y};
-        }
-        x[e][h] = v;
-      }
-    tile_dft<E, Inverse>(F, x, y);
-    __syncwarp();  // every lane's loads of this tile precede any store into it
+      for (int e = 0; e < 2; ++e)
 #pragma unroll
-    for (int e = 0; e < 2; ++e)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float2 v = y[e][h];
-        if constexpr (!Inverse) {
-          v = {v.x * (1.f / 16.f), v.y * (1.f / 16.f)};
-          if constexpr (J > 0) {  // twiddle of output row g + 8h, column low0 + 2q + e
-            const float2 w = __ldg(tw + ((((low0 + 2 * q + e) * (g + 8 * h)) & (P::S - 1)) * (Q / P::S)));
-            v = fused::mulf2(v, w);
+        for (int h = 0; h < 2; ++h) {
+          float2 v = buf[sb[b] ^ in_off[e][h]];
+          if constexpr (Inverse && J > 0) {  // conj twiddle of input row k, column low0 + g
+            const int k = 2 * q + e + 8 * h;
+            float2 w;
+            if constexpr (FT) w = fused::mulf2(tw_at<Q, P::S>(tw, low0[b] * k), wl[e][h]);
+            else w = tw_at<Q, P::S>(tw, (low0[b] + g) * k);
+            v = {v.x * w.x + v.y * w.y, v.y * w.x - v.x * w.y};
           }
+          x[b][e][h] = v;
         }
-        buf[sb ^ out_off[e][h]] = v;
-      }
+    }
+#pragma unroll
+    for (int b = 0; b < TB; ++b) tile_dft<E, Inverse>(F, x[b], y[b]);
+    __syncwarp();  // every lane's loads of these tiles precede any store into them
+#pragma unroll
+    for (int b = 0; b < TB; ++b) {
+      [[maybe_unused]] float2 wt[2];  // FT: W_S^(low0·k) for k = g + 8h
+      if constexpr (FT && !Inverse && J > 0)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) wt[h] = tw_at<Q, P::S>(tw, low0[b] * (g + 8 * h));
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float2 v = y[b][e][h];
+          if constexpr (!Inverse) {
+            v = {v.x * (1.f / 16.f), v.y * (1.f / 16.f)};
+            if constexpr (J > 0) {  // twiddle of output row g + 8h, column low0 + 2q + e
+              float2 w;
+              if constexpr (FT) w = fused::mulf2(wt[h], wl[e][h]);
+              else w = tw_at<Q, P::S>(tw, (low0[b] + 2 * q + e) * (g + 8 * h));
+              v = fused::mulf2(v, w);
+            }
+          }
+          buf[sb[b] ^ out_off[e][h]] = v;
+        }
+    }
   }
 }
 
 // Forward passes J = Jhi … Jlo (descending), a barrier after each.
-template <class E, int Q, int J, int Jlo>
+template <class E, int Q, int J, int Jlo, int TB, bool FT>
 __device__ __forceinline__ void forward_from(float2* buf, int ntile, const Dft16<E>& F, const float2* tw) {
   if constexpr (J >= Jlo) {
-    pass16<E, Q, J, false>(buf, ntile, F, tw);
+    pass16<E, Q, J, false, TB, FT>(buf, ntile, F, tw);
     __syncthreads();
-    forward_from<E, Q, J - 1, Jlo>(buf, ntile, F, tw);
+    forward_from<E, Q, J - 1, Jlo, TB, FT>(buf, ntile, F, tw);
   }
 }
 // Inverse passes J = Jlo … Jhi (ascending), a barrier after each.
-template <class E, int Q, int J, int Jhi>
+template <class E, int Q, int J, int Jhi, int TB, bool FT>
 __device__ __forceinline__ void inverse_to(float2* buf, int ntile, const Dft16<E>& F, const float2* tw) {
   if constexpr (J <= Jhi) {
-    pass16<E, Q, J, true>(buf, ntile, F, tw);
+    pass16<E, Q, J, true, TB, FT>(buf, ntile, F, tw);
     __syncthreads();
-    inverse_to<E, Q, J + 1, Jhi>(buf, ntile, F, tw);
+    inverse_to<E, Q, J + 1, Jhi, TB, FT>(buf, ntile, F, tw);
   }
 }
 
@@ -248,7 +284,7 @@ __device__ __forceinline__ void inverse_to(float2* buf, int ntile, const Dft16<E
 // tile: both passes of a tile touch the same 128 points, so the warp goes from one to the other
 // through its own part of shared memory (__syncwarp) with no CTA barrier and no separate
 // product pass. kh(p): K̂ at logical position p of the CTA buffer.
-template <class E, int Q, class Kh>
+template <class E, int Q, int TB, class Kh>
 __device__ __forceinline__ void middle(float2* __restrict__ buf, int ntile, const Dft16<E>& F, Kh kh) {
   using P = Pass16<Q, 0>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
@@ -261,34 +297,46 @@ __device__ __forceinline__ void middle(float2* __restrict__ buf, int ntile, cons
       in_off[e][h] = swz(P::addr(2 * q + e + 8 * h, g));
       out_off[e][h] = swz(P::addr(g + 8 * h, 2 * q + e));
     }
-  for (int t = warp; t < ntile; t += nwarp) {
-    const int blk = t / P::kTiles, c0 = 8 * (t % P::kTiles);
-    const int base = blk * Q + P::addr(0, c0), sb = swz(base);
-    float2 x[2][2], y[2][2];
+  for (int t0 = warp; t0 < ntile; t0 += TB * nwarp) {
+    int base[TB], sb[TB];
+    float2 x[TB][2][2], y[TB][2][2];
 #pragma unroll
-    for (int e = 0; e < 2; ++e)
+    for (int b = 0; b < TB; ++b) {
+      const int t = t0 + b * nwarp, blk = t / P::kTiles, c0 = 8 * (t % P::kTiles);
+      base[b] = blk * Q + P::addr(0, c0), sb[b] = swz(base[b]);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) x[e][h] = buf[sb ^ in_off[e][h]];
-    tile_dft<E, false>(F, x, y);
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) x[b][e][h] = buf[sb[b] ^ in_off[e][h]];
+    }
+#pragma unroll
+    for (int b = 0; b < TB; ++b) tile_dft<E, false>(F, x[b], y[b]);
     __syncwarp();
 #pragma unroll
-    for (int e = 0; e < 2; ++e)
+    for (int b = 0; b < TB; ++b)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float2 k = kh(base + P::addr(g + 8 * h, 2 * q + e));
-        buf[sb ^ out_off[e][h]] = fused::mulf2(fused::scale2(y[e][h], 1.f / 16.f), k);
-      }
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float2 k = kh(base[b] + P::addr(g + 8 * h, 2 * q + e));
+          buf[sb[b] ^ out_off[e][h]] = fused::mulf2(fused::scale2(y[b][e][h], 1.f / 16.f), k);
+        }
     __syncwarp();
 #pragma unroll
-    for (int e = 0; e < 2; ++e)
+    for (int b = 0; b < TB; ++b)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) x[e][h] = buf[sb ^ in_off[e][h]];
-    tile_dft<E, true>(F, x, y);
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) x[b][e][h] = buf[sb[b] ^ in_off[e][h]];
+#pragma unroll
+    for (int b = 0; b < TB; ++b) tile_dft<E, true>(F, x[b], y[b]);
     __syncwarp();
 #pragma unroll
-    for (int e = 0; e < 2; ++e)
+    for (int b = 0; b < TB; ++b)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) buf[sb ^ out_off[e][h]] = y[e][h];
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) buf[sb[b] ^ out_off[e][h]] = y[b][e][h];
   }
   __syncthreads();
 }
@@ -296,17 +344,17 @@ __device__ __forceinline__ void middle(float2* __restrict__ buf, int ntile, cons
 template <class E, int N>
 __device__ __forceinline__ void forward_passes(float2* buf, int ntile, const Dft16<E>& F, const float2* tw) {
   constexpr int P = passes16(N);
-  forward_from<E, pow16(P), P - 1, 0>(buf, ntile, F, tw);
+  forward_from<E, pow16(P), P - 1, 0, 1, false>(buf, ntile, F, tw);
 }
 
 // Forward passes, the filter product and the inverse passes: buf goes from the radix-r pass's
 // output to the input of the inverse radix-r pass.
-template <class E, int N, class Kh>
+template <class E, int N, int TB, bool FT, class Kh>
 __device__ __forceinline__ void convolve_passes(float2* buf, int ntile, const Dft16<E>& F, const float2* tw, Kh kh) {
   constexpr int P = passes16(N), Q = pow16(P);
-  forward_from<E, Q, P - 1, 1>(buf, ntile, F, tw);
-  middle<E, Q>(buf, ntile, F, kh);
-  inverse_to<E, Q, 1, P - 1>(buf, ntile, F, tw);
+  forward_from<E, Q, P - 1, 1, TB, FT>(buf, ntile, F, tw);
+  middle<E, Q, TB>(buf, ntile, F, kh);
+  inverse_to<E, Q, 1, P - 1, TB, FT>(buf, ntile, F, tw);
 }
 
 // ---- radix-r pass on CUDA cores (N = r·Q; n = Q·m + c) --------------------------------------------
@@ -406,13 +454,14 @@ __global__ void __launch_bounds__(threads_for(N), blocks_for(N)) spectrum_kernel
 // y = post ⊙ (conv(k, v) + skip·v), v = u ⊙ pre, for sequences seq = blockIdx.x·SEQ + s:
 // h = seq / pairs, rows b = 2·(seq % pairs) and b + 1 (the latter absent when b + 1 = B).
 // Causal: N ≥ L + Lmin − 1 (zero padding); circular: N = L.
-template <class T, int N>
-__global__ void __launch_bounds__(threads_for(N), blocks_for(N)) forward_kernel(
+template <class T, int N, int TB, bool FT>
+__global__ void __launch_bounds__(threads_for(N), blocks_for(N, TB)) forward_kernel(
     const T* __restrict__ u, const T* __restrict__ pre, const T* __restrict__ post, const T* __restrict__ skip,
     const float2* __restrict__ khat, const float2* __restrict__ tw, T* __restrict__ y, int64_t B, int64_t H,
     int64_t L, bool split) {
   using E = typename OpOf<T>::type;
   constexpr int SEQ = seqs_for(N);
+  static_assert((SEQ * N / 128) % (TB * threads_for(N) / 32) == 0, "every warp takes whole batches of TB tiles");
   extern __shared__ float2 buf[];
   // Per sequence: offsets of its two rows (−1: absent), its h and skip value.
   __shared__ int64_t off0[SEQ], off1[SEQ], hs[SEQ];
@@ -435,7 +484,7 @@ __global__ void __launch_bounds__(threads_for(N), blocks_for(N)) forward_kernel(
   const Dft16<E> F(threadIdx.x & 31, split);
   load_forward<N>(buf, SEQ, [&](int s, int n) { return float2{v_at(off0[s], n), v_at(off1[s], n)}; });
   __syncthreads();
-  convolve_passes<E, N>(buf, SEQ * N / 128, F, tw,
+  convolve_passes<E, N, TB, FT>(buf, SEQ * N / 128, F, tw,
                         [&](int p) { return __ldg(khat + hs[p / N] * N + (p & (N - 1))); });
   inverse_store<N>(buf, SEQ, [&](int s, int n, float2 z) {
     const int64_t o0 = off0[s], o1 = off1[s];

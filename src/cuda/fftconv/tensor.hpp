@@ -16,6 +16,12 @@ namespace strux::cuda::tensor {
 // shared memory: 128 KB at 16384, within the A100's 164 KB and the H100's 228 KB).
 constexpr int64_t kMinN = 256, kMaxN = 16384;
 bool supported_n(int64_t N);
+// The automatic solver choice (plan algo 0) takes these kernels for float16 / bfloat16 up to this
+// FFT size, where they measured faster than the other solvers (bench/NOTES-gpu-fftconv-tensor.md).
+constexpr int64_t kAutoMaxN = 512;
+// These kernels' FFT size for a problem: circular L itself, causal the next power of two
+// >= max(kMinN, L + Lmin - 1) (stops past kMaxN); supported_n() says whether one is compiled.
+int64_t fft_size(bool circular, int64_t L, int64_t Lmin);
 // float16 and bfloat16 (the mma operand types); float32 and float64 take the other solvers.
 bool supported_dtype(DType dt);
 
@@ -33,7 +39,11 @@ void spectrum(DType dt, const Launch& g, const void* k, int64_t H, int64_t Lk, i
               cudaStream_t s);
 // split: hi/lo operand splits (three products each, the solver); false: one product per real
 // product, a benchmark probe of what the splits cost (error about 5–6e-4 for float16 out).
+// variant (tensor.cuh pass16, to be measured): 0 one tile per warp in flight and direct twiddle
+// lookups; 1 two tiles per warp in flight; 2 two tiles and factored twiddles; 3 one tile and
+// factored twiddles.
 void forward(DType dt, const Launch& g, const void* u, const void* pre, const void* post, const void* skip,
-             const float2* khat, void* y, int64_t B, int64_t H, int64_t L, bool split, cudaStream_t s);
+             const float2* khat, void* y, int64_t B, int64_t H, int64_t L, bool split, int variant,
+             cudaStream_t s);
 
 }  // namespace strux::cuda::tensor

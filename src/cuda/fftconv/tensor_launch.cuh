@@ -39,7 +39,10 @@ void plan_t(int64_t N, Launch& g) {
     STRUX_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     check_arg(g.smem + 1024 <= size_t(optin), "nfft", "the tensor-core fftconv kernel for nfft = ", NN, " needs ",
               g.smem, " bytes of shared memory per block; this device allows ", optin);
-    for (const void* k : {reinterpret_cast<const void*>(&forward_kernel<T, NN>),
+    for (const void* k : {reinterpret_cast<const void*>(&forward_kernel<T, NN, 1, false>),
+                          reinterpret_cast<const void*>(&forward_kernel<T, NN, 2, false>),
+                          reinterpret_cast<const void*>(&forward_kernel<T, NN, 2, true>),
+                          reinterpret_cast<const void*>(&forward_kernel<T, NN, 1, true>),
                           reinterpret_cast<const void*>(&spectrum_kernel<T, NN>)})
       STRUX_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(g.smem)));
   });
@@ -57,13 +60,16 @@ void spectrum_t(const Launch& g, const T* k, int64_t H, int64_t Lk, int64_t Lmin
 
 template <class T>
 void forward_t(const Launch& g, const T* u, const T* pre, const T* post, const T* skip, const float2* khat, T* y,
-               int64_t B, int64_t H, int64_t L, bool split, cudaStream_t s) {
+               int64_t B, int64_t H, int64_t L, bool split, int variant, cudaStream_t s) {
   with_n(g.N, [&](auto nn) {
     constexpr int NN = decltype(nn)::value;
     const int64_t nseq = H * ((B + 1) / 2), grid = (nseq + g.seqs - 1) / g.seqs;
     check_arg(grid < (int64_t(1) << 31), "B", "too many rows for one launch: ", B, " x ", H);
-    forward_kernel<T, NN><<<unsigned(grid), g.threads, g.smem, s>>>(u, pre, post, skip, khat, g.tw.as<float2>(),
-                                                                     y, B, H, L, split);
+    auto* kernel = variant == 3   ? &forward_kernel<T, NN, 1, true>
+                   : variant == 2 ? &forward_kernel<T, NN, 2, true>
+                   : variant == 1 ? &forward_kernel<T, NN, 2, false>
+                                  : &forward_kernel<T, NN, 1, false>;
+    kernel<<<unsigned(grid), g.threads, g.smem, s>>>(u, pre, post, skip, khat, g.tw.as<float2>(), y, B, H, L, split);
     STRUX_LAUNCH("fftconv tensor forward");
   });
 }
@@ -72,6 +78,6 @@ void forward_t(const Launch& g, const T* u, const T* pre, const T* post, const T
   template void plan_t<T>(int64_t, Launch&);                                                                 \
   template void spectrum_t<T>(const Launch&, const T*, int64_t, int64_t, int64_t, float2*, cudaStream_t);   \
   template void forward_t<T>(const Launch&, const T*, const T*, const T*, const T*, const float2*, T*, int64_t, \
-                             int64_t, int64_t, bool, cudaStream_t);
+                             int64_t, int64_t, bool, int, cudaStream_t);
 
 }  // namespace strux::cuda::tensor
