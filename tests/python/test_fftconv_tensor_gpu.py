@@ -78,20 +78,37 @@ def test_plan_errors():
         plan_of(1, 1, 128, 10, "circular", "float16")        # below 256
 
 
-# (L, Lk, mode) -> the default plan's tensor nfft (float16/bfloat16), None where it is not chosen
+# (L, Lk, mode) -> the default plan's tensor nfft (float16/bfloat16), None where it is not chosen:
+# none for now (src/cuda/fftconv/tensor.hpp kAutoMaxN: the row packing joins rows' non-finite values)
 DEFAULT_RULE = [
-    ((1, 1, "causal"), 256), ((16, 4, "causal"), 256), ((128, 128, "causal"), 256), ((129, 128, "causal"), 256),
-    ((300, 50, "causal"), 512), ((256, 256, "causal"), 512), ((257, 256, "causal"), 512), ((257, 257, "causal"), None),
-    ((513, 1, "causal"), None), ((1000, 10, "causal"), None),
-    ((256, 100, "circular"), 256), ((512, 512, "circular"), 512), ((128, 10, "circular"), None),
-    ((1024, 10, "circular"), None), ((300, 10, "circular"), None)]
+    ((1, 1, "causal"), None), ((16, 4, "causal"), None), ((128, 128, "causal"), None), ((300, 50, "causal"), None),
+    ((257, 257, "causal"), None), ((1000, 10, "causal"), None), ((256, 100, "circular"), None),
+    ((512, 512, "circular"), None), ((1024, 10, "circular"), None)]
+
+
+def test_default_keeps_rows_apart():
+    """A NaN in one batch row leaves every other row's output finite and right on the default plan
+    (the forced tensor kernels pack two rows per complex sequence, which is why they are not the
+    default)."""
+    _cuda.fftconv_algo = 0
+    for dt in DTYPES:
+        for mode, L in (("causal", 200), ("circular", 256)):
+            u, k, pre, post, skip = make(4, 3, L, 57, dt, ())
+            u[1, 2, 7] = float("nan")
+            y = _cuda.fftconv(u, k, mode).double().cpu()
+            ref = fft_ref(*cpu64(u, k), mode)
+            ok = torch.ones(4, 3, dtype=torch.bool)
+            ok[1, 2] = False
+            assert torch.isnan(y[1, 2]).any(), (dt, mode)
+            assert torch.isfinite(y[ok]).all(), (dt, mode)
+            assert ((y[ok] - ref[ok]).abs().max() <= 4 * TOL[dt] * ref[ok].abs().max()), (dt, mode)
 
 
 @pytest.mark.parametrize("size, nfft", DEFAULT_RULE, ids=str)
 def test_default_rule(size, nfft):
-    """The automatic choice (algo 0) takes the tensor kernels for the half types at FFT 256 and 512
-    (where they measured faster, bench/NOTES-gpu-fftconv-tensor.md), never for float32/float64;
-    algo 4 (the fused kernels where they apply, else cuFFT) never does."""
+    """The automatic choice (algo 0) takes the tensor kernels where DEFAULT_RULE says (nowhere for
+    now), never for float32/float64; algo 4 (the fused kernels where they apply, else cuFFT) never
+    does."""
     L, Lk, mode = size
     for dt in DTYPES:
         for backward in (False, True):
@@ -104,10 +121,10 @@ def test_default_rule(size, nfft):
         assert not plan_of(2, 3, L, Lk, mode, dt, algo=0).tensor
 
 
-def test_default_rule_describe_and_results():
-    """What a default call gets at FFT 256 (the tensor kernels, said by describe()), and the same
-    answer as the no-tensor choice (algo 4) and the float64 formula, forward and gradients."""
-    _cuda.fftconv_algo = 0
+def test_forced_tensor_describe_and_results():
+    """What a forced tensor call gets at FFT 256 (said by describe()), and the same answer as the
+    no-tensor choice (algo 4) and the float64 formula, forward and gradients."""
+    _cuda.fftconv_algo = 2
     u, k, pre, post, skip = make(3, 4, 200, 57, "float16", ("pre", "post", "skip"))
     conv = _cuda.FFTConvCUDA(k, B=3, L=200)
     assert conv._plan.tensor and conv._plan.nfft == 256 and "tensor" in conv.describe()

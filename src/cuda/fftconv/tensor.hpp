@@ -17,8 +17,11 @@ namespace strux::cuda::tensor {
 constexpr int64_t kMinN = 256, kMaxN = 16384;
 bool supported_n(int64_t N);
 // The automatic solver choice (plan algo 0) takes these kernels for float16 / bfloat16 up to this
-// FFT size, where they measured faster than the other solvers (bench/NOTES-gpu-fftconv-tensor.md).
-constexpr int64_t kAutoMaxN = 512;
+// FFT size; 0: never. They measured faster at FFT 256 (bench/NOTES-gpu-fftconv-tensor.md), but
+// they pack batch rows b and b + 1 into one complex sequence, so a NaN or inf in one row makes
+// its partner row's output non-finite: the automatic choice must not change a finite row's answer,
+// so they stay forced-only until the packing keeps rows apart.
+constexpr int64_t kAutoMaxN = 0;
 // These kernels' FFT size for a problem: circular L itself, causal the next power of two
 // >= max(kMinN, L + Lmin - 1) (stops past kMaxN); supported_n() says whether one is compiled.
 int64_t fft_size(bool circular, int64_t L, int64_t Lmin);
