@@ -41,7 +41,10 @@ def test_forward_and_vjp(p, layout, dtype):
         dyb = dy.double() if layout == "bsf" else dy.double().T
         xb = x.double() if layout == "bsf" else x.double().T
         refdw = torch.einsum("nikj,nilj->iklj", dyb.reshape(-1, a, b, d), xb.reshape(-1, a, c, d))
-        assert dw.dtype == dtype and rel(dw, refdw) < 3 * TOL[dtype]
+        # dw sums over the batch: its rounding scales with the sum of |terms|, not with |dw| (which
+        # cancels: (1,1,1,1) at batch 300 is one such sum)
+        absdw = torch.einsum("nikj,nilj->iklj", dyb.abs().reshape(-1, a, b, d), xb.abs().reshape(-1, a, c, d))
+        assert dw.dtype == dtype and (dw.double() - refdw).norm() <= 3 * TOL[dtype] * absdw.norm()
 
 
 def test_noncontiguous_and_nan():
