@@ -151,7 +151,8 @@ class BlockToeplitz {
 // One process driving several devices: rank q of the grid on devices[q] (CUDA GPUs through
 // NCCL's ncclCommInitAll, or CPU "devices" through threads sharing memory), without MPI.
 // Each call runs every rank's part on its own host thread; argument checks run first, for every
-// rank. Views and streams are given per rank, in rank order.
+// rank. Views and streams are given per rank, in rank order: rank q's arrays on devices[q] and
+// its stream one of devices[q]'s (on CUDA the devices must be distinct: one rank per GPU).
 class BlockToeplitzGroup {
  public:
   // problem.device is ignored: rank q is on devices[q] (all of one kind).

@@ -188,8 +188,8 @@ class _Arrays:
             from . import _cuda as _a
             _a.array(x, name, None, (self._dtype,))
             if _a.device_id(x) != self._device:
-                raise ValueError(f"argument '{name}': expected an array on CUDA device {self._device}, "
-                                 f"got device {_a.device_id(x)}")
+                raise ValueError(f"argument '{name}': expected an array on CUDA device {self._device}"
+                                 f"{self._device_hint()}, got device {_a.device_id(x)}")
             x = _a.contig(x)
         else:
             if on_gpu(x):
@@ -203,6 +203,9 @@ class _Arrays:
             raise ValueError(f"argument '{name}': expected this rank's part of shape {want} or {want + ('R',)} "
                              f"({self._layout}), got {tuple(x.shape)}")
         return x, (int(x.shape[2]) if x.ndim == 3 else None)
+
+    def _device_hint(self):
+        return ""
 
     def _empty(self, like, n, R):
         Nt = self.shape3[0]
@@ -465,6 +468,24 @@ class _Rank(_Arrays):
         self._layout, self._vectors, self.shape3 = group.layout, group.vectors, group.shape3
         self.grid_pos = group._g.grid_pos(q)
         self.rows, self.cols = slice(*group._g.rows(q)), slice(*group._g.cols(q))
+        self._q = q
+
+    def _device_hint(self):
+        return f" (rank {self._q}'s parts live on devices[{self._q}]; part_m / part_d put them there)"
+
+    def _here(self, x):
+        """x on this rank's GPU (torch / CuPy arrays; numpy and CPU ranks unchanged)."""
+        if not getattr(self, "_gpu", False) or not on_gpu(x):
+            return x
+        return x.to(f"cuda:{self._device}") if hasattr(x, "to") else _to_cupy_device(x, self._device)
+
+    def part_m(self, m):
+        """This rank's part of a whole parameter vector m, on this rank's device (a CUDA m)."""
+        return self._here(super().part_m(m))
+
+    def part_d(self, d):
+        """This rank's part of a whole observation vector d, on this rank's device (a CUDA d)."""
+        return self._here(super().part_d(d))
 
 
 class BlockToeplitzGroup:
@@ -474,7 +495,9 @@ class BlockToeplitzGroup:
     each rank's part is copied to its GPU; communication through NCCL) or a list of "cpu"
     entries (numpy; the ranks are threads sharing memory). Rank q of the r × c grid, at
     (q // c, q % c), runs on devices[q]. ``matvec`` and ``rmatvec`` take and return lists in rank
-    order: rank q's part (None where a rank holds none, with distributed vectors). The number of
+    order: rank q's part (None where a rank holds none, with distributed vectors), which lives on
+    devices[q] (given there, returned there): ``[r.part_m(m) for r in G.ranks]`` cuts a whole
+    CUDA vector on any device into parts, each moved to its rank's GPU. The number of
     right-hand sides is fixed at construction (``rhs``, default 1: vectors without the R axis).
     """
 

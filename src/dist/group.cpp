@@ -51,6 +51,12 @@ BlockToeplitzGroup::BlockToeplitzGroup(const BlockToeplitzProblem& problem, cons
   BlockToeplitzProblem p = problem;
   p.device = devices[0];
   check_problem(p, options, P);
+  if (p.device.kind == DeviceKind::CUDA)  // (ncclCommInitAll would fail with "invalid usage")
+    for (int q = 0; q < P; ++q)
+      for (int k = 0; k < q; ++k)
+        check_arg(devices[size_t(q)].index != devices[size_t(k)].index, "devices",
+                  "expected distinct CUDA devices (NCCL takes one rank per GPU), got ", device_name(devices[size_t(q)]),
+                  " for ranks ", k, " and ", q);
   if (p.grid.rows == 0) p.grid = choose_grid(P, p, options.comm, options.cost);
   const int r = p.grid.rows, c = p.grid.cols;
   // The communicators of every grid row (c ranks) and column (r ranks).

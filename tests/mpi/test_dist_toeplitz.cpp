@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <memory>
 #include <cstdio>
 #include <random>
@@ -31,15 +32,17 @@ using strux::dist::Vectors;
 int rank_ = 0, size_ = 1, passed = 0, failed = 0;
 strux::Device device_{};  // where the operator and its arrays live
 
-// Host vector -> an array on device_ (freed by the returned holder); the host pointer on the CPU.
+// Host vector -> an array on device_ (freed by its owner); the host pointer on the CPU. Not
+// copyable: a copy would free the device array twice (once with the temporary it came from).
 struct OnDevice {
   void* p = nullptr;
   size_t bytes = 0;
   void* host = nullptr;
-  OnDevice(void* h, size_t b) : bytes(b), host(h) {
+  strux::Device dev{};
+  OnDevice(void* h, size_t b) : bytes(b), host(h), dev(device_) {
 #ifdef STRUX_HAVE_CUDA
-    if (device_.kind == strux::DeviceKind::CUDA) {
-      cudaSetDevice(device_.index);  // memory on the rank's GPU (a group has several)
+    if (dev.kind == strux::DeviceKind::CUDA) {
+      cudaSetDevice(dev.index);  // memory on the rank's GPU (a group has several)
       cudaMalloc(&p, b ? b : 1);
       cudaMemcpy(p, h, b, cudaMemcpyHostToDevice);
       return;
@@ -47,9 +50,15 @@ struct OnDevice {
 #endif
     p = h;
   }
-  void back() {  // device -> host
+  OnDevice(const OnDevice&) = delete;
+  OnDevice& operator=(const OnDevice&) = delete;
+  void back() {  // device -> host, after everything queued on the array's device
 #ifdef STRUX_HAVE_CUDA
-    if (p != host) cudaMemcpy(host, p, bytes, cudaMemcpyDeviceToHost);
+    if (p != host) {
+      cudaSetDevice(dev.index);
+      cudaDeviceSynchronize();
+      cudaMemcpy(host, p, bytes, cudaMemcpyDeviceToHost);
+    }
 #endif
   }
   ~OnDevice() {
@@ -59,7 +68,9 @@ struct OnDevice {
   }
 };
 template <class T>
-OnDevice on_device(std::vector<T>& v) { return OnDevice(v.data(), v.size() * sizeof(T)); }
+std::unique_ptr<OnDevice> on_device(std::vector<T>& v) {
+  return std::make_unique<OnDevice>(v.data(), v.size() * sizeof(T));
+}
 
 void report(bool ok, const std::string& what) {
   int all = ok ? 1 : 0;
@@ -126,7 +137,7 @@ void check_case(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool tm, strux::d
     for (int64_t i = rows.begin; i < rows.end; ++i)
       for (int64_t j = cols.begin; j < cols.end; ++j) local.push_back(T(blocks[size_t((t * Nd + i) * Nm + j)]));
   auto local_dev = on_device(local);
-  F.set_blocks(strux::View(local_dev.p, strux::dtype_of<T>::value, {Nt, rows.size(), cols.size()}, device_));
+  F.set_blocks(strux::View(local_dev->p, strux::dtype_of<T>::value, {Nt, rows.size(), cols.size()}, device_));
 
   const bool dist = vec == Vectors::Distributed;
   const auto dt = strux::dtype_of<T>::value;
@@ -134,14 +145,14 @@ void check_case(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool tm, strux::d
   std::vector<T> d_out(d_i.size(), T(7)), m_out(m_j.size(), T(7));
   const bool has_m = !dist || gi == 0, has_d = !dist || gj == 0;
   auto m_jd = on_device(m_j), d_id = on_device(d_i), d_outd = on_device(d_out), m_outd = on_device(m_out);
-  F.forward({has_m ? view(m_jd.p, dt, cols.size(), Nt, R, tm) : strux::View(),
-             has_d ? view(d_outd.p, dt, rows.size(), Nt, R, tm) : strux::View()});
+  F.forward({has_m ? view(m_jd->p, dt, cols.size(), Nt, R, tm) : strux::View(),
+             has_d ? view(d_outd->p, dt, rows.size(), Nt, R, tm) : strux::View()});
   strux::op::BlockToeplitzBackward b;
-  if (has_d) b.dd = view(d_id.p, dt, rows.size(), Nt, R, tm);
-  if (has_m) b.dm = view(m_outd.p, dt, cols.size(), Nt, R, tm);
+  if (has_d) b.dd = view(d_id->p, dt, rows.size(), Nt, R, tm);
+  if (has_m) b.dm = view(m_outd->p, dt, cols.size(), Nt, R, tm);
   F.backward(b);
-  d_outd.back();
-  m_outd.back();
+  d_outd->back();
+  m_outd->back();
   const double tol = sizeof(T) == 4 || comm32 ? 2e-5 : 1e-12;
   const double e1 = has_d ? rel_err(d_out, part<double>(d_ref, Nd, rows, Nt, R, tm)) : 0.0;
   const double e2 = has_m ? rel_err(m_out, part<double>(m_ref, Nm, cols, Nt, R, tm)) : 0.0;
@@ -193,7 +204,7 @@ void check_group(int P, int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool tm, 
         for (int64_t j = cols.begin; j < cols.end; ++j) local[q].push_back(T(blocks[size_t((t * Nd + i) * Nm + j)]));
     mj[q] = part<T>(m, Nm, cols, Nt, R, tm), di[q] = part<T>(d, Nd, rows, Nt, R, tm);
     dout[q].assign(di[q].size(), T(7)), mout[q].assign(mj[q].size(), T(7));
-    for (auto* v : {&local[q], &mj[q], &di[q], &dout[q], &mout[q]}) hold.push_back(std::make_unique<OnDevice>(on_device(*v)));
+    for (auto* v : {&local[q], &mj[q], &di[q], &dout[q], &mout[q]}) hold.push_back(on_device(*v));
     const size_t h = hold.size();
     bv.push_back(strux::View(hold[h - 5]->p, dt, {Nt, rows.size(), cols.size()}, device_));
     const bool has_m = !dist || gi == 0, has_d = !dist || gj == 0;
@@ -283,6 +294,18 @@ void bad_inputs() {
 #endif
 }
 
+// Runs one case; an exception (a CUDA error, say) counts as its failure and the run goes on,
+// so one bad case does not end the program and lose the other results. (A rank that throws
+// while the others communicate can still leave them waiting: the ctest timeout catches that.)
+template <class F>
+void guarded(const std::string& what, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    report(false, what + ": " + e.what());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -307,12 +330,15 @@ int main(int argc, char** argv) {
   for (auto grid : grids)
     for (bool tm : {true, false})
       for (Vectors vec : {Vectors::Replicated, Vectors::Distributed}) {
-        check_case<double>(7, 5, 6, 1, tm, grid, vec, 1);
-        check_case<float>(9, 7, 5, 3, tm, grid, vec, 2);
-        check_case<double>(5, 9, 4, 2, tm, grid, vec, 3);
-        check_case<double>(6, 7, 5, 2, tm, grid, vec, 2, true);
+        const std::string at = std::string("case grid ") + std::to_string(grid.rows) + "x" +
+                               std::to_string(grid.cols) + (tm ? " time-major" : " space-major") +
+                               (vec == Vectors::Distributed ? " distributed" : " replicated");
+        guarded(at + " float64", [&] { check_case<double>(7, 5, 6, 1, tm, grid, vec, 1); });
+        guarded(at + " float32", [&] { check_case<float>(9, 7, 5, 3, tm, grid, vec, 2); });
+        guarded(at + " float64 R=2", [&] { check_case<double>(5, 9, 4, 2, tm, grid, vec, 3); });
+        guarded(at + " float64 (float32 communication)", [&] { check_case<double>(6, 7, 5, 2, tm, grid, vec, 2, true); });
       }
-  bad_inputs();
+  guarded("bad inputs", [] { bad_inputs(); });
   // One process, several devices: threads on the CPU (every process on its own), or every GPU
   // of the machine with --cuda when this program runs alone.
   const strux::Device dev = device_;
@@ -324,10 +350,14 @@ int main(int argc, char** argv) {
     for (int P = 2; P <= std::min(most, 4); ++P)
       for (bool tm : {true, false})
         for (Vectors vec : {Vectors::Replicated, Vectors::Distributed}) {
+          const std::string at = "group of " + std::to_string(P) + (tm ? " time-major" : " space-major") +
+                                 (vec == Vectors::Distributed ? " distributed" : " replicated");
           device_ = dev;
-          check_group<double>(P, 7, 5, 6, 1, tm, {}, vec, 1);
+          guarded(at + " float64 grid chosen", [&] { check_group<double>(P, 7, 5, 6, 1, tm, {}, vec, 1); });
           device_ = dev;
-          check_group<float>(P, 9, 7, 5, 3, tm, {P, 1}, vec, 2);
+          guarded(at + " float32 grid Px1", [&] { check_group<float>(P, 9, 7, 5, 3, tm, {P, 1}, vec, 2); });
+          device_ = dev;  // a grid row of P ranks in 3 chunks: the sums on the side stream (CUDA)
+          guarded(at + " float64 grid 1xP", [&] { check_group<double>(P, 5, 9, 4, 2, tm, {1, P}, vec, 3); });
         }
   device_ = dev;
   if (rank_ == 0) std::printf("%d passed, %d failed\n", passed, failed);

@@ -15,7 +15,7 @@ except ImportError:
 pytestmark = pytest.mark.skipif(not HAVE, reason="strux built without its distributed operators (MPI)")
 
 
-def _case(P, layout, vectors, R, dtype, grid=None, devices=None, to=lambda a: a, back=lambda a: a):
+def _case(P, layout, vectors, R, dtype, grid=None, devices=None, to=lambda a, q: a, back=lambda a: a):
     import strux.dist
     rng = np.random.default_rng(P)
     Nt, Nd, Nm = 6, 7, 5
@@ -25,12 +25,15 @@ def _case(P, layout, vectors, R, dtype, grid=None, devices=None, to=lambda a: a,
     m = rng.standard_normal(((Nt, Nm) if tm else (Nm, Nt)) + tail)
     d = rng.standard_normal(((Nt, Nd) if tm else (Nd, Nt)) + tail)
     S = Serial(blocks, layout=layout)
-    G = strux.dist.BlockToeplitzGroup(to(blocks.astype(dtype)), devices=devices or ["cpu"] * P, grid=grid,
+    G = strux.dist.BlockToeplitzGroup(to(blocks.astype(dtype), 0), devices=devices or ["cpu"] * P, grid=grid,
                                       layout=layout, vectors=vectors, rhs=R)
     dist = vectors == "distributed"
     cut = (lambda x, s: x[:, s]) if tm else (lambda x, s: x[s])
-    ms = [to(cut(m, r.cols).astype(dtype)) if not dist or r.grid_pos[0] == 0 else None for r in G.ranks]
-    ds = [to(cut(d, r.rows).astype(dtype)) if not dist or r.grid_pos[1] == 0 else None for r in G.ranks]
+    # Rank q's parts on its own device (devices[q]).
+    ms = [to(cut(m, r.cols).astype(dtype), q) if not dist or r.grid_pos[0] == 0 else None
+          for q, r in enumerate(G.ranks)]
+    ds = [to(cut(d, r.rows).astype(dtype), q) if not dist or r.grid_pos[1] == 0 else None
+          for q, r in enumerate(G.ranks)]
     tol = 1e-5 if dtype == np.float32 else 1e-11
     d_ref, m_ref = S.matvec(m), S.rmatvec(d)
     for r, got in zip(G.ranks, G.matvec(ms)):
@@ -84,8 +87,30 @@ def _gpus():
 @pytest.mark.parametrize("vectors", ["replicated", "distributed"])
 def test_group_two_gpus(vectors):
     import torch
-    to = lambda a: torch.from_numpy(np.ascontiguousarray(a)).cuda()  # noqa: E731
+    to = lambda a, q: torch.from_numpy(np.ascontiguousarray(a)).cuda(q)  # noqa: E731
     back = lambda a: a.cpu().numpy()  # noqa: E731
     for layout in ("time-major", "space-major"):
         _case(2, layout, vectors, None, np.float32, devices=[0, 1], to=to, back=back)
         _case(2, layout, vectors, 3, np.float64, grid=(2, 1), devices=[0, 1], to=to, back=back)
+        _case(2, layout, vectors, 2, np.float64, grid=(1, 2), devices=[0, 1], to=to, back=back)
+
+
+@pytest.mark.skipif(_gpus() < 2 or not HAVE or not _dist.have_nccl(), reason="needs 2 GPUs, torch and NCCL")
+def test_group_two_gpus_parts():
+    """part_m / part_d of a group's rank put the part on that rank's GPU; a part on another GPU
+    is a ValueError that names the rank's device."""
+    import torch
+    import strux.dist
+    rng = np.random.default_rng(0)
+    Nt, Nd, Nm = 6, 7, 5
+    blocks = rng.standard_normal((Nt, Nd, Nm))
+    m = rng.standard_normal((Nt, Nm))
+    G = strux.dist.BlockToeplitzGroup(torch.from_numpy(blocks).cuda(0), devices=[0, 1], grid=(1, 2))
+    m0 = torch.from_numpy(m).cuda(0)
+    parts = [r.part_m(m0) for r in G.ranks]
+    assert [p.device.index for p in parts] == [0, 1]
+    want = Serial(blocks).matvec(m)
+    for got in G.matvec(parts):
+        assert np.linalg.norm(got.cpu().numpy() - want) <= 1e-11 * np.linalg.norm(want)
+    with pytest.raises(ValueError, match=r"devices\[1\]"):
+        G.matvec([parts[0], parts[0]])

@@ -14,6 +14,8 @@
 //   adjoint: register tiles of 2 columns × RC, F̂ straight from HBM (4 rows in flight), the X̂[f]
 //            rows as shared-memory broadcasts; no reduction.
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -490,12 +492,16 @@ void launch_tiled(const C* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64
                   bool adjoint, T alpha, cudaStream_t s) {
   if (!adjoint) {
     constexpr size_t smem = matvec_smem<C, RC>();
-    static const bool attr = [] {
+    // The attribute belongs to the current device: once per device (a process may drive several).
+    static std::atomic<uint64_t> set{0};
+    int dev = 0;
+    STRUX_CUDA(cudaGetDevice(&dev));
+    const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+    if (!(set.load(std::memory_order_acquire) & bit)) {
       STRUX_CUDA(cudaFuncSetAttribute(matvec_tiled<C, T, RC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       int(smem)));
-      return true;
-    }();
-    (void)attr;
+      set.fetch_or(bit, std::memory_order_release);
+    }
     const int S = matvec_split(Nd);
     const int64_t rows = (kWarps / S) * kDT;
     const dim3 grid(unsigned((Nd + rows - 1) / rows), freq_grid(nfreq));
