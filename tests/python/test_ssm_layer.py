@@ -19,35 +19,6 @@ def make(kw, d, n, **extra):
     return st.CirculantSSM(d, n, **kw, **extra) if "p" in kw else st.DiagonalSSM(d, n, **kw, **extra)
 
 
-def dense_transitions(layer, x):
-    """A_t (B, T, n, n) float64 in the spatial domain, from the layer's own parameterization."""
-    if isinstance(layer, st.DiagonalSSM):
-        a, _ = layer.scan_inputs(x)
-        return torch.diag_embed(a.detach().to(torch.complex128 if a.is_complex() else F64))
-    a = torch.fft.irfft(layer.transition(x).detach().to(torch.complex128), n=layer.k, dim=-1)  # (B, T, p, p, k)
-    k = layer.k
-    idx = (torch.arange(k)[:, None] - torch.arange(k)[None, :]) % k          # circ(v)[r, c] = v[(r - c) mod k]
-    blocks = a[..., idx]                                                     # (B, T, p, p, k, k)
-    B, T, p = a.shape[:3]
-    return blocks.permute(0, 1, 2, 4, 3, 5).reshape(B, T, p * k, p * k)
-
-
-def loop_states(layer, x, h0=None):
-    """h_t = A_t h_{t-1} + b_t by a plain float64 time loop."""
-    A = dense_transitions(layer, x)
-    if isinstance(layer, st.DiagonalSSM):
-        b = layer.scan_inputs(x)[1].detach()
-    else:
-        b = layer.in_proj(x).detach()
-    b = b.to(A.dtype)
-    h = torch.zeros(b.shape[0], b.shape[2], dtype=A.dtype) if h0 is None else h0.to(A.dtype)
-    out = []
-    for t in range(b.shape[1]):
-        h = torch.einsum("bij,bj->bi", A[:, t], h) + b[:, t]
-        out.append(h)
-    return torch.stack(out, 1)
-
-
 @pytest.mark.parametrize("name,kw", LAYERS)
 def test_shapes_and_gradients_flow(name, kw):
     torch.manual_seed(0)
@@ -73,7 +44,7 @@ def test_recurrence_matches_float64_spatial_loop(name, kw):
         x = torch.randn(B, T, d)
         h0 = torch.randn(B, n // 2, dtype=torch.complex64) if name == "complex" else torch.randn(B, n)
         h = layer(x, h0=h0, return_state=True)[1]
-        want = loop_states(layer, x, h0)
+        want = st.ssm.reference_states(layer, x, h0)
     err = float((h.to(want.dtype) - want).abs().max())
     assert err < 1e-4, (err, float(want.abs().max()))
 
@@ -88,7 +59,7 @@ def test_transitions_are_stable_and_block_mixing_rows_sum_to_r():
         r = torch.sigmoid(layer.r_proj(x)).view(2, 9, 4, -1)
     assert torch.allclose(rows, r, atol=1e-6) and float(rows.max()) < 1
     # the spectral radius of every step is below 1 (the infinity norm of each frequency's block)
-    A = dense_transitions(layer, x)
+    A = st.ssm._dense_transitions(layer, x)
     assert float(torch.linalg.eigvals(A).abs().max()) < 1
 
 

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from ._scan import block_circulant_scan, circulant_scan, diag_scan
 
-__all__ = ["CirculantSSM", "DiagonalSSM"]
+__all__ = ["CirculantSSM", "DiagonalSSM", "reference_states"]
 
 
 def _check_int(name: str, value, lo: int) -> int:
@@ -173,3 +173,32 @@ class DiagonalSSM(nn.Module):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n={self.n}, kind={self.kind!r}"
+
+
+def _dense_transitions(layer, x: Tensor) -> Tensor:
+    """A_t (B, T, n, n) (complex (B, T, m, m) for the complex diagonal) in float64, built from the
+    layer's parameterization as plain matrices (gathered circulant blocks, no FFT of the state)."""
+    if isinstance(layer, DiagonalSSM):
+        a, _ = layer.scan_inputs(x)
+        return torch.diag_embed(a.detach().to(torch.complex128 if a.is_complex() else torch.float64))
+    k = layer.k
+    a = torch.fft.irfft(layer.transition(x).detach().to(torch.complex128), n=k, dim=-1)  # (B, T, p, p, k)
+    idx = (torch.arange(k, device=x.device)[:, None] - torch.arange(k, device=x.device)[None, :]) % k
+    blocks = a[..., idx]                                 # (B, T, p, p, k, k), circ(v)[r, c] = v[(r - c) mod k]
+    B, T, p = a.shape[:3]
+    return blocks.permute(0, 1, 2, 4, 3, 5).reshape(B, T, p * k, p * k)
+
+
+@torch.no_grad()
+def reference_states(layer, x: Tensor, h0: Tensor = None) -> Tensor:
+    """The layer's states by a plain float64 time loop in the spatial domain, h_t = A_t h_{t-1} +
+    b_t with dense A_t (O(T n^2): for checking the scans, not for use)."""
+    A = _dense_transitions(layer, x)
+    b = layer.scan_inputs(x)[1] if isinstance(layer, DiagonalSSM) else layer.in_proj(x)
+    b = b.to(A.dtype)
+    h = b.new_zeros(b.shape[0], b.shape[2]) if h0 is None else h0.to(A.dtype)
+    out = []
+    for t in range(b.shape[1]):
+        h = torch.einsum("bij,bj->bi", A[:, t], h) + b[:, t]
+        out.append(h)
+    return torch.stack(out, 1)
