@@ -1,7 +1,6 @@
 """The models of the experiment: token embedding, L pre-norm residual blocks (sequence mixer,
 then a 2x MLP), a classifier per position. The mixer is one of strux.torch's state-space layers
 (CirculantSSM, DiagonalSSM) or, for the LSTM baseline, the whole stack is an nn.LSTM."""
-import torch
 from torch import nn
 
 import strux.torch as st
