@@ -199,6 +199,8 @@ def main(argv=None):
     ap.add_argument("--no-throughput", action="store_true")
     ap.add_argument("--throughput-reps", type=int, default=5)
     ap.add_argument("--note", default="", help="a line for the report (e.g. the budget's reason)")
+    ap.add_argument("--time-limit", type=float, default=0,
+                    help="seconds after which no new training job starts (0: none); the report covers what finished")
     ap.add_argument("--report-only", action="store_true", help="rebuild the report from --out/results.json")
     args = ap.parse_args(argv)
     if args.report_only:
@@ -236,6 +238,7 @@ def main(argv=None):
             for s in range(cfg["seeds"]) for r in runs for m in RUNS[r][3] if not only or m in only]
     results = []
     path = os.path.join(args.out, "results.json")
+    meta["jobs"] = f"0 of {len(jobs)}"
 
     def record(r):  # results.json after every job: `--report-only` rebuilds the report from it
         results.append(r)
@@ -247,13 +250,27 @@ def main(argv=None):
 
     # Each worker trains whole jobs; OpenMP threads of strux's CPU backend follow --threads.
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    late = lambda: args.time_limit and time.perf_counter() - t_start > args.time_limit  # noqa: E731
     if args.workers <= 1:
         for j in jobs:
+            if late():
+                break
             record(train_one(j))
     else:
         with cf.ProcessPoolExecutor(args.workers, mp_context=mp.get_context("spawn")) as ex:
-            for fut in cf.as_completed([ex.submit(train_one, j) for j in jobs]):
+            futs = [ex.submit(train_one, j) for j in jobs]
+            for fut in cf.as_completed(futs):
+                if fut.cancelled():
+                    continue
                 record(fut.result())
+                if late():  # the jobs not yet started are dropped, the running ones finish
+                    for f in futs:
+                        f.cancel()
+    meta["wall_s"] = time.perf_counter() - t_start
+    if len(results) < len(jobs):
+        meta["jobs"] += f" (stopped at the time limit of {args.time_limit:.0f} s)"
+        with open(path, "w") as f:
+            json.dump(dict(meta=meta, results=results, throughput=tp, numerics=num), f, indent=1)
     report.write(args.out, meta, results, tp, RUNS, models.MIXERS, num)
     print(f"wrote {args.out}/REPORT.md in {meta['wall_s']:.0f} s", flush=True)
 
