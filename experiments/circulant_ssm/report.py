@@ -83,19 +83,20 @@ def _plot(out_dir, by_run, gen_lengths):
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    runs = [r for r in ("lengen", "d4", "mve") if r in by_run]
+    runs = [r for r in ("lengen", "d4", "s3", "mve") if r in by_run]
     fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 3.8), squeeze=False)
     for ax, run in zip(axes[0], runs):
         for model, rs in by_run[run].items():
             acc = np.array([[r["gen_last"][str(L)] for L in gen_lengths] for r in rs]) * 100
             ax.errorbar(gen_lengths, acc.mean(0), yerr=acc.std(0), label=model, marker="o", capsize=3)
         ax.set_title({"lengen": "Z_8, trained on lengths 3–40", "d4": "D_4, trained on lengths 3–40",
+                      "s3": "S_3, trained on lengths 3–40",
                       "mve": "Z_8, trained on lengths 16–64"}[run])
         ax.set_xlabel("test length")
         ax.set_ylabel("final-token accuracy (%)")
         ax.set_xscale("log", base=2)
         ax.set_ylim(0, 102)
-        ax.axhline(100 / 8, color="gray", lw=0.8, ls=":")
+        ax.axhline(100 / (6 if run == "s3" else 8), color="gray", lw=0.8, ls=":")
         ax.legend(fontsize=7)
     fig.tight_layout()
     path = os.path.join(out_dir, "accuracy.png")
@@ -126,11 +127,13 @@ def write(out_dir, meta, results, tp, runs, mixers, numerics=None):
               "hidden size 64 with the same embedding and classifier. Loss: cross-entropy at every position. "
               "Metrics: accuracy per token over all positions of length-32 test sequences; accuracy of the "
               "final token (the whole prefix product) at length 32 and at lengths "
-              f"{', '.join(map(str, cfg['gen_lengths']))} (\"40–256\": their mean). Chance is 12.5 %.", ""]
+              f"{', '.join(map(str, cfg['gen_lengths']))} (\"40–256\": their mean). "
+              "Chance is 12.5 % (Z_8, D_4), 16.7 % (S_3).", ""]
     by_run = {}
     titles = {"mve": "Z_8 composition, the seed's MVE (train 10K sequences of length 16–64)",
               "lengen": "Z_8 length generalization (train lengths 3–40, test 40–256)",
-              "d4": "D_4 composition (non-abelian; train 3–40, test 32 and 40–256)"}
+              "d4": "D_4 composition (non-abelian; train 3–40, test 32 and 40–256)",
+              "s3": "S_3 composition (non-abelian, a Z_3 factor; train 3–40, test 32 and 40–256)"}
     for run in runs:
         if not any(r["run"] == run for r in results):
             continue

@@ -9,6 +9,7 @@ Runs (each model x seed trains from scratch, same steps / batch / optimizer for 
   mve     Z_8, 10K training sequences of length 16-64; accuracy at length 32 (the seed's MVE)
   lengen  Z_8, train on lengths 3-40, test at 40-256 (the published length-generalization protocol)
   d4      D_4 (non-abelian), train 3-40, test at 32 and 40-256 (the proposal's follow-up)
+  s3      S_3 (non-abelian, with a Z_3 factor), the same protocol
 See README.md for the metrics and the budget knobs.
 """
 import argparse
@@ -34,6 +35,7 @@ RUNS = {  # name -> (task, train lengths lo, hi, models)
     "mve": ("z8", 16, 64, ["circ", "block4", "real01", "real11", "complex", "lstm"]),
     "lengen": ("z8", 3, 40, ["circ", "block4", "real01", "real11", "complex", "lstm"]),
     "d4": ("d4", 3, 40, ["block4", "circ", "real11", "complex", "lstm"]),
+    "s3": ("s3", 3, 40, ["block4", "circ", "real11", "complex", "lstm"]),
 }
 FULL = dict(seeds=5, steps=1500, batch=64, train_count=10000, eval_count=512, lr=1e-2,
             gen_lengths=[40, 64, 96, 128, 192, 256], eval_length=32)
