@@ -34,8 +34,8 @@ def _table(rows, run, mixers):
             by_model.setdefault(r["model"], []).append(r)
     for model, rs in by_model.items():
         tok, last, gen = (_ms([r[k] for r in rs]) for k in ("acc_token", "acc_last", "gen_mean"))
-        out.append(f"| {model}: {mixers[model][0]} | {rs[0]['params']:,} | {len(rs)} | {tok[0]} | {tok[1]} | {last[0]} | "
-                   f"{last[1]} | {gen[0]} | {gen[1]} | {np.mean([r['loss_start'] for r in rs]):.2f} → "
+        out.append(f"| {model}: {mixers[model][0]} | {rs[0]['params']:,} | {len(rs)} | {tok[0]} | {tok[1]} | "
+                   f"{last[0]} | {last[1]} | {gen[0]} | {gen[1]} | {np.mean([r['loss_start'] for r in rs]):.2f} → "
                    f"{np.mean([r['loss_end'] for r in rs]):.3f} | {np.mean([r['train_s'] for r in rs]):.0f} |")
     return out, by_model
 
