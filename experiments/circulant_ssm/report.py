@@ -115,7 +115,8 @@ def write(out_dir, meta, results, tp, runs, mixers, numerics=None):
              f"- Date: {meta['date']}; commit {meta['commit']}; wall time {meta['wall_s']:.0f} s; "
              f"training jobs completed: {meta.get('jobs', 'all')}",
              f"- Command: `{meta['command']}`",
-             f"- Budget: {cfg['seeds']} seed(s) per model; {cfg['steps']} steps of batch {cfg['batch']} (AdamW, lr "
+             f"- Budget: {cfg['seeds']} seed(s) per model per command (the tables count them); {cfg['steps']} "
+             f"steps of batch {cfg['batch']} (AdamW, lr "
              f"{cfg['lr']}, warmup + cosine, clip 1.0), the same for every model; {cfg['train_count']:,} training "
              f"sequences per run; {cfg['eval_count']} test sequences per length; {meta['workers']} worker(s) × "
              f"{meta['threads']} thread(s)" + (" — the `--small` smoke version" if meta["small"] else ""),

@@ -204,9 +204,11 @@ def main(argv=None):
     ap.add_argument("--time-limit", type=float, default=0,
                     help="seconds after which no new training job starts (0: none); the report covers what finished")
     ap.add_argument("--report-only", action="store_true", help="rebuild the report from --out/results.json")
+    ap.add_argument("--merge", nargs="*", default=[], help="with --report-only: output folders to add")
+    ap.add_argument("--seed-start", type=int, default=0, help="the first seed (more seeds added by a later run)")
     args = ap.parse_args(argv)
     if args.report_only:
-        return report_only(args.out)
+        return report_only(args.out, args.merge)
 
     cfg = dict(SMALL if args.small else FULL)
     for key in ("seeds", "steps", "train_count", "eval_count"):
@@ -237,7 +239,8 @@ def main(argv=None):
 
     # seed-major order: a run stopped early still has every model at the first seeds
     jobs = [dict(run=r, model=m, seed=s, cfg=cfg, device=args.device, threads=args.threads)
-            for s in range(cfg["seeds"]) for r in runs for m in RUNS[r][3] if not only or m in only]
+            for s in range(args.seed_start, args.seed_start + cfg["seeds"])
+            for r in runs for m in RUNS[r][3] if not only or m in only]
     results = []
     path = os.path.join(args.out, "results.json")
     meta["jobs"] = f"0 of {len(jobs)}"
@@ -277,12 +280,29 @@ def main(argv=None):
     print(f"wrote {args.out}/REPORT.md in {meta['wall_s']:.0f} s", flush=True)
 
 
-def report_only(out):
-    """Rebuilds REPORT.md and accuracy.png from out/results.json (e.g. of a run stopped early)."""
+def report_only(out, merge=()):
+    """Rebuilds REPORT.md and accuracy.png from out/results.json (e.g. of a run stopped early);
+    with `merge`, first adds the results of other output folders (other runs, seeds, budgets:
+    their commands and job counts go to the report) and rewrites out/results.json."""
     with open(os.path.join(out, "results.json")) as f:
         d = json.load(f)
-    report.write(out, d["meta"], d["results"], d["throughput"], RUNS, models.MIXERS, d["numerics"])
-    print(f"wrote {out}/REPORT.md from {len(d['results'])} results", flush=True)
+    meta, results = d["meta"], d["results"]
+    seen = {(r["run"], r["model"], r["seed"]) for r in results}
+    for other in merge:
+        with open(os.path.join(other, "results.json")) as f:
+            o = json.load(f)
+        new = [r for r in o["results"] if (r["run"], r["model"], r["seed"]) not in seen]
+        seen |= {(r["run"], r["model"], r["seed"]) for r in new}
+        results += new
+        meta["command"] += f"`; then `{o['meta']['command']}"
+        om = o["meta"]
+        meta["jobs"] += f"; then {om.get('jobs', '?')} ({om['date']}, commit {om['commit']}, {om['wall_s']:.0f} s)"
+        meta["wall_s"] += o["meta"]["wall_s"]
+    if merge:
+        with open(os.path.join(out, "results.json"), "w") as f:
+            json.dump(dict(d, meta=meta, results=results), f, indent=1)
+    report.write(out, meta, results, d["throughput"], RUNS, models.MIXERS, d["numerics"])
+    print(f"wrote {out}/REPORT.md from {len(results)} results", flush=True)
 
 
 def _progress(r, i, total):
