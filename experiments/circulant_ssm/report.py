@@ -83,12 +83,18 @@ def _plot(out_dir, by_run, gen_lengths):
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    runs = [r for r in ("lengen", "d4", "s3", "mve") if r in by_run]
-    fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 3.8), squeeze=False)
-    for ax, run in zip(axes[0], runs):
+    runs = [r for r in ("lengen", "mve", "d4", "s3") if r in by_run]
+    cols = 2 if len(runs) > 1 else 1
+    rows = (len(runs) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=False)
+    color = {m: f"C{i}" for i, m in enumerate(["circ", "block4", "real01", "real11", "complex", "lstm"])}
+    for ax in axes.flat[len(runs):]:
+        ax.axis("off")
+    for ax, run in zip(axes.flat, runs):
         for model, rs in by_run[run].items():
             acc = np.array([[r["gen_last"][str(L)] for L in gen_lengths] for r in rs]) * 100
-            ax.errorbar(gen_lengths, acc.mean(0), yerr=acc.std(0), label=model, marker="o", capsize=3)
+            ax.errorbar(gen_lengths, acc.mean(0), yerr=acc.std(0), label=model, marker="o", capsize=3,
+                        color=color.get(model))
         ax.set_title({"lengen": "Z_8, trained on lengths 3–40", "d4": "D_4, trained on lengths 3–40",
                       "s3": "S_3, trained on lengths 3–40",
                       "mve": "Z_8, trained on lengths 16–64"}[run])
