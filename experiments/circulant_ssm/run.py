@@ -2,7 +2,7 @@
 circulant / block-circulant state transitions against diagonal baselines and an LSTM, plus the
 forward-throughput criterion. Writes REPORT.md, results.json and accuracy.png to --out.
 
-  PYTHONPATH=python python experiments/circulant_ssm/run.py --small           # CPU smoke: ~35 s of CPU time
+  PYTHONPATH=python python experiments/circulant_ssm/run.py --small           # CPU smoke: 17 s on 2 idle cores (--workers 2)
   PYTHONPATH=python python experiments/circulant_ssm/run.py --workers 8       # full, on a GPU
 
 Runs (each model x seed trains from scratch, same steps / batch / optimizer for every model):
