@@ -8,6 +8,8 @@ Modules:
   KSLinear(patterns, bias, layout, weights, order)   x (..., N) -> (..., M), K = K_1 ⋯ K_P
   BlockToeplitz(blocks, layout)       d = F m, blocks a Parameter
   monarch(n, nblocks), butterfly(n, radix)   KS patterns (strux.patterns) for KSLinear
+  CirculantSSM(d_model, n, p)         circulant / block-circulant state-space layer (Fourier form)
+  DiagonalSSM(d_model, n, kind)       its diagonal baselines: real [0, 1], real [-1, 1], complex
 
 Functions (differentiable): fftconv, fftconv_spectral (the filter as its lowest frequencies,
 complex), ks_matmul, ks_chain, diag_scan, circulant_scan, block_circulant_scan,
@@ -23,7 +25,7 @@ graph, so that the plans exist). CPU tensors run strux's CPU backend on the tens
 input dtype. The blocks gradient of the toeplitz product exists on CPU only (NotImplementedError
 for CUDA blocks).
 """
-__all__ = ["FFTConv", "KSLinear", "BlockToeplitz", "monarch", "butterfly", "fftconv", "fftconv_backward",
+__all__ = ["FFTConv", "KSLinear", "BlockToeplitz", "CirculantSSM", "DiagonalSSM", "monarch", "butterfly", "fftconv", "fftconv_backward",
            "fftconv_spectral", "fftconv_spectral_backward", "ks_matmul",
            "ks_chain", "diag_scan", "circulant_scan", "block_circulant_scan", "toeplitz_matvec", "toeplitz_rmatvec"]
 
@@ -31,4 +33,5 @@ from ..patterns import butterfly, monarch
 from ._fftconv import FFTConv, fftconv, fftconv_backward, fftconv_spectral, fftconv_spectral_backward
 from ._ks import KSLinear, ks_chain, ks_matmul
 from ._scan import block_circulant_scan, circulant_scan, diag_scan
+from .ssm import CirculantSSM, DiagonalSSM
 from ._toeplitz import BlockToeplitz, toeplitz_matvec, toeplitz_rmatvec
