@@ -11,6 +11,7 @@
 #pragma once
 
 #include <complex>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 
@@ -77,6 +78,22 @@ void dispatch(DType dt, const char* arg, const char* where, F&& f) {
     case DType::c128: return detail::call<Set, typename Set::c128>(f, dt, arg, where);
   }
   throw TypeError(msg("argument '", arg, "': unknown dtype code ", int(dt)));
+}
+
+// The size dispatch of kernels compiled per power of two: calls f(std::integral_constant<int, N>{})
+// for the run-time n when n is a power of two in [Lo, Hi] and returns true; false otherwise (the
+// caller says what is missing in its own words).
+template <int Lo, int Hi, class F>
+bool dispatch_pow2(int64_t n, F&& f) {
+  if constexpr (Lo > Hi) {
+    return false;
+  } else {
+    if (n == Lo) {
+      f(std::integral_constant<int, Lo>{});
+      return true;
+    }
+    return dispatch_pow2<2 * Lo, Hi>(n, f);
+  }
 }
 
 }  // namespace strux::core

@@ -65,6 +65,19 @@ def ref_toeplitz(blocks, x, adjoint=False):
 FFTCONV_GATES = [(), ("pre",), ("post",), ("skip",), ("pre", "post", "skip")]
 
 
+def fft_ref(u, k, mode="causal", pre=None, post=None, skip=None):
+    """float64 FFT form of the DESIGN.md formula (torch CPU pocketfft, differentiable), for
+    sizes where the direct sum is slow."""
+    L = u.shape[-1]
+    v = u * pre if pre is not None else u
+    Lk = min(k.shape[-1], L)
+    n = L if mode == "circular" else L + Lk
+    y = torch.fft.irfft(torch.fft.rfft(v, n=n) * torch.fft.rfft(k[:, :Lk], n=n), n=n)[..., :L]
+    if skip is not None:
+        y = y + skip[:, None] * v
+    return y * post if post is not None else y
+
+
 def make_fftconv_inputs(B, H, L, Lk, dtype, gates):
     """u, k (scaled by 1/sqrt(Lk)), and the gates named in `gates` (else None), in `dtype`."""
     u = rand((B, H, L), dtype)

@@ -2,7 +2,7 @@
 and against the cuFFT path, at sizes the plan maps to the fused kernels."""
 import pytest
 
-from cuda_common import (FFTCONV_GATES as GATES, TOL, _cuda, check_fftconv_vjp, cpu64,
+from cuda_common import (FFTCONV_GATES as GATES, TOL, _cuda, check_fftconv_vjp, cpu64, fft_ref,
                          make_fftconv_inputs as make, needs_gpu, rand, ref_fftconv, rel, torch)
 
 pytestmark = needs_gpu
@@ -70,19 +70,6 @@ def test_forward(dtype, size):
 def test_backward(dtype, size):
     B, H, L, Lk, mode = size
     check_fftconv_vjp(B, H, L, Lk, mode, dtype)
-
-
-def fft_ref(u, k, mode="causal", pre=None, post=None, skip=None):
-    """float64 FFT form of the DESIGN.md formula (torch CPU pocketfft, differentiable), for
-    sizes where the direct sum is slow."""
-    L = u.shape[-1]
-    v = u * pre if pre is not None else u
-    Lk = min(k.shape[-1], L)
-    n = L if mode == "circular" else L + Lk
-    y = torch.fft.irfft(torch.fft.rfft(v, n=n) * torch.fft.rfft(k[:, :Lk], n=n), n=n)[..., :L]
-    if skip is not None:
-        y = y + skip[:, None] * v
-    return y * post if post is not None else y
 
 
 @pytest.mark.parametrize("L, nfft", [(1500, 4096), (3000, 8192), (6000, 16384), (16384, 32768)])

@@ -11,7 +11,7 @@ bound here is 4e-3).
 import pytest
 
 from cuda_common import TOL as GRAD_TOL  # the default solver's bounds (its gradients)
-from cuda_common import (FFTCONV_GATES as GATES, _cuda, cpu64, make_fftconv_inputs as make, needs_gpu, rand,
+from cuda_common import (FFTCONV_GATES as GATES, _cuda, cpu64, fft_ref, make_fftconv_inputs as make, needs_gpu, rand,
                          rel, torch)
 
 pytestmark = needs_gpu
@@ -32,18 +32,6 @@ def tensor_solver():
 
 def plan_of(B, H, L, Lk, mode, dtype, backward=False, algo=2):
     return _cuda._ext.cuda.FFTConvPlan(B, H, L, Lk, mode, dtype, backward, algo)
-
-
-def fft_ref(u, k, mode="causal", pre=None, post=None, skip=None):
-    """The DESIGN.md formula in float64 by FFT (torch CPU): exact to ~1e-15 at these sizes."""
-    L = u.shape[-1]
-    v = u * pre if pre is not None else u
-    Lk = min(k.shape[-1], L)
-    n = L if mode == "circular" else L + Lk
-    y = torch.fft.irfft(torch.fft.rfft(v, n=n) * torch.fft.rfft(k[:, :Lk], n=n), n=n)[..., :L]
-    if skip is not None:
-        y = y + skip[:, None] * v
-    return y * post if post is not None else y
 
 
 def check(B, H, L, Lk, mode, dtype, gates):

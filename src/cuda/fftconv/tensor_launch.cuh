@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/dispatch.hpp"
 #include "cuda/check.hpp"
 #include "cuda/fftconv/tensor.cuh"
 #include "cuda/fftconv/tensor.hpp"
@@ -14,16 +15,8 @@ namespace strux::cuda::tensor {
 // Calls f(integral_constant<int, N>) for the run-time N.
 template <class F>
 void with_n(int64_t N, F&& f) {
-  switch (N) {
-    case 256: f(std::integral_constant<int, 256>{}); break;
-    case 512: f(std::integral_constant<int, 512>{}); break;
-    case 1024: f(std::integral_constant<int, 1024>{}); break;
-    case 2048: f(std::integral_constant<int, 2048>{}); break;
-    case 4096: f(std::integral_constant<int, 4096>{}); break;
-    case 8192: f(std::integral_constant<int, 8192>{}); break;
-    case 16384: f(std::integral_constant<int, 16384>{}); break;
-    default: check_arg(false, "nfft", "no tensor-core fftconv kernel for nfft = ", N);
-  }
+  if (!core::dispatch_pow2<int(kMinN), int(kMaxN)>(N, f))
+    check_arg(false, "nfft", "no tensor-core fftconv kernel for nfft = ", N);
 }
 
 template <class T>
