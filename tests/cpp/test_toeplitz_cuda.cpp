@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "strux/strux.hpp"
+#include "toeplitz_ref.hpp"
 
 namespace {
 
@@ -50,20 +51,8 @@ std::vector<float> randf(size_t n, std::mt19937_64& g) {
 // Time-major, R right-hand sides: y = F x (adjoint: Fᵀ x) in float64.
 std::vector<double> ref(const std::vector<float>& b, const std::vector<float>& x, int64_t nt, int64_t nd, int64_t nm,
                         int64_t R, bool adjoint) {
-  const int64_t nin = adjoint ? nd : nm, nout = adjoint ? nm : nd;
-  std::vector<double> y(size_t(nt * nout * R), 0.0);
-  for (int64_t i = 0; i < nt; ++i)
-    for (int64_t j = 0; j <= i; ++j)
-      for (int64_t a = 0; a < nd; ++a)
-        for (int64_t c = 0; c < nm; ++c)
-          for (int64_t r = 0; r < R; ++r) {
-            const double f = b[size_t(((i - j) * nd + a) * nm + c)];
-            if (!adjoint)
-              y[size_t((i * nout + a) * R + r)] += f * x[size_t((j * nin + c) * R + r)];
-            else
-              y[size_t((j * nout + c) * R + r)] += f * x[size_t((i * nin + a) * R + r)];
-          }
-  return y;
+  return strux::test::ref_apply(std::vector<double>(b.begin(), b.end()), std::vector<double>(x.begin(), x.end()),
+                                nt, nd, nm, R, strux::ToeplitzLayout::TimeMajor, adjoint);
 }
 
 double rel(const std::vector<float>& got, const std::vector<double>& want) {
