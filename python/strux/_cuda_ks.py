@@ -17,6 +17,8 @@ KSChain through python/src/bind_cuda_f64.cpp; a whole chain in one call). Layout
 """
 from __future__ import annotations
 
+import functools
+
 from . import _cuda as _a
 from . import _cuda_options as _O
 from . import _ext
@@ -155,6 +157,13 @@ _FORWARD = getattr(_ext, "cuda_ks_forward", None)  # the native entries, read on
 _CHAIN_WS = getattr(_ext, "cuda_ks_chain_workspace", None)  # bytes of scratch a chain call needs
 
 
+@functools.lru_cache(maxsize=256)
+def _chain_bytes(flat, batch, bl, dt, dev, opts, backward):
+    """Scratch bytes of a chain call: the plan's answer (its path's intermediates or the fused
+    pair's weight copies), asked once per problem instead of by a second native call every call."""
+    return _CHAIN_WS(list(flat), batch, bl, dt, dev, opts, backward)
+
+
 def ks_forward(x, w, p, bl, batch, dt, dev, opts=0):
     """y = x K^T / K x; opts: the packed plan options (strux._cuda_options.ks_code)."""
     a, b, c, d = p
@@ -186,7 +195,7 @@ def chain_forward(x, ws, ps, flat, bl, batch, dt, dev, opts=0):
     a, b, _, d = ps[0]
     y = _a.empty(x, (a * b * d, batch) if bl else (batch, a * b * d))
     # the plan says how much scratch its path needs (the intermediates, or the fused pair's weight copies)
-    nbytes = _CHAIN_WS(flat, batch, bl, dt, dev, opts, False)
+    nbytes = _chain_bytes(tuple(flat), batch, bl, dt, dev, opts, False)
     s = _a.scratch(x, nbytes)
     _ext.cuda_ks_chain_forward(_a.ptr(x), [_a.ptr(w) for w in ws], _a.ptr(y), _a.ptr(s), nbytes, flat, batch, bl,
                                dt, dev, opts, _a.stream(x))
@@ -203,7 +212,7 @@ def chain_backward(dy, x, ws, ps, flat, bl, batch, dt, dev, need_dx=True, need_d
     dx = _a.empty(x, tuple(x.shape)) if need_dx else None
     dw32 = [_a.empty(w, p, "float32") if need_dw is None or need_dw[q] else None
             for q, (w, p) in enumerate(zip(ws, ps))]
-    nbytes = _CHAIN_WS(flat, batch, bl, dt, dev, opts, True)
+    nbytes = _chain_bytes(tuple(flat), batch, bl, dt, dev, opts, True)
     s = _a.scratch(x, nbytes)
     _ext.cuda_ks_chain_backward(_a.ptr(dy), _a.ptr(x), [_a.ptr(w) for w in ws], _a.ptr(dx),
                                 [_a.ptr(g) for g in dw32], _a.ptr(s), nbytes, flat, batch, bl, dt, dev, opts,
