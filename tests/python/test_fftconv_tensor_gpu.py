@@ -1,6 +1,7 @@
 """The tensor-core fftconv solver (forced: strux._cuda_fftconv.fftconv_algo = 2, C++ options.solver
 "tensor") against the float64 formula, at every FFT size it covers (256 … 16384), causal and
-circular, with gates, odd B and H, float16 and bfloat16.
+circular, with gates, odd B and H, float16 and bfloat16; one real row per complex sequence, so a
+NaN or inf in one row leaves every other row's output finite and right.
 
 Tolerances (norm-wise relative error against float64): the kernels split every tensor-core operand
 into hi + lo halves, so the transform itself is accurate to ~1e-6 and what is left is the rounding
@@ -66,21 +67,58 @@ def test_plan_errors():
         plan_of(1, 1, 128, 10, "circular", "float16")        # below 256
 
 
-# (L, Lk, mode) -> the default plan's tensor nfft (float16/bfloat16), None where it is not chosen:
-# none for now (src/cuda/fftconv/tensor.hpp kAutoMaxN: the row packing joins rows' non-finite values)
+# (L, Lk, mode) -> the default plan's tensor nfft (float16/bfloat16), None where it is not chosen
+# (src/cuda/fftconv/tensor.hpp kAutoMaxN = 512)
 DEFAULT_RULE = [
-    ((1, 1, "causal"), None), ((16, 4, "causal"), None), ((128, 128, "causal"), None), ((300, 50, "causal"), None),
-    ((257, 257, "causal"), None), ((1000, 10, "causal"), None), ((256, 100, "circular"), None),
-    ((512, 512, "circular"), None), ((1024, 10, "circular"), None)]
+    ((1, 1, "causal"), 256), ((16, 4, "causal"), 256), ((128, 128, "causal"), 256), ((129, 128, "causal"), 256),
+    ((300, 50, "causal"), 512), ((256, 256, "causal"), 512), ((257, 256, "causal"), 512), ((257, 257, "causal"), None),
+    ((513, 1, "causal"), None), ((1000, 10, "causal"), None),
+    ((256, 100, "circular"), 256), ((512, 512, "circular"), 512), ((128, 10, "circular"), None),
+    ((1024, 10, "circular"), None), ((300, 10, "circular"), None)]
+
+
+def rows_apart(B, H, L, Lk, mode, dtype, bad=float("nan")):
+    """One non-finite input in row (B // 2, H - 1): that row's output is non-finite, every other
+    row's is finite and equal to the float64 formula (to the output rounding, per row)."""
+    u, k, pre, post, skip = make(B, H, L, Lk, dtype, ())
+    u[B // 2, H - 1, L // 3] = bad
+    y = _cuda.fftconv(u, k, mode).double().cpu()
+    ref = fft_ref(*cpu64(u, k), mode)
+    ok = torch.ones(B, H, dtype=torch.bool)
+    ok[B // 2, H - 1] = False
+    assert not torch.isfinite(y[B // 2, H - 1]).all(), (B, H, L, mode, dtype)
+    assert torch.isfinite(y[ok]).all(), (B, H, L, mode, dtype)
+    err = ((y[ok] - ref[ok]).norm(dim=-1) / ref[ok].norm(dim=-1)).max()
+    assert float(err) < 4 * TOL[dtype], (B, H, L, mode, dtype, float(err))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("N", SIZES)
+def test_rows_apart(N, dtype):
+    """Forced tensor solver: a NaN or inf in one row stays in that row (rows b and b + 1 of one h
+    were once packed together), causal and circular, B even and odd."""
+    for mode in ("causal", "circular"):
+        L = N if mode == "circular" else N // 2
+        rows_apart(4, 3, L, 57, mode, dtype)
+        rows_apart(3, 2, L, 57, mode, dtype, float("inf"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("N", SIZES)
+def test_single_and_odd_batch(N, dtype):
+    """B = 1 and odd B (no partner row) with H = 1 and odd H: every row right."""
+    for B, H in ((1, 1), (1, 3), (5, 1), (3, 7)):
+        check(B, H, N // 2 - 1, N // 2, "causal", dtype, ("pre", "post", "skip"))
+        check(B, H, N, N // 3, "circular", dtype, ())
 
 
 def test_default_keeps_rows_apart():
-    """A NaN in one batch row leaves every other row's output finite and right on the default plan
-    (the forced tensor kernels pack two rows per complex sequence, which is why they are not the
-    default)."""
+    """A NaN in one batch row leaves every other row's output finite and right on the default plan,
+    which takes the tensor kernels at these sizes."""
     _cuda.fftconv_algo = 0
     for dt in DTYPES:
         for mode, L in (("causal", 200), ("circular", 256)):
+            assert plan_of(4, 3, L, 57, mode, dt, algo=0).tensor, (dt, mode)
             u, k, pre, post, skip = make(4, 3, L, 57, dt, ())
             u[1, 2, 7] = float("nan")
             y = _cuda.fftconv(u, k, mode).double().cpu()
@@ -94,8 +132,8 @@ def test_default_keeps_rows_apart():
 
 @pytest.mark.parametrize("size, nfft", DEFAULT_RULE, ids=str)
 def test_default_rule(size, nfft):
-    """The automatic choice (algo 0) takes the tensor kernels where DEFAULT_RULE says (nowhere for
-    now), never for float32/float64; algo 4 (the fused kernels where they apply, else cuFFT) never
+    """The automatic choice (algo 0) takes the tensor kernels where DEFAULT_RULE says, never for
+    float32/float64; algo 4 (the fused kernels where they apply, else cuFFT) never
     does."""
     L, Lk, mode = size
     for dt in DTYPES:

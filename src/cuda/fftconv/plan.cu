@@ -65,7 +65,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   p.nfft = (circular && L > 1) ? L : std::max<int64_t>(2, good_fft_size(L + p.Lmin - 1));
   // Tensor cores: causal nfft = the next power of two >= max(256, L + Lmin - 1), circular
   // nfft = L; both in [256, 16384]. Forced by algo 2, 3, 5, 6 and 7; algo 0 takes them for float16 /
-  // bfloat16 up to nfft = tensor::kAutoMaxN (0 for now: tensor.hpp says why).
+  // bfloat16 up to nfft = tensor::kAutoMaxN (tensor.hpp says why).
   const int64_t n_tc = tensor::fft_size(circular, L, p.Lmin);
   const bool tensor_auto = algo == 0 && tensor::supported_dtype(dtype) && tensor::supported_n(n_tc) &&
                            n_tc <= tensor::kAutoMaxN;

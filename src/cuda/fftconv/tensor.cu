@@ -43,8 +43,9 @@ const T* cp(const void* p) { return static_cast<const T*>(p); }
 
 void plan(DType dt, int64_t N, Launch& g) {
   with_type(dt, [&](auto t) { plan_t<decltype(t)>(N, g); });
-  // Q = 16^P with P = 2 below N = 4096, else 3 (tensor.cuh passes16)
-  const int64_t Q = N >= 4096 ? 4096 : 256;
+  // Q = 16^P for the complex length N/2: P = 3 from 4096, else 2 (1 at 128: no twiddles, the table
+  // unused)
+  const int64_t Q = N / 2 >= 4096 ? 4096 : 256;
   std::vector<float2> w(static_cast<size_t>(Q));
   const double pi = 3.14159265358979323846;
   for (int64_t m = 0; m < Q; ++m) {

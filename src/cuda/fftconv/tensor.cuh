@@ -1,14 +1,17 @@
-// The tensor-core fftconv kernels: FFTs of size N = r·16^P (r in {1, 2, 4, 8}, N = 256 … 16384)
-// as a radix-r pass on CUDA cores and P radix-16 passes, each a complex 16×16 DFT matrix times
-// the data, done as real mma.sync m16n8k16 products with float32 accumulation.
+// The tensor-core fftconv kernels: real FFTs of size nfft = 256 … 16384 as complex FFTs of size
+// M = nfft/2 = r·16^P (r in {1, 2, 4, 8}, P in {1, 2, 3}): a radix-r pass on CUDA cores and P
+// radix-16 passes, each a complex 16×16 DFT matrix times the data, done as real mma.sync
+// m16n8k16 products with float32 accumulation.
 //
-// Layout. Two real rows of one h (b and b + 1) are packed as one complex sequence
-// z = v_b + i·v_{b+1}: with a real filter, irfft-free conv(k, z) = conv(k, v_b) + i·conv(k, v_{b+1}),
-// so one complex FFT serves two rows and no real-FFT split step is needed. A CTA holds
-// `seqs` sequences of N float2 in shared memory. The forward transform is decimation in
-// frequency in place (natural order in, digit-reversed order out); K̂ is stored in the same
-// order (computed by the same transform), and the inverse (decimation in time, the passes in
-// reverse with conjugate matrices and twiddles) brings natural order back.
+// Layout. One real row v of length nfft is one complex sequence z[n] = v[2n] + i·v[2n+1],
+// n < M (as the fused kernels pack it), so rows never mix: a NaN stays in its own row. A CTA
+// holds `seqs` sequences of M float2 in shared memory. The forward transform is decimation in
+// frequency in place (natural order in, digit-reversed order out: position p = k·Q + digrev(f'),
+// frequency f = k + r·f', Q = 16^P), and the inverse (decimation in time, the passes in reverse
+// with conjugate matrices and twiddles) brings natural order back. Between the innermost forward
+// and inverse passes each element becomes Z'[f] = α_f·Z[f] + β_f·conj(Z[M − f]): the real-FFT
+// untangle, the product with the filter's spectrum and the re-tangle as one 2×2 map (middle()),
+// with (α, β) per position from the filter (spectrum_kernel), computed by the same transform.
 //
 // Precision. Each mma operand is split into hi + lo halves of the 16-bit type (lo scaled by
 // 2^11 for f16 / 2^8 for bf16 so it stays normal, accumulated separately and scaled back):
@@ -29,20 +32,20 @@
 namespace strux::cuda::tensor {
 
 // ---- sizes -------------------------------------------------------------------------------------
-__host__ __device__ constexpr int passes16(int N) { return N >= 4096 ? 3 : 2; }
+// Template parameter N below: the complex length M = nfft/2 (128 … 8192).
+__host__ __device__ constexpr int passes16(int N) { return N >= 4096 ? 3 : N >= 256 ? 2 : 1; }
 __host__ __device__ constexpr int pow16(int p) { return p == 0 ? 1 : 16 * pow16(p - 1); }
 __host__ __device__ constexpr int radix_r(int N) { return N / pow16(passes16(N)); }
-// Threads per CTA and sequences per CTA (seqs·N = 8192 points, 64 KB, up to N = 8192).
-__host__ __device__ constexpr int threads_for(int N) { return N >= 16384 ? 512 : 256; }
-__host__ __device__ constexpr int seqs_for(int N) { return N >= 8192 ? 1 : 8192 / N; }
-// Resident CTAs per SM the register budget is set for (64 KB of shared memory per CTA below
-// N = 16384: three fit in the H100's 228 KB, two in the A100's 164 KB). At three the kernels
-// take 80 registers without spills (ptxas, sm_90a and sm_80).
+// Threads per CTA and sequences per CTA (seqs·N = 8192 points, 64 KB).
+__host__ __device__ constexpr int threads_for(int) { return 256; }
+__host__ __device__ constexpr int seqs_for(int N) { return 8192 / N; }
+// Resident CTAs per SM the register budget is set for (64 KB of shared memory per CTA: three
+// fit in the H100's 228 KB, two in the A100's 164 KB).
 // TB: tiles per warp in flight in each radix-16 pass (1, or 2 with the register budget of one
 // resident CTA less: two independent load → mma → store chains per warp for the schedulers to
 // interleave, against fewer warps per SM; forced by plan algos 5 and 6, to be measured).
 // FT (pass16): factored twiddle lookups, plan algos 6 (with TB = 2) and 7 (TB = 1).
-__host__ __device__ constexpr int blocks_for(int N, int TB = 1) { return N >= 16384 ? 1 : 4 - TB; }
+__host__ __device__ constexpr int blocks_for(int, int TB = 1) { return 4 - TB; }
 
 // ---- shared-memory swizzle --------------------------------------------------------------------
 // Bit 0 ^= parity of bits 4, 8, 12, …; bit 3 ^= parity of bits 5, 9, 13, …; bit 2 ^= parity of
@@ -170,11 +173,21 @@ __device__ __forceinline__ void tile_dft(const Dft16<E>& F, const float2 (&x)[2]
 // Pass at digit j on blocks of Q = 16^P points: sub-blocks of S = 16^(j+1), Lw = 16^j. Element
 // (row k, column c) of a block, c < Q/16: (c / Lw)·S + k·Lw + c % Lw. A tile is 16 rows × 8
 // consecutive columns; tile bases and in-tile offsets occupy disjoint bits, so
-// swz(base + off) = swz(base) ^ swz(off).
+// swz(base + off) = swz(base) ^ swz(off). At j = 0 a tile is 128 consecutive points (8 columns of
+// 16), also when Q = 16 (its columns are then 8 blocks).
 template <int Q, int J>
 struct Pass16 {
   static constexpr int Lw = pow16(J), S = 16 * Lw, kTiles = Q / 128;
   static __device__ __forceinline__ int addr(int k, int c) { return (c / Lw) * S + k * Lw + (c & (Lw - 1)); }
+  // Unswizzled base of tile t and its first column's index within its sub-block (twiddles).
+  static __device__ __forceinline__ void tile(int t, int& base, int& low0) {
+    if constexpr (J == 0) {
+      base = 128 * t, low0 = 0;
+    } else {
+      const int blk = t / kTiles, c0 = 8 * (t % kTiles);
+      base = blk * Q + addr(0, c0), low0 = c0 & (Lw - 1);
+    }
+  }
 };
 
 // Pass J. Forward (decimation in frequency): y = F·x per column, then y *= W_S^(low·k)/16.
@@ -214,9 +227,9 @@ __device__ __forceinline__ void pass16(float2* __restrict__ buf, int ntile, cons
     int sb[TB], low0[TB];
 #pragma unroll
     for (int b = 0; b < TB; ++b) {
-      const int t = t0 + b * nwarp, blk = t / P::kTiles, c0 = 8 * (t % P::kTiles);
-      sb[b] = swz(blk * Q + P::addr(0, c0));
-      low0[b] = c0 & (P::Lw - 1);
+      int base;
+      P::tile(t0 + b * nwarp, base, low0[b]);
+      sb[b] = swz(base);
 #pragma unroll
       for (int e = 0; e < 2; ++e)
 #pragma unroll
@@ -280,13 +293,70 @@ __device__ __forceinline__ void inverse_to(float2* buf, int ntile, const Dft16<E
   }
 }
 
-// The innermost passes (J = 0, forward then inverse) with the filter product between them, per
-// tile: both passes of a tile touch the same 128 points, so the warp goes from one to the other
-// through its own part of shared memory (__syncwarp) with no CTA barrier and no separate
-// product pass. kh(p): K̂ at logical position p of the CTA buffer.
-template <class E, int Q, int TB, class Kh>
-__device__ __forceinline__ void middle(float2* __restrict__ buf, int ntile, const Dft16<E>& F, Kh kh) {
-  using P = Pass16<Q, 0>;
+// ---- the middle: innermost passes with the real-FFT untangle and the filter between them ------
+// The middle's work goes by pairs of J = 0 tiles such that the partner M − f of every frequency
+// f in the pair lies in the pair too (bench/fftconv_tensor_model.py pair_tiles, check_pairs). Per
+// sequence (T = Q/128 tiles per block of Q, r blocks): block 0's tiles 0 and 1 (kind 1: its
+// frequencies R·f' pair with R·(−f' mod Q)), block 0's tiles j + 1 and T − j, block r/2's tiles c
+// and T − 1 − c, block k's tile c and block r − k's tile T − 1 − c (kind 0: the partner of the
+// pair's offset o, 0 … 255 over tile A then tile B, is 255 − o). M = 128 (one tile per
+// sequence): two sequences, each closed (kind 2).
+struct PairTiles {
+  int a, b, kind;  // unswizzled bases of tiles A and B in the CTA buffer
+};
+template <int N>
+__device__ __forceinline__ PairTiles pair_tiles(int pi) {
+  if constexpr (N == 128) {
+    return {256 * pi, 256 * pi + 128, 2};
+  } else {
+    constexpr int Q = pow16(passes16(N)), R = N / Q, T = Q / 128;
+    const int s = pi / (N / 256), j = pi % (N / 256), s0 = s * N;
+    if (j < T / 2) return j == 0 ? PairTiles{s0, s0 + 128, 1} : PairTiles{s0 + 128 * (j + 1), s0 + 128 * (T - j), 0};
+    if (j < T) return {s0 + (R / 2) * Q + 128 * (j - T / 2), s0 + (R / 2) * Q + 128 * (T - 1 - (j - T / 2)), 0};
+    const int k = 1 + (j - T) / T, c = (j - T) % T;
+    return {s0 + k * Q + 128 * c, s0 + (R - k) * Q + 128 * (T - 1 - c), 0};
+  }
+}
+// Work item i (0 … 127) of a pair: the pair offsets x, y (0 … 255 over tile A then tile B) it
+// updates, each the other's partner, or (self: frequencies 0 and M/2) both their own partners.
+// The items cover the pair's 256 points once, so items need no ordering among themselves.
+// Kind 0: (i, 255 − i); kinds 1 and 2: closed spans of 2·half points (half = 128, 64).
+__device__ __forceinline__ bool item_of(int i, int kind, int& x, int& y) {
+  if (kind == 0) {
+    x = i, y = 255 - i;
+    return false;
+  }
+  const int half = kind == 1 ? 128 : 64, base = i >= half ? 2 * half : 0, ii = i & (half - 1);
+  if (ii == 0) x = 0, y = 8;
+  else if (ii < 8) x = ii, y = 16 - ii;
+  else if (ii < 16) x = half - 8 + ii, y = half + 23 - ii;
+  else x = ii, y = 2 * half + 15 - ii;
+  x += base, y += base;
+  return ii == 0;
+}
+
+// One innermost pass (J = 0) on the tile at swizzled base sb, inside one warp.
+template <class E, bool Inverse>
+__device__ __forceinline__ void tile0(float2* __restrict__ buf, int sb, const int (&in_off)[2][2],
+                                      const int (&out_off)[2][2], const Dft16<E>& F) {
+  float2 x[2][2], y[2][2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) x[e][h] = buf[sb ^ in_off[e][h]];
+  tile_dft<E, Inverse>(F, x, y);
+  __syncwarp();  // every lane's loads of this tile precede any store into it
+#pragma unroll
+  for (int e = 0; e < 2; ++e)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) buf[sb ^ out_off[e][h]] = y[e][h];
+}
+
+// Per tile pair, inside one warp (no CTA barrier): forward DFT-16 of both tiles, stored unscaled;
+// then per work item Z' = α·Z + β·conj(Z_partner) for both of its points (ab(p): (α, β)/16 at
+// buffer position p, the forward pass's 1/16 folded in); then the inverse DFT-16 of both tiles.
+template <class E, int N, class AB>
+__device__ __forceinline__ void middle(float2* __restrict__ buf, const Dft16<E>& F, AB ab) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
   const int g = lane >> 2, q = lane & 3;
   int in_off[2][2], out_off[2][2];
@@ -294,49 +364,33 @@ __device__ __forceinline__ void middle(float2* __restrict__ buf, int ntile, cons
   for (int e = 0; e < 2; ++e)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      in_off[e][h] = swz(P::addr(2 * q + e + 8 * h, g));
-      out_off[e][h] = swz(P::addr(g + 8 * h, 2 * q + e));
+      in_off[e][h] = swz(16 * g + 2 * q + e + 8 * h);     // row 2q + e + 8h, column g
+      out_off[e][h] = swz(16 * (2 * q + e) + g + 8 * h);  // row g + 8h, column 2q + e
     }
-  for (int t0 = warp; t0 < ntile; t0 += TB * nwarp) {
-    int base[TB], sb[TB];
-    float2 x[TB][2][2], y[TB][2][2];
-#pragma unroll
-    for (int b = 0; b < TB; ++b) {
-      const int t = t0 + b * nwarp, blk = t / P::kTiles, c0 = 8 * (t % P::kTiles);
-      base[b] = blk * Q + P::addr(0, c0), sb[b] = swz(base[b]);
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) x[b][e][h] = buf[sb[b] ^ in_off[e][h]];
+  constexpr int npair = seqs_for(N) * N / 256;
+  for (int pi = warp; pi < npair; pi += nwarp) {
+    const PairTiles pt = pair_tiles<N>(pi);
+    const int sa = swz(pt.a), sb = swz(pt.b);
+    tile0<E, false>(buf, sa, in_off, out_off, F);
+    tile0<E, false>(buf, sb, in_off, out_off, F);
+    __syncwarp();
+    // unroll 2: all four items' loads hoisted spill at the 80-register budget
+#pragma unroll 2
+    for (int j = 0; j < 4; ++j) {
+      int x, y;
+      const bool self = item_of(lane + 32 * j, pt.kind, x, y);
+      const int ax = (x & 128 ? sb : sa) ^ swz(x & 127), ay = (y & 128 ? sb : sa) ^ swz(y & 127);
+      const float2 zx = buf[ax], zy = buf[ay];
+      const float4 cx = ab((x & 128 ? pt.b : pt.a) + (x & 127)), cy = ab((y & 128 ? pt.b : pt.a) + (y & 127));
+      const float2 px = self ? zx : zy, py = self ? zy : zx;  // the partners
+      buf[ax] = {cx.x * zx.x - cx.y * zx.y + cx.z * px.x + cx.w * px.y,
+                 cx.x * zx.y + cx.y * zx.x + cx.w * px.x - cx.z * px.y};
+      buf[ay] = {cy.x * zy.x - cy.y * zy.y + cy.z * py.x + cy.w * py.y,
+                 cy.x * zy.y + cy.y * zy.x + cy.w * py.x - cy.z * py.y};
     }
-#pragma unroll
-    for (int b = 0; b < TB; ++b) tile_dft<E, false>(F, x[b], y[b]);
     __syncwarp();
-#pragma unroll
-    for (int b = 0; b < TB; ++b)
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float2 k = kh(base[b] + P::addr(g + 8 * h, 2 * q + e));
-          buf[sb[b] ^ out_off[e][h]] = fused::mulf2(fused::scale2(y[b][e][h], 1.f / 16.f), k);
-        }
-    __syncwarp();
-#pragma unroll
-    for (int b = 0; b < TB; ++b)
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) x[b][e][h] = buf[sb[b] ^ in_off[e][h]];
-#pragma unroll
-    for (int b = 0; b < TB; ++b) tile_dft<E, true>(F, x[b], y[b]);
-    __syncwarp();
-#pragma unroll
-    for (int b = 0; b < TB; ++b)
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) buf[sb[b] ^ out_off[e][h]] = y[b][e][h];
+    tile0<E, true>(buf, sa, in_off, out_off, F);
+    tile0<E, true>(buf, sb, in_off, out_off, F);
   }
   __syncthreads();
 }
@@ -347,13 +401,13 @@ __device__ __forceinline__ void forward_passes(float2* buf, int ntile, const Dft
   forward_from<E, pow16(P), P - 1, 0, 1, false>(buf, ntile, F, tw);
 }
 
-// Forward passes, the filter product and the inverse passes: buf goes from the radix-r pass's
-// output to the input of the inverse radix-r pass.
-template <class E, int N, int TB, bool FT, class Kh>
-__device__ __forceinline__ void convolve_passes(float2* buf, int ntile, const Dft16<E>& F, const float2* tw, Kh kh) {
+// Forward passes, the middle and the inverse passes: buf goes from the radix-r pass's output to
+// the input of the inverse radix-r pass.
+template <class E, int N, int TB, bool FT, class AB>
+__device__ __forceinline__ void convolve_passes(float2* buf, int ntile, const Dft16<E>& F, const float2* tw, AB ab) {
   constexpr int P = passes16(N), Q = pow16(P);
   forward_from<E, Q, P - 1, 1, TB, FT>(buf, ntile, F, tw);
-  middle<E, Q, TB>(buf, ntile, F, kh);
+  middle<E, N>(buf, F, ab);
   inverse_to<E, Q, 1, P - 1, TB, FT>(buf, ntile, F, tw);
 }
 
@@ -427,78 +481,107 @@ __device__ __forceinline__ float ldf(const T* __restrict__ p, int64_t i) {
 }
 
 // ---- filter spectrum ------------------------------------------------------------------------------
-// khat[h][i] = N · (forward transform of k[h, :Lmin] zero-padded to N)[i], i.e. K̂ in the
-// kernels' digit-reversed order (the forward transform scales by 1/N). One sequence per h.
+// Frequency at position p of a sequence (digit-reversed order) and the position of frequency f.
+template <int N>
+__device__ __forceinline__ int digrev16(int a) {
+  int r = 0;
+#pragma unroll
+  for (int d = 0; d < passes16(N); ++d) r = 16 * r + (a & 15), a >>= 4;
+  return r;
+}
+template <int N>
+__device__ __forceinline__ int freq_of(int p) {
+  constexpr int Q = pow16(passes16(N));
+  return p / Q + (N / Q) * digrev16<N>(p % Q);
+}
+template <int N>
+__device__ __forceinline__ int pos_of(int f) {
+  constexpr int Q = pow16(passes16(N)), R = N / Q;
+  return (f % R) * Q + digrev16<N>(f / R);
+}
+
+// ab[h][p] = (α, β)/16 of the middle at position p (tensor.cuh top): from K = rfft(k[h, :Lmin]
+// zero-padded to nfft), K[f] and K[M − f] by the fused kernels' split of the packed filter's
+// transform (scaled 1/M: times M here), α = (K[f](1 − sin θ) + conj K[M − f](1 + sin θ))/2,
+// β = i·cos θ·(K[f] − conj K[M − f])/2, θ = π f/M. One sequence per h.
 template <class T, int N>
 __global__ void __launch_bounds__(threads_for(N), blocks_for(N)) spectrum_kernel(const T* __restrict__ k, int64_t H, int64_t Lk,
                                                                   int64_t Lmin, const float2* __restrict__ tw,
-                                                                  float2* __restrict__ khat) {
+                                                                  float4* __restrict__ ab) {
   using E = typename OpOf<T>::type;
   constexpr int SEQ = seqs_for(N);
   extern __shared__ float2 buf[];
   const int64_t h0 = int64_t(blockIdx.x) * SEQ;
   const Dft16<E> F(threadIdx.x & 31, true);
   load_forward<N>(buf, SEQ, [&](int s, int n) {
-    const int64_t h = h0 + s;
-    return float2{h < H && n < Lmin ? ldf(k, h * Lk + n) : 0.f, 0.f};
+    const int64_t h = h0 + s, t = 2 * int64_t(n);
+    if (h >= H) return float2{0.f, 0.f};
+    return float2{t < Lmin ? ldf(k, h * Lk + t) : 0.f, t + 1 < Lmin ? ldf(k, h * Lk + t + 1) : 0.f};
   });
   __syncthreads();
   forward_passes<E, N>(buf, SEQ * N / 128, F, tw);
   for (int i = threadIdx.x; i < SEQ * N; i += blockDim.x) {
-    const int64_t h = h0 + i / N;
-    if (h < H) khat[h * N + i % N] = fused::scale2(buf[swz(i)], float(N));
+    const int s = i / N, p = i % N;
+    const int64_t h = h0 + s;
+    if (h >= H) continue;
+    const int f = freq_of<N>(p);
+    const fused::Split sp = fused::split<N>(buf[swz(i)], buf[swz(s * N + pos_of<N>((N - f) & (N - 1)))], f);
+    const float2 kf = fused::scale2(sp.xf, float(N)), kgc = fused::scale2(fused::conjf2(sp.xg), float(N));
+    float sn, cs;
+    sincospif(float(f) / float(N), &sn, &cs);
+    const float2 d = {(kf.x - kgc.x) * (cs / 32.f), (kf.y - kgc.y) * (cs / 32.f)};  // β = i·d
+    ab[h * N + p] = {(kf.x * (1.f - sn) + kgc.x * (1.f + sn)) / 32.f, (kf.y * (1.f - sn) + kgc.y * (1.f + sn)) / 32.f,
+                     -d.y, d.x};
   }
 }
 
 // ---- forward ---------------------------------------------------------------------------------------
-// y = post ⊙ (conv(k, v) + skip·v), v = u ⊙ pre, for sequences seq = blockIdx.x·SEQ + s:
-// h = seq / pairs, rows b = 2·(seq % pairs) and b + 1 (the latter absent when b + 1 = B).
-// Causal: N ≥ L + Lmin − 1 (zero padding); circular: N = L.
+// y = post ⊙ (conv(k, v) + skip·v), v = u ⊙ pre, one row per sequence: seq = blockIdx.x·SEQ + s is
+// row (b, h), h = seq / B, b = seq % B (a CTA's rows share h: ab[h] stays in L1/L2). vec: two
+// samples per aligned 2-vector load and store (L even, every pointer 4-byte aligned).
+// Causal: nfft = 2N ≥ L + Lmin − 1 (zero padding); circular: nfft = L.
 template <class T, int N, int TB, bool FT>
 __global__ void __launch_bounds__(threads_for(N), blocks_for(N, TB)) forward_kernel(
     const T* __restrict__ u, const T* __restrict__ pre, const T* __restrict__ post, const T* __restrict__ skip,
-    const float2* __restrict__ khat, const float2* __restrict__ tw, T* __restrict__ y, int64_t B, int64_t H,
-    int64_t L, bool split) {
+    const float4* __restrict__ ab, const float2* __restrict__ tw, T* __restrict__ y, int64_t B, int64_t H,
+    int64_t L, bool split, bool vec) {
   using E = typename OpOf<T>::type;
   constexpr int SEQ = seqs_for(N);
   static_assert((SEQ * N / 128) % (TB * threads_for(N) / 32) == 0, "every warp takes whole batches of TB tiles");
   extern __shared__ float2 buf[];
-  // Per sequence: offsets of its two rows (−1: absent), its h and skip value.
-  __shared__ int64_t off0[SEQ], off1[SEQ], hs[SEQ];
+  // Per sequence: its row's offset (−1: past the last row), its h and skip value.
+  __shared__ int64_t offs[SEQ], hs[SEQ];
   __shared__ float sks[SEQ];
-  const int64_t pairs = (B + 1) / 2, nseq = H * pairs, seq0 = int64_t(blockIdx.x) * SEQ;
+  const int64_t nseq = B * H, seq0 = int64_t(blockIdx.x) * SEQ;
   for (int s = threadIdx.x; s < SEQ; s += blockDim.x) {
     const int64_t seq = seq0 + s;
-    const int64_t h = seq < nseq ? seq / pairs : 0, b = 2 * (seq % pairs);
-    off0[s] = seq < nseq ? (b * H + h) * L : -1;
-    off1[s] = seq < nseq && b + 1 < B ? (b * H + h) * L + H * L : -1;
+    const int64_t h = seq < nseq ? seq / B : 0, b = seq % B;
+    offs[s] = seq < nseq ? (b * H + h) * L : -1;
     hs[s] = h;
     sks[s] = skip ? ldf(skip, h) : 0.f;
   }
   __syncthreads();
-  auto v_at = [&](int64_t o, int n) {
-    if (o < 0 || n >= L) return 0.f;
-    const float x = ldf(u, o + n);
-    return pre ? x * ldf(pre, o + n) : x;
+  // (v[2n], v[2n + 1]) of the row at offset o, zero past L
+  auto v2 = [&](int64_t o, int n) {
+    if (o < 0) return float2{0.f, 0.f};
+    const int64_t t = 2 * int64_t(n);
+    const float2 x = fused::ld2(u + o, t, L, vec);
+    return pre ? fused::mul2(x, fused::ld2(pre + o, t, L, vec)) : x;
   };
   const Dft16<E> F(threadIdx.x & 31, split);
-  load_forward<N>(buf, SEQ, [&](int s, int n) { return float2{v_at(off0[s], n), v_at(off1[s], n)}; });
+  load_forward<N>(buf, SEQ, [&](int s, int n) { return v2(offs[s], n); });
   __syncthreads();
   convolve_passes<E, N, TB, FT>(buf, SEQ * N / 128, F, tw,
-                        [&](int p) { return __ldg(khat + hs[p / N] * N + (p & (N - 1))); });
+                                [&](int p) { return __ldg(ab + hs[p / N] * N + (p & (N - 1))); });
   inverse_store<N>(buf, SEQ, [&](int s, int n, float2 z) {
-    const int64_t o0 = off0[s], o1 = off1[s];
-    if (n >= L || o0 < 0) return;
+    const int64_t o = offs[s], t = 2 * int64_t(n);
+    if (o < 0 || t >= L) return;
     if (skip) {
-      z.x += sks[s] * v_at(o0, n);
-      z.y += sks[s] * v_at(o1, n);
+      const float2 v = v2(o, n);
+      z = {z.x + sks[s] * v.x, z.y + sks[s] * v.y};
     }
-    if (post) {
-      z.x *= ldf(post, o0 + n);
-      if (o1 >= 0) z.y *= ldf(post, o1 + n);
-    }
-    y[o0 + n] = From<T>::of(z.x);
-    if (o1 >= 0) y[o1 + n] = From<T>::of(z.y);
+    if (post) z = fused::mul2(z, fused::ld2(post + o, t, L, vec));
+    fused::st2(y + o, t, L, vec, z.x, z.y);
   });
 }
 

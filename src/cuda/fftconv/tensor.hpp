@@ -12,16 +12,14 @@
 
 namespace strux::cuda::tensor {
 
-// FFT sizes with a compiled kernel: powers of two N = 256 … 16384 (N float2 per sequence in
-// shared memory: 128 KB at 16384, within the A100's 164 KB and the H100's 228 KB).
+// FFT sizes with a compiled kernel: powers of two N = 256 … 16384 (one real row per complex
+// sequence of N/2 float2 in shared memory; 64 KB per CTA at every size).
 constexpr int64_t kMinN = 256, kMaxN = 16384;
 bool supported_n(int64_t N);
 // The automatic solver choice (plan algo 0) takes these kernels for float16 / bfloat16 up to this
-// FFT size; 0: never. They measured faster at FFT 256 (bench/NOTES-gpu-fftconv-tensor.md), but
-// they pack batch rows b and b + 1 into one complex sequence, so a NaN or inf in one row makes
-// its partner row's output non-finite: the automatic choice must not change a finite row's answer,
-// so they stay forced-only until the packing keeps rows apart.
-constexpr int64_t kAutoMaxN = 0;
+// FFT size (bench/NOTES-gpu-fftconv-tensor.md: faster than the fused kernels and cuFFT at 256 and
+// 512, slower from 1024). One real row per complex sequence, so a row's NaN or inf stays its own.
+constexpr int64_t kAutoMaxN = 512;
 // These kernels' FFT size for a problem: circular L itself, causal the next power of two
 // >= max(kMinN, L + Lmin - 1) (stops past kMaxN); supported_n() says whether one is compiled.
 int64_t fft_size(bool circular, int64_t L, int64_t Lmin);
@@ -29,15 +27,16 @@ int64_t fft_size(bool circular, int64_t L, int64_t Lmin);
 bool supported_dtype(DType dt);
 
 struct Launch {
-  int N = 0, threads = 0, seqs = 1;  // seqs: complex sequences (two real rows each) per CTA
+  int N = 0, threads = 0, seqs = 1;  // N: nfft; seqs: complex sequences (one real row each) per CTA
   size_t smem = 0;
-  DeviceBuffer tw;  // W_Q^m = exp(−2πi·m/Q), m < Q = N / r: the radix-16 passes' twiddles
+  DeviceBuffer tw;  // W_Q^m = exp(−2πi·m/Q), m < Q = 16^P: the radix-16 passes' twiddles
 };
 
 // Sets the kernels' shared-memory limits and uploads the twiddle table (synchronous copy).
 void plan(DType dt, int64_t N, Launch& g);
 
-// khat[h][i] = K̂ of k[h, :Lmin] zero-padded to N, in the kernels' frequency order: [H][N] complex.
+// khat: [H][N/2] float4 (α, β) per position of the kernels' frequency order (tensor.cuh
+// spectrum_kernel), from k[h, :Lmin] zero-padded to N; the same bytes as [H][N] complex.
 void spectrum(DType dt, const Launch& g, const void* k, int64_t H, int64_t Lk, int64_t Lmin, float2* khat,
               cudaStream_t s);
 // split: hi/lo operand splits (three products each, the solver); false: one product per real

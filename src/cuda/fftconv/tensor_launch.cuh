@@ -22,15 +22,15 @@ void with_n(int64_t N, F&& f) {
 template <class T>
 void plan_t(int64_t N, Launch& g) {
   with_n(N, [&](auto nn) {
-    constexpr int NN = decltype(nn)::value;
-    g.N = NN;
+    constexpr int NN = decltype(nn)::value / 2;  // the kernels' complex length M = nfft/2
+    g.N = 2 * NN;
     g.threads = threads_for(NN);
     g.seqs = seqs_for(NN);
     g.smem = size_t(g.seqs) * NN * sizeof(float2);
     int dev = 0, optin = 0;
     STRUX_CUDA(cudaGetDevice(&dev));
     STRUX_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    check_arg(g.smem + 1024 <= size_t(optin), "nfft", "the tensor-core fftconv kernel for nfft = ", NN, " needs ",
+    check_arg(g.smem + 1024 <= size_t(optin), "nfft", "the tensor-core fftconv kernel for nfft = ", g.N, " needs ",
               g.smem, " bytes of shared memory per block; this device allows ", optin);
     for (const void* k : {reinterpret_cast<const void*>(&forward_kernel<T, NN, 1, false>),
                           reinterpret_cast<const void*>(&forward_kernel<T, NN, 2, false>),
@@ -44,9 +44,10 @@ void plan_t(int64_t N, Launch& g) {
 template <class T>
 void spectrum_t(const Launch& g, const T* k, int64_t H, int64_t Lk, int64_t Lmin, float2* khat, cudaStream_t s) {
   with_n(g.N, [&](auto nn) {
-    constexpr int NN = decltype(nn)::value;
+    constexpr int NN = decltype(nn)::value / 2;
     const int64_t grid = (H + g.seqs - 1) / g.seqs;
-    spectrum_kernel<T, NN><<<unsigned(grid), g.threads, g.smem, s>>>(k, H, Lk, Lmin, g.tw.as<float2>(), khat);
+    spectrum_kernel<T, NN><<<unsigned(grid), g.threads, g.smem, s>>>(k, H, Lk, Lmin, g.tw.as<float2>(),
+                                                                     reinterpret_cast<float4*>(khat));
     STRUX_LAUNCH("fftconv tensor spectrum");
   });
 }
@@ -55,14 +56,17 @@ template <class T>
 void forward_t(const Launch& g, const T* u, const T* pre, const T* post, const T* skip, const float2* khat, T* y,
                int64_t B, int64_t H, int64_t L, bool split, int variant, cudaStream_t s) {
   with_n(g.N, [&](auto nn) {
-    constexpr int NN = decltype(nn)::value;
-    const int64_t nseq = H * ((B + 1) / 2), grid = (nseq + g.seqs - 1) / g.seqs;
+    constexpr int NN = decltype(nn)::value / 2;
+    const int64_t nseq = B * H, grid = (nseq + g.seqs - 1) / g.seqs;
     check_arg(grid < (int64_t(1) << 31), "B", "too many rows for one launch: ", B, " x ", H);
     auto* kernel = variant == 3   ? &forward_kernel<T, NN, 1, true>
                    : variant == 2 ? &forward_kernel<T, NN, 2, true>
                    : variant == 1 ? &forward_kernel<T, NN, 2, false>
                                   : &forward_kernel<T, NN, 1, false>;
-    kernel<<<unsigned(grid), g.threads, g.smem, s>>>(u, pre, post, skip, khat, g.tw.as<float2>(), y, B, H, L, split);
+    auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
+    const bool vec = L % 2 == 0 && al(u) && al(pre) && al(post) && al(y);
+    kernel<<<unsigned(grid), g.threads, g.smem, s>>>(u, pre, post, skip, reinterpret_cast<const float4*>(khat),
+                                                     g.tw.as<float2>(), y, B, H, L, split, vec);
     STRUX_LAUNCH("fftconv tensor forward");
   });
 }
