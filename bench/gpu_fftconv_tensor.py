@@ -26,8 +26,14 @@ out = sys.argv[1] if len(sys.argv) > 1 else "."
 quick = "--quick" in sys.argv
 B, H = 64, 768
 SIZES = [256, 512, 1024, 4096, 16384] if quick else [256, 512, 1024, 2048, 4096, 8192, 16384]
+if "--part" in sys.argv:  # scripts/gpu_part_fctc.sh: the default rule's sizes, float16 only
+    SIZES, DTYPES_PART = [256, 512, 1024], ["float16"]
+else:
+    DTYPES_PART = None
 DTYPES = ["float16", "bfloat16"]
 MODES = ["causal", "circular"]
+if DTYPES_PART:
+    DTYPES = DTYPES_PART
 
 bw = copy_bandwidth()
 res = dict(device=torch.cuda.get_device_name(), copy_TBps=bw / 1e12, B=B, H=H, cases={})
