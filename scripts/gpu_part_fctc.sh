@@ -6,10 +6,10 @@ set -uo pipefail
 OUT=${OUT:-out/fctc}
 mkdir -p "$OUT"
 export PYTHONPATH=${PYTHONPATH:-python:tests/python}
-timeout 60 python3 -m pytest -q -x tests/python/test_fftconv_tensor_gpu.py > "$OUT/pytest.log" 2>&1
+timeout 70 python3 -m pytest -q -x tests/python/test_fftconv_tensor_gpu.py > "$OUT/pytest.log" 2>&1
 rc=$?
 tail -5 "$OUT/pytest.log"
-timeout 55 python3 bench/gpu_fftconv_tensor.py "$OUT" --quick --part > "$OUT/bench.log" 2>&1
+timeout 42 python3 bench/gpu_fftconv_tensor.py "$OUT" --quick --part > "$OUT/bench.log" 2>&1
 rb=$?
 tail -30 "$OUT/bench.log"
 echo "fctc: pytest rc=$rc bench rc=$rb"
