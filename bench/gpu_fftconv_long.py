@@ -123,8 +123,8 @@ def main():
                   f"{f('fourstep_ms'):8.3f} {f('fourstep_cached_ms'):8.3f} {f('recipe_over_fourstep'):7.2f} "
                   f"{f('default_over_fourstep'):7.2f} {f('floor_pct'):7.1f} {f('floor_pct_cached'):7.1f} "
                   f"{f('fourstep_err'):8.1e}", flush=True)
-    with open(f"{out}/fftconv_long.json", "w") as fh:
-        json.dump(res, fh, indent=1)
+        with open(f"{out}/fftconv_long.json", "w") as fh:  # after every case: a timeout keeps the rest
+            json.dump(res, fh, indent=1)
 
 
 if __name__ == "__main__":

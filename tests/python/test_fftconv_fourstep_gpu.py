@@ -16,9 +16,9 @@ FOURSTEP = 8
 
 
 def tol(dtype, nfft):
-    """Norm-wise relative error bound: float32 FFTs of length n about 1e-7·log2(n) per pass, with
+    """Norm-wise relative error bound: float32 FFTs of length n about 1e-7·log2(n) per transform, with
     margin; half types add the output rounding (float16 2^-11, bfloat16 2^-8 per element)."""
-    f32 = 5e-7 * math.log2(nfft)
+    f32 = 7e-7 * math.log2(nfft)
     return {"float32": f32, "float16": 1e-3 + f32, "bfloat16": 8e-3 + f32}[dtype]
 
 
@@ -133,4 +133,4 @@ def test_gradients(mode):
     args = [x.requires_grad_(True) for x in cpu64(u, k, pre, post, skip)]
     want = torch.autograd.grad(fft_ref(args[0], args[1], mode, *args[2:]), args, dy.double().cpu())
     for name, g, w in zip(["du", "dk", "dpregate", "dpostgate", "dskip"], got, want):
-        assert rel(g, w) < 1e-5, (name, rel(g, w))
+        assert rel(g, w) < 2e-5, (name, rel(g, w))
