@@ -24,7 +24,10 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 #: 4 = the fused single-kernel path where it applies (float32, float16, bfloat16; causal with
 #: L + min(Lk, L) - 1 <= 32768; circular with L a power of two in [1024, 32768]), else cuFFT;
 #: 5 = as 2 with two tiles per warp in flight in the tensor-core passes, 6 = as 5 with factored
-#: twiddles, 7 = as 2 with factored twiddles (variants to measure).
+#: twiddles, 7 = as 2 with factored twiddles (variants to measure); 8 = the four-step kernels for
+#: the forward, forced (float32, float16, bfloat16; causal nfft = the next power of two
+#: >= max(65536, L + min(Lk, L) - 1), circular L a power of two; nfft <= 4194304; ValueError
+#: elsewhere), gradients by the cuFFT path.
 #: Part of the plan cache key.
 fftconv_algo = 0
 
@@ -184,7 +187,8 @@ class FFTConvCUDA:
         """What the plan chose, in words."""
         p = self._plan
         return (f"fftconv (B={self.B}, H={self.H}, L={self.L}, Lk={self.Lk}) {self.mode} {self.dtype}: "
-                + ("the tensor-core kernels" if p.tensor else "the fused single-kernel path" if p.fused
+                + ("the tensor-core kernels" if p.tensor else "the four-step kernels" if p.fourstep
+                   else "the fused single-kernel path" if p.fused
                    else f"cuFFT, nfft {p.nfft}"))
 
     def set_filter(self, k):

@@ -11,7 +11,9 @@
 // nfft 256 and 512, else "fused" where it applies, else "cufft"), "fused" (one kernel with its
 // FFTs in shared memory; ValueError where it does not apply), "cufft", "tensor" (tensor-core
 // kernels for the forward, float16/bfloat16, nfft 256 … 16384, ValueError where it does not
-// apply; gradients by "fused" where it applies, else "cufft").
+// apply; gradients by "fused" where it applies, else "cufft"), "fourstep" (four-step kernels for
+// the forward at FFT sizes 65536 … 4194304, float32/float16/bfloat16, ValueError elsewhere;
+// gradients by "cufft").
 #pragma once
 
 #include <cstdint>

@@ -30,7 +30,10 @@ class FFTConvPlan {
   // (a benchmark probe of the hi/lo splits' cost; float16 error about 5–6e-4); algo 0 (automatic):
   // algo 2 for float16/bfloat16 where its nfft is 256 or 512, else algo 4; algo 5: as 2 with two
   // tiles per warp in flight in the tensor-core passes, algo 6: as 5 with factored twiddles,
-  // algo 7: as 2 with factored twiddles (variants to measure).
+  // algo 7: as 2 with factored twiddles (variants to measure); algo 8: the four-step kernels
+  // (f32/f16/bf16; causal nfft = the next power of two >= max(65536, L + min(Lk, L) - 1),
+  // circular L a power of two; nfft <= 4194304; else an error) for the forward, cuFFT for the
+  // gradients.
   FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward,
               int algo = 0);
   ~FFTConvPlan();
@@ -53,6 +56,7 @@ class FFTConvPlan {
   int64_t nfft() const;
   bool fused() const;   // true when this plan runs the fused kernels
   bool tensor() const;  // true when this plan runs the tensor-core kernels
+  bool fourstep() const;  // true when this plan runs the four-step kernels
   bool filter_set() const;
   size_t workspace_bytes() const;
 

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "cuda/buffer.hpp"
+#include "cuda/fftconv/fourstep.hpp"
 #include "cuda/fftconv/fused.hpp"
 #include "cuda/fftconv/kernels.cuh"
 #include "cuda/fftconv/tensor.hpp"
@@ -33,6 +34,10 @@ struct FFTConvPlan::Impl {
   tensor::Launch tc;
   std::unique_ptr<FFTConvPlan> grad;
   const void* kf_last = nullptr;
+  // Four-step path (fourstep.cuh; algo 8, FFT sizes 65536 … 4M): K̂ as [H][nfft/2 + 1], the
+  // intermediate in slotA; forward only, gradients by the cuFFT plan `grad` (as the tensor path).
+  bool fourstep = false;
+  fourstep::Geometry fs;
 
   template <class T>
   void set_filter(const T* kf, cudaStream_t s);
@@ -51,11 +56,11 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   check_positive(H, "H");
   check_positive(L, "L");
   check_positive(Lk, "Lk");
-  check_arg(algo >= 0 && algo <= 7, "algo",
+  check_arg(algo >= 0 && algo <= 8, "algo",
             "expected 0 (automatic), 1 (cuFFT), 2 (tensor cores), 3 (tensor cores, one product per real "
             "product: a benchmark probe), 4 (fused kernels where they apply, else cuFFT), 5 (tensor cores, "
-            "two tiles per warp in flight), 6 (as 5 with factored twiddles) or 7 (as 2 with factored "
-            "twiddles), got ", algo);
+            "two tiles per warp in flight), 6 (as 5 with factored twiddles), 7 (as 2 with factored "
+            "twiddles) or 8 (four-step kernels, FFT sizes 65536 to 4194304), got ", algo);
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
   Impl& p = *impl_;
   p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);
@@ -83,6 +88,22 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
     p.khat.allocate(size_t(H) * n_tc * sizeof(float2));
     tensor::plan(dtype, n_tc, p.tc);
     if (with_backward) p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, 4);
+    return;
+  }
+  if (algo == 8) {
+    check_arg(fourstep::supported_dtype(dtype), "dtype", "the four-step solver takes float32, float16 or bfloat16, got ",
+              dtype_name(dtype));
+    const int64_t n = fourstep::fft_size(circular, L, p.Lmin);
+    check_arg(n != 0, "L",
+              "the four-step solver needs circular L a power of two in [65536, 4194304] or causal "
+              "L + min(Lk, L) - 1 <= 4194304, got L = ", L, ", Lk = ", Lk, circular ? " (circular)" : " (causal)");
+    p.fourstep = true;
+    p.nfft = n;
+    p.nf = n / 2 + 1;
+    p.fs = fourstep::plan(dtype, n);
+    p.khat.allocate(size_t(H) * p.nf * sizeof(float2));
+    p.slotA.allocate(fourstep::scratch_bytes(p.fs, B * H));
+    if (with_backward) p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, 1);
     return;
   }
   // The fused kernels take float32 arithmetic and power-of-two nfft (causal: any length up to
@@ -140,6 +161,7 @@ size_t FFTConvPlan::workspace_bytes() const {
 }
 bool FFTConvPlan::fused() const { return impl_->fused; }
 bool FFTConvPlan::tensor() const { return impl_->tensor; }
+bool FFTConvPlan::fourstep() const { return impl_->fourstep; }
 
 template <class T>
 void FFTConvPlan::Impl::set_filter(const T* kf, cudaStream_t s) {
@@ -152,6 +174,12 @@ void FFTConvPlan::Impl::set_filter(const T* kf, cudaStream_t s) {
     return;
   }
   // 1/nfft of the inverse transform is folded into the filter spectrum once, here.
+  if (fourstep) {
+    fourstep::spectrum(dtype, fs, kf, H, Lk, Lmin, 1.f / float(nfft), slotA.as<float2>(), khat.as<float2>(), s);
+    kf_last = kf;
+    filter = true;
+    return;
+  }
   if (fused) {  // one launch: the fused kernels' own transform (fused.cuh spectrum_kernel)
     fused::spectrum(dtype, fwd_launch, kf, H, Lk, Lmin, 1.f / float(nfft), khat.as<float2>(), s);
     filter = true;
@@ -176,6 +204,10 @@ void FFTConvPlan::Impl::forward(const T* u, const T* pre, const T* post, const T
   check_arg(filter || own.k, "k", "no filter set on this plan (call set_filter first)");
   if (tensor) {
     tensor::forward(dtype, tc, u, pre, post, skip, khat.as<float2>(), y, B, H, L, tc_split, tc_variant, s);
+    return;
+  }
+  if (fourstep) {
+    fourstep::forward(dtype, fs, u, pre, post, skip, khat.as<float2>(), slotA.as<float2>(), y, B, H, L, s);
     return;
   }
   if (fused) {
@@ -206,7 +238,7 @@ void FFTConvPlan::Impl::backward(const T* dy, const T* u, const T* pre, const T*
   using C = typename F::C;
   check_arg(filter, "k", "no filter set on this plan (call set_filter first)");
   check_arg(with_backward, "plan", "this plan was made without backward workspace");
-  if (tensor) {  // gradients by the algo-4 plan (the tensor kernels run forward only)
+  if (tensor || fourstep) {  // gradients by the `grad` plan (these kernels run forward only)
     grad->set_filter(kf_last, s);
     grad->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
     return;

@@ -1,0 +1,131 @@
+"""fftconv forward at long lengths (FFT sizes 65536 … 4M): the four-step solver (forced,
+fftconv_algo = 8) against the default path (fftconv_algo = 0: cuFFT at these sizes) and the
+PyTorch rfft recipe (float32 rfft/irfft, in the same process), causal, float32 and float16
+inputs (the recipe always on float32). Per case: ms per call with the filter (fftconv(u, k):
+spectrum computed per call, as the recipe does), ms with a cached filter spectrum (FFTConvCUDA),
+ratios, relative error against float64 on two rows, and the fraction of the HBM floor (read u +
+write y once at the copy bandwidth of a 1 GiB torch copy measured here). CUDA events, 3 warm-up
+calls, median of 10. Writes OUTDIR/fftconv_long.json.
+    python bench/gpu_fftconv_long.py OUTDIR [--quick]
+"""
+import json
+import sys
+import traceback
+
+import torch
+
+from strux import _cuda_fftconv as _fc
+from strux.bench.gpu import copy_bandwidth, free, rel
+from strux.bench.timing import time_ms
+
+out = sys.argv[1] if len(sys.argv) > 1 else "."
+quick = "--quick" in sys.argv
+# (B, H, L): Lk = L, causal
+CASES = [(8, 64, 65536), (8, 64, 100000), (8, 64, 1 << 20), (1, 64, 1 << 19), (1, 64, 1 << 20), (1, 64, 1 << 21)]
+if quick:
+    CASES = [CASES[1], CASES[4]]
+DTYPES = ["float32", "float16"]
+REPS = 10
+
+
+def ms(fn):
+    return time_ms(fn, warm=3, reps=REPS)[0]
+
+
+def recipe(u, k):
+    L = u.shape[-1]
+    n = 2 * L
+    y = torch.fft.irfft(torch.fft.rfft(u.float(), n=n) * torch.fft.rfft(k.float(), n=n), n=n)
+    return y[..., :L].to(u.dtype)
+
+
+def ref64(u, k):
+    L = u.shape[-1]
+    n = 2 * L
+    return torch.fft.irfft(torch.fft.rfft(u.double(), n=n) * torch.fft.rfft(k.double(), n=n), n=n)[..., :L]
+
+
+def with_algo(algo, fn):
+    def call():
+        old = _fc.fftconv_algo
+        _fc.fftconv_algo = algo
+        try:
+            return fn()
+        finally:
+            _fc.fftconv_algo = old
+    return call
+
+
+def run_case(B, H, L, res, bw):
+    key = f"B{B}_H{H}_L{L}"
+    case = res["cases"][key] = {}
+    u32 = torch.randn(B, H, L, device="cuda")
+    k32 = torch.randn(H, L, device="cuda") / L ** 0.5
+    case["recipe_f32_ms"] = t_rec = ms(lambda: recipe(u32, k32))
+    ref = ref64(u32[:1, :2], k32[:2])
+    case["recipe_err"] = rel(recipe(u32[:1, :2], k32[:2]).double(), ref)
+    del ref
+    free()
+    for dt in DTYPES:
+        u = u32.to(getattr(torch, dt))
+        k = k32.to(getattr(torch, dt))
+        elem = u.element_size()
+        floor_ms = 2 * u.numel() * elem / bw * 1e3
+        d = case[dt] = {"floor_ms": floor_ms}
+        for name, algo in (("default", 0), ("fourstep", 8)):
+            try:
+                call = with_algo(algo, lambda: _fc.fftconv(u, k))
+                y = call()
+                ref = ref64(u[:1, :2], k[:2])
+                d[f"{name}_err"] = rel(y[:1, :2].double(), ref)
+                del y, ref
+                d[f"{name}_ms"] = ms(call)
+                old = _fc.fftconv_algo
+                _fc.fftconv_algo = algo
+                try:
+                    op = _fc.FFTConvCUDA(k, B, L)
+                finally:
+                    _fc.fftconv_algo = old
+                d[f"{name}_cached_ms"] = ms(lambda: op(u))
+                del op
+            except Exception as e:  # noqa: BLE001  (a failing solver must not hide the others)
+                d[f"{name}_error"] = f"{type(e).__name__}: {e}"
+                traceback.print_exc()
+            free()
+        if "fourstep_ms" in d:
+            d["recipe_over_fourstep"] = t_rec / d["fourstep_ms"]
+            d["default_over_fourstep"] = d.get("default_ms", float("nan")) / d["fourstep_ms"]
+            d["floor_pct"] = 100 * floor_ms / d["fourstep_ms"]
+            d["floor_pct_cached"] = 100 * floor_ms / d["fourstep_cached_ms"]
+        del u, k
+        free()
+    del u32, k32
+    free()
+    return case
+
+
+def main():
+    bw = copy_bandwidth()
+    res = dict(device=torch.cuda.get_device_name(), copy_TBps=bw / 1e12, cases={})
+    print(f"{res['device']}: copy bandwidth {bw / 1e12:.3f} TB/s", flush=True)
+    print(f"{'case':>22} {'dtype':>8} {'recipe':>8} {'default':>8} {'4step':>8} {'4s cach':>8} "
+          f"{'rec/4s':>7} {'def/4s':>7} {'%floor':>7} {'%fl ca':>7} {'err 4s':>8}", flush=True)
+    for B, H, L in CASES:
+        try:
+            case = run_case(B, H, L, res, bw)
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+            continue
+        for dt in DTYPES:
+            d = case.get(dt, {})
+            f = lambda k: d.get(k, float("nan"))  # noqa: E731
+            print(f"{f'B{B} H{H} L{L}':>22} {dt:>8} {case['recipe_f32_ms']:8.3f} {f('default_ms'):8.3f} "
+                  f"{f('fourstep_ms'):8.3f} {f('fourstep_cached_ms'):8.3f} {f('recipe_over_fourstep'):7.2f} "
+                  f"{f('default_over_fourstep'):7.2f} {f('floor_pct'):7.1f} {f('floor_pct_cached'):7.1f} "
+                  f"{f('fourstep_err'):8.1e}", flush=True)
+        with open(f"{out}/fftconv_long.json", "w") as fh:  # after every case: a timeout keeps the rest
+            json.dump(res, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

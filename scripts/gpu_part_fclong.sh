@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# GPU part "fclong" (scripts/gpu_session.sh runs it with OUT set, limit 150 s): the four-step
+# fftconv solver at long lengths. Tests first (tests/python/test_fftconv_fourstep_gpu.py), then
+# bench/gpu_fftconv_long.py (fourstep vs the cuFFT default vs the PyTorch recipe, % of the HBM
+# floor), then compute-sanitizer memcheck / racecheck on small forced calls in the time left.
+# (bench/fftconv_fourstep_model.py, the float64 model of the index mapping, is CPU only: CI runs
+# it through tests/python/test_fftconv_fourstep_model.py.) Logs and JSON under $OUT; a short
+# summary on stdout.
+set -uo pipefail
+OUT=${OUT:-$PWD/out/fclong}
+mkdir -p "$OUT"
+export PYTHONPATH=python:tests/python${PYTHONPATH:+:$PYTHONPATH}
+T0=$(date +%s)
+left() { echo $(( 140 - ($(date +%s) - T0) )); }
+rc=0
+timeout 50 python3 -m pytest -q -x -p no:cacheprovider tests/python/test_fftconv_fourstep_gpu.py > "$OUT/pytest.log" 2>&1
+r=$?
+echo "pytest test_fftconv_fourstep_gpu.py rc=$r in $(( $(date +%s) - T0 )) s: $(tail -1 "$OUT/pytest.log")"
+[ $r = 0 ] || { grep -E "^(E  |FAILED)" "$OUT/pytest.log" | head -12; rc=1; }
+t0=$(date +%s)
+timeout $(( $(left) - 25 )) python3 bench/gpu_fftconv_long.py "$OUT" > "$OUT/bench.log" 2>&1
+r=$?
+echo "bench rc=$r in $(( $(date +%s) - t0 )) s"
+grep -v "^  File\|^    " "$OUT/bench.log" | tail -16
+[ $r = 0 ] || rc=1
+SMALL='
+import sys, torch
+from strux import _cuda_fftconv as F
+F.fftconv_algo = 8
+for mode, L, dt in (("causal", 20001, torch.float16), ("circular", 65536, torch.float32)):
+    u = torch.randn(2, 2, L, device="cuda", dtype=dt)
+    k = torch.randn(2, L // 3, device="cuda", dtype=dt) / L ** 0.5
+    g = torch.randn_like(u)
+    F.fftconv(u, k, mode, g, g, k[:, 0].contiguous())
+torch.cuda.synchronize()
+'
+for tool in memcheck racecheck; do
+  t=$(( $(left) / 2 ))
+  [ $tool = racecheck ] && t=$(left)
+  [ $t -ge 10 ] || { echo "$tool skipped (no time left)"; continue; }
+  timeout $t compute-sanitizer --tool $tool --error-exitcode 9 python3 -c "$SMALL" > "$OUT/$tool.log" 2>&1
+  m=$?
+  echo "$tool rc=$m ($(grep -c -E 'Invalid|hazard|Race' "$OUT/$tool.log") reports; 124 = out of time)"
+  [ $m = 0 ] || [ $m = 124 ] || { tail -4 "$OUT/$tool.log"; rc=1; }
+done
+exit $rc

@@ -1,0 +1,49 @@
+// Host side of the four-step fftconv kernels (fourstep.cuh): which FFT sizes they cover, the
+// split M = M1·M2 chosen once per plan, and the launches of one call. The plan owns the
+// intermediate X ([rows][M] complex float) and the filter spectrum ([H][M + 1] complex float).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "strux/cuda/common.hpp"
+
+namespace strux::cuda::fourstep {
+
+// FFT sizes with kernels: powers of two from just past the fused kernels (32768) to 4M.
+constexpr int64_t kMinNfft = 65536, kMaxNfft = int64_t(1) << 22;
+bool supported_dtype(DType dt);
+// nfft for a problem, 0 when none fits: causal the next power of two >= max(kMinNfft,
+// L + Lmin - 1); circular L itself (a power of two in range).
+int64_t fft_size(bool circular, int64_t L, int64_t Lmin);
+
+// M = nfft / 2 = M1·M2: M2 = 2^min(11, log2 M − 7) (rows of pass B: 256 … 2048 points, two per
+// CTA), M1 = M / M2 (columns of passes A and C: 128 … 1024 points, 8192 per CTA).
+struct Geometry {
+  int M1 = 0, M2 = 0;
+};
+// Sets the kernels' shared-memory limits for dtype dt.
+Geometry plan(DType dt, int64_t nfft);
+size_t scratch_bytes(const Geometry& g, int64_t rows);  // X for `rows` rows
+
+// khat[h] = rfft(scale · k[h, :Lmin] zero-padded to nfft), [H][M + 1]; X: scratch of >= H rows.
+void spectrum(DType dt, const Geometry& g, const void* k, int64_t H, int64_t Lk, int64_t Lmin, float scale,
+              float2* X, float2* khat, cudaStream_t s);
+// y = post ⊙ (irfft(rfft(v)·khat[h]) + skip·v), v = u ⊙ pre, for rows b·H + h of length L.
+void forward(DType dt, const Geometry& g, const void* u, const void* pre, const void* post, const void* skip,
+             const float2* khat, float2* X, void* y, int64_t B, int64_t H, int64_t L, cudaStream_t s);
+
+namespace detail {  // the column passes, instantiated per element type in fourstep_cols.cu
+template <class T>
+void prepare_cols(int M1);
+template <class T>
+void cols_forward(const T* x, const T* gate, int64_t rows, int64_t ld, int64_t nvalid, float scale, const Geometry& g,
+                  bool vec, float2* X, cudaStream_t s);
+template <class T>
+void cols_inverse(const float2* X, const T* u, const T* pre, const T* post, const T* skip, int64_t rows, int64_t H,
+                  int64_t L, const Geometry& g, bool vec, T* y, cudaStream_t s);
+}  // namespace detail
+
+}  // namespace strux::cuda::fourstep

@@ -1,0 +1,62 @@
+// Launches of the four-step column passes (fourstep.cuh cols_forward / cols_inverse) for each
+// element type and column length M1.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "core/dispatch.hpp"
+#include "cuda/check.hpp"
+#include "cuda/fftconv/fourstep.cuh"
+
+namespace strux::cuda::fourstep::detail {
+namespace {
+template <class F>
+void with_m1(int M1, F&& f) {
+  if (!core::dispatch_pow2<128, 1024>(M1, f)) check_arg(false, "nfft", "no four-step column kernel for M1 = ", M1);
+}
+void set_smem(const void* kernel, size_t bytes) {
+  STRUX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+}  // namespace
+
+template <class T>
+void prepare_cols(int M1) {
+  with_m1(M1, [&](auto m) {
+    constexpr int N = decltype(m)::value;
+    set_smem(reinterpret_cast<const void*>(&fourstep::cols_forward<T, N>), col_smem(N));
+    set_smem(reinterpret_cast<const void*>(&fourstep::cols_inverse<T, N>), col_smem(N));
+  });
+}
+
+template <class T>
+void cols_forward(const T* x, const T* gate, int64_t rows, int64_t ld, int64_t nvalid, float scale, const Geometry& g,
+                  bool vec, float2* X, cudaStream_t s) {
+  with_m1(g.M1, [&](auto m) {
+    constexpr int N = decltype(m)::value;
+    const unsigned grid = unsigned(rows * (g.M2 / (kTile / N)));
+    fourstep::cols_forward<T, N><<<grid, kColThreads, col_smem(N), s>>>(x, gate, ld, nvalid, scale, g.M2, vec, X);
+    STRUX_LAUNCH("fftconv four-step pass A");
+  });
+}
+
+template <class T>
+void cols_inverse(const float2* X, const T* u, const T* pre, const T* post, const T* skip, int64_t rows, int64_t H,
+                  int64_t L, const Geometry& g, bool vec, T* y, cudaStream_t s) {
+  with_m1(g.M1, [&](auto m) {
+    constexpr int N = decltype(m)::value;
+    const unsigned grid = unsigned(rows * (g.M2 / (kTile / N)));
+    fourstep::cols_inverse<T, N><<<grid, kColThreads, col_smem(N), s>>>(X, u, pre, post, skip, H, L, g.M2, vec, y);
+    STRUX_LAUNCH("fftconv four-step pass C");
+  });
+}
+
+#define STRUX_FOURSTEP_COLS(T)                                                                                 \
+  template void prepare_cols<T>(int);                                                                          \
+  template void cols_forward<T>(const T*, const T*, int64_t, int64_t, int64_t, float, const Geometry&, bool,   \
+                                float2*, cudaStream_t);                                                        \
+  template void cols_inverse<T>(const float2*, const T*, const T*, const T*, const T*, int64_t, int64_t,       \
+                                int64_t, const Geometry&, bool, T*, cudaStream_t);
+STRUX_FOURSTEP_COLS(float)
+STRUX_FOURSTEP_COLS(__half)
+STRUX_FOURSTEP_COLS(__nv_bfloat16)
+
+}  // namespace strux::cuda::fourstep::detail

@@ -1,0 +1,136 @@
+"""The four-step fftconv solver (fftconv_algo = 8, C++ options.solver = "fourstep"; FFT sizes
+65536 … 4194304) against the float64 FFT formula: causal and circular, odd and prime L, Lk < L and
+Lk = L, float32 / float16 / bfloat16, every gate set, B > 1 and H > 1, NaN confined to its row,
+unaligned rows, a cached filter (FFTConvCUDA), and the gradients (the cuFFT plan's)."""
+import math
+
+import pytest
+
+from cuda_common import (FFTCONV_GATES as GATES, _cuda, cpu64, fft_ref, make_fftconv_inputs as make, needs_gpu,
+                         rand, rel, torch)
+
+pytestmark = needs_gpu
+
+DTYPES = ["float32", "float16", "bfloat16"]
+FOURSTEP = 8
+
+
+def tol(dtype, nfft):
+    """Norm-wise relative error bound: float32 FFTs of length n about 1e-7·log2(n) per transform, with
+    margin; half types add the output rounding (float16 2^-11, bfloat16 2^-8 per element)."""
+    f32 = 7e-7 * math.log2(nfft)
+    return {"float32": f32, "float16": 1e-3 + f32, "bfloat16": 8e-3 + f32}[dtype]
+
+
+@pytest.fixture(autouse=True)
+def forced():
+    """Every call in these tests runs the four-step solver (plans are cached per algo)."""
+    old = _cuda.fftconv_algo
+    _cuda.fftconv_algo = FOURSTEP
+    yield
+    _cuda.fftconv_algo = old
+
+
+def plan_of(B, H, L, Lk, mode, dtype, backward=False, algo=FOURSTEP):
+    return _cuda._ext.cuda.FFTConvPlan(B, H, L, Lk, mode, dtype, backward, algo)
+
+
+# (B, H, L, Lk, mode) -> nfft
+SIZES = [
+    ((2, 3, 20000, 9000, "causal"), 65536),      # smallest size (M1 128, M2 256), L + Lk - 1 well under it
+    ((2, 2, 65536, 65536, "circular"), 65536),
+    ((1, 3, 40001, 40001, "causal"), 131072),    # odd L, Lk = L
+    ((3, 2, 65537, 300, "causal"), 131072),      # prime L, short filter
+    ((2, 2, 100000, 100000, "causal"), 262144),
+    ((1, 2, 300000, 777, "causal"), 524288),     # M2 = 2048, M1 = 128
+    ((1, 2, 1 << 20, 1 << 19, "circular"), 1 << 20),
+    ((1, 2, 600001, 600001, "causal"), 1 << 21),  # M1 = 512
+]
+
+
+@pytest.mark.parametrize("size, nfft", SIZES, ids=str)
+def test_plan(size, nfft):
+    B, H, L, Lk, mode = size
+    p = plan_of(B, H, L, Lk, mode, "float32")
+    assert p.fourstep and not p.fused and not p.tensor and p.nfft == nfft
+
+
+def test_plan_rejects():
+    with pytest.raises(ValueError, match="'L'"):
+        plan_of(1, 1, 32768, 100, "circular", "float32")  # below the smallest size
+    with pytest.raises(ValueError, match="'L'"):
+        plan_of(1, 1, 100000, 100, "circular", "float32")  # circular L not a power of two
+    with pytest.raises(ValueError, match="'L'"):
+        plan_of(1, 1, 3_000_000, 3_000_000, "causal", "float32")  # nfft would pass 4M
+    with pytest.raises(ValueError, match="'dtype'"):
+        plan_of(1, 1, 65536, 100, "circular", "float64")
+    assert not plan_of(1, 1, 100000, 100000, "causal", "float32", algo=0).fourstep  # not the default yet
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("size, nfft", SIZES[:6], ids=str)
+def test_forward(dtype, size, nfft):
+    B, H, L, Lk, mode = size
+    for gates in GATES:
+        u, k, pre, post, skip = make(B, H, L, Lk, dtype, gates)
+        y = _cuda.fftconv(u, k, mode, pre, post, skip)
+        assert y.dtype == u.dtype and y.shape == u.shape
+        err = rel(y, fft_ref(*cpu64(u, k), mode, *cpu64(pre, post, skip)))
+        assert err < tol(dtype, nfft), (gates, err)
+
+
+@pytest.mark.parametrize("size, nfft", SIZES[6:], ids=str)
+def test_forward_large(size, nfft):
+    B, H, L, Lk, mode = size
+    for dtype in ("float32", "float16"):
+        u, k, pre, post, skip = make(B, H, L, Lk, dtype, ("pre", "post", "skip"))
+        y = _cuda.fftconv(u, k, mode, pre, post, skip)
+        err = rel(y, fft_ref(*cpu64(u, k), mode, *cpu64(pre, post, skip)))
+        assert err < tol(dtype, nfft), (dtype, err)
+
+
+def test_nan_stays_in_its_row():
+    B, H, L = 2, 3, 40001
+    u, k, *_ = make(B, H, L, L, "float32", ())
+    u[1, 2, 777] = float("nan")
+    y = _cuda.fftconv(u, k)
+    bad = torch.isnan(y).any(-1).cpu()
+    assert bad[1, 2] and int(bad.sum()) == 1
+    ok = torch.ones(B, H, dtype=torch.bool)
+    ok[1, 2] = False
+    assert rel(y[ok.cuda()], fft_ref(*cpu64(u, k))[ok]) < tol("float32", 131072)
+
+
+def test_unaligned_and_odd_rows():
+    """Row bases 2 bytes off a 4-byte boundary (a slice) take the scalar load path."""
+    B, H, L = 2, 2, 50000
+    flat = rand((1 + B * H * L,), "float16")
+    u = flat[1:].view(B, H, L)
+    k = rand((H, 5000), "float16") / 70
+    assert rel(_cuda.fftconv(u, k), fft_ref(*cpu64(u, k))) < tol("float16", 131072)
+
+
+def test_cached_filter_operator():
+    B, H, L, Lk = 2, 2, 70000, 70000
+    u, k, pre, post, skip = make(B, H, L, Lk, "bfloat16", ("pre", "post", "skip"))
+    conv = _cuda.FFTConvCUDA(k, B, L)
+    assert conv._plan.fourstep and "four-step" in conv.describe()
+    assert rel(conv(u, pre, post, skip), fft_ref(*cpu64(u, k), "causal", *cpu64(pre, post, skip))) < \
+        tol("bfloat16", 262144)
+    k2 = rand((H, Lk), "bfloat16") / 300
+    conv.set_filter(k2)
+    assert rel(conv(u), fft_ref(*cpu64(u, k2))) < tol("bfloat16", 262144)
+
+
+@pytest.mark.parametrize("mode", ["causal", "circular"])
+def test_gradients(mode):
+    """The solver's plan hands backward to its cuFFT plan: float32 gradients against autograd of
+    the float64 formula."""
+    B, H, L, Lk = 2, 2, 65536, 3000
+    u, k, pre, post, skip = make(B, H, L, Lk, "float32", ("pre", "post", "skip"))
+    dy = rand((B, H, L), "float32")
+    got = _cuda.fftconv_vjp(dy, u, k, mode, pre, post, skip)
+    args = [x.requires_grad_(True) for x in cpu64(u, k, pre, post, skip)]
+    want = torch.autograd.grad(fft_ref(args[0], args[1], mode, *args[2:]), args, dy.double().cpu())
+    for name, g, w in zip(["du", "dk", "dpregate", "dpostgate", "dskip"], got, want):
+        assert rel(g, w) < 2e-5, (name, rel(g, w))
