@@ -12,13 +12,14 @@ class CudaFFTConv final : public FFTConvBackend {
   CudaFFTConv(const op::FFTConvProblem& p, const Options& o) : p_(p), with_backward_(o.with_backward) {
     // 0: automatic (plan algo 0: the tensor cores at small half-precision sizes, else the fused
     // kernels where they apply, else cuFFT), 1: fused forced (plan algo 4, checked), 2: cuFFT,
-    // 3: tensor cores forced for the forward (the plan says when it does not apply).
-    const int solver = solver_index(o, "the CUDA fftconv", {"", "fused", "cufft", "tensor"});
+    // 3: tensor cores forced for the forward (the plan says when it does not apply), 4: the direct
+    // kernels (plan algo 9: sums over the taps, at most 64 taps used; the plan says otherwise).
+    const int solver = solver_index(o, "the CUDA fftconv", {"", "fused", "cufft", "tensor", "direct"});
     check_dtype<CudaReals>(p.dtype, "the CUDA fftconv");
     DeviceGuard g(p.device);
     plan_ = std::make_unique<cuda::FFTConvPlan>(p.B, p.H, p.L, p.Lk, p.mode == ConvMode::Circular,
                                                 to_cuda(p.dtype), o.with_backward,
-                                                solver == 1 ? 4 : solver == 2 ? 1 : solver == 3 ? 2 : 0);
+                                                solver == 1 ? 4 : solver == 2 ? 1 : solver == 3 ? 2 : solver == 4 ? 9 : 0);
     if (solver == 1)
       check_arg(plan_->fused(), "options.solver",
                 "\"fused\" does not apply to this problem (float32/float16/bfloat16; causal with "
@@ -28,7 +29,8 @@ class CudaFFTConv final : public FFTConvBackend {
   std::string describe() const override {
     return msg("fftconv ", conv_mode_name(p_.mode), " (B, H, L) = ", dims({p_.B, p_.H, p_.L}), ", Lk = ", p_.Lk,
                ", ", dtype_name(p_.dtype), " on ", device_name(p_.device), ": ",
-               plan_->tensor()  ? "tensor-core kernels (Monarch FFTs on mma.sync, two rows per complex sequence; "
+               plan_->direct()  ? "direct kernels (sums over the taps, no transform)"
+               : plan_->tensor()  ? "tensor-core kernels (Monarch FFTs on mma.sync, two rows per complex sequence; "
                                   "gradients by the fused kernels or cuFFT)"
                : plan_->fused() ? "fused kernels (FFTs in shared memory)"
                                 : "cuFFT R2C/C2R with fused pre/post kernels",

@@ -30,7 +30,8 @@ class FFTConvPlan {
   // (a benchmark probe of the hi/lo splits' cost; float16 error about 5–6e-4); algo 0 (automatic):
   // algo 2 for float16/bfloat16 where its nfft is 256 or 512, else algo 4; algo 5: as 2 with two
   // tiles per warp in flight in the tensor-core passes, algo 6: as 5 with factored twiddles,
-  // algo 7: as 2 with factored twiddles (variants to measure).
+  // algo 7: as 2 with factored twiddles (variants to measure); algo 9: the direct kernels (sums
+  // over the taps, no transform; at most 64 taps used: causal min(Lk, L), circular Lk; all dtypes).
   FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward,
               int algo = 0);
   ~FFTConvPlan();
@@ -53,6 +54,7 @@ class FFTConvPlan {
   int64_t nfft() const;
   bool fused() const;   // true when this plan runs the fused kernels
   bool tensor() const;  // true when this plan runs the tensor-core kernels
+  bool direct() const;  // true when this plan runs the direct kernels (short filters; algo 9)
   bool filter_set() const;
   size_t workspace_bytes() const;
 
