@@ -8,6 +8,11 @@
 //
 // Shapes (row-major, C-contiguous): u, pregate, postgate, y: (B, H, L); k: (H, Lk); skip: (H,).
 //
+// Solvers. FFT: FFTW real transforms (the FFT size below). Direct (short filters, at most
+// kDirectMaxTaps taps used): each output summed tap by tap, no transform; cost B·H·L·taps.
+// Automatic: Direct where taps used <= kDirectAutoTaps (bench/NOTES-cpu.md "fftconv-direct"),
+// else FFT.
+//
 // FFT size. Causal: taps s >= L never reach an output t < L, so only the first
 // Lk_used = min(Lk, L) taps matter and a linear convolution of length L + Lk_used - 1 is
 // enough: nfft = good_fft_size(L + Lk_used - 1) (never more than about 2L, often much less
@@ -27,14 +32,25 @@ enum class ConvMode { Causal, Circular };
 ConvMode parse_conv_mode(const std::string& mode);
 const char* conv_mode_name(ConvMode mode);
 
+enum class ConvSolver { Automatic, FFT, Direct };
+// The most taps (causal min(Lk, L), circular Lk) the direct solver takes, forced or automatic.
+inline constexpr int64_t kDirectMaxTaps = 64;
+// The automatic choice takes the direct solver up to this many taps used.
+inline constexpr int64_t kDirectAutoTaps = 16;
+// "" / "automatic", "fft", "direct" -> ConvSolver; anything else is a ValueError naming 'solver'.
+ConvSolver parse_conv_solver(const std::string& solver);
+const char* conv_solver_name(ConvSolver solver);  // "fft" / "direct" ("automatic" for Automatic)
+
 // Plan for one (B, H, L, k, mode): owns the cached FFTW plans and the filter spectrum
 // (H x nfreq, scaled by 1/nfft). Immutable after construction, so forward/backward may
 // be called from several threads at once. Copies share the spectrum.
 template <class T>
 class FFTConvPlan {
  public:
-  // k: (H, Lk) row-major; read during construction only.
-  FFTConvPlan(int64_t B, int64_t H, int64_t L, const T* k, int64_t Lk, ConvMode mode = ConvMode::Causal);
+  // k: (H, Lk) row-major; read during construction only. solver: Automatic (the rule above), FFT,
+  // or Direct (ValueError naming 'solver' when more than kDirectMaxTaps taps are used).
+  FFTConvPlan(int64_t B, int64_t H, int64_t L, const T* k, int64_t Lk, ConvMode mode = ConvMode::Causal,
+              ConvSolver solver = ConvSolver::Automatic);
 
   // The same filter for another batch size (shares the spectrum, no FFTs).
   FFTConvPlan with_batch(int64_t B) const;
@@ -44,12 +60,13 @@ class FFTConvPlan {
   int64_t length() const;
   int64_t filter_length() const;  // Lk as given
   int64_t taps_used() const;      // causal: min(Lk, L); circular: Lk
-  int64_t nfft() const;
-  int64_t nfreq() const;          // nfft / 2 + 1
+  ConvSolver solver() const;     // FFT or Direct: what the plan runs
+  int64_t nfft() const;           // 0 for the direct solver (no transform)
+  int64_t nfreq() const;          // nfft / 2 + 1 (0 for the direct solver)
   int64_t spectrum_stride() const;  // row stride of filter_spectrum(), >= nfreq (alignment)
   ConvMode mode() const;
   // H rows (stride spectrum_stride()) of nfreq values: the half spectrum of the zero-padded
-  // filter, already divided by nfft.
+  // filter, already divided by nfft (null for the direct solver, which keeps the taps).
   const std::complex<T>* filter_spectrum() const;
 
   // y = conv(k, u ⊙ pregate) (+ skip ⊙ v) (⊙ postgate). Null pregate/postgate/skip = absent.

@@ -222,6 +222,7 @@ void bind_cuda(nb::module_& m) {
       .def_prop_ro("fused", [](const FFTConv& p) { return p.plan->fused(); })
       .def_prop_ro("tensor", [](const FFTConv& p) { return p.plan->tensor(); })
       .def_prop_ro("fourstep", [](const FFTConv& p) { return p.plan->fourstep(); })
+      .def_prop_ro("direct", [](const FFTConv& p) { return p.plan->direct(); })
       .def_prop_ro("workspace_bytes", [](const FFTConv& p) { return p.plan->workspace_bytes(); });
   nb::class_<Toeplitz>(c, "ToeplitzPlan")
       .def(nb::init<int64_t, int64_t, int64_t, int64_t, const std::string&, const std::string&, int, int, int>(),

@@ -53,14 +53,15 @@ template <class T>
 struct PyPlan {
   FFTConvPlan<T> plan;
 
-  PyPlan(const In<T>& k, int64_t L, const std::string& mode)
-      : plan(make(k, L, mode)) {}
+  PyPlan(const In<T>& k, int64_t L, const std::string& mode, const std::string& solver)
+      : plan(make(k, L, mode, solver)) {}
 
-  static FFTConvPlan<T> make(const In<T>& k, int64_t L, const std::string& mode) {
+  static FFTConvPlan<T> make(const In<T>& k, int64_t L, const std::string& mode, const std::string& solver) {
     auto sk = shape_of(k);
     check_arg(sk.size() == 2, "k", "expected 2 dimensions (H, Lk), got shape ", shape_str(sk));
     strux::ConvMode m = strux::parse_conv_mode(mode);
-    return strux::py::run_nogil("k", [&] { return FFTConvPlan<T>(1, sk[0], L, k.data(), sk[1], m); });
+    strux::ConvSolver sv = strux::parse_conv_solver(solver);
+    return strux::py::run_nogil("k", [&] { return FFTConvPlan<T>(1, sk[0], L, k.data(), sk[1], m, sv); });
   }
 
   Out<T> forward(const In<T>& u, const Opt<T>& pre, const Opt<T>& post, const Opt<T>& skip) const {
@@ -95,7 +96,8 @@ template <class T>
 void bind_dtype(nb::module_& m, const char* plan_name) {
   using P = PyPlan<T>;
   nb::class_<P>(m, plan_name, "fftconv plan: filter spectrum and FFT plans for one (k, L, mode)")
-      .def(nb::init<const In<T>&, int64_t, const std::string&>(), nb::arg("k"), nb::arg("L"), nb::arg("mode"))
+      .def(nb::init<const In<T>&, int64_t, const std::string&, const std::string&>(), nb::arg("k"), nb::arg("L"),
+           nb::arg("mode"), nb::arg("solver") = "")
       .def("forward", &P::forward, nb::arg("u"), nb::arg("pregate").none(), nb::arg("postgate").none(),
            nb::arg("skip").none())
       .def("backward", &P::backward, nb::arg("dy"), nb::arg("u"), nb::arg("pregate").none(),
@@ -105,26 +107,27 @@ void bind_dtype(nb::module_& m, const char* plan_name) {
       .def_prop_ro("Lk", [](const P& p) { return p.plan.filter_length(); })
       .def_prop_ro("taps_used", [](const P& p) { return p.plan.taps_used(); })
       .def_prop_ro("nfft", [](const P& p) { return p.plan.nfft(); })
+      .def_prop_ro("solver", [](const P& p) { return std::string(strux::conv_solver_name(p.plan.solver())); })
       .def_prop_ro("mode", [](const P& p) { return std::string(strux::conv_mode_name(p.plan.mode())); });
 
   m.def(
       "fftconv_forward",
       [](const In<T>& u, const In<T>& k, const std::string& mode, const Opt<T>& pre, const Opt<T>& post,
-         const Opt<T>& skip) {
+         const Opt<T>& skip, const std::string& solver) {
         check_arg(u.ndim() == 3, "u", "expected 3 dimensions (B, H, L), got shape ", shape_str(shape_of(u)));
-        return P(k, int64_t(u.shape(2)), mode).forward(u, pre, post, skip);
+        return P(k, int64_t(u.shape(2)), mode, solver).forward(u, pre, post, skip);
       },
       nb::arg("u"), nb::arg("k"), nb::arg("mode"), nb::arg("pregate").none(), nb::arg("postgate").none(),
-      nb::arg("skip").none());
+      nb::arg("skip").none(), nb::arg("solver") = "");
   m.def(
       "fftconv_backward",
       [](const In<T>& dy, const In<T>& u, const In<T>& k, const std::string& mode, const Opt<T>& pre,
-         const Opt<T>& post, const Opt<T>& skip) {
+         const Opt<T>& post, const Opt<T>& skip, const std::string& solver) {
         check_arg(u.ndim() == 3, "u", "expected 3 dimensions (B, H, L), got shape ", shape_str(shape_of(u)));
-        return P(k, int64_t(u.shape(2)), mode).backward(dy, u, pre, post, skip);
+        return P(k, int64_t(u.shape(2)), mode, solver).backward(dy, u, pre, post, skip);
       },
       nb::arg("dy"), nb::arg("u"), nb::arg("k"), nb::arg("mode"), nb::arg("pregate").none(),
-      nb::arg("postgate").none(), nb::arg("skip").none());
+      nb::arg("postgate").none(), nb::arg("skip").none(), nb::arg("solver") = "");
 }
 
 // fftconv_spectral (the filter as its lowest m frequencies, complex (H, m)): a plan per call

@@ -27,9 +27,22 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 #: twiddles, 7 = as 2 with factored twiddles (variants to measure); 8 = the four-step kernels for
 #: the forward, forced (float32, float16, bfloat16; causal nfft = the next power of two
 #: >= max(65536, L + min(Lk, L) - 1), circular L a power of two; nfft <= 4194304; ValueError
-#: elsewhere), gradients by the cuFFT path.
+#: elsewhere), gradients by the cuFFT path; 9 = the direct kernels (sums over the taps, no
+#: transform; at most 64 taps used: causal min(Lk, L), circular Lk; every dtype).
 #: Part of the plan cache key.
 fftconv_algo = 0
+
+#: options={"solver": name} of strux.fftconv on the GPU -> plan algo ("auto": fftconv_algo).
+GPU_SOLVERS = {"auto": None, "fused": 4, "cufft": 1, "tensor": 2, "fourstep": 8, "direct": 9}
+
+
+def _algo(options) -> int:
+    """The plan algo for options (None or {"solver": name})."""
+    if options is None:
+        return fftconv_algo
+    from .fftconv import _options
+    a = _options(options, GPU_SOLVERS)
+    return fftconv_algo if a is None else a
 
 _MODES = ("causal", "circular")
 
@@ -105,50 +118,52 @@ _FORWARD = getattr(getattr(_ext, "cuda", None), "fftconv_forward", None)
 _BACKWARD = getattr(getattr(_ext, "cuda", None), "fftconv_backward", None)
 
 
-def forward_torch(u, k, pregate, postgate, skip, r):
+def forward_torch(u, k, pregate, postgate, skip, r, algo=None):
     """y from torch tensors that passed _fast (r: its answer): the pointers straight to the entry."""
     y = D.torch_empty_like(u)
     _FORWARD(u.data_ptr(), k.data_ptr(), 0 if pregate is None else pregate.data_ptr(),
              0 if postgate is None else postgate.data_ptr(), 0 if skip is None else skip.data_ptr(),
-             y.data_ptr(), *r, fftconv_algo, D._torch_stream(r[0]))
+             y.data_ptr(), *r, fftconv_algo if algo is None else algo, D._torch_stream(r[0]))
     return y
 
 
-def fftconv(u, k, mode: str = "causal", pregate=None, postgate=None, skip=None):
+def fftconv(u, k, mode: str = "causal", pregate=None, postgate=None, skip=None, options=None):
     """y = postgate ⊙ (k * v + skip ⊙ v), v = u ⊙ pregate, on the GPU (DESIGN.md fftconv).
 
     u (B, H, L), k (H, Lk), pregate/postgate (B, H, L), skip (H,): one dtype among float16,
     bfloat16, float32 (computed in float32) and float64; torch tensors or CuPy arrays on one
     CUDA device. Returns y (B, H, L) of u's kind, dtype and device. The filter spectrum is
-    recomputed on every call (use FFTConvCUDA to keep it).
+    recomputed on every call (use FFTConvCUDA to keep it). options: None or {"solver": name},
+    name in GPU_SOLVERS.
     """
+    algo = _algo(options)
     r = _fast(u, k, mode, pregate, postgate, skip) if type(u) in D.TT else None
     if r is not None:
-        return forward_torch(u, k, pregate, postgate, skip, r)
+        return forward_torch(u, k, pregate, postgate, skip, r, algo)
     u, k, pregate, postgate, skip, r = _fftconv_args(u, k, mode, pregate, postgate, skip)
     y = D.empty(u, r[1:4])
-    _FORWARD(D.ptr(u), D.ptr(k), D.ptr(pregate), D.ptr(postgate), D.ptr(skip), D.ptr(y), *r, fftconv_algo,
-             D.stream(u))
+    _FORWARD(D.ptr(u), D.ptr(k), D.ptr(pregate), D.ptr(postgate), D.ptr(skip), D.ptr(y), *r, algo, D.stream(u))
     return y
 
 
-def fftconv_vjp(dy, u, k, mode: str = "causal", pregate=None, postgate=None, skip=None):
+def fftconv_vjp(dy, u, k, mode: str = "causal", pregate=None, postgate=None, skip=None, options=None):
     """Vector-Jacobian product of fftconv at (u, k, pregate, postgate, skip) for cotangent dy.
 
     Argument order: dy (B, H, L), then fftconv's arguments. Returns the tuple
     (du, dk, dpregate, dpostgate, dskip), each shaped like its input, with None for the
-    inputs that were not given.
+    inputs that were not given. options: as for fftconv.
     """
+    algo = _algo(options)
     r = _fast(u, k, mode, pregate, postgate, skip) if type(u) in D.TT else None
     if r is not None and type(dy) is type(u) and dy.shape == u.shape and dy.dtype is u.dtype \
             and dy.is_contiguous() and dy.get_device() == r[0] and not dy.is_neg():
-        return _vjp(dy, u, k, pregate, postgate, skip, r, u.new_empty)
+        return _vjp(dy, u, k, pregate, postgate, skip, r, u.new_empty, algo)
     u, k, pre, post, skip, r = _fftconv_args(u, k, mode, pregate, postgate, skip)
     dy = _gate(D.array(dy, "dy", 3), "dy", u, r[1:4])  # dy is required: None is a TypeError
-    return _vjp(dy, u, k, pre, post, skip, r, lambda shape: D.empty(u, shape))
+    return _vjp(dy, u, k, pre, post, skip, r, lambda shape: D.empty(u, shape), algo)
 
 
-def _vjp(dy, u, k, pre, post, skip, r, empty):
+def _vjp(dy, u, k, pre, post, skip, r, empty, algo=None):
     """The gradients from checked contiguous arrays (r: (dev, B, H, L, Lk, circular, dtype code));
     empty(shape): an uninitialised array of u's kind, dtype and device."""
     B, H, L, Lk = r[1:5]
@@ -158,7 +173,7 @@ def _vjp(dy, u, k, pre, post, skip, r, empty):
     dpost = empty((B, H, L)) if post is not None else None
     dskip = empty((H,)) if skip is not None else None
     _BACKWARD(D.ptr(dy), D.ptr(u), D.ptr(k), D.ptr(pre), D.ptr(post), D.ptr(skip), D.ptr(du), D.ptr(dk),
-              D.ptr(dpre), D.ptr(dpost), D.ptr(dskip), *r, fftconv_algo, D.stream(u))
+              D.ptr(dpre), D.ptr(dpost), D.ptr(dskip), *r, fftconv_algo if algo is None else algo, D.stream(u))
     return du, dk, dpre, dpost, dskip
 
 
@@ -187,7 +202,8 @@ class FFTConvCUDA:
         """What the plan chose, in words."""
         p = self._plan
         return (f"fftconv (B={self.B}, H={self.H}, L={self.L}, Lk={self.Lk}) {self.mode} {self.dtype}: "
-                + ("the tensor-core kernels" if p.tensor else "the four-step kernels" if p.fourstep
+                + ("the direct kernels (sums over the taps)" if p.direct else "the tensor-core kernels" if p.tensor
+                   else "the four-step kernels" if p.fourstep
                    else "the fused single-kernel path" if p.fused
                    else f"cuFFT, nfft {p.nfft}"))
 

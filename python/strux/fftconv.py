@@ -22,6 +22,10 @@ from ._arrays import (check_shape, cuda_backend, on_gpu, choice, compute_dtype, 
 _MAX_FFT = 2**31 - 1
 
 _MODES = ("causal", "circular")
+#: options={"solver": ...} of the CPU path: "auto" (the plan's rule: the direct sums where at most
+#: strux's kDirectAutoTaps = 16 taps are used, else FFTW), "fft" or "direct" (sums over the taps,
+#: no transform; at most 64 taps used, causal min(Lk, L), circular Lk; else ValueError).
+_CPU_SOLVERS = {"auto": "", "fft": "fft", "direct": "direct"}
 _PLANS = {np.dtype(np.float32): _ext.FFTConvPlanFloat32, np.dtype(np.float64): _ext.FFTConvPlanFloat64}
 
 
@@ -34,6 +38,21 @@ def _check_filter(k, L: int, mode: str) -> np.ndarray:
 
 
 _NO_DY = object()
+
+
+def _options(options, solvers) -> str:
+    """options (None or {"solver": name}) checked against `solvers` (name -> code); the code."""
+    if options is None:
+        return solvers["auto"]
+    if not isinstance(options, dict):
+        raise TypeError(f"argument 'options': expected a dict or None, got {type(options).__name__}")
+    bad = sorted(map(repr, set(options) - {"solver"}))
+    if bad:
+        raise ValueError(f"argument 'options': unknown fftconv option(s) {', '.join(bad)}; expected 'solver'")
+    name = options.get("solver", "auto")
+    if not isinstance(name, str) or name not in solvers:
+        raise ValueError(f"argument 'options': 'solver' expected one of {', '.join(map(repr, solvers))}, got {name!r}")
+    return solvers[name]
 
 
 def _check_inputs(u, H, L, pregate, postgate, skip, dy=_NO_DY):
@@ -63,6 +82,8 @@ class FFTConv:
     Building it computes the filter spectrum (and FFTW plans) once; calls then cost two FFTs
     per (b, h) row. `mode` is "causal" (default) or "circular" (needs Lk <= L). `planner`:
     FFTW effort for new sizes, "estimate" / "measure" / "patient" (None: strux.set_planning's).
+    `solver`: "auto" (default: direct sums over the taps where at most 16 taps are used, else
+    FFTW), "fft", or "direct" (at most 64 taps used: causal min(Lk, L), circular Lk).
 
         op = strux.FFTConv(k, L)
         y = op(u, pregate=None, postgate=None, skip=None)
@@ -72,8 +93,9 @@ class FFTConv:
     plan on load (for multiprocessing, joblib, Dask).
     """
 
-    def __init__(self, k, L: int, *, mode: str = "causal", planner=None):
+    def __init__(self, k, L: int, *, mode: str = "causal", planner=None, solver: str = "auto"):
         mode = choice(mode, "mode", _MODES)
+        self._solver = _options({"solver": solver}, _CPU_SOLVERS)
         L = integer(L, "L", 1, _MAX_FFT)
         k = _check_filter(k, L, mode)
         if mode == "causal" and L + min(k.shape[1], L) - 1 > _MAX_FFT:
@@ -86,21 +108,29 @@ class FFTConv:
         self._k.flags.writeable = False
         self._planner = planner
         with planning(planner):
-            self._plan = _PLANS[self._cdt](native(k, self._cdt), L, mode)
+            self._plan = _PLANS[self._cdt](native(k, self._cdt), L, mode, self._solver)
 
     def __getstate__(self):
-        return {"k": self._k, "L": self.L, "mode": self.mode, "planner": self._planner}
+        return {"k": self._k, "L": self.L, "mode": self.mode, "planner": self._planner,
+                "solver": self._solver or "auto"}
 
     def __setstate__(self, state):
-        self.__init__(state["k"], state["L"], mode=state["mode"], planner=state.get("planner"))
+        self.__init__(state["k"], state["L"], mode=state["mode"], planner=state.get("planner"),
+                      solver=state.get("solver", "auto"))
 
     @property
     def nfft(self) -> int:
-        """FFT length used: causal good_fft_size(L + min(Lk, L) - 1), circular L."""
+        """FFT length used: causal good_fft_size(L + min(Lk, L) - 1), circular L; 0 for the direct solver."""
         return self._plan.nfft
 
+    @property
+    def solver(self) -> str:
+        """What the plan runs: "fft" or "direct"."""
+        return self._plan.solver
+
     def __repr__(self) -> str:
-        return f"FFTConv(H={self.H}, L={self.L}, Lk={self.Lk}, mode={self.mode!r}, dtype={self.dtype}, nfft={self.nfft})"
+        return (f"FFTConv(H={self.H}, L={self.L}, Lk={self.Lk}, mode={self.mode!r}, dtype={self.dtype}, "
+                f"solver={self.solver!r}, nfft={self.nfft})")
 
     def _native(self, arrays: dict):
         same_dtype(k=np.empty(0, self.dtype), **arrays)
@@ -123,13 +153,14 @@ class FFTConv:
         return tuple(None if g is None else result(g, dt) for g in grads)
 
 
-def _operator(u, k, mode):
+def _operator(u, k, mode, options):
     mode = choice(mode, "mode", _MODES)
+    solver = _options(options, _CPU_SOLVERS) or "auto"
     u = real_array(u, "u", 3)
     k = real_array(k, "k", 2)
     check_shape(k, "k", (u.shape[1], None))
     same_dtype(u=u, k=k)
-    return u, FFTConv(k, u.shape[2], mode=mode)
+    return u, FFTConv(k, u.shape[2], mode=mode, solver=solver)
 
 
 # Tensor types whose CUDA instances go straight to the GPU path (filled once one has gone there:
@@ -148,7 +179,7 @@ def _gpu(x=None):
     return mod
 
 
-def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=None) -> np.ndarray:
+def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=None, options=None) -> np.ndarray:
     """Depthwise FFT convolution of u (B, H, L) with k (H, Lk) along the last axis.
 
     mode: "causal" (default; taps s >= L have no effect) or "circular" (requires Lk <= L).
@@ -156,26 +187,30 @@ def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=Non
     skip: optional (H,) per-channel skip weight.
     Returns y (B, H, L) in the dtype of u (float16/bfloat16 computed in float32).
     CUDA arrays (torch, CuPy) run on the GPU on the current stream and come back of their kind.
+    options: None, or {"solver": name} to force a solver: on the CPU "auto", "fft" or "direct"
+    (sums over the taps; at most 64 taps used); on the GPU "auto", "fused", "cufft", "tensor",
+    "fourstep" or "direct" (strux._cuda_fftconv.GPU_SOLVERS). A forced solver that does not apply raises ValueError.
     """
-    if type(u) in _gpu_types and u.is_cuda:
+    if options is None and type(u) in _gpu_types and u.is_cuda:
         return _cuda_fftconv.fftconv(u, k, mode, pregate, postgate, skip)
     if on_gpu(u):
-        return _gpu(u).fftconv(u, k, mode, pregate, postgate, skip)
-    u, op = _operator(u, k, mode)
+        return _gpu(u).fftconv(u, k, mode, pregate, postgate, skip, options)
+    u, op = _operator(u, k, mode, options)
     return op(u, pregate=pregate, postgate=postgate, skip=skip)
 
 
-def fftconv_vjp(dy, u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=None):
+def fftconv_vjp(dy, u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=None, options=None):
     """Vector-Jacobian product of `fftconv` at (u, k, pregate, postgate, skip) for cotangent dy.
 
     Arguments: dy (B, H, L) the gradient of a loss w.r.t. y, then the inputs of `fftconv`.
     Returns (du, dk, dpregate, dpostgate, dskip): gradients with the shapes of u, k, pregate,
     postgate, skip, each None when that optional input was not given. In causal mode
     dk[:, s] = 0 for taps s >= L (they never reach an output). CUDA arrays run on the GPU.
+    options: as for `fftconv`.
     """
     if on_gpu(u):
-        return _gpu().fftconv_vjp(dy, u, k, mode, pregate, postgate, skip)
-    u, op = _operator(u, k, mode)
+        return _gpu().fftconv_vjp(dy, u, k, mode, pregate, postgate, skip, options)
+    u, op = _operator(u, k, mode, options)
     return op.vjp(dy, u, pregate=pregate, postgate=postgate, skip=skip)
 
 

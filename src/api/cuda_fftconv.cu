@@ -13,8 +13,10 @@ class CudaFFTConv final : public FFTConvBackend {
     // 0: automatic (plan algo 0: the tensor cores at small half-precision sizes, else the fused
     // kernels where they apply, else cuFFT), 1: fused forced (plan algo 4, checked), 2: cuFFT,
     // 3: tensor cores forced for the forward (the plan says when it does not apply), 4: the
-    // four-step kernels forced for the forward (plan algo 8; the plan says when they do not apply).
-    const int solver = solver_index(o, "the CUDA fftconv", {"", "fused", "cufft", "tensor", "fourstep"});
+    // four-step kernels forced for the forward (plan algo 8; the plan says when they do not apply),
+    // 5: the direct kernels (plan algo 9: sums over the taps, at most 64 taps used).
+    const int solver =
+        solver_index(o, "the CUDA fftconv", {"", "fused", "cufft", "tensor", "fourstep", "direct"});
     check_dtype<CudaReals>(p.dtype, "the CUDA fftconv");
     DeviceGuard g(p.device);
     plan_ = std::make_unique<cuda::FFTConvPlan>(p.B, p.H, p.L, p.Lk, p.mode == ConvMode::Circular,
@@ -23,6 +25,7 @@ class CudaFFTConv final : public FFTConvBackend {
                                                 : solver == 2 ? 1
                                                 : solver == 3 ? 2
                                                 : solver == 4 ? 8
+                                                : solver == 5 ? 9
                                                               : 0);
     if (solver == 1)
       check_arg(plan_->fused(), "options.solver",
@@ -33,7 +36,8 @@ class CudaFFTConv final : public FFTConvBackend {
   std::string describe() const override {
     return msg("fftconv ", conv_mode_name(p_.mode), " (B, H, L) = ", dims({p_.B, p_.H, p_.L}), ", Lk = ", p_.Lk,
                ", ", dtype_name(p_.dtype), " on ", device_name(p_.device), ": ",
-               plan_->tensor()  ? "tensor-core kernels (Monarch FFTs on mma.sync, two rows per complex sequence; "
+               plan_->direct()  ? "direct kernels (sums over the taps, no transform)"
+               : plan_->tensor()  ? "tensor-core kernels (Monarch FFTs on mma.sync, one row per complex sequence; "
                                   "gradients by the fused kernels or cuFFT)"
                : plan_->fourstep() ? "four-step kernels (column, row-pair and column passes through one fp32 "
                                      "intermediate; gradients by cuFFT)"

@@ -1,4 +1,6 @@
 // strux::op::FFTConv: argument checks (once, here) and the CPU backend over FFTConvPlan<T>.
+#include <algorithm>
+#include <initializer_list>
 #include <vector>
 
 #include "api/common.hpp"
@@ -9,22 +11,32 @@ namespace {
 
 using api::FFTConvBackend;
 
+// The CPU solver table (options.solver; "" = the rule of <strux/fftconv.hpp> ConvSolver).
+const std::initializer_list<const char*> kSolvers = {"", "fft", "direct"};
+
 template <class T>
 class CpuFFTConv final : public FFTConvBackend {
  public:
-  explicit CpuFFTConv(const op::FFTConvProblem& p) : p_(p) {
-    // The FFT length rule lives in FFTConvPlan: ask a one-channel plan (one small FFT).
+  CpuFFTConv(const op::FFTConvProblem& p, ConvSolver solver) : p_(p), solver_(solver) {
+    const int64_t taps = p.mode == ConvMode::Causal ? std::min(p.Lk, p.L) : p.Lk;
+    if (solver == ConvSolver::Direct)
+      check_arg(taps <= kDirectMaxTaps, "options.solver", "\"direct\" takes at most ", kDirectMaxTaps,
+                " taps used (causal min(Lk, L), circular Lk), got ", taps);
+    // The solver and FFT length rules live in FFTConvPlan: ask a one-channel plan.
     std::vector<T> k1(size_t(p.Lk), T(0));
-    FFTConvPlan<T> probe(1, 1, p.L, k1.data(), p.Lk, p.mode);
+    FFTConvPlan<T> probe(1, 1, p.L, k1.data(), p.Lk, p.mode, solver);
     nfft_ = probe.nfft();
+    solver_ = probe.solver();
   }
   size_t workspace_bytes() const override { return 0; }
   std::string describe() const override {
     return msg("fftconv ", conv_mode_name(p_.mode), " (B, H, L) = ", api::dims({p_.B, p_.H, p_.L}),
-               ", Lk = ", p_.Lk, ", ", dtype_name(p_.dtype),
-               " on cpu: FFTW real FFTs of length nfft = ", nfft_,
-               ", filter spectrum computed per call, OpenMP over rows; workspace: none (per-thread "
-               "buffers inside the call)");
+               ", Lk = ", p_.Lk, ", ", dtype_name(p_.dtype), " on cpu: ",
+               solver_ == ConvSolver::Direct
+                   ? std::string("direct sums over the taps (short filter), OpenMP over rows")
+                   : msg("FFTW real FFTs of length nfft = ", nfft_,
+                         ", filter spectrum computed per call, OpenMP over rows"),
+               "; workspace: none (per-thread buffers inside the call)");
   }
   void forward(const op::FFTConvForward& a, void*, Stream) override {
     plan(a.k).forward(ptr(a.u), ptr(a.pregate), ptr(a.postgate), ptr(a.skip), ptr(a.y));
@@ -36,10 +48,22 @@ class CpuFFTConv final : public FFTConvBackend {
 
  private:
   static T* ptr(const View& v) { return static_cast<T*>(v.data); }
-  FFTConvPlan<T> plan(const View& k) const { return FFTConvPlan<T>(p_.B, p_.H, p_.L, ptr(k), p_.Lk, p_.mode); }
+  FFTConvPlan<T> plan(const View& k) const {
+    return FFTConvPlan<T>(p_.B, p_.H, p_.L, ptr(k), p_.Lk, p_.mode, solver_);
+  }
   op::FFTConvProblem p_;
+  ConvSolver solver_;
   int64_t nfft_ = 0;
 };
+
+std::unique_ptr<FFTConvBackend> make_cpu_fftconv(const op::FFTConvProblem& p, const Options& o) {
+  const int i = api::solver_index(o, "the CPU fftconv", kSolvers);
+  const ConvSolver solver = i == 1 ? ConvSolver::FFT : i == 2 ? ConvSolver::Direct : ConvSolver::Automatic;
+  std::unique_ptr<FFTConvBackend> b;
+  core::dispatch<core::RealScalars>(p.dtype, "problem.dtype", "the CPU fftconv",
+                                    [&](auto tag) { b = std::make_unique<CpuFFTConv<typename decltype(tag)::type>>(p, solver); });
+  return b;
+}
 
 }  // namespace
 
@@ -52,9 +76,7 @@ FFTConv::FFTConv(const Problem& p, const Options& o) : Operator(p) {
   check_positive(p.Lk, "problem.Lk");
   if (p.mode == ConvMode::Circular)
     check_arg(p.Lk <= p.L, "problem.Lk", "circular mode needs Lk <= L = ", p.L, ", got ", p.Lk);
-  impl_ = STRUX_PICK_BACKEND(
-      p.device, (api::make_cpu<FFTConvBackend, CpuFFTConv, core::RealScalars>(p, o, "the CPU fftconv")),
-      api::cuda_fftconv(p, o));
+  impl_ = STRUX_PICK_BACKEND(p.device, make_cpu_fftconv(p, o), api::cuda_fftconv(p, o));
 }
 
 void FFTConv::forward(const Forward& a, Workspace ws, Stream s) {

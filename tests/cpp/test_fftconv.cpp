@@ -13,6 +13,7 @@
 namespace {
 
 using strux::ConvMode;
+using strux::ConvSolver;
 using strux::FFTConvPlan;
 using Vec = std::vector<double>;
 
@@ -129,7 +130,7 @@ const std::vector<Shape> kCausalShapes = {
 const std::vector<Shape> kCircularShapes = {{1, 1, 1, 1}, {2, 3, 97, 97}, {2, 3, 97, 13}, {3, 2, 16, 1}, {2, 5, 30, 29}};
 
 template <class T>
-void check_forward(ConvMode mode, const std::vector<Shape>& shapes) {
+void check_forward(ConvMode mode, const std::vector<Shape>& shapes, ConvSolver solver = ConvSolver::FFT) {
   std::mt19937_64 g(1234);
   for (const Shape& s : shapes)
     for (int gates = 0; gates < 8; ++gates) {
@@ -137,7 +138,7 @@ void check_forward(ConvMode mode, const std::vector<Shape>& shapes) {
       auto u = cast<T>(x.u), k = cast<T>(x.k), pre = cast<T>(x.pre), post = cast<T>(x.post), sk = cast<T>(x.skip);
       Inputs xr{Vec(u.begin(), u.end()), Vec(k.begin(), k.end()), Vec(pre.begin(), pre.end()),
                 Vec(post.begin(), post.end()), Vec(sk.begin(), sk.end())};
-      FFTConvPlan<T> plan(s.B, s.H, s.L, k.data(), s.Lk, mode);
+      FFTConvPlan<T> plan(s.B, s.H, s.L, k.data(), s.Lk, mode, solver);
       std::vector<T> y(u.size());
       plan.forward(u.data(), opt(pre), opt(post), opt(sk), y.data());
       EXPECT_LT(rel_err(y, ref_forward(s, mode, xr)), tol<T>())
@@ -147,7 +148,7 @@ void check_forward(ConvMode mode, const std::vector<Shape>& shapes) {
 
 // Dot-product test per input: <vjp(dy)_i, dx_i> == <dy, J_i dx_i>.
 template <class T>
-void check_backward(ConvMode mode, const std::vector<Shape>& shapes) {
+void check_backward(ConvMode mode, const std::vector<Shape>& shapes, ConvSolver solver = ConvSolver::FFT) {
   std::mt19937_64 g(99);
   for (const Shape& s : shapes)
     for (int gates = 0; gates < 8; ++gates) {
@@ -158,7 +159,7 @@ void check_backward(ConvMode mode, const std::vector<Shape>& shapes) {
       Vec dyv = rt(randn(x.u.size(), g));
       auto u = cast<T>(x.u), k = cast<T>(x.k), pre = cast<T>(x.pre), post = cast<T>(x.post), sk = cast<T>(x.skip);
       auto dy = cast<T>(dyv);
-      FFTConvPlan<T> plan(s.B, s.H, s.L, k.data(), s.Lk, mode);
+      FFTConvPlan<T> plan(s.B, s.H, s.L, k.data(), s.Lk, mode, solver);
       std::vector<T> du(u.size()), dk(k.size()), dpre(pre.size()), dpost(post.size()), dskip(sk.size());
       plan.backward(dy.data(), u.data(), opt(pre), opt(post), opt(sk), du.data(), dk.data(),
                     dpre.empty() ? nullptr : dpre.data(), dpost.empty() ? nullptr : dpost.data(),
@@ -202,16 +203,76 @@ TEST(FFTConv, CausalBackwardDouble) { check_backward<double>(ConvMode::Causal, k
 TEST(FFTConv, CircularBackwardFloat) { check_backward<float>(ConvMode::Circular, kCircularShapes); }
 TEST(FFTConv, CircularBackwardDouble) { check_backward<double>(ConvMode::Circular, kCircularShapes); }
 
+// The direct solver (sums over the taps) on shapes with at most 64 taps used, some with Lk > L.
+const std::vector<Shape> kDirectCausal = {{1, 1, 1, 1}, {1, 1, 1, 5}, {2, 3, 97, 64}, {2, 3, 97, 13}, {3, 2, 16, 40},
+                                          {1, 1, 64, 1}, {2, 5, 30, 30}, {4, 1, 11, 7}, {2, 2, 2100, 33}};
+const std::vector<Shape> kDirectCircular = {{1, 1, 1, 1}, {2, 3, 97, 64}, {2, 3, 97, 13}, {3, 2, 16, 1},
+                                            {2, 5, 30, 29}, {2, 2, 2100, 4}};
+TEST(FFTConvDirect, CausalForwardFloat) { check_forward<float>(ConvMode::Causal, kDirectCausal, ConvSolver::Direct); }
+TEST(FFTConvDirect, CausalForwardDouble) { check_forward<double>(ConvMode::Causal, kDirectCausal, ConvSolver::Direct); }
+TEST(FFTConvDirect, CircularForwardFloat) {
+  check_forward<float>(ConvMode::Circular, kDirectCircular, ConvSolver::Direct);
+}
+TEST(FFTConvDirect, CircularForwardDouble) {
+  check_forward<double>(ConvMode::Circular, kDirectCircular, ConvSolver::Direct);
+}
+TEST(FFTConvDirect, CausalBackwardFloat) { check_backward<float>(ConvMode::Causal, kDirectCausal, ConvSolver::Direct); }
+TEST(FFTConvDirect, CausalBackwardDouble) {
+  check_backward<double>(ConvMode::Causal, kDirectCausal, ConvSolver::Direct);
+}
+TEST(FFTConvDirect, CircularBackwardFloat) {
+  check_backward<float>(ConvMode::Circular, kDirectCircular, ConvSolver::Direct);
+}
+TEST(FFTConvDirect, CircularBackwardDouble) {
+  check_backward<double>(ConvMode::Circular, kDirectCircular, ConvSolver::Direct);
+}
+
+TEST(FFTConvDirect, Rule) {
+  std::vector<float> k(3 * 100, 1.f);
+  // automatic: direct up to kDirectAutoTaps taps used (causal taps beyond L do not count)
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 1000, k.data(), strux::kDirectAutoTaps).solver(), ConvSolver::Direct);
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 1000, k.data(), strux::kDirectAutoTaps + 1).solver(), ConvSolver::FFT);
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 8, k.data(), 100).solver(), ConvSolver::Direct);
+  FFTConvPlan<float> d(1, 3, 1000, k.data(), 64, ConvMode::Circular, ConvSolver::Direct);
+  EXPECT_EQ(d.nfft(), 0);
+  EXPECT_EQ(d.filter_spectrum(), nullptr);
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 1000, k.data(), 4, ConvMode::Causal, ConvSolver::FFT).solver(), ConvSolver::FFT);
+  try {
+    FFTConvPlan<float>(1, 3, 1000, k.data(), 65, ConvMode::Causal, ConvSolver::Direct);
+    ADD_FAILURE() << "65 taps forced direct";
+  } catch (const strux::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("'solver'"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(strux::parse_conv_solver("direct"), ConvSolver::Direct);
+  EXPECT_THROW(strux::parse_conv_solver("fast"), strux::ValueError);
+}
+
+TEST(FFTConvDirect, NaNStaysInItsRow) {
+  const Shape s{2, 2, 40, 7};
+  std::mt19937_64 g(5);
+  auto u = cast<float>(randn(size_t(s.B * s.H * s.L), g)), k = cast<float>(randn(size_t(s.H * s.Lk), g));
+  const int64_t bad = (1 * s.H + 1) * s.L;
+  u[size_t(bad + 10)] = std::numeric_limits<float>::quiet_NaN();
+  FFTConvPlan<float> plan(s.B, s.H, s.L, k.data(), s.Lk, ConvMode::Causal, ConvSolver::Direct);
+  std::vector<float> y(u.size());
+  plan.forward(u.data(), nullptr, nullptr, nullptr, y.data());
+  for (int64_t i = 0; i < int64_t(y.size()); ++i) {
+    const int64_t t = i - bad;
+    const bool hit = t >= 10 && t < 10 + s.Lk;  // exactly the outputs the taps reach
+    EXPECT_EQ(std::isnan(y[size_t(i)]), hit) << i;
+  }
+}
+
 TEST(FFTConv, FFTSize) {
   std::vector<double> k(3 * 100, 1.0);
   // causal: only min(Lk, L) taps; good_fft_size(L + taps - 1)
   FFTConvPlan<double> a(1, 3, 1000, k.data(), 100, ConvMode::Causal);
   EXPECT_EQ(a.nfft(), 1120);  // 1099 -> 2^5 5 7, not 2L
   EXPECT_EQ(a.taps_used(), 100);
-  FFTConvPlan<double> b(1, 3, 16, k.data(), 100, ConvMode::Causal);
+  FFTConvPlan<double> b(1, 3, 16, k.data(), 100, ConvMode::Causal, ConvSolver::FFT);
   EXPECT_EQ(b.taps_used(), 16);
   EXPECT_EQ(b.nfft(), 32);  // 16 + 16 - 1 -> 32: taps beyond L are dropped
-  FFTConvPlan<double> c(1, 3, 97, k.data(), 13, ConvMode::Circular);
+  FFTConvPlan<double> c(1, 3, 97, k.data(), 13, ConvMode::Circular, ConvSolver::FFT);
   EXPECT_EQ(c.nfft(), 97);  // circular: exactly L, even prime
   EXPECT_GE(c.spectrum_stride(), c.nfreq());
 }
@@ -235,7 +296,7 @@ TEST(FFTConv, NaNPropagates) {
   std::mt19937_64 g(5);
   auto u = cast<float>(randn(size_t(s.B * s.H * s.L), g)), k = cast<float>(randn(size_t(s.H * s.Lk), g));
   u[size_t((1 * s.H + 1) * s.L + 10)] = std::numeric_limits<float>::quiet_NaN();
-  FFTConvPlan<float> plan(s.B, s.H, s.L, k.data(), s.Lk, ConvMode::Causal);
+  FFTConvPlan<float> plan(s.B, s.H, s.L, k.data(), s.Lk, ConvMode::Causal, ConvSolver::FFT);
   std::vector<float> y(u.size());
   plan.forward(u.data(), nullptr, nullptr, nullptr, y.data());
   for (int64_t t = 10; t < s.L; ++t) EXPECT_TRUE(std::isnan(y[size_t((1 * s.H + 1) * s.L + t)])) << t;
@@ -244,7 +305,7 @@ TEST(FFTConv, NaNPropagates) {
 
 TEST(FFTConv, WithBatchSharesSpectrum) {
   std::vector<double> k = {1.0, 2.0, 3.0};
-  FFTConvPlan<double> p(1, 1, 5, k.data(), 3, ConvMode::Causal);
+  FFTConvPlan<double> p(1, 1, 5, k.data(), 3, ConvMode::Causal, ConvSolver::FFT);
   auto q = p.with_batch(2);
   EXPECT_EQ(q.batch(), 2);
   EXPECT_EQ(q.filter_spectrum(), p.filter_spectrum());

@@ -33,7 +33,8 @@ class FFTConvPlan {
   // algo 7: as 2 with factored twiddles (variants to measure); algo 8: the four-step kernels
   // (f32/f16/bf16; causal nfft = the next power of two >= max(65536, L + min(Lk, L) - 1),
   // circular L a power of two; nfft <= 4194304; else an error) for the forward, cuFFT for the
-  // gradients.
+  // gradients; algo 9: the direct kernels (sums over the taps, no transform; at most 64 taps
+  // used: causal min(Lk, L), circular Lk; all dtypes).
   FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward,
               int algo = 0);
   ~FFTConvPlan();
@@ -57,6 +58,7 @@ class FFTConvPlan {
   bool fused() const;   // true when this plan runs the fused kernels
   bool tensor() const;  // true when this plan runs the tensor-core kernels
   bool fourstep() const;  // true when this plan runs the four-step kernels
+  bool direct() const;  // true when this plan runs the direct kernels (short filters; algo 9)
   bool filter_set() const;
   size_t workspace_bytes() const;
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cpu/fft.hpp"
+#include "cpu/fftconv/direct.hpp"
 #include "cpu/fftconv/rows.hpp"
 #include "cpu/fftconv/spectral.hpp"
 #include "cpu/thread_scratch.hpp"
@@ -31,17 +32,32 @@ ConvMode parse_conv_mode(const std::string& mode) {
 
 const char* conv_mode_name(ConvMode mode) { return mode == ConvMode::Causal ? "causal" : "circular"; }
 
+ConvSolver parse_conv_solver(const std::string& solver) {
+  if (solver.empty() || solver == "automatic") return ConvSolver::Automatic;
+  if (solver == "fft") return ConvSolver::FFT;
+  if (solver == "direct") return ConvSolver::Direct;
+  throw ValueError(msg("argument 'solver': expected '' (automatic), 'fft' or 'direct', got '", solver, "'"));
+}
+
+const char* conv_solver_name(ConvSolver solver) {
+  return solver == ConvSolver::FFT ? "fft" : solver == ConvSolver::Direct ? "direct" : "automatic";
+}
+
 template <class T>
 struct FFTConvPlan<T>::Impl {
   int64_t H, L, Lk, Lk_used, nfft, nfreq;
   int64_t cs;  // stride of spectra stored back to back: nfreq rounded up to 8 (64 bytes)
   ConvMode mode;
+  bool direct;
   std::shared_ptr<const RealFFT<T>> fft;
-  AlignedBuffer<cplx<T>> K;  // (H, cs), scaled by 1/nfft
+  AlignedBuffer<cplx<T>> K;  // (H, cs), scaled by 1/nfft (FFT solver)
+  AlignedBuffer<T> taps;     // (H, Lk_used) (direct solver)
 };
 
 template <class T>
-FFTConvPlan<T>::FFTConvPlan(int64_t B, int64_t H, int64_t L, const T* k, int64_t Lk, ConvMode mode) : B_(B) {
+FFTConvPlan<T>::FFTConvPlan(int64_t B, int64_t H, int64_t L, const T* k, int64_t Lk, ConvMode mode,
+                            ConvSolver solver)
+    : B_(B) {
   check_positive(B, "B");
   check_positive(H, "H");
   check_positive(L, "L");
@@ -59,6 +75,17 @@ FFTConvPlan<T>::FFTConvPlan(int64_t B, int64_t H, int64_t L, const T* k, int64_t
   p->Lk = Lk;
   p->mode = mode;
   p->Lk_used = mode == ConvMode::Causal ? std::min(Lk, L) : Lk;
+  if (solver == ConvSolver::Direct)
+    check_arg(p->Lk_used <= kDirectMaxTaps, "solver", "'direct' takes at most ", kDirectMaxTaps,
+              " taps used (causal min(Lk, L), circular Lk), got ", p->Lk_used);
+  p->direct = solver == ConvSolver::Direct || (solver == ConvSolver::Automatic && p->Lk_used <= kDirectAutoTaps);
+  if (p->direct) {  // keeps the taps: no transform, no spectrum
+    p->nfft = p->nfreq = p->cs = 0;
+    p->taps = AlignedBuffer<T>(checked_bytes("k", {H, p->Lk_used}, sizeof(T)) / int64_t(sizeof(T)));
+    for (int64_t h = 0; h < H; ++h) std::copy(k + h * Lk, k + h * Lk + p->Lk_used, p->taps.data() + h * p->Lk_used);
+    impl_ = std::move(p);
+    return;
+  }
   p->nfft = mode == ConvMode::Causal ? cpu::good_fft_size(L + p->Lk_used - 1) : L;
   p->nfreq = p->nfft / 2 + 1;
   p->cs = cpu::spectrum_stride(p->nfreq);
@@ -100,7 +127,12 @@ template <class T> int64_t FFTConvPlan<T>::nfft() const { return impl_->nfft; }
 template <class T> int64_t FFTConvPlan<T>::nfreq() const { return impl_->nfreq; }
 template <class T> int64_t FFTConvPlan<T>::spectrum_stride() const { return impl_->cs; }
 template <class T> ConvMode FFTConvPlan<T>::mode() const { return impl_->mode; }
-template <class T> const std::complex<T>* FFTConvPlan<T>::filter_spectrum() const { return impl_->K.data(); }
+template <class T> ConvSolver FFTConvPlan<T>::solver() const {
+  return impl_->direct ? ConvSolver::Direct : ConvSolver::FFT;
+}
+template <class T> const std::complex<T>* FFTConvPlan<T>::filter_spectrum() const {
+  return impl_->direct ? nullptr : impl_->K.data();
+}
 
 template <class T>
 void FFTConvPlan<T>::forward(const T* u, const T* pre, const T* post, const T* skip, T* y) const {
@@ -109,6 +141,11 @@ void FFTConvPlan<T>::forward(const T* u, const T* pre, const T* post, const T* s
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
   const Impl& c = *impl_;
+  if (c.direct) {
+    cpu::direct_forward(B_ * c.H, c.H, c.L, c.Lk_used, c.mode == ConvMode::Circular, c.taps.data(), u, pre, post,
+                        skip, y);
+    return;
+  }
   const int64_t cs = c.cs, nfreq = c.nfreq;
   const cplx<T>* K = c.K.data();
   cpu::rows_forward(*c.fft, B_ * c.H, c.H, c.L, c.nfft, u, pre, post, skip, y,
@@ -138,6 +175,11 @@ void FFTConvPlan<T>::backward(const T* dy, const T* u, const T* pre, const T* po
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
   const Impl& c = *impl_;
+  if (c.direct) {
+    cpu::direct_backward(B_, c.H, c.L, c.Lk_used, c.Lk, c.mode == ConvMode::Circular, c.taps.data(), dy, u, pre,
+                         post, skip, du, dk, dpre, dpost, dskip);
+    return;
+  }
   const int64_t H = c.H, nfft = c.nfft, nfreq = c.nfreq, cs = c.cs;
   const int64_t nchunk = cpu::backward_chunks(B_, H);  // fixes the summation order of dk, not nth
   AlignedBuffer<cplx<T>> acc(H * nchunk * cs);

@@ -5,6 +5,7 @@
 
 #include "cuda/buffer.hpp"
 #include "cuda/fftconv/fourstep.hpp"
+#include "cuda/fftconv/direct.hpp"
 #include "cuda/fftconv/fused.hpp"
 #include "cuda/fftconv/kernels.cuh"
 #include "cuda/fftconv/tensor.hpp"
@@ -38,6 +39,7 @@ struct FFTConvPlan::Impl {
   // intermediate in slotA; forward only, gradients by the cuFFT plan `grad` (as the tensor path).
   bool fourstep = false;
   fourstep::Geometry fs;
+  std::unique_ptr<direct::Plan> direct;  // direct sums for short filters (direct.hpp; algo 9)
 
   template <class T>
   void set_filter(const T* kf, cudaStream_t s);
@@ -56,11 +58,18 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   check_positive(H, "H");
   check_positive(L, "L");
   check_positive(Lk, "Lk");
+  if (algo == direct::kAlgo || (algo == 0 && direct::automatic(circular, L, Lk))) {
+    impl_->direct = std::make_unique<direct::Plan>(dtype, B, H, L, Lk, circular, with_backward);
+    impl_->nfft = impl_->nf = 0;  // no transform
+    impl_->dtype = dtype, impl_->with_backward = with_backward, impl_->circular = circular;
+    return;
+  }
   check_arg(algo >= 0 && algo <= 8, "algo",
             "expected 0 (automatic), 1 (cuFFT), 2 (tensor cores), 3 (tensor cores, one product per real "
             "product: a benchmark probe), 4 (fused kernels where they apply, else cuFFT), 5 (tensor cores, "
             "two tiles per warp in flight), 6 (as 5 with factored twiddles), 7 (as 2 with factored "
-            "twiddles) or 8 (four-step kernels, FFT sizes 65536 to 4194304), got ", algo);
+            "twiddles), 8 (four-step kernels, FFT sizes 65536 to 4194304) or 9 (direct sums, at most 64 "
+            "taps), got ", algo);
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
   Impl& p = *impl_;
   p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);
@@ -156,17 +165,24 @@ int64_t FFTConvPlan::nfft() const { return impl_->nfft; }
 bool FFTConvPlan::filter_set() const { return impl_->filter; }
 size_t FFTConvPlan::workspace_bytes() const {
   const Impl& p = *impl_;
+  if (p.direct) return p.direct->workspace_bytes();
   return p.slotA.bytes() + p.slotB.bytes() + p.khat.bytes() + p.dkhat.bytes() + p.work.bytes() + p.dkpart.bytes() +
          p.vh.bytes() + p.tc.tw.bytes() + (p.grad ? p.grad->workspace_bytes() : 0);
 }
 bool FFTConvPlan::fused() const { return impl_->fused; }
 bool FFTConvPlan::tensor() const { return impl_->tensor; }
 bool FFTConvPlan::fourstep() const { return impl_->fourstep; }
+bool FFTConvPlan::direct() const { return impl_->direct != nullptr; }
 
 template <class T>
 void FFTConvPlan::Impl::set_filter(const T* kf, cudaStream_t s) {
   using Tc = typename Compute<T>::type;
   using F = Fft<Tc>;
+  if (direct) {  // no spectrum: the taps are copied
+    direct->set_filter(kf, s);
+    filter = true;
+    return;
+  }
   if (tensor) {  // K̂ unscaled: the tensor kernels' forward transform carries the 1/nfft
     tensor::spectrum(dtype, tc, kf, H, Lk, Lmin, khat.as<float2>(), s);
     kf_last = kf;
@@ -202,6 +218,7 @@ void FFTConvPlan::Impl::forward(const T* u, const T* pre, const T* post, const T
   using F = Fft<Tc>;
   using C = typename F::C;
   check_arg(filter || own.k, "k", "no filter set on this plan (call set_filter first)");
+  if (direct) return direct->forward(u, pre, post, skip, y, s);
   if (tensor) {
     tensor::forward(dtype, tc, u, pre, post, skip, khat.as<float2>(), y, B, H, L, tc_split, tc_variant, s);
     return;
@@ -238,6 +255,7 @@ void FFTConvPlan::Impl::backward(const T* dy, const T* u, const T* pre, const T*
   using C = typename F::C;
   check_arg(filter, "k", "no filter set on this plan (call set_filter first)");
   check_arg(with_backward, "plan", "this plan was made without backward workspace");
+  if (direct) return direct->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
   if (tensor || fourstep) {  // gradients by the `grad` plan (these kernels run forward only)
     grad->set_filter(kf_last, s);
     grad->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
