@@ -1,6 +1,6 @@
 """diag_scan on the GPU against the copy bandwidth, every solver forced, plus host time.
 
-    python bench/gpu_scan_bw.py OUT_DIR [--quick] [--rows NAME ...]
+    python bench/gpu_scan_bw.py OUT_DIR [--quick] [--rows NAME ...] [--solvers PATH ...] [--lean]
 
 For each row of issue 14's table (shapes (B, T, n), DESIGN.md "scan"): forward and backward
 time of every applicable solver ("auto" = the plan's own choice, then each forced one), the
@@ -11,7 +11,8 @@ real rows, a log-space cumsum scan (positive a). Times: CUDA events, back to bac
 medians (strux.bench.timing). Host time: diag_scan (1, 16, 8) float32 with a cached plan from
 Python, against torch.add of the same tensors. Also circulant_scan (n = 64, 256, 1024) and
 block_circulant_scan (p = 4, 8, 16) against their byte floors. Writes OUT_DIR/gpu_scan_bw.json and prints a
-markdown table.
+markdown table. --solvers: only these ("auto" first is the default to compare against); --lean:
+diag_scan rows only (no torch baselines, circulant rows or host times), for the part script.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ ROWS = [  # name, dtype, (B, T, n)
     ("bf16 (64,1024,2048)", torch.bfloat16, (64, 1024, 2048)),
     ("f32 (1,4096,16384)", torch.float32, (1, 4096, 16384)),
 ]
-SOLVERS = ["auto", "lookback", "seq1", "seqv", "chunk"]
+SOLVERS = ["auto", "lookback", "seq1", "seqv", "chunk", "pipe"]
 VEC = {torch.float32: 4, torch.complex64: 2, torch.float16: 8, torch.bfloat16: 8}
 
 
@@ -60,7 +61,7 @@ def inputs(dtype, shape):
     return a, b
 
 
-def row(name, dtype, shape, bw, n_b2b):
+def row(name, dtype, shape, bw, n_b2b, solvers=SOLVERS, lean=False):
     a, b = inputs(dtype, shape)
     esize = a.element_size()
     numel = a.numel()
@@ -69,7 +70,7 @@ def row(name, dtype, shape, bw, n_b2b):
            "floor_fwd_ms": fwd_bytes / bw * 1e3, "floor_bwd_ms": bwd_bytes / bw * 1e3, "solvers": {}}
     ref = K.diag_scan(a, b, options={"path": "lookback"})
     dh = torch.randn_like(b)
-    for path in SOLVERS:
+    for path in solvers:
         if not applies(path, dtype, shape[2]):
             continue
         o = None if path == "auto" else {"path": path}
@@ -87,6 +88,8 @@ def row(name, dtype, shape, bw, n_b2b):
             r["error"] = f"{type(e).__name__}: {e}"
         res["solvers"][path] = r
         torch.cuda.empty_cache()
+    if lean:
+        return res
     out = torch.empty_like(b)
     t = back_to_back_ms(lambda: torch.addcmul(b, a, b, out=out), n=n_b2b)
     res["torch_addcmul_ms"], res["torch_addcmul_frac_copy"] = t, res["floor_fwd_ms"] / t
@@ -169,6 +172,34 @@ def host_rows():
         return {k: host_us(f, n=200, reps=11) for k, f in fns.items()}
 
 
+def lean_markdown(res):
+    """One line per row: % of copy bandwidth forward / backward of each solver, and its time
+    relative to the default's (>1: faster than the default)."""
+    names = [p for p in res["rows"][0]["solvers"]] if res["rows"] else []
+    lines = [f"copy bandwidth {res['copy_GBps']:.0f} GB/s; per solver: fwd% / bwd% of copy (speed-up vs auto)", "",
+             "| row | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for r in res["rows"]:
+        auto = r["solvers"].get("auto", {})
+        cells = []
+        for p in names:
+            s = r["solvers"].get(p)
+            if s is None:
+                cells.append("")
+            elif "error" in s:
+                cells.append(s["error"][:30])
+            else:
+                c = f"{100 * s['fwd_frac_copy']:.0f}/{100 * s['bwd_frac_copy']:.0f}"
+                if p == "auto":
+                    c += " " + s["describe"].split(": ", 1)[1].split(" ")[0]
+                elif "fwd_ms" in auto:
+                    c += f" ({auto['fwd_ms'] / s['fwd_ms']:.2f}x/{auto['bwd_ms'] / s['bwd_ms']:.2f}x)"
+                if s["rel_err_vs_lookback"] > (3e-2 if "bfloat16" in r["dtype"] else 1e-3):
+                    c += f" ERR {s['rel_err_vs_lookback']:.0e}"
+                cells.append(c)
+        lines.append(f"| {r['row']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def markdown(res):
     lines = [f"copy bandwidth {res['copy_GBps']:.0f} GB/s", "",
              "| row | solver | fwd ms | fwd % copy | bwd ms | bwd % copy | err |", "|---|---|---|---|---|---|---|"]
@@ -180,11 +211,15 @@ def markdown(res):
             lines.append(f"| {r['row']} | {p} | {s['fwd_ms']:.3f} | {100 * s['fwd_frac_copy']:.0f}% | {s['bwd_ms']:.3f} "
                          f"| {100 * s['bwd_frac_copy']:.0f}% | {s['rel_err_vs_lookback']:.1e} |")
         lc = r.get("torch_logcumsum_ms")
+        if "torch_addcmul_ms" not in r:
+            continue
         lines.append(f"| {r['row']} | torch addcmul (same bytes) | {r['torch_addcmul_ms']:.3f} | "
                      f"{100 * r['torch_addcmul_frac_copy']:.0f}% | | | |")
         if lc:
             lines.append(f"| {r['row']} | torch log-cumsum scan | {lc:.3f} | | | | |")
     lines += ["", "| op | shape | fwd ms | fwd % floor | bwd ms | bwd % floor |", "|---|---|---|---|---|---|"]
+    if "host_us" not in res:
+        return "\n".join(lines)
     for r in res.get("circulant", []):
         if "error" in r:
             lines.append(f"| {r['op']} | {r['shape']} | {r['error'][:60]} | | | |")
@@ -208,6 +243,8 @@ def main(argv=None):
     ap.add_argument("out")
     ap.add_argument("--quick", action="store_true", help="fewer calls per timing")
     ap.add_argument("--rows", nargs="*", help="names of rows to run (default: all)")
+    ap.add_argument("--solvers", nargs="*", default=SOLVERS, help="solvers to time (default: all)")
+    ap.add_argument("--lean", action="store_true", help="diag_scan rows only")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     bw = copy_bandwidth(1 << 28, reps=10)
@@ -216,9 +253,12 @@ def main(argv=None):
         if args.rows and name not in args.rows:
             continue
         print("==", name, flush=True)
-        res["rows"].append(row(name, dt, shape, bw, 5 if args.quick else 20))
+        res["rows"].append(row(name, dt, shape, bw, 5 if args.quick else 20, args.solvers, args.lean))
         with open(os.path.join(args.out, "gpu_scan_bw.json"), "w") as f:
             json.dump(res, f, indent=1)
+    if args.lean:
+        print(lean_markdown(res))
+        return 0
     if not args.rows:
         print("== circulant", flush=True)
         res["circulant"] = circulant_rows(bw, 5 if args.quick else 20)

@@ -16,7 +16,7 @@ DEV = "cuda"
 DTYPES = [torch.float32, torch.complex64, torch.float16, torch.bfloat16, torch.float64, torch.complex128]
 TOL = {torch.float32: 5e-5, torch.complex64: 1e-4, torch.float16: 5e-3, torch.bfloat16: 3e-2,
        torch.float64: 1e-12, torch.complex128: 1e-12}
-SOLVERS = ["auto", "lookback", "seq1", "seqv", "chunk"]
+SOLVERS = ["auto", "lookback", "seq1", "seqv", "chunk", "pipe"]
 VEC = {torch.float32: 4, torch.complex64: 2, torch.float16: 8, torch.bfloat16: 8}
 
 
@@ -165,14 +165,15 @@ def test_nan_propagates(path, dtype, where):
     assert not nan.any()
 
 
+@pytest.mark.parametrize("path", ["chunk", "pipe"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex64, torch.bfloat16], ids=str)
-def test_chunk_repeated_calls_and_streams(dtype):
-    """The chunk solver's workspace is the plan's, reused without a reset: many calls on one plan,
-    alternating two streams, forward and backward, give the same results as the first call."""
+def test_chunk_repeated_calls_and_streams(path, dtype):
+    """The chunk / pipe solvers' workspace is the plan's, reused without a reset: many calls on one
+    plan, alternating two streams, forward and backward, give the same results as the first call."""
     B, T, n = 2, 3001, 24
     a, b = coeffs(B, T, n, dtype)
     dh = coeffs(B, T, n, dtype, seed=4)[1]
-    o = {"path": "chunk"}
+    o = {"path": path}
     h_ref = K.diag_scan(a, b, options=o)
     g_ref = K.diag_scan_vjp(dh, a, b, options=o)
     s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
@@ -188,6 +189,46 @@ def test_chunk_repeated_calls_and_streams(dtype):
     assert rel(h_ref, ref_fwd(a, b)) < TOL[dtype]
 
 
+@pytest.mark.parametrize("shape,dtype", [
+    ((8, 6000, 512), torch.float32),    # 32 lane tiles x 125 chunks: blocks loop over many chunks
+    ((1, 200003, 4), torch.float32),    # one tile, 4167 chunks: look-backs over many windows
+    ((2, 50001, 64), torch.complex64),
+    ((3, 9000, 40), torch.bfloat16),
+    ((2, 7001, 5), torch.float32),      # one element per lane
+], ids=str)
+def test_pipe_many_chunks_matches_seq1(shape, dtype):
+    """The pipe solver's persistent blocks (more chunks than resident blocks, tickets taken ahead,
+    look-back windows of 32 chunks) against seq1 on the same data, forward and backward, with h0,
+    twice on one plan (the second call runs in the next epoch of the workspace's flags)."""
+    B, T, n = shape
+    a, b = coeffs(B, T, n, dtype, seed=5)
+    h0 = coeffs(B, 1, n, dtype, seed=6)[1][:, 0].contiguous()
+    dh = coeffs(B, T, n, dtype, seed=7)[1]
+    tol = 4 * TOL[dtype]  # the two kernels round in different orders over long sequences
+
+    def grel(x, r):  # on the device: these arrays are large
+        w = torch.complex128 if x.is_complex() else torch.float64
+        x, r = x.to(w), r.to(w)
+        return float((x - r).abs().norm() / r.abs().norm().clamp_min(1e-300))
+
+    ref = K.diag_scan(a, b, h0=h0, options={"path": "seq1"})
+    rda, rdb, rdh0 = K.diag_scan_vjp(dh, a, b, h0=h0, h=ref, options={"path": "seq1"})
+    o = {"path": "pipe"}
+    for _ in range(2):
+        h = K.diag_scan(a, b, h0=h0, options=o)
+        assert grel(h, ref) < tol
+        da, db, dh0 = K.diag_scan_vjp(dh, a, b, h0=h0, h=ref, options=o)
+        assert grel(db, rdb) < tol and grel(da, rda) < tol and grel(dh0, rdh0) < tol
+
+
+def test_pipe_in_place():
+    """h written over b (as circulant_scan's spectra use it): each chunk is read before it is written."""
+    a, b = coeffs(3, 5000, 64, torch.complex64)
+    ref = ref_fwd(a, b)
+    K._diag_fwd(a, b, None, 1.0, K._O.diag_scan_code({"path": "pipe"}), out=b)
+    assert rel(b, ref) < TOL[torch.complex64]
+
+
 def test_chunk_describe_and_workspace():
     d = K.diag_scan_describe(2, 5000, 64, "float32", options={"path": "chunk"})
     assert "chunk" in d and "16-byte lanes" in d
@@ -196,6 +237,11 @@ def test_chunk_describe_and_workspace():
     assert _ext.cuda_diag_scan_workspace(0, 2, 5000, 64, 0, 3) == 0  # plan-owned
     with pytest.raises(ValueError):
         K.diag_scan_describe(2, 50, 4, "float64", options={"path": "chunk"})
+    d = K.diag_scan_describe(2, 5000, 64, "complex64", options={"path": "pipe"})
+    assert "pipe" in d and "16-byte lanes" in d
+    assert _ext.cuda_diag_scan_workspace(0, 2, 5000, 64, 0, 4) == 0  # plan-owned
+    with pytest.raises(ValueError):
+        K.diag_scan_describe(2, 50, 4, "complex128", options={"path": "pipe"})
 
 
 def _sms():

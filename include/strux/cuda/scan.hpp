@@ -22,11 +22,12 @@ namespace strux::cuda {
 // or 16 bytes of channels (seqv) per thread, or the chunked kernel with 16 bytes of channels per
 // lane (8 for half types) and a look-back over windows of 8 chunks in a plan-owned workspace
 // (chunk; not float64 / complex128; vector lanes where n and the call's pointers allow, else one
-// element).
-enum class DiagScanAlgo { lookback, seq1, seqv, chunk };
-const char* diag_scan_algo_name(DiagScanAlgo a);  // "lookback", "seq1", "seqv", "chunk"
+// element); pipe: chunk's decomposition on a persistent grid that copies the next chunks into
+// shared memory (cp.async) during the look-back of the current one, with a wider look-back window.
+enum class DiagScanAlgo { lookback, seq1, seqv, chunk, pipe };
+const char* diag_scan_algo_name(DiagScanAlgo a);  // "lookback", "seq1", "seqv", "chunk", "pipe"
 
-struct DiagScanOwned;  // the chunk kernel's workspace and the order of the calls using it
+struct DiagScanOwned;  // the chunk / pipe kernels' workspace and the order of the calls using it
 
 // Explicit choices for a DiagScanPlan (tests, benchmarks); unset: the solver table decides. A
 // forced streaming kernel for float64 / complex128, or seqv with n not a multiple of the vector
@@ -66,7 +67,7 @@ class DiagScanPlan {
   int64_t B_, T_, n_;
   DType dtype_;
   DiagScanAlgo algo_ = DiagScanAlgo::lookback;
-  std::shared_ptr<DiagScanOwned> own_;  // chunk only
+  std::shared_ptr<DiagScanOwned> own_;  // chunk and pipe only
 };
 
 // circulant_scan, float32 or float64: h_t = circ(a_t) h_{t-1} + u_t through cuFFT rfft over n,

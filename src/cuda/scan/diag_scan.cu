@@ -7,6 +7,7 @@
 #include "cuda/check.hpp"
 #include "cuda/scan/diag_scan_chunk.cuh"
 #include "cuda/scan/diag_scan_kernel.cuh"
+#include "cuda/scan/diag_scan_pipe.cuh"
 #include "cuda/scan/diag_scan_seq.cuh"
 
 #include <algorithm>
@@ -26,6 +27,7 @@ struct DiagScanOwned {
   DeviceBuffer buf;
   bool vec = false;  // vector lanes possible (n a multiple of their width, chunk_lane_width)
   int64_t flag_cap = 0;  // flags: the most blocks of any launch of the plan
+  int64_t pipe_grid[2][2] = {};  // pipe: persistent blocks per launch [vector lanes][backward]
   std::mutex m;
   cudaEvent_t ev = nullptr;
   cudaStream_t last = nullptr;
@@ -83,12 +85,11 @@ struct ChunkLayout {
 };
 constexpr int64_t kChunkFlagsOff = 256;
 
-template <class S, int VW, bool REV>
-ChunkLayout chunk_layout(int64_t B, int64_t T, int64_t n, int64_t cap) {
+template <class S, int VW>
+ChunkLayout chunk_layout(int64_t B, int64_t T, int64_t n, int64_t chk, int64_t cap) {
   using V = typename scan::Tr<S>::V;
   ChunkLayout L{};
   L.ctiles = (B * (n / VW) + 31) / 32;
-  const int64_t chk = scan::CK_WARPS * scan::chunk_lc<S, VW, REV>();
   L.nblk = L.ctiles * ((T + chk - 1) / chk);
   L.aggA_off = align256(kChunkFlagsOff + 4 * std::max(cap, L.nblk));
   const int64_t vb = align256(L.nblk * 32 * VW * int64_t(sizeof(V)));
@@ -97,24 +98,56 @@ ChunkLayout chunk_layout(int64_t B, int64_t T, int64_t n, int64_t cap) {
   L.total = L.incl_off + vb;
   return L;
 }
+// Steps per chunk of the chunk and pipe kernels.
+template <class S, int VW, bool REV>
+constexpr int64_t chunk_steps(bool pipe) {
+  return pipe ? scan::PP_WARPS * scan::pipe_lc<S, VW, REV>() : scan::CK_WARPS * scan::chunk_lc<S, VW, REV>();
+}
 
-template <class S, bool REV, int VW>
-void launch_chunk(scan::ChunkArgs g, void* ws, int64_t cap, cudaStream_t s) {
-  const ChunkLayout L = chunk_layout<S, VW, REV>(g.B, g.T, g.n, cap);
+void fill(scan::ChunkArgs& g, const ChunkLayout& L, void* ws) {
   char* w = static_cast<char*>(ws);
   g.ctiles = L.ctiles, g.nblk = L.nblk;
   g.hdr = reinterpret_cast<unsigned int*>(w);
   g.flags = reinterpret_cast<unsigned int*>(w + kChunkFlagsOff);
   g.aggA = w + L.aggA_off, g.aggH = w + L.aggH_off, g.incl = w + L.incl_off;
-  scan::diag_scan_chunk<S, VW, REV><<<unsigned(L.nblk), scan::CK_THREADS, 0, s>>>(g);
+}
+template <class S, bool REV, int VW>
+void launch_chunk(scan::ChunkArgs g, void* ws, int64_t cap, cudaStream_t s) {
+  fill(g, chunk_layout<S, VW>(g.B, g.T, g.n, chunk_steps<S, VW, REV>(false), cap), ws);
+  scan::diag_scan_chunk<S, VW, REV><<<unsigned(g.nblk), scan::CK_THREADS, 0, s>>>(g);
   STRUX_LAUNCH("diag_scan_chunk");
 }
 
+// The pipe kernel: a persistent grid (pipe_grid: resident blocks, at most one per chunk).
+template <class S, bool REV, int VW>
+void launch_pipe(scan::ChunkArgs g, void* ws, int64_t cap, int64_t grid, cudaStream_t s) {
+  fill(g, chunk_layout<S, VW>(g.B, g.T, g.n, chunk_steps<S, VW, REV>(true), cap), ws);
+  constexpr int smem = scan::pipe_smem_bytes<S, VW, REV>();
+  scan::diag_scan_pipe<S, VW, REV><<<unsigned(std::min(grid, g.nblk)), scan::PP_THREADS, smem, s>>>(g);
+  STRUX_LAUNCH("diag_scan_pipe");
+}
+
+// Resident blocks of the pipe kernel on this device (sets its shared-memory size attribute).
+template <class S, bool REV, int VW>
+int64_t pipe_grid(int64_t sms) {
+  constexpr int smem = scan::pipe_smem_bytes<S, VW, REV>();
+  STRUX_CUDA(cudaFuncSetAttribute(scan::diag_scan_pipe<S, VW, REV>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int per_sm = 0;
+  STRUX_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, scan::diag_scan_pipe<S, VW, REV>,
+                                                           scan::PP_THREADS, smem));
+  return std::max<int64_t>(1, per_sm) * sms;
+}
+
 template <class S, bool REV>
-void run_chunk(DiagScanOwned& own, bool vec, const scan::ChunkArgs& g, cudaStream_t s) {
+void run_chunk(DiagScanOwned& own, bool pipe, bool vec, const scan::ChunkArgs& g, cudaStream_t s) {
+  constexpr int VW = scan::chunk_vw<S>();
   own.run(s, [&] {
-    if (vec)
-      launch_chunk<S, REV, scan::chunk_vw<S>()>(g, own.buf.get(), own.flag_cap, s);
+    if (pipe && vec)
+      launch_pipe<S, REV, VW>(g, own.buf.get(), own.flag_cap, own.pipe_grid[1][REV], s);
+    else if (pipe)
+      launch_pipe<S, REV, 1>(g, own.buf.get(), own.flag_cap, own.pipe_grid[0][REV], s);
+    else if (vec)
+      launch_chunk<S, REV, VW>(g, own.buf.get(), own.flag_cap, s);
     else
       launch_chunk<S, REV, 1>(g, own.buf.get(), own.flag_cap, s);
   });
@@ -180,6 +213,8 @@ const Solver kSolvers[] = {
      [](const Problem& q) { return q.B * q.n > int64_t(scan::SEQ_THREADS) * scan::SEQ_MIN_BLOCKS * q.sms; }},
     {DiagScanAlgo::seq1, [](const Problem& q) { return has_seq(q.dt); },
      [](const Problem&) { return true; }},
+    // forced only until measured (bench/NOTES-gpu-scan.md)
+    {DiagScanAlgo::pipe, [](const Problem& q) { return has_seq(q.dt); }, [](const Problem&) { return false; }},
 };
 
 template <class S>
@@ -243,6 +278,7 @@ const char* diag_scan_algo_name(DiagScanAlgo a) {
     case DiagScanAlgo::seq1: return "seq1";
     case DiagScanAlgo::seqv: return "seqv";
     case DiagScanAlgo::chunk: return "chunk";
+    case DiagScanAlgo::pipe: return "pipe";
     default: return "lookback";
   }
 }
@@ -268,9 +304,10 @@ DiagScanPlan::DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype, const D
   if (!found)
     check_arg(false, "algo", "the forced kernel '", diag_scan_algo_name(*opt.algo),
             "' does not apply to dtype ", dtype_name(dtype), " with n = ", n,
-            " (streaming and chunk kernels: not float64 / complex128; seqv: n a multiple of ",
+            " (streaming, chunk and pipe kernels: not float64 / complex128; seqv: n a multiple of ",
             vec_width(dtype), ")");
-  if (algo_ == DiagScanAlgo::chunk) {
+  const bool pipe = algo_ == DiagScanAlgo::pipe;
+  if (algo_ == DiagScanAlgo::chunk || pipe) {
     own_ = std::make_shared<DiagScanOwned>();
     own_->vec = n % chunk_lane_width(dtype) == 0;
     int64_t bytes = 0;
@@ -278,14 +315,29 @@ DiagScanPlan::DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype, const D
       using S = decltype(z);
       if constexpr (has_seq<S>()) {
         constexpr int VW = scan::chunk_vw<S>();
-        // The backward cuts time at least as finely as the forward (chunk_lc): its launches have
-        // the most blocks and the most values.
-        const ChunkLayout one = chunk_layout<S, 1, true>(B, T, n, 0);
-        const ChunkLayout vec = chunk_layout<S, VW, true>(B, T, n, 0);
-        own_->flag_cap = own_->vec ? std::max(one.nblk, vec.nblk) : one.nblk;
+        // Every launch the plan may make (one-element or vector lanes, forward or backward)
+        // shares the workspace: flags for the most chunks, values for the most bytes.
+        const ChunkLayout ls[4] = {
+            chunk_layout<S, 1>(B, T, n, chunk_steps<S, 1, false>(pipe), 0),
+            chunk_layout<S, 1>(B, T, n, chunk_steps<S, 1, true>(pipe), 0),
+            chunk_layout<S, VW>(B, T, n, chunk_steps<S, VW, false>(pipe), 0),
+            chunk_layout<S, VW>(B, T, n, chunk_steps<S, VW, true>(pipe), 0)};
+        const int nl = own_->vec ? 4 : 2;
+        for (int i = 0; i < nl; ++i) own_->flag_cap = std::max(own_->flag_cap, ls[i].nblk);
         check_arg(own_->flag_cap < (int64_t(1) << 31), "a", "too many blocks for shape (", B, ", ", T, ", ", n, ")");
-        bytes = chunk_layout<S, 1, true>(B, T, n, own_->flag_cap).total;
-        if (own_->vec) bytes = std::max(bytes, chunk_layout<S, VW, true>(B, T, n, own_->flag_cap).total);
+        bytes = chunk_layout<S, 1>(B, T, n, chunk_steps<S, 1, false>(pipe), own_->flag_cap).total;
+        bytes = std::max(bytes, chunk_layout<S, 1>(B, T, n, chunk_steps<S, 1, true>(pipe), own_->flag_cap).total);
+        if (own_->vec) {
+          bytes = std::max(bytes, chunk_layout<S, VW>(B, T, n, chunk_steps<S, VW, false>(pipe), own_->flag_cap).total);
+          bytes = std::max(bytes, chunk_layout<S, VW>(B, T, n, chunk_steps<S, VW, true>(pipe), own_->flag_cap).total);
+        }
+        if (pipe) {
+          const int64_t sms = sm_count();
+          own_->pipe_grid[0][0] = pipe_grid<S, false, 1>(sms);
+          own_->pipe_grid[0][1] = pipe_grid<S, true, 1>(sms);
+          own_->pipe_grid[1][0] = pipe_grid<S, false, VW>(sms);
+          own_->pipe_grid[1][1] = pipe_grid<S, true, VW>(sms);
+        }
       }
     });
     own_->buf.allocate(size_t(bytes));
@@ -300,7 +352,7 @@ std::string DiagScanPlan::describe() const {
   std::string s = "diag_scan (" + std::to_string(B_) + ", " + std::to_string(T_) + ", " +
                   std::to_string(n_) + ") " + dtype_name(dtype_) + ": " + diag_scan_algo_name(algo_);
   if (algo_ == DiagScanAlgo::seqv) s += " (seq1 on calls with pointers not 16-byte aligned)";
-  if (algo_ == DiagScanAlgo::chunk)
+  if (algo_ == DiagScanAlgo::chunk || algo_ == DiagScanAlgo::pipe)
     s += own_->vec ? " (" + std::to_string(chunk_lane_bytes(dtype_)) + "-byte lanes; one element per lane on calls "
                          "with pointers not " + std::to_string(chunk_lane_bytes(dtype_)) + "-byte aligned)"
                    : std::string(" (one element per lane)");
@@ -325,8 +377,8 @@ void DiagScanPlan::forward(const void* a, const void* b, const void* h0, void* h
     args.scale = scale;
     const DiagScanAlgo algo = per_call(algo_, {a, b, h0, h});
     if constexpr (has_seq<S>())
-      if (algo == DiagScanAlgo::chunk)
-        return run_chunk<S, false>(*own_, own_->vec && aligned({a, b, h0, h}, chunk_lane_bytes(dtype_)),
+      if (algo == DiagScanAlgo::chunk || algo == DiagScanAlgo::pipe)
+        return run_chunk<S, false>(*own_, algo == DiagScanAlgo::pipe, own_->vec && aligned({a, b, h0, h}, chunk_lane_bytes(dtype_)),
                                    scan::ChunkArgs{a, b, h0, nullptr, h, nullptr, nullptr, nullptr, B_, T_, n_, 0, 0,
                                                    scale, nullptr, nullptr, nullptr, nullptr, nullptr},
                                    static_cast<cudaStream_t>(stream));
@@ -355,8 +407,8 @@ void DiagScanPlan::backward(const void* a, const void* h, const void* h0, const 
     args.scale = 1.0;
     const DiagScanAlgo algo = per_call(algo_, {a, h, h0, dh, da, db, dh0});
     if constexpr (has_seq<S>())
-      if (algo == DiagScanAlgo::chunk)
-        return run_chunk<S, true>(*own_, own_->vec && aligned({a, h, h0, dh, da, db, dh0}, chunk_lane_bytes(dtype_)),
+      if (algo == DiagScanAlgo::chunk || algo == DiagScanAlgo::pipe)
+        return run_chunk<S, true>(*own_, algo == DiagScanAlgo::pipe, own_->vec && aligned({a, h, h0, dh, da, db, dh0}, chunk_lane_bytes(dtype_)),
                                   scan::ChunkArgs{a, dh, h0, h, nullptr, da, db, dh0, B_, T_, n_, 0, 0, 1.0, nullptr,
                                                   nullptr, nullptr, nullptr, nullptr},
                                   static_cast<cudaStream_t>(stream));

@@ -33,8 +33,7 @@ struct Vec {
   using W = typename VecOf<BYTES>::T;
   struct R { unsigned int w[NW]; };
 
-  static __device__ __forceinline__ R ld(const S* p) {
-    const W v = __ldcs(reinterpret_cast<const W*>(p));
+  static __device__ __forceinline__ R unpack(const W v) {
     R r;
     if constexpr (BYTES == 2) r.w[0] = v;
     else if constexpr (BYTES == 4) r.w[0] = v;
@@ -42,14 +41,14 @@ struct Vec {
     else r.w[0] = v.x, r.w[1] = v.y, r.w[2] = v.z, r.w[3] = v.w;
     return r;
   }
-  static __device__ __forceinline__ void st(S* p, const R& r) {
-    W v;
-    if constexpr (BYTES == 2) v = static_cast<unsigned short>(r.w[0]);
-    else if constexpr (BYTES == 4) v = r.w[0];
-    else if constexpr (BYTES == 8) v = make_uint2(r.w[0], r.w[1]);
-    else v = make_uint4(r.w[0], r.w[1], r.w[2], r.w[3]);
-    __stcs(reinterpret_cast<W*>(p), v);
+  static __device__ __forceinline__ W pack(const R& r) {
+    if constexpr (BYTES == 2) return static_cast<unsigned short>(r.w[0]);
+    else if constexpr (BYTES == 4) return r.w[0];
+    else if constexpr (BYTES == 8) return make_uint2(r.w[0], r.w[1]);
+    else return make_uint4(r.w[0], r.w[1], r.w[2], r.w[3]);
   }
+  static __device__ __forceinline__ R ld(const S* p) { return unpack(__ldcs(reinterpret_cast<const W*>(p))); }
+  static __device__ __forceinline__ void st(S* p, const R& r) { __stcs(reinterpret_cast<W*>(p), pack(r)); }
   static __device__ __forceinline__ R zero() {
     R r;
 #pragma unroll

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The scan part of a GPU round (run by scripts/gpu_session.sh after the build, PYTHONPATH set,
+# OUT = this part's folder; limit 150 s): the diag_scan solver tests (every forced solver, pipe
+# included), then every diag_scan variant against the default on issue 14's rows (forward and
+# backward, % of copy bandwidth), then accelerated-scan (the peer) against strux in each one's
+# layout, last: its CUDA kernel is compiled at import (~30-60 s). Logs and JSON under $OUT;
+# stdout ends with the two tables.
+set -uo pipefail
+ROOT=$PWD
+OUT=${OUT:-$ROOT/out/scan}
+mkdir -p "$OUT"
+export PYTHONPATH=${PYTHONPATH:-$ROOT/python:$ROOT/tests/python}
+T0=$(date +%s)
+left() { echo $(( 145 - ($(date +%s) - T0) )); }
+rc=0
+# the peer's build caches: off the output folder (not sent back); its CUDA extension compiles in
+# the background during the tests (the bench's import waits on torch's build lock if need be)
+export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/strux-peer-ext} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
+PEER=$ROOT/.deps/peers/accelerated-scan
+if [ -d "$PEER" ]; then
+  (cd "$PEER" && timeout 140 python3 -c "import accelerated_scan.warp" > "$OUT/peer_build.log" 2>&1) &
+fi
+
+t0=$(date +%s)
+timeout 55 python3 -m pytest -q -x -p no:cacheprovider tests/python/test_scan_gpu_solvers.py > "$OUT/pytest.log" 2>&1
+r=$?
+grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -5
+echo "== scan tests rc=$r in $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/pytest.log")"
+[ $r = 0 ] || rc=1
+
+t0=$(date +%s)
+timeout 30 python3 bench/gpu_scan_bw.py "$OUT" --quick --lean --solvers auto chunk pipe > "$OUT/variants.log" 2>&1 \
+  || { echo "== variants bench failed or timed out"; rc=1; }
+grep -E "^(\||copy)" "$OUT/variants.log"
+echo "== variants in $(( $(date +%s) - t0 )) s"
+
+t0=$(date +%s)
+lim=$(left)
+if [ "$lim" -gt 20 ]; then
+  timeout "$lim" python3 bench/gpu_scan_peer.py "$OUT" --quick > "$OUT/peer.log" 2>&1 || { echo "== peer bench failed or cut at ${lim} s"; rc=1; }
+  grep -E "^(\||copy|== peer)" "$OUT/peer.log"
+else
+  echo "== peer bench skipped: ${lim} s left"
+fi
+echo "== peer in $(( $(date +%s) - t0 )) s; part total $(( $(date +%s) - T0 )) s"
+exit $rc
