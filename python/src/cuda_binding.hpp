@@ -40,7 +40,7 @@ class DeviceGuard {
   int prev_ = -1;
 };
 
-// ks: bits 0-2 path (0 auto, 1 kernels, 2 blas, 3 stream, 4 tr), bits 3-4 stream_tn (0 auto,
+// ks: bits 0-2 path (0 auto, 1 kernels, 2 blas, 3 stream, 4 tr, 5 small), bits 3-4 stream_tn (0 auto,
 // 1: 32, 2: 64, 3: 128), bits 5-6 stream_mt (0 auto, 1, 2), bit 7 dw_ptrs off, bits 8-9
 // tc_variant + 1 (0 auto).
 inline strux::cuda::KsOptions ks_options(int64_t code) {
@@ -48,9 +48,10 @@ inline strux::cuda::KsOptions ks_options(int64_t code) {
   check_arg(code >= 0 && code < (int64_t(1) << 10), "options", "bad ks options code ", code);
   strux::cuda::KsOptions o;
   const int path = int(code & 7);
-  check_arg(path <= 4, "options", "bad ks path code ", path);
+  check_arg(path <= 5, "options", "bad ks path code ", path);
   if (path) {
-    const KsPath paths[] = {KsPath::kernels, KsPath::kernels, KsPath::blas, KsPath::stream, KsPath::tr};
+    const KsPath paths[] = {KsPath::kernels, KsPath::kernels, KsPath::blas,
+                            KsPath::stream,  KsPath::tr,      KsPath::small};
     o.path = paths[path];
   }
   const int tn = int((code >> 3) & 3);

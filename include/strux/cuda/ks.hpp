@@ -26,10 +26,12 @@ struct KsPattern {
 
 // How a product (forward or backward_x) runs: the ks tile kernels (tensor-core 3xTF32 / FFMA),
 // cuBLAS on strided views of x and y, the batch-last float32 streaming kernel (W held in shared
-// memory), or for batch-first d > 1 in-row transpositions around cuBLAS (tr). backward_w runs
-// the kernels, cuBLAS on strided views (blas) or cuBLAS on transposed copies (tr).
-enum class KsPath { kernels, blas, stream, tr };
-const char* ks_path_name(KsPath p);  // "kernels", "blas", "stream", "tr"
+// memory), for batch-first d > 1 in-row transpositions around cuBLAS (tr), or at small batches
+// (up to 4096, meant for 1-256) the small-batch kernels, which read each weight once per tile of
+// batch rows held in registers (small). backward_w runs the kernels, cuBLAS on strided views
+// (blas) or cuBLAS on transposed copies (tr).
+enum class KsPath { kernels, blas, stream, tr, small };
+const char* ks_path_name(KsPath p);  // "kernels", "blas", "stream", "tr", "small"
 
 // Explicit choices for a plan (tests, benchmarks); the defaults let the solver table decide.
 struct KsOptions {

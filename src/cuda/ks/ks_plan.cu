@@ -10,6 +10,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/ks/ks_blas.hpp"
+#include "cuda/ks/ks_small.hpp"
 #include "cuda/ks/ks_stream.hpp"
 #include "cuda/ks/ks_tr.hpp"
 #include "strux/core.hpp"
@@ -49,6 +50,11 @@ bool big_group(const Problem& q) { return q.a * q.d == 1 && q.b * q.c >= (int64_
 bool tr_batch(const Problem& q) { return q.batch >= 1024; }
 
 const Solver kProducts[] = {
+    // small batches: weights read once per register tile of batch rows (forced only until
+    // measured: bench/NOTES-gpu-ks-small.md)
+    {KsPath::small,
+     [](const Problem& q) { return ks::small_applies(q.a, q.b, q.c, q.d, q.batch); },
+     [](const Problem&) { return false; }},
     // batch-last float32 groups whose W fits the streaming kernel with its 128-column tile
     {KsPath::stream, [](const Problem& q) { return q.bl && q.f32 && q.sc.ok(); },
      [](const Problem& q) { return q.sc.tn == 128 && stream_size(q); }},
@@ -98,6 +104,7 @@ const char* ks_path_name(KsPath p) {
     case KsPath::blas: return "blas";
     case KsPath::stream: return "stream";
     case KsPath::tr: return "tr";
+    case KsPath::small: return "small";
     default: return "kernels";
   }
 }
@@ -209,6 +216,10 @@ void KsPlan::forward(const void* x, const void* w, void* y, void* stream) const 
   }
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
+    if (fwd_.path == KsPath::small)
+      return ks::small_prod<T>(static_cast<const T*>(x), static_cast<const T*>(w),
+                               static_cast<T*>(y), a, b, c, d, batch_, b * c * d, c * d, d, 1,
+                               batch_last_, static_cast<cudaStream_t>(stream));
     ks::launch_prod<T>(static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), a,
                        b, c, d, batch_, b * c * d, c * d, d, 1, batch_last_, tc_variant_,
                        static_cast<cudaStream_t>(stream));
@@ -236,6 +247,10 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
   }
   by_type(dtype_, [&](auto z) {
     using T = decltype(z);
+    if (bx_.path == KsPath::small)
+      return ks::small_prod<T>(static_cast<const T*>(dy), static_cast<const T*>(w),
+                               static_cast<T*>(dx), a, c, b, d, batch_, b * c * d, d, c * d, 1,
+                               batch_last_, static_cast<cudaStream_t>(stream));
     ks::launch_prod<T>(static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx), a,
                        c, b, d, batch_, b * c * d, d, c * d, 1, batch_last_, tc_variant_,
                        static_cast<cudaStream_t>(stream));

@@ -1,0 +1,243 @@
+"""ksmm's whole pattern list on the GPU (issue 15, speed goal 1): strux.ks_matmul (default
+choice) against bmm with permutations (the baseline) and dense F.linear, batch 25088, float32
+and bfloat16, batch-size-first and batch-size-last, same process.
+
+Per pattern, dtype and layout: CUDA-event medians (strux.bench.timing) of strux, of bmm with
+permutations (weights laid out for bmm outside the timed call) and, where the dense product does
+at most 16x the FLOPs (a*d <= 16), of dense F.linear / torch.mm with K formed once. Accuracy:
+one strux call per pattern against a float64 reference on the first REF_ROWS batch entries
+(the same formula through bmm in float64), and the same for bmm in the run's dtype, so a
+half-type error reads against bmm's own.
+
+Patterns whose tensors (x, y and bmm's permuted copies; dense K) pass --mem-gb are skipped and
+said so. --max-seconds: every pattern's time is estimated from its bytes and FLOPs; when the
+whole list does not fit, patterns are taken evenly from it (every k-th, deterministic) and the
+output says how many ran.
+
+Run: python bench/gpu_ks_sweep.py --out DIR [--max-seconds S] [--batch B] [--dtypes float32,bfloat16]
+(PYTHONPATH=python, as scripts/gpu_build.sh sets). Writes DIR/ks_sweep.json and prints a summary.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+import strux
+from strux import _cuda, _cuda_ks
+from strux.bench.gpu_ks_scan import bmm_operands, bmm_recipe
+from strux.bench.timing import time_ms
+
+PATTERN_FILE = os.path.join(os.path.dirname(strux.__file__), "bench", "ksmm_patterns.txt")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+TOL = {"float32": 1e-5, "bfloat16": 2e-2}
+REF_ROWS = 64
+DENSE_MAX_RATIO = 16  # dense does a*d times the FLOPs of the ks product
+# The time model that fits a run into --max-seconds: bytes at BW, dense FLOPs at PEAK, and a
+# fixed host cost per (pattern, dtype, layout) (tensors, plans, reference).
+BW = 2.0e12
+PEAK = {"float32": 4.0e13, "bfloat16": 4.0e14}
+FIXED_S = 0.06
+WARM, REPS = 2, 5
+
+
+def load_patterns(path=PATTERN_FILE):
+    out = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                p = tuple(int(v) for v in line.split(","))
+                if p not in out:  # (the list names two patterns twice)
+                    out.append(p)
+    return out
+
+
+def sizes(p, batch, es):
+    """(bytes of x + y, bytes the timed calls touch at most (bmm's copies), dense K bytes)."""
+    a, b, c, d = p
+    N, M = a * c * d, a * b * d
+    xy = es * batch * (N + M)
+    return xy, 2 * xy + es * batch * M, es * M * N
+
+
+def dense_ok(p):
+    return p[0] * p[3] <= DENSE_MAX_RATIO
+
+
+def estimate_s(p, batch, dtypes, layouts):
+    """Seconds the sweep spends on pattern p (every dtype and layout), from its bytes and FLOPs."""
+    a, b, c, d = p
+    N, M, nnz = a * c * d, a * b * d, a * b * c * d
+    t = 0.0
+    for dt in dtypes:
+        es = DTYPES[dt].itemsize
+        xy = es * batch * (N + M)
+        call = xy / BW + 2.0 * batch * nnz / PEAK[dt] + 2e-5
+        bmm = 3 * xy / BW + 2.0 * batch * nnz / PEAK[dt] + 4e-5
+        dense = 2.0 * batch * M * N / PEAK[dt] + xy / BW if dense_ok(p) else 0.0
+        per_layout = FIXED_S + (WARM + REPS + 1) * (call + bmm + dense)
+        t += len(layouts) * per_layout
+    return t
+
+
+def sample(pats, est, max_s):
+    """(patterns to run, their estimated seconds): all when they fit, else every k-th."""
+    total = sum(est)
+    if max_s <= 0 or total <= max_s:
+        return list(range(len(pats))), total
+    n = len(pats)
+    k = n
+    while k > 1:
+        idx = sorted({(i * n) // k for i in range(k)})
+        t = sum(est[i] for i in idx)
+        if t <= max_s:
+            return idx, t
+        k = max(1, int(k * 0.9))
+    return [0], est[0]
+
+
+def dense_matrix(w, p):
+    a, b, c, d = p
+    K = torch.zeros(a * b * d, a * c * d, device=w.device, dtype=w.dtype)
+    ii, kk, ll, jj = torch.meshgrid(*[torch.arange(s, device=w.device) for s in p], indexing="ij")
+    K[ii * b * d + kk * d + jj, ii * c * d + ll * d + jj] = w
+    return K
+
+
+def rel(y, ref):
+    y, ref = y.double(), ref.double()
+    return float((y - ref).norm() / ref.norm().clamp_min(1e-300))
+
+
+def free():
+    _cuda.clear_plan_cache()
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def run_one(p, batch, dt, layout, mem_bytes):
+    a, b, c, d = p
+    N = a * c * d
+    tdt = DTYPES[dt]
+    es = tdt.itemsize
+    xy, peak, kbytes = sizes(p, batch, es)
+    row = {"pattern": list(p), "dtype": dt, "layout": layout, "batch": batch}
+    if peak > mem_bytes:
+        row["skipped"] = f"memory: {peak / 2**30:.1f} GiB > budget {mem_bytes / 2**30:.1f} GiB"
+        return row
+    g = torch.Generator(device="cuda").manual_seed(hash(p) & 0xFFFF)
+    w = (torch.randn(*p, device="cuda", generator=g) / math.sqrt(c)).to(tdt)
+    x = torch.randn((batch, N) if layout == "bsf" else (N, batch), device="cuda", generator=g).to(tdt)
+    wl, wf = bmm_operands(w, p)
+    ks = lambda: strux.ks_matmul(x, w, p, layout=layout)  # noqa: E731
+    bmm = lambda: bmm_recipe(x, wl, wf, p, layout)  # noqa: E731
+    # accuracy on the first REF_ROWS batch entries against float64
+    r = min(REF_ROWS, batch)
+    xs = x[:r] if layout == "bsf" else x[:, :r].contiguous()
+    ref = bmm_recipe(xs.double(), *bmm_operands(w.double(), p), p, layout)
+    y = ks()
+    ys = y[:r] if layout == "bsf" else y[:, :r]
+    row["err"] = rel(ys, ref)
+    yb = bmm_recipe(xs, wl, wf, p, layout)
+    row["err_bmm"] = rel(yb, ref)
+    row["ok"] = row["err"] <= max(TOL[dt], 2 * row["err_bmm"])
+    y = ys = yb = ref = xs = None  # (freed before the timed calls)
+    row["path"] = _cuda_ks.ks_paths(p, batch, layout=layout, dtype=dt)[0]
+    row["strux_ms"] = time_ms(ks, warm=WARM, reps=REPS)[0]
+    row["bmm_ms"] = time_ms(bmm, warm=WARM, reps=REPS)[0]
+    if not dense_ok(p):
+        row["dense"] = "dense skipped: a*d FLOP ratio"
+    elif kbytes + xy > mem_bytes:
+        row["dense"] = f"dense skipped: memory ({(kbytes + xy) / 2**30:.1f} GiB)"
+    else:
+        K = dense_matrix(w, p)
+        dense = (lambda: F.linear(x, K)) if layout == "bsf" else (lambda: torch.mm(K, x))
+        row["dense_ms"] = time_ms(dense, warm=WARM, reps=REPS)[0]
+    best = min(row["bmm_ms"], row.get("dense_ms", math.inf))
+    row["vs_bmm"] = row["bmm_ms"] / row["strux_ms"]
+    row["vs_best"] = best / row["strux_ms"]
+    row["floor_ms"] = xy / BW * 1e3  # one read of x and one write of y at the model bandwidth BW
+    return row
+
+
+def summary(rows, n_run, n_all, skipped, est_s, wall_s):
+    lines = [f"ks sweep: {n_run} of {n_all} ksmm patterns run"
+             + (" (every k-th, --max-seconds)" if n_run < n_all else "")
+             + f", estimated {est_s:.0f} s, took {wall_s:.0f} s"]
+    if skipped:
+        lines.append(f"  {len(skipped)} (pattern, dtype, layout) skipped for memory, e.g. "
+                     f"{skipped[0]['pattern']} {skipped[0]['dtype']} {skipped[0]['layout']}: {skipped[0]['skipped']}")
+    bad = [r for r in rows if not r["ok"]]
+    if bad:
+        lines.append(f"  ACCURACY: {len(bad)} rows above tolerance, e.g. " + ", ".join(
+            f"{tuple(r['pattern'])} {r['dtype']} {r['layout']} err {r['err']:.1e} (bmm {r['err_bmm']:.1e})"
+            for r in bad[:5]))
+    for dt in DTYPES:
+        for lay in ("bsf", "bsl"):
+            rs = [r for r in rows if r["dtype"] == dt and r["layout"] == lay]
+            if not rs:
+                continue
+            ratios = [r["vs_bmm"] for r in rs]
+            slow = [r for r in rs if r["vs_best"] < 1 / 1.05]
+            lines.append(f"  {dt:8s} {lay}: n {len(rs)}, median x{statistics.median(ratios):.2f} over bmm "
+                         f"(min {min(ratios):.2f}, max {max(ratios):.2f}), faster than bmm "
+                         f"{sum(v > 1 for v in ratios) / len(rs):.0%}, >5% slower than min(bmm, dense) {len(slow)}")
+    worst = sorted(rows, key=lambda r: r["vs_best"])[:10]
+    lines.append("  worst 10 (strux vs min(bmm, dense)): pattern dtype layout path strux_ms bmm_ms dense_ms ratio")
+    for r in worst:
+        dn = f"{r['dense_ms']:.3f}" if "dense_ms" in r else "-"
+        lines.append(f"    {tuple(r['pattern'])} {r['dtype']} {r['layout']} {r['path']} {r['strux_ms']:.3f} "
+                     f"{r['bmm_ms']:.3f} {dn} x{r['vs_best']:.2f}")
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--batch", type=int, default=25088)
+    ap.add_argument("--max-seconds", type=float, default=0.0, help="0: the whole list")
+    ap.add_argument("--mem-gb", type=float, default=24.0, help="budget for one case's tensors (GiB)")
+    ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--layouts", default="bsf,bsl")
+    ap.add_argument("--patterns", default=PATTERN_FILE)
+    args = ap.parse_args()
+    dtypes, layouts = args.dtypes.split(","), args.layouts.split(",")
+    pats = load_patterns(args.patterns)
+    est = [estimate_s(p, args.batch, dtypes, layouts) for p in pats]
+    idx, est_s = sample(pats, est, args.max_seconds)
+    t0 = time.time()
+    rows, skipped, done = [], [], 0
+    mem = int(args.mem_gb * 2**30)
+    for i in idx:
+        p = pats[i]
+        for dt in dtypes:
+            for lay in layouts:
+                r = run_one(p, args.batch, dt, lay, mem)
+                (skipped if "skipped" in r else rows).append(r)
+        done += 1
+        free()
+        # a safety stop: the estimate is a model; never run far past the budget
+        if args.max_seconds > 0 and time.time() - t0 > 1.15 * args.max_seconds:
+            break
+    wall = time.time() - t0
+    os.makedirs(args.out, exist_ok=True)
+    meta = {"batch": args.batch, "n_patterns": len(pats), "n_sampled": len(idx), "n_run": done,
+            "estimated_s": est_s, "wall_s": wall, "device": torch.cuda.get_device_name(),
+            "allow_tf32": torch.backends.cuda.matmul.allow_tf32, "mem_gb": args.mem_gb}
+    with open(os.path.join(args.out, "ks_sweep.json"), "w") as f:
+        json.dump({"meta": meta, "rows": rows, "skipped": skipped}, f, indent=1)
+    if done < len(idx):
+        print(f"ks sweep: stopped at {done} of {len(idx)} sampled patterns (time budget)")
+    print("\n".join(summary(rows, done, len(pats), skipped, est_s, wall)))
+
+
+if __name__ == "__main__":
+    main()
