@@ -35,7 +35,7 @@ if(STRUX_HAVE_MPI)
     endif()
     add_test(NAME dist_bench_np2
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe --allow-run-as-root
-                     --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS=1 $<TARGET_FILE:strux_dist_bench> 9 7 6 --rhs 2 --reps 2)
+                     --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS=1 $<TARGET_FILE:strux_dist_bench> 9 7 6 --rhs 2 --reps 2 --compare)
     set_tests_properties(dist_bench_np2 PROPERTIES TIMEOUT 120 PROCESSORS 2 PASS_REGULAR_EXPRESSION "\"rmatvec\"")
     # Root (CI) and 2 cores: mpirun needs --allow-run-as-root and --oversubscribe for 4 ranks; no
     # single-copy (CMA) transfers, which need ptrace rights that containers may withhold.

@@ -15,6 +15,7 @@ source.
     python examples/inverse_problem/run.py            # full size (about 10 minutes on 2 cores)
     python examples/inverse_problem/run.py --small    # under a minute (CI smoke run)
     python examples/inverse_problem/run.py --device cuda   # one GPU (torch)
+    python examples/inverse_problem/run.py --device cuda --gpus 2   # F on two GPUs of this process
 
 Needs strux importable (PYTHONPATH=python in a source checkout), numpy, scipy; matplotlib for the
 picture (skipped without it); torch for --device cuda.
@@ -43,7 +44,8 @@ def parse(argv=None):
     p.add_argument("--small", action="store_true", help="a small problem (CI smoke run, under a minute)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--gpus", type=int, default=1,
-                   help="GPUs for F (more than 1 needs the distributed operator, strux.dist)")
+                   help="devices for F: more than 1 runs strux.dist.BlockToeplitzGroup in this process, one "
+                        "rank per GPU (--device cuda, NCCL) or per CPU thread (--device cpu)")
     p.add_argument("--n", type=int, help="state grid n x n (default 320, --small 64)")
     p.add_argument("--nc", type=int, help="parameter grid nc x nc (default 32, --small 16)")
     p.add_argument("--sensors", type=int, help="sensors, a square number (default 64, --small 16)")
@@ -97,18 +99,68 @@ def cg(H, b, tol: float, maxiter: int, dot):
     return x, it, rs ** 0.5 / bn
 
 
-def make_operator(be, nt: int, gpus: int, tol):
-    """F from the LTI system. One device here; several GPUs go through the distributed operator
-    (strux.dist, the hook for two GPUs) when it is there."""
-    A, B, C = be.lti()
-    if gpus > 1:
+class GroupOperator:
+    """F on several devices of this process: strux.dist.BlockToeplitzGroup, rank q of the grid on
+    GPU q (NCCL between them) or on CPU thread q. Whole vectors live on the first device: matvec
+    and rmatvec cut them into the ranks' parts (moved to each rank's GPU) and put the results
+    together there, so a product here costs what a caller of whole vectors pays."""
+
+    def __init__(self, blocks, devices):
+        from strux import dist
         try:
-            from strux import dist  # noqa: F401
-        except ImportError as e:
-            raise SystemExit(f"--gpus {gpus}: needs strux.dist (the distributed block Toeplitz), not in this "
-                             f"build ({e})") from None
-        raise SystemExit("--gpus > 1: run under mpirun with strux.dist.BlockToeplitz (not wired here yet)")
-    return strux.BlockToeplitz.from_lti(A, B, C, nt, tol=tol)
+            dist._module()
+        except RuntimeError as e:
+            raise SystemExit(f"--gpus {len(devices)}: {e}") from None
+        self.G = dist.BlockToeplitzGroup(blocks, devices=devices, layout="time-major", vectors="replicated")
+        self.gpu = devices[0] != "cpu"
+        self.nt, self.nd, self.nm = (int(x) for x in blocks.shape)
+        self.like = blocks
+        self.precision = {"every phase": str(blocks.dtype).replace("torch.", "")}
+        self.error_bound = None
+
+    def _whole(self, parts, n, take, where):
+        """The whole (nt, n) vector from the parts of the ranks `take` keeps, at their slices."""
+        if self.gpu:
+            out = self.like.new_empty((self.nt, n))
+        else:
+            out = np.empty((self.nt, n), dtype=self.like.dtype)
+        for rk, x in zip(self.G.ranks, parts):
+            if take(rk):
+                out[:, where(rk)] = x.to(out.device) if self.gpu else x
+        return out
+
+    def matvec(self, m):
+        d = self.G.matvec([rk.part_m(m) for rk in self.G.ranks])
+        return self._whole(d, self.nd, lambda rk: rk.grid_pos[1] == 0, lambda rk: rk.rows)
+
+    def rmatvec(self, d):
+        m = self.G.rmatvec([rk.part_d(d) for rk in self.G.ranks])
+        return self._whole(m, self.nm, lambda rk: rk.grid_pos[0] == 0, lambda rk: rk.cols)
+
+    def __repr__(self):
+        return (f"BlockToeplitzGroup on {len(self.G.ranks)} {'GPUs' if self.gpu else 'CPU threads'}, grid "
+                f"{self.G.grid}; rank 0: {self.G.describe(0)}")
+
+
+def make_operator(be, nt: int, gpus: int, tol, device: str):
+    """F from the LTI system, on one device, or on `gpus` devices through the distributed operator
+    (strux.dist.BlockToeplitzGroup, every phase in the blocks' dtype: --tol is one device's)."""
+    A, B, C = be.lti()
+    F = strux.BlockToeplitz.from_lti(A, B, C, nt, tol=tol if gpus == 1 else None)
+    if gpus == 1:
+        return F
+    if tol is not None:
+        raise SystemExit("--tol picks the precision of the one-device operator; --gpus > 1 runs in float64")
+    if device == "cpu":
+        devices = ["cpu"] * gpus
+    else:
+        import torch
+        if torch.cuda.device_count() < gpus:
+            raise SystemExit(f"--gpus {gpus}: this machine has {torch.cuda.device_count()} GPU(s)")
+        devices = list(range(gpus))
+    blocks = F.blocks
+    del F  # the one-device F̂: its memory back before the ranks build theirs
+    return GroupOperator(blocks, devices)
 
 
 def git_commit() -> str:
@@ -160,7 +212,7 @@ def main(argv=None):
     # F from (A, B, C): Nd adjoint sweeps of the sparse stepper, then F-hat.
     be.sync()
     t0 = time.perf_counter()
-    F = make_operator(be, nt, a.gpus, a.tol)
+    F = make_operator(be, nt, a.gpus, a.tol, a.device)
     be.sync()
     t_build = time.perf_counter() - t0
     print(f"F built in {t_build:.2f} s: {F!r}")
@@ -208,14 +260,16 @@ def main(argv=None):
                    (sigma * np.sqrt(np.prod(tuple(d.shape)))))
 
     os.makedirs(a.out, exist_ok=True)
-    tag = ("small" if a.small else "full") + ("" if a.device == "cpu" else "-" + a.device)
+    tag = ("small" if a.small else "full") + ("" if a.device == "cpu" else "-" + a.device) + \
+        ("" if a.gpus == 1 else f"-x{a.gpus}")
     times = [int(np.argmax(np.abs(m_true).sum(1)[: nt // 2 + 1])), int(nt // 2)]
     pic = picture(os.path.join(a.out, f"fields-{tag}.png"), grid, m_true, m_map, times)
     res = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "commit": git_commit(),
         "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs visible",
-        "device": a.device,
+        "device": a.device, "devices_for_F": a.gpus,
+        "size": {"n": a.n, "nc": a.nc, "sensors": a.sensors, "nt": nt},
         "cells": grid.ns, "Nm": grid.nm, "Nd": len(grid.sensor_xy), "Nt": nt, "pde_steps_per_obs": grid.k,
         "precision": F.precision, "error_bound": F.error_bound,
         "build_F_s": t_build,

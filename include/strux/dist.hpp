@@ -24,7 +24,8 @@
 //     from (i, 0) along row i and reduces m_j to (0, j). Other ranks pass empty views.
 //
 // Overlap: the local rows split into `chunks` sub-operators; matvec reduces chunk k while chunk
-// k+1 computes, rmatvec broadcasts chunk k+1 while chunk k computes. On CUDA the communication
+// k+1 computes, rmatvec broadcasts chunk k+1 while chunk k computes. matvec transforms m once
+// for all chunks where the local operator runs its product in steps (CUDA). On CUDA the communication
 // runs on a stream of the operator's own, ordered with the caller's by events; on the CPU every
 // MPI call blocks, so chunks run one after the other (the same code path, no overlap).
 //
@@ -107,8 +108,11 @@ double modelled_seconds(const Grid& g, const BlockToeplitzProblem& p, CommKind c
 // Seconds of the last call's phases (with options.timing; CUDA: device events, read at the
 // call to timings(), which synchronizes). With chunks, a phase's time is the sum over chunks;
 // phases on the communication stream overlap the local ones, so the sum exceeds `total`.
+// fft, product, ifft: the local phase's steps where the local operator runs them one by one
+// (CUDA; local includes them); 0 where it runs them as one call (CPU).
 struct Timings {
   double broadcast = 0, local = 0, reduce = 0, total = 0;
+  double fft = 0, product = 0, ifft = 0;
 };
 
 class BlockToeplitz {

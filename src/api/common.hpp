@@ -45,6 +45,15 @@ T* ptr(const View& v) {
 using FFTConvBackend = op::detail::Backend<op::FFTConvForward, op::FFTConvBackward>;
 struct ToeplitzBackend : op::detail::Backend<op::BlockToeplitzForward, op::BlockToeplitzBackward> {
   virtual void set_blocks(const View& blocks, Stream s) = 0;
+  // A product in three steps, for operators that share an input (the distributed operator's row
+  // chunks transform m once for all of them) and for timing each phase: the input's spectra
+  // (held by the backend until its next call), the product from spectra that any backend with
+  // the same spectra_key() made, and the inverse transforms of the output. spectra_key()
+  // describes the matvec input's spectra (empty: this backend has no steps).
+  virtual std::string spectra_key() const { return {}; }
+  virtual const void* stage_in(const View&, bool, Stream) { return nullptr; }
+  virtual void stage_product(const void*, bool, Stream) {}
+  virtual void stage_out(const View&, bool, Stream) {}
 };
 using KSFactorBackend = op::detail::Backend<op::KSFactorForward, op::KSFactorBackward>;
 using KSChainBackend = op::detail::Backend<op::KSChainForward, op::KSChainBackward>;

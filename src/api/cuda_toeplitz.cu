@@ -63,6 +63,27 @@ class CudaToeplitz final : public ToeplitzBackend {
       toeplitz_grad_blocks(p_.dtype, p_.Nt, p_.Nd, p_.Nm, p_.R, p_.layout == ToeplitzLayout::SpaceMajor, a.m.data,
                            a.dd.data, a.dblocks.data, s);
   }
+  // The staged product (ToeplitzBackend): the plan's fft 2 stages. The input spectra's layout
+  // depends on the transform length, the input columns, the dtype and whether the product is
+  // the real gemm (interleaved layout).
+  std::string spectra_key() const override {
+    if (plan_->fft() != 2) return {};
+    return msg("nfft ", plan_->nfft(), ", ", p_.Nm * p_.R, " columns, ", dtype_name(p_.dtype), ", product ",
+               plan_->algo(false) == 3 ? "real gemm" : "complex");
+  }
+  const void* stage_in(const View& x, bool adjoint, Stream s) override {
+    DeviceGuard g(p_.device);
+    plan_->transform_in(x.data, adjoint, stream_of(s));
+    return plan_->spectra(adjoint, false);
+  }
+  void stage_product(const void* spectra, bool adjoint, Stream s) override {
+    DeviceGuard g(p_.device);
+    plan_->product_only(fhat_.get(), adjoint, stream_of(s), scale_, spectra);
+  }
+  void stage_out(const View& y, bool adjoint, Stream s) override {
+    DeviceGuard g(p_.device);
+    plan_->transform_out(y.data, adjoint, stream_of(s));
+  }
 
  private:
   op::BlockToeplitzProblem p_;

@@ -74,8 +74,13 @@ void BlockToeplitz::Impl::matvec(const View& m_arg, const View& d_arg, Stream s)
   void* m = m_arg.data;
   if (dist() && col->size() > 1) {
     if (gi != 0) m = m_in.get();
-    timed(0, s, [&] { broadcast(*col, m, size_t(p.Nt * nm() * p.R), gi == 0, s); });
+    timed(kBroadcast, s, [&] { broadcast(*col, m, size_t(p.Nt * nm() * p.R), gi == 0, s); });
   }
+  // Staged: m's spectra once (chunk 0's plan holds them; its later steps leave them), then each
+  // chunk's product from them and its inverse transforms.
+  const bool shared = shared_input && blocks_set;
+  const void* spectra = nullptr;
+  if (shared) timed(kFFT, s, [&] { spectra = ops[0].backend().stage_in(vec_view(m, nm(), p), false, s); });
   // d_i: this rank's sum lands in d_arg (every rank of the row, or rank (i, 0) when distributed).
   const bool keep = !dist() || gj == 0;
   void* d = keep ? d_arg.data : d_part.get();
@@ -85,13 +90,18 @@ void BlockToeplitz::Impl::matvec(const View& m_arg, const View& d_arg, Stream s)
   for (size_t k = 0; k < chunk.size(); ++k) {
     const Range& c = chunk[k];
     void* dk = static_cast<char*>(target) + chunk_offset(c);
-    timed(1, s, [&] { ops[k].forward({vec_view(m, nm(), p), vec_view(dk, c.size(), p)}, {}, s); });
+    if (shared) {
+      timed(kProduct, s, [&] { ops[k].backend().stage_product(spectra, false, s); });
+      timed(kIFFT, s, [&] { ops[k].backend().stage_out(vec_view(dk, c.size(), p), false, s); });
+    } else {
+      timed(kLocal, s, [&] { ops[k].forward({vec_view(m, nm(), p), vec_view(dk, c.size(), p)}, {}, s); });
+    }
     if (!summing) continue;
     if (side) {  // the sum of chunk k on the side stream, after its product
       sync[k]->record(s);
       sync[k]->wait(cs);
     }
-    timed(2, cs, [&] { sum(*row, dk, chunk_count(c), gj == 0, cs); });
+    timed(kReduce, cs, [&] { sum(*row, dk, chunk_count(c), gj == 0, cs); });
   }
   if (side) {
     sync.back()->record(cs);
@@ -119,7 +129,7 @@ void BlockToeplitz::Impl::rmatvec(const View& d_arg, const View& m_arg, Stream s
     for (size_t k = 0; k < chunk.size(); ++k) {
       const Range& c = chunk[k];
       if (packed() && have) pack(d_pack.get(), given, nd(), c, cs, false);
-      timed(0, cs, [&] { broadcast(*row, static_cast<char*>(src) + chunk_offset(c), chunk_count(c), have, cs); });
+      timed(kBroadcast, cs, [&] { broadcast(*row, static_cast<char*>(src) + chunk_offset(c), chunk_count(c), have, cs); });
       if (side) sync[k]->record(cs);
     }
   }
@@ -133,16 +143,24 @@ void BlockToeplitz::Impl::rmatvec(const View& d_arg, const View& m_arg, Stream s
     else if (packed() && !bcast) pack(d_pack.get(), given, nd(), c, s, false);
     void* dk = static_cast<char*>(src) + chunk_offset(c);
     void* out = k == 0 ? m : m_tmp.get();
-    timed(1, s, [&] {
-      op::BlockToeplitzBackward a;
-      a.dd = vec_view(dk, c.size(), p);
-      a.dm = vec_view(out, nm(), p);
-      ops[k].backward(a, {}, s);
-      if (k > 0) add_into(m, out, size_t(p.Nt * nm() * p.R), p.dtype, p.device, s);
-    });
+    if (staged && blocks_set) {
+      api::ToeplitzBackend& b = ops[k].backend();
+      const void* spectra = nullptr;
+      timed(kFFT, s, [&] { spectra = b.stage_in(vec_view(dk, c.size(), p), true, s); });
+      timed(kProduct, s, [&] { b.stage_product(spectra, true, s); });
+      timed(kIFFT, s, [&] { b.stage_out(vec_view(out, nm(), p), true, s); });
+    } else {
+      timed(kLocal, s, [&] {
+        op::BlockToeplitzBackward a;
+        a.dd = vec_view(dk, c.size(), p);
+        a.dm = vec_view(out, nm(), p);
+        ops[k].backward(a, {}, s);
+      });
+    }
+    if (k > 0) timed(kLocal, s, [&] { add_into(m, out, size_t(p.Nt * nm() * p.R), p.dtype, p.device, s); });
   }
   if (col->size() > 1)
-    timed(2, s, [&] { sum(*col, m, size_t(p.Nt * nm() * p.R), gi == 0, s); });
+    timed(kReduce, s, [&] { sum(*col, m, size_t(p.Nt * nm() * p.R), gi == 0, s); });
   ev_end = mark(s);
 }
 
@@ -186,8 +204,9 @@ void BlockToeplitz::Impl::build(std::unique_ptr<Communicator> row_comm, std::uni
   col = std::move(col_comm);
   if (p.device.kind == DeviceKind::CUDA) side = std::make_unique<SideStream>(p.device);
   // Chunks: overlap needs a side stream (CUDA) and communication along the grid row (matvec's
-  // sum, rmatvec's broadcast); 4 when the local rows are many enough that the repeated input FFT
-  // of matvec (one per chunk) stays small (the same rule as the cost model's overlap).
+  // sum, rmatvec's broadcast); 4 when the local rows are many enough (the same rule as the cost
+  // model's overlap). Where the local operators have staged products, matvec transforms m once
+  // for every chunk; else each chunk's product transforms it again.
   int k = o.chunks;
   if (k == 0) k = overlaps(p, nd()) ? 4 : 1;
   k = int(std::min<int64_t>(k, nd()));
@@ -199,6 +218,10 @@ void BlockToeplitz::Impl::build(std::unique_ptr<Communicator> row_comm, std::uni
     lp.Nm = nm();
     ops.emplace_back(lp, o.local);
   }
+  const std::string key = ops.front().backend().spectra_key();
+  staged = !key.empty();
+  shared_input = staged;
+  for (const LocalToeplitz& op : ops) shared_input = shared_input && op.backend().spectra_key() == key;
   for (size_t q = 0; q <= chunk.size(); ++q) sync.push_back(std::make_unique<Event>(p.device));
   const size_t nt_r = size_t(p.Nt * p.R);
   if (dist() && gi != 0) m_in.reserve(nt_r * nm() * es(), p.device);
@@ -274,7 +297,9 @@ std::string BlockToeplitz::describe() const {
              I.cols.end, ") in ", I.chunk.size(), " row chunk(s)",
              I.side ? " (communication on a side stream)" : " (communication blocking, no overlap)",
              I.single(I.o.broadcast_single) ? "; broadcasts in float32" : "",
-             I.single(I.o.reduce_single) ? "; sums in float32" : "", "; local operator: ", I.ops.front().describe());
+             I.single(I.o.reduce_single) ? "; sums in float32" : "",
+             I.shared_input ? "; matvec transforms m once for every chunk" : "", "; local operator: ",
+             I.ops.front().describe());
 }
 
 // ---- calls ------------------------------------------------------------------------------------
@@ -284,7 +309,12 @@ void BlockToeplitz::set_blocks(const View& blocks, Stream s) {
   const Problem& p = I.p;
   collectively(I.world.c, true, [&] {
     api::check_view(blocks, "blocks", p.dtype, p.device, {p.Nt, I.nd(), I.nm()});
-    if (I.chunk.size() == 1) return I.ops[0].set_blocks(blocks, s);
+    I.blocks_set = false;
+    if (I.chunk.size() == 1) {
+      I.ops[0].set_blocks(blocks, s);
+      I.blocks_set = true;
+      return;
+    }
     Buffer tmp;
     const size_t es = I.es(), row = size_t(I.nd() * I.nm()) * es;
     for (size_t k = 0; k < I.chunk.size(); ++k) {
@@ -300,6 +330,7 @@ void BlockToeplitz::set_blocks(const View& blocks, Stream s) {
       I.ops[k].set_blocks(v, s);
       synchronize(p.device, s);  // tmp is reused by the next chunk
     }
+    I.blocks_set = true;
   });
 }
 
@@ -343,9 +374,10 @@ Timings BlockToeplitz::timings() const {
   const Impl& I = *impl_;
   Timings t;
   if (!I.o.timing || I.ev_begin < 0) return t;
-  double* out[3] = {&t.broadcast, &t.local, &t.reduce};
-  for (int w = 0; w < 3; ++w)
+  double* out[kPhases] = {&t.broadcast, &t.local, &t.reduce, &t.fft, &t.product, &t.ifft};
+  for (int w = 0; w < kPhases; ++w)
     for (auto [a, b] : I.phase[w]) *out[w] += I.ev[b]->seconds_since(*I.ev[a]);
+  t.local += t.fft + t.product + t.ifft;
   t.total = I.ev[I.ev_end]->seconds_since(*I.ev[I.ev_begin]);
   return t;
 }

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/common.hpp"
 #include "dist/comm.hpp"
 #include "dist/device_ops.hpp"
 #include "strux/dist.hpp"
@@ -30,6 +31,18 @@ struct MpiCommOwner {
   }
 };
 
+// A row chunk's local operator, with its backend's staged product (ToeplitzBackend) reachable.
+class LocalToeplitz : public op::BlockToeplitz {
+ public:
+  using op::BlockToeplitz::BlockToeplitz;
+  api::ToeplitzBackend& backend() { return static_cast<api::ToeplitzBackend&>(*impl_); }
+  const api::ToeplitzBackend& backend() const { return static_cast<const api::ToeplitzBackend&>(*impl_); }
+};
+
+// The phases a call records (Timings): communication, the local product as one step, and the
+// staged local product's three steps.
+enum Phase { kBroadcast, kLocal, kReduce, kFFT, kProduct, kIFFT, kPhases };
+
 struct BlockToeplitz::Impl {
   Problem p;
   DistOptions o;
@@ -37,7 +50,11 @@ struct BlockToeplitz::Impl {
   int rank = 0, size = 1, gi = 0, gj = 0;
   Range rows, cols;
   std::vector<Range> chunk;  // local row ranges of the sub-operators
-  std::vector<op::BlockToeplitz> ops;
+  std::vector<LocalToeplitz> ops;
+  bool blocks_set = false;
+  // The local products in steps (the backends have them: CUDA), and matvec's input transformed
+  // once for every chunk (their input spectra agree).
+  bool staged = false, shared_input = false;
   std::unique_ptr<Communicator> row, col;  // grid row gi (rank gj of c), grid column gj (rank gi of r)
   std::unique_ptr<SideStream> side;
   Buffer m_in, m_out, m_tmp, d_part, d_pack;
@@ -46,7 +63,7 @@ struct BlockToeplitz::Impl {
   std::vector<std::unique_ptr<Event>> ev;
   int ev_used = 0;
   std::vector<std::unique_ptr<Event>> sync;  // ordering of the side stream: one per chunk, and one more
-  std::vector<std::pair<int, int>> phase[3];
+  std::vector<std::pair<int, int>> phase[kPhases];
   int ev_begin = -1, ev_end = -1;
 
   size_t es() const { return dtype_size(p.dtype); }

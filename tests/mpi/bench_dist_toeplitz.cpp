@@ -2,7 +2,10 @@
 // wall time between barriers (device synchronized) and median of each phase the operator
 // records, the maximum over ranks. Prints one JSON object on rank 0.
 //   mpirun -np P strux_dist_bench NT ND NM [--cuda] [--f64] [--rhs R] [--grid r c]
-//          [--vectors replicated|distributed] [--chunks k] [--reps n] [--time-major]
+//          [--vectors replicated|distributed] [--chunks k] [--reps n] [--time-major] [--compare]
+// --compare: the same problem side by side in one run, one JSON object per line: the grid and
+// chunks asked for (default: the cost model's grid, automatic chunks), every other grid r × c of
+// P ranks, and chunks = 1 (no overlap) on the first one's grid.
 // The blocks are a constant pattern (the timing does not depend on the values).
 #include <mpi.h>
 #ifdef STRUX_HAVE_CUDA
@@ -40,6 +43,16 @@ void* alloc(size_t bytes) {
   return p;
 }
 
+void release(void* p) {
+#ifdef STRUX_HAVE_CUDA
+  if (cuda) {
+    cudaFree(p);
+    return;
+  }
+#endif
+  std::free(p);
+}
+
 void sync() {
 #ifdef STRUX_HAVE_CUDA
   if (cuda) cudaDeviceSynchronize();
@@ -54,6 +67,66 @@ double median(std::vector<double> v) {
 double max_over_ranks(double x) {
   MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return x;
+}
+
+// One operator: build it, time matvec and rmatvec, print its JSON line (rank 0); the grid it used.
+strux::dist::Grid run_one(const strux::dist::BlockToeplitzProblem& p, const strux::dist::DistOptions& o, int reps,
+                          int rank, int size) {
+  strux::dist::BlockToeplitz F(MPI_COMM_WORLD, p, o);
+  const auto& q = F.problem();
+  const int64_t nd = F.rows().size(), nm = F.cols().size();
+  const size_t es = strux::dtype_size(q.dtype);
+  void* blocks = alloc(size_t(q.Nt * nd * nm) * es);
+  F.set_blocks(strux::View(blocks, q.dtype, {q.Nt, nd, nm}, q.device));
+  sync();
+  release(blocks);  // F̂ is built: the blocks are no longer needed
+  auto vec = [&](void* d, int64_t n) {
+    const int64_t a = q.layout == strux::ToeplitzLayout::TimeMajor ? q.Nt : n;
+    const int64_t b = q.layout == strux::ToeplitzLayout::TimeMajor ? n : q.Nt;
+    return q.R == 1 ? strux::View(d, q.dtype, {a, b}, q.device) : strux::View(d, q.dtype, {a, b, q.R}, q.device);
+  };
+  void* m = alloc(size_t(q.Nt * nm * q.R) * es);
+  void* d = alloc(size_t(q.Nt * nd * q.R) * es);
+  std::string json = "{";
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), "\"ranks\": %d, \"grid\": [%d, %d], \"shape\": [%lld, %lld, %lld], \"R\": %lld, "
+                "\"dtype\": \"%s\", \"device\": \"%s\", \"chunks\": %d, \"fhat_gb_per_rank\": %.4g",
+                size, q.grid.rows, q.grid.cols, (long long)q.Nt, (long long)q.Nd, (long long)q.Nm, (long long)q.R,
+                strux::dtype_name(q.dtype), cuda ? "cuda" : "cpu", F.chunks(),
+                max_over_ranks(double(q.Nt + 1) * nd * nm * 2 * es / 1e9));
+  json += buf;
+  for (int adjoint = 0; adjoint < 2; ++adjoint) {
+    std::vector<double> wall, bc, loc, red, tot, fft, prod, ifft;
+    for (int k = 0; k < reps + 3; ++k) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const auto t0 = std::chrono::steady_clock::now();
+      if (adjoint) {
+        strux::op::BlockToeplitzBackward b;
+        b.dd = vec(d, nd), b.dm = vec(m, nm);
+        F.backward(b);
+      } else {
+        F.forward({vec(m, nm), vec(d, nd)});
+      }
+      sync();
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (k < 3) continue;
+      wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      const auto t = F.timings();
+      bc.push_back(t.broadcast), loc.push_back(t.local), red.push_back(t.reduce), tot.push_back(t.total);
+      fft.push_back(t.fft), prod.push_back(t.product), ifft.push_back(t.ifft);
+    }
+    std::snprintf(buf, sizeof(buf), ", \"%s\": {\"wall_s\": %.6g, \"broadcast_s\": %.6g, \"local_s\": %.6g, "
+                  "\"reduce_s\": %.6g, \"total_s\": %.6g, \"fft_s\": %.6g, \"product_s\": %.6g, \"ifft_s\": %.6g}",
+                  adjoint ? "rmatvec" : "matvec", max_over_ranks(median(wall)), max_over_ranks(median(bc)),
+                  max_over_ranks(median(loc)), max_over_ranks(median(red)), max_over_ranks(median(tot)),
+                  max_over_ranks(median(fft)), max_over_ranks(median(prod)), max_over_ranks(median(ifft)));
+    json += buf;
+  }
+  release(m);
+  release(d);
+  if (rank == 0) std::printf("%s, \"describe\": \"%s\"}\n", json.c_str(), F.describe().c_str());
+  std::fflush(stdout);
+  return q.grid;
 }
 
 }  // namespace
@@ -76,9 +149,11 @@ int main(int argc, char** argv) {
   o.timing = true;
   o.check_ranks = false;
   int reps = 20;
+  bool compare = false;
   for (int a = 4; a < argc; ++a) {
     const std::string s = argv[a];
     if (s == "--cuda") cuda = true;
+    else if (s == "--compare") compare = true;
     else if (s == "--f64") p.dtype = strux::DType::f64;
     else if (s == "--time-major") p.layout = strux::ToeplitzLayout::TimeMajor;
     else if (s == "--rhs" && a + 1 < argc) p.R = std::atoll(argv[++a]);
@@ -97,53 +172,20 @@ int main(int argc, char** argv) {
   }
 #endif
   try {
-    strux::dist::BlockToeplitz F(MPI_COMM_WORLD, p, o);
-    const auto& q = F.problem();
-    const int64_t nd = F.rows().size(), nm = F.cols().size();
-    const size_t es = strux::dtype_size(q.dtype);
-    void* blocks = alloc(size_t(q.Nt * nd * nm) * es);
-    F.set_blocks(strux::View(blocks, q.dtype, {q.Nt, nd, nm}, q.device));
-    auto vec = [&](void* d, int64_t n) {
-      const int64_t a = q.layout == strux::ToeplitzLayout::TimeMajor ? q.Nt : n;
-      const int64_t b = q.layout == strux::ToeplitzLayout::TimeMajor ? n : q.Nt;
-      return q.R == 1 ? strux::View(d, q.dtype, {a, b}, q.device) : strux::View(d, q.dtype, {a, b, q.R}, q.device);
-    };
-    void* m = alloc(size_t(q.Nt * nm * q.R) * es);
-    void* d = alloc(size_t(q.Nt * nd * q.R) * es);
-    std::string json = "{";
-    char buf[512];
-    std::snprintf(buf, sizeof(buf), "\"ranks\": %d, \"grid\": [%d, %d], \"shape\": [%lld, %lld, %lld], \"R\": %lld, "
-                  "\"dtype\": \"%s\", \"device\": \"%s\", \"chunks\": %d, \"fhat_gb_per_rank\": %.4g",
-                  size, q.grid.rows, q.grid.cols, (long long)q.Nt, (long long)q.Nd, (long long)q.Nm, (long long)q.R,
-                  strux::dtype_name(q.dtype), cuda ? "cuda" : "cpu", F.chunks(),
-                  max_over_ranks(double(q.Nt + 1) * nd * nm * 2 * es / 1e9));
-    json += buf;
-    for (int adjoint = 0; adjoint < 2; ++adjoint) {
-      std::vector<double> wall, bc, loc, red, tot;
-      for (int k = 0; k < reps + 3; ++k) {
-        MPI_Barrier(MPI_COMM_WORLD);
-        const auto t0 = std::chrono::steady_clock::now();
-        if (adjoint) {
-          strux::op::BlockToeplitzBackward b;
-          b.dd = vec(d, nd), b.dm = vec(m, nm);
-          F.backward(b);
-        } else {
-          F.forward({vec(m, nm), vec(d, nd)});
-        }
-        sync();
-        MPI_Barrier(MPI_COMM_WORLD);
-        if (k < 3) continue;
-        wall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        const auto t = F.timings();
-        bc.push_back(t.broadcast), loc.push_back(t.local), red.push_back(t.reduce), tot.push_back(t.total);
-      }
-      std::snprintf(buf, sizeof(buf), ", \"%s\": {\"wall_s\": %.6g, \"broadcast_s\": %.6g, \"local_s\": %.6g, "
-                    "\"reduce_s\": %.6g, \"total_s\": %.6g}", adjoint ? "rmatvec" : "matvec",
-                    max_over_ranks(median(wall)), max_over_ranks(median(bc)), max_over_ranks(median(loc)),
-                    max_over_ranks(median(red)), max_over_ranks(median(tot)));
-      json += buf;
+    std::vector<std::pair<strux::dist::Grid, int>> runs{{p.grid, o.chunks}};
+    if (compare) {
+      const strux::dist::Grid first = run_one(p, o, reps, rank, size);  // the grid it resolved to
+      runs.clear();
+      for (int r = 1; r <= size; ++r)
+        if (size % r == 0 && (r != first.rows || size / r != first.cols)) runs.push_back({{r, size / r}, o.chunks});
+      runs.push_back({first, 1});
     }
-    if (rank == 0) std::printf("%s, \"describe\": \"%s\"}\n", json.c_str(), F.describe().c_str());
+    for (const auto& [g, k] : runs) {
+      strux::dist::BlockToeplitzProblem q = p;
+      strux::dist::DistOptions qo = o;
+      q.grid = g, qo.chunks = k;
+      run_one(q, qo, reps, rank, size);
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);

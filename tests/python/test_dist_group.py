@@ -114,3 +114,45 @@ def test_group_two_gpus_parts():
         assert np.linalg.norm(got.cpu().numpy() - want) <= 1e-11 * np.linalg.norm(want)
     with pytest.raises(ValueError, match=r"devices\[1\]"):
         G.matvec([parts[0], parts[0]])
+
+
+def _example():
+    import importlib.util
+    import os
+    import sys
+    here = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "inverse_problem")
+    sys.path.insert(0, here)
+    spec = importlib.util.spec_from_file_location("inverse_problem_run", os.path.join(here, "run.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_inverse_problem_two_cpu_ranks(tmp_path):
+    """examples/inverse_problem --gpus 2 on the CPU (two thread ranks) solves the same problem as
+    one device: the same CG iterations and recovery error."""
+    run = _example()
+    small = ["--small", "--n", "32", "--nc", "8", "--sensors", "4", "--nt", "12", "--out", str(tmp_path)]
+    one = run.main(small)
+    two = run.main(small + ["--gpus", "2"])
+    assert two["devices_for_F"] == 2 and two["forward_check_rel"] < 1e-12
+    assert two["cg_iterations"] == one["cg_iterations"]
+    assert abs(two["recovery_rel_error"] - one["recovery_rel_error"]) < 1e-8
+
+
+@pytest.mark.skipif(_gpus() < 2 or not HAVE or not _dist.have_nccl(), reason="needs 2 GPUs, torch and NCCL")
+def test_inverse_problem_group_operator_two_gpus():
+    """The example's F on two GPUs (GroupOperator: whole vectors on GPU 0) against the serial one."""
+    import torch
+    run = _example()
+    rng = np.random.default_rng(1)
+    Nt, Nd, Nm = 9, 6, 11
+    blocks = rng.standard_normal((Nt, Nd, Nm))
+    m, d = rng.standard_normal((Nt, Nm)), rng.standard_normal((Nt, Nd))
+    F = run.GroupOperator(torch.from_numpy(blocks).cuda(0), [0, 1])
+    S = Serial(blocks)
+    got_d = F.matvec(torch.from_numpy(m).cuda(0))
+    got_m = F.rmatvec(torch.from_numpy(d).cuda(0))
+    assert got_d.device.index == 0 and got_m.device.index == 0
+    for got, want in ((got_d, S.matvec(m)), (got_m, S.rmatvec(d))):
+        assert np.linalg.norm(got.cpu().numpy() - want) <= 1e-11 * np.linalg.norm(want)

@@ -67,7 +67,10 @@ class ToeplitzPlan {
   // into frequency-major spectra (nfreq, n_in·R) held by the plan, the product on them into the
   // output spectra (nfreq, n_out·R), the output's inverse transforms from those.
   void transform_in(const void* x, bool adjoint, Stream s);
-  void product_only(const void* fhat, bool adjoint, Stream s, double fhat_scale = 1);
+  // spectra_in: the input spectra to read instead of the plan's own (another plan's, of the same
+  // nfft, input columns, dtype and product: the row blocks of one input); null: the plan's.
+  void product_only(const void* fhat, bool adjoint, Stream s, double fhat_scale = 1,
+                    const void* spectra_in = nullptr);
   void transform_out(void* y, bool adjoint, Stream s);
   // The plan's input (output = false) or output spectra buffer for the direction.
   void* spectra(bool adjoint, bool output) const;

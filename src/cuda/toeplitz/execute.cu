@@ -269,11 +269,12 @@ void ToeplitzPlan::transform_in(const void* x, bool adjoint, Stream s) {
     impl_->stage_in<double>(static_cast<const double*>(x), adjoint, s);
 }
 
-void ToeplitzPlan::product_only(const void* fhat, bool adjoint, Stream s, double fhat_scale) {
+void ToeplitzPlan::product_only(const void* fhat, bool adjoint, Stream s, double fhat_scale,
+                                const void* spectra_in) {
   check_arg(fhat != nullptr, "fhat", "expected a device pointer, got null");
   Impl& p = *impl_;
   p.fhat_scale = fhat_scale;
-  void* Xin = (adjoint ? p.Y : p.X).get();
+  const void* Xin = spectra_in ? spectra_in : (adjoint ? p.Y : p.X).get();
   void* Xout = (adjoint ? p.X : p.Y).get();
   if (p.dtype == DType::f32)
     p.product<float>(fhat, Xin, Xout, adjoint, s);

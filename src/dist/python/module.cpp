@@ -76,6 +76,9 @@ nb::dict timings_dict(const dist::Timings& t) {
   d["local"] = t.local;
   d["reduce"] = t.reduce;
   d["total"] = t.total;
+  d["fft"] = t.fft;
+  d["product"] = t.product;
+  d["ifft"] = t.ifft;
   return d;
 }
 

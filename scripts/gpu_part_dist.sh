@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# GPU part "dist" (run by scripts/gpu_session.sh after its build, OUT = this part's folder; about
+# 230 s): the distributed block Toeplitz on 1 and 2 GPUs of this machine.
+#   1. the dist targets with NCCL (torch's nvidia-nccl wheel) and the C++ MPI test program into
+#      build/gpu (the session builds without tests): strux_dist_tests, strux_dist_bench, _dist;
+#   2. tests: the C++ program under mpirun -np 2 (NCCL; -np 1 on one GPU), pytest test_dist*.py;
+#   3. strong scaling of matvec / rmatvec (Nt = 1000, Nd = Nm = 2499, float32, space-major,
+#      distributed vectors): 1 GPU against 2 GPUs, every phase timed (broadcast, FFT, product,
+#      IFFT, reduce); then on 2 GPUs side by side in one run: the cost model's grid, the other
+#      grid shape, and chunks = 1 against the automatic chunks (strux_dist_bench --compare);
+#   4. the inverse problem (examples/inverse_problem) on 1 GPU and on 2 GPUs (--gpus 2:
+#      strux.dist.BlockToeplitzGroup in one process): time per Hessian product through strux
+#      against time-stepping the PDE forward and adjoint with torch sparse on the same GPU.
+# On a machine with one GPU the 2-GPU steps are skipped (said so). Summary last; logs and JSON
+# under $OUT.
+set -uo pipefail
+ROOT=$PWD
+OUT=${OUT:-$ROOT/out/dist}
+mkdir -p "$OUT"
+T0=$(date +%s)
+el() { echo "$(( $(date +%s) - T0 ))"; }
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
+echo "== dist part: $NGPU GPU(s), $(date -u)"
+SUMMARY=()
+say() { SUMMARY+=("$*"); echo "$*"; }
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe ${MPIRUN_ARGS:-})
+rc=0
+step() {  # name, timeout, command...: output to $OUT/<name>.log
+  local name=$1 t=$2; shift 2
+  local t1; t1=$(date +%s)
+  timeout -k 5 "$t" "$@" > "$OUT/$name.log" 2>&1
+  local r=$?
+  [ $r = 0 ] || rc=1
+  say "$name: rc=$r in $(( $(date +%s) - t1 )) s$([ $r = 124 ] && echo ' (TIMEOUT)')"
+  return $r
+}
+
+# ---- 1. build the dist targets with NCCL -------------------------------------------------------
+NCCL_ROOT=$(python3 -c "import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])" 2>/dev/null)
+echo "== NCCL_ROOT=$NCCL_ROOT"
+export LD_LIBRARY_PATH=$NCCL_ROOT/lib:${LD_LIBRARY_PATH:-}
+export PYTHONPATH=${PYTHONPATH:-$ROOT/python:$ROOT/tests/python}
+DIST_ARGS=(-DSTRUX_MPI=ON -DSTRUX_NCCL=ON -DNCCL_ROOT="$NCCL_ROOT" -DSTRUX_BUILD_MPI_TESTS=ON)
+t1=$(date +%s)
+if [ ! -f build/gpu/CMakeCache.txt ]; then  # run alone: the whole build first
+  GPU_CMAKE_ARGS=(-DSTRUX_BUILD_TESTS=OFF "${DIST_ARGS[@]}")
+  source scripts/gpu_build.sh
+  gpu_build > "$OUT/build_dist.log" 2>&1
+fi
+if cmake -S . -B build/gpu "${DIST_ARGS[@]}" >> "$OUT/build_dist.log" 2>&1 &&
+   cmake --build build/gpu --target strux_dist_tests strux_dist_bench _dist >> "$OUT/build_dist.log" 2>&1; then
+  say "build of the dist targets (NCCL, tests): ok in $(( $(date +%s) - t1 )) s"
+else
+  say "build of the dist targets FAILED after $(( $(date +%s) - t1 )) s:"
+  grep -E "error|Error|FAILED" -A3 "$OUT/build_dist.log" | tail -20
+  printf '%s\n' "${SUMMARY[@]}"
+  exit 1
+fi
+X=(-x LD_LIBRARY_PATH -x PYTHONPATH -x OMP_NUM_THREADS=4)
+
+# ---- 2. tests --------------------------------------------------------------------------------
+NP=$(( NGPU >= 2 ? 2 : 1 ))
+step "cpp_tests_np$NP" 60 "${MPIRUN[@]}" -np $NP "${X[@]}" build/gpu/strux_dist_tests --cuda
+grep -E "passed|failed|FAIL" "$OUT/cpp_tests_np$NP.log" | tail -4
+step pytest_dist 60 python3 -m pytest -q -x -rs -p no:cacheprovider tests/python/test_dist.py tests/python/test_dist_group.py
+tail -3 "$OUT/pytest_dist.log"
+
+# ---- 3. strong scaling, every phase; grid and chunks side by side --------------------------------
+# 50 GB of F̂ on one GPU (plus the blocks while it is built): the H200's 141 GB. A GPU with less
+# memory (H100) takes Nd = Nm = 1767 (25 GB), which is not the shape of bench/RESULTS.md.
+MEM_MB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
+if [ "${MEM_MB:-0}" -ge 120000 ]; then SHAPE=(1000 2499 2499); else SHAPE=(1000 1767 1767); fi
+say "benchmark shape Nt Nd Nm = ${SHAPE[*]} (GPU memory ${MEM_MB:-?} MiB)"
+CB=(build/gpu/strux_dist_bench "${SHAPE[@]}" --cuda --reps 10)
+step bench_np1 40 bash -c "${MPIRUN[*]} -np 1 ${X[*]} ${CB[*]} > $OUT/bench_np1.json"
+if [ "$NGPU" -ge 2 ]; then
+  step bench_np2_compare 60 bash -c "${MPIRUN[*]} -np 2 ${X[*]} ${CB[*]} --compare > $OUT/bench_np2.jsonl"
+else
+  say "bench 2 GPUs: skipped (this machine has $NGPU GPU)"
+fi
+python3 - "$OUT" <<'EOF' | tee "$OUT/bench_summary.txt"
+import json, os, sys
+out = sys.argv[1]
+def lines(n):
+    p = os.path.join(out, n)
+    if not os.path.exists(p):
+        return []
+    return [json.loads(l) for l in open(p) if l.strip().startswith("{")]
+one = lines("bench_np1.json")
+two = lines("bench_np2.jsonl")
+def ph(r):
+    return " ".join(f"{k} {r[k + '_s'] * 1e3:.3f}" for k in ("broadcast", "fft", "product", "ifft", "reduce")
+                    if r.get(k + "_s", 0) > 0)
+for run in one + two:
+    for op in ("matvec", "rmatvec"):
+        r = run[op]
+        print(f"{run['ranks']} GPU grid {run['grid'][0]}x{run['grid'][1]} chunks {run['chunks']} {op}: "
+              f"{r['wall_s'] * 1e3:.3f} ms  [{ph(r)}]")
+if one and two:
+    for op in ("matvec", "rmatvec"):
+        print(f"strong speedup {op} (1 GPU / 2 GPUs, model grid, auto chunks): "
+              f"{one[0][op]['wall_s'] / two[0][op]['wall_s']:.3f}x  (goal 1.8x)")
+    for run in two[1:]:
+        print(f"  vs grid {run['grid'][0]}x{run['grid'][1]} chunks {run['chunks']}: " + ", ".join(
+            f"{op} {run[op]['wall_s'] / two[0][op]['wall_s']:.3f}x the time" for op in ("matvec", "rmatvec")))
+EOF
+
+# ---- 4. the inverse problem on 1 and 2 GPUs --------------------------------------------------------
+IP=(python3 examples/inverse_problem/run.py --device cuda --n 640 --nc 64 --sensors 256 --nt 200
+    --out "$OUT/inverse")
+step inverse_1gpu 60 "${IP[@]}"
+if [ "$NGPU" -ge 2 ]; then
+  step inverse_2gpu 60 "${IP[@]}" --gpus 2
+else
+  say "inverse problem on 2 GPUs: skipped (this machine has $NGPU GPU)"
+fi
+python3 - "$OUT/inverse" <<'EOF' | tee "$OUT/inverse_summary.txt"
+import glob, json, os, sys
+for p in sorted(glob.glob(os.path.join(sys.argv[1], "results-*.json"))):
+    r = json.load(open(p))
+    print(f"{os.path.basename(p)}: {r['cells']} cells, Nt {r['Nt']} Nd {r['Nd']} Nm {r['Nm']}, F on "
+          f"{r.get('devices_for_F', 1)} GPU(s): Hessian strux {r['hessian_fft_s'] * 1e3:.2f} ms vs PDE "
+          f"stepping {r['hessian_pde_s'] * 1e3:.1f} ms ({r['speedup']:.0f}x), F m {r['matvec_fft_s'] * 1e3:.2f} ms "
+          f"vs forward PDE {r['forward_pde_s'] * 1e3:.1f} ms, build F {r['build_F_s']:.1f} s, CG {r['cg_iterations']} "
+          f"it in {r['cg_s']:.2f} s, recovery error {r['recovery_rel_error']:.4f}, Hessian check "
+          f"{r['hessian_check_rel']:.1e}")
+EOF
+
+echo "== summary (dist part, $(el) s)"
+printf '%s\n' "${SUMMARY[@]}"
+cat "$OUT/bench_summary.txt" "$OUT/inverse_summary.txt" 2>/dev/null
+exit $rc
