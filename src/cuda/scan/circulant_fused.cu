@@ -23,10 +23,10 @@ void run(scan::CircFusedArgs g, cudaStream_t s) {
   STRUX_LAUNCH("circ_fused_apply");
 }
 
-// The single-pass kernel's virtual steps per chunk (circulant_onepass.cuh): even, and as many as
-// keep two blocks' chunks within an SM's shared memory at n >= 512 (about 100 KB each), four at
-// n = 256, while n = 64, 128 take more steps so a block's fixed costs (look-back, barriers) are
-// spread over ~48 KB of data.
+// The single-pass kernel's virtual steps per chunk (circulant_onepass.cuh): even, and few enough
+// that two blocks' chunks fit an SM's shared memory (about 100 KB each at n >= 512; registers
+// allow two blocks per SM at every n), while small n take more steps so a block's fixed costs
+// (look-back, barriers) are spread over more data.
 int64_t onepass_steps(int64_t n) { return n == 64 ? 64 : n == 128 ? 32 : 24 / (n == 1024 ? 2 : 1); }
 
 template <int N>
