@@ -47,14 +47,16 @@ std::shared_ptr<DiagScanPlan> diag_plan(int device, int64_t B, int64_t T, int64_
   });
 }
 
-// fused: -1 auto, 0 the cuFFT path, 1 the fused kernels (CirculantScanOptions).
+// fused: -1 auto, 0 the cuFFT path, 1 the fused kernels, 2 the single-pass fused kernel
+// (CirculantScanOptions).
 std::shared_ptr<CirculantScanPlan> circ_plan(int device, int64_t B, int64_t T, int64_t n, int dtype, int fused = -1) {
   static PlanCache<PlanKey<6>, CirculantScanPlan> cache(32);
   check_arg(DType(dtype) == DType::f32 || DType(dtype) == DType::f64, "u", "expected float32 or float64");
-  check_arg(fused >= -1 && fused <= 1, "options", "bad circulant_scan path code ", fused);
+  check_arg(fused >= -1 && fused <= 2, "options", "bad circulant_scan path code ", fused);
   return cache.get({device, B, T, n, dtype, fused}, [&] {
     strux::cuda::CirculantScanOptions o;
-    if (fused >= 0) o.fused = fused == 1;
+    if (fused >= 0) o.fused = fused >= 1;
+    o.one_pass = fused == 2;
     return std::make_shared<CirculantScanPlan>(B, T, n, DType(dtype), o);
   });
 }

@@ -14,7 +14,7 @@ _KS_CHAIN = {"auto": 0, "factors": 1, "fused": 2}
 _KS_FUSED_TB = {0: 0, 8: 1, 16: 2, 32: 3, 64: 4}
 _DIAG_PATHS = {"auto": -1, "lookback": 0, "seq1": 1, "seqv": 2, "chunk": 3, "pipe": 4}
 _BLOCK_PATHS = {"auto": -1, "generic": 0, "registers": 1}
-_CIRC_PATHS = {"auto": -1, "fft": 0, "fused": 1}
+_CIRC_PATHS = {"auto": -1, "fft": 0, "fused": 1, "onepass": 2}
 
 
 def _items(options, family, keys):
@@ -90,9 +90,10 @@ def diag_scan_code(options) -> int:
 
 
 def circulant_scan_code(options) -> int:
-    """circulant_scan: {"path": "auto" | "fft" | "fused"}: cuFFT transforms around the complex
-    diagonal scan, or (forward with spatial a; float32 with n a power of two in [64, 1024], else
-    ValueError) the fused kernels, which keep the spectra out of device memory."""
+    """circulant_scan: {"path": "auto" | "fft" | "fused" | "onepass"}: cuFFT transforms around the
+    complex diagonal scan, or (forward with spatial a; float32 with n a power of two in [64, 1024],
+    else ValueError) the fused kernels, which keep the spectra out of device memory: "fused" in
+    three launches (a, u read twice), "onepass" in one (a, u read once, a look-back over chunks)."""
     if options is None:
         return -1
     o = _items(options, "circulant_scan", ("path",))

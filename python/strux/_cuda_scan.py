@@ -249,7 +249,7 @@ def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False, options=
     complex64 (imaginary parts at frequency 0 and, even n, n/2 ignored, as irfft does).
     cuFFT rfft over n, the complex diagonal scan of the half spectra, irfft; computed in float32
     (float16/bfloat16 are cast and the result cast back). Returns h, or (h, h[:, -1]).
-    ``options={"path": "fused"}`` forces the fused kernels (strux._cuda_options.circulant_scan_code).
+    ``options={"path": "fused" | "onepass"}`` forces the fused kernels (strux._cuda_options.circulant_scan_code).
     """
     _a.need()
     return_final = _a.flag(return_final, "return_final")

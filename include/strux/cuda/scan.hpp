@@ -77,10 +77,12 @@ class DiagScanPlan {
 // Explicit choices (tests, benchmarks); unset: the cuFFT path. fused = true: the forward with
 // spatial a runs the fused kernels (src/cuda/scan/circulant_fused.cuh: the FFT over n, the
 // Fourier-domain scan and the inverse FFT inside the kernels, no spectra in device memory);
-// float32 with n a power of two in [64, 1024] only (else a ValueError). forward_fourier and
-// backward keep the cuFFT path.
+// float32 with n a power of two in [64, 1024] only (else a ValueError). one_pass (with fused):
+// the single-pass kernel (circulant_onepass.cuh: a, u read once, a look-back over chunks) in place
+// of the three-launch one. forward_fourier and backward keep the cuFFT path.
 struct CirculantScanOptions {
   std::optional<bool> fused;
+  bool one_pass = false;
 };
 
 class CirculantScanPlan {
@@ -88,6 +90,7 @@ class CirculantScanPlan {
   CirculantScanPlan(int64_t B, int64_t T, int64_t n, DType dtype = DType::f32,
                     const CirculantScanOptions& opt = {});
   bool fused() const { return fused_; }
+  bool one_pass() const { return one_pass_; }
   ~CirculantScanPlan();
   CirculantScanPlan(const CirculantScanPlan&) = delete;
   CirculantScanPlan& operator=(const CirculantScanPlan&) = delete;
@@ -118,7 +121,8 @@ class CirculantScanPlan {
   int64_t fft_work_ = 0;
   DiagScanPlan scan_;
   bool fused_ = false;
-  int64_t fused_L_ = 0, fused_C_ = 0;  // time steps per chunk and chunks of the fused kernels
+  bool one_pass_ = false;
+  int64_t fused_L_ = 0, fused_C_ = 0, fused_grid_ = 0;  // the fused kernels' chunks (CircFusedShape)
 };
 
 // block_circulant_scan, float32: a (B, T, p, p, k), u (B, T, n = p k). cuFFT rfft over k turns

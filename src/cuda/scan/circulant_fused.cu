@@ -4,6 +4,7 @@
 #include "cuda/check.hpp"
 #include "cuda/scan/circulant_fused.cuh"
 #include "cuda/scan/circulant_fused.hpp"
+#include "cuda/scan/circulant_onepass.cuh"
 #include "strux/core.hpp"
 
 namespace strux::cuda {
@@ -21,6 +22,32 @@ void run(scan::CircFusedArgs g, cudaStream_t s) {
   scan::circ_fused_apply<N><<<grid, F::NT, 0, s>>>(g);
   STRUX_LAUNCH("circ_fused_apply");
 }
+
+// The single-pass kernel's virtual steps per chunk (circulant_onepass.cuh): even, and few enough
+// that two blocks' chunks fit an SM's shared memory (about 100 KB each at n >= 512; registers
+// allow two blocks per SM at every n), while small n take more steps so a block's fixed costs
+// (look-back, barriers) are spread over more data.
+int64_t onepass_steps(int64_t n) { return n == 64 ? 64 : n == 128 ? 32 : 24 / (n == 1024 ? 2 : 1); }
+
+template <int N>
+int64_t onepass_smem(int64_t S) {
+  return (N + S * scan::OnePass<N>::ZS) * int64_t(sizeof(float2));
+}
+
+template <int N>
+int64_t onepass_grid(int64_t S, int64_t sms) {
+  const int64_t smem = onepass_smem<N>(S);
+  STRUX_CUDA(cudaFuncSetAttribute(scan::circ_onepass<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  int per_sm = 0;
+  STRUX_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, scan::circ_onepass<N>, scan::OP_THREADS,
+                                                           size_t(smem)));
+  return (per_sm < 1 ? 1 : per_sm) * sms;
+}
+
+int64_t onepass_part(int64_t B, int64_t n, const CircFusedShape& sh) {
+  return (B * sh.C * (n / 2) * int64_t(sizeof(float2)) + 255) / 256 * 256;
+}
+int64_t onepass_flags(int64_t B, const CircFusedShape& sh) { return 256 + (B * sh.C * 4 + 255) / 256 * 256; }
 }  // namespace
 
 bool circulant_fused_applies(int64_t n) { return n >= 64 && n <= 1024 && (n & (n - 1)) == 0; }
@@ -39,6 +66,45 @@ CircFusedShape circulant_fused_shape(int64_t B, int64_t T, int64_t n, int64_t sm
 
 int64_t circulant_fused_workspace(int64_t B, int64_t n, const CircFusedShape& sh) {
   return 3 * ((B * sh.C * (n / 2 + 1) * int64_t(sizeof(float2)) + 255) / 256 * 256);
+}
+
+CircFusedShape circulant_onepass_shape(int64_t B, int64_t T, int64_t n, int64_t sms) {
+  const int64_t S = onepass_steps(n), C = (T + 1 + S - 1) / S;
+  int64_t grid = 0;
+  switch (n) {
+    case 64: grid = onepass_grid<64>(S, sms); break;
+    case 128: grid = onepass_grid<128>(S, sms); break;
+    case 256: grid = onepass_grid<256>(S, sms); break;
+    case 512: grid = onepass_grid<512>(S, sms); break;
+    case 1024: grid = onepass_grid<1024>(S, sms); break;
+    default: check_arg(false, "n", "the fused circulant scan takes n = 64, 128, 256, 512 or 1024, got ", n);
+  }
+  return {S, C, grid < B * C ? grid : B * C};
+}
+
+int64_t circulant_onepass_workspace(int64_t B, int64_t n, const CircFusedShape& sh) {
+  return onepass_flags(B, sh) + 3 * onepass_part(B, n, sh);
+}
+
+void circulant_onepass_forward(int64_t B, int64_t T, int64_t n, const CircFusedShape& sh, const float* a,
+                               const float* u, const float* h0, float* h, void* ws, cudaStream_t s) {
+  char* w = static_cast<char*>(ws);
+  const int64_t flags = onepass_flags(B, sh), part = onepass_part(B, n, sh);
+  // The ticket counter and the flags start at 0 on every call (the workspace is the caller's).
+  STRUX_CUDA(cudaMemsetAsync(w, 0, size_t(flags), s));
+  scan::OnePassArgs g{a, u, h0, h, reinterpret_cast<unsigned int*>(w), reinterpret_cast<unsigned int*>(w + 256),
+                      reinterpret_cast<float2*>(w + flags), reinterpret_cast<float2*>(w + flags + part),
+                      reinterpret_cast<float2*>(w + flags + 2 * part), B, T, int(sh.L), int(sh.C)};
+  const unsigned grid = unsigned(sh.grid);
+  switch (n) {
+    case 64: scan::circ_onepass<64><<<grid, scan::OP_THREADS, onepass_smem<64>(sh.L), s>>>(g); break;
+    case 128: scan::circ_onepass<128><<<grid, scan::OP_THREADS, onepass_smem<128>(sh.L), s>>>(g); break;
+    case 256: scan::circ_onepass<256><<<grid, scan::OP_THREADS, onepass_smem<256>(sh.L), s>>>(g); break;
+    case 512: scan::circ_onepass<512><<<grid, scan::OP_THREADS, onepass_smem<512>(sh.L), s>>>(g); break;
+    case 1024: scan::circ_onepass<1024><<<grid, scan::OP_THREADS, onepass_smem<1024>(sh.L), s>>>(g); break;
+    default: check_arg(false, "n", "the fused circulant scan takes n = 64, 128, 256, 512 or 1024, got ", n);
+  }
+  STRUX_LAUNCH("circ_onepass");
 }
 
 void circulant_fused_forward(int64_t B, int64_t T, int64_t n, const CircFusedShape& sh, const float* a,

@@ -8,7 +8,8 @@
 namespace strux::cuda {
 
 struct CircFusedShape {
-  int64_t L, C;  // time steps per chunk, chunks
+  int64_t L, C;       // time steps per chunk, chunks (one pass: virtual steps of T + 1, see below)
+  int64_t grid = 0;   // one pass: persistent blocks
 };
 
 bool circulant_fused_applies(int64_t n);  // a power of two in [64, 1024]
@@ -17,5 +18,11 @@ int64_t circulant_fused_workspace(int64_t B, int64_t n, const CircFusedShape& sh
 // float32 a, u (B, T, n), h0 (B, n) or null, h (B, T, n); ws: circulant_fused_workspace bytes.
 void circulant_fused_forward(int64_t B, int64_t T, int64_t n, const CircFusedShape& sh, const float* a,
                              const float* u, const float* h0, float* h, void* ws, cudaStream_t s);
+
+// The single-pass kernel (circulant_onepass.cuh): a and u read once, h written once.
+CircFusedShape circulant_onepass_shape(int64_t B, int64_t T, int64_t n, int64_t sms);
+int64_t circulant_onepass_workspace(int64_t B, int64_t n, const CircFusedShape& sh);
+void circulant_onepass_forward(int64_t B, int64_t T, int64_t n, const CircFusedShape& sh, const float* a,
+                               const float* u, const float* h0, float* h, void* ws, cudaStream_t s);
 
 }  // namespace strux::cuda

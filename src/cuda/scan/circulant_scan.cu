@@ -46,8 +46,11 @@ CirculantScanPlan::CirculantScanPlan(int64_t B, int64_t T, int64_t n, DType dtyp
     int dev = 0, sms = 0;
     STRUX_CUDA(cudaGetDevice(&dev));
     STRUX_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const CircFusedShape sh = circulant_fused_shape(B, T, n, sms);
-    fused_L_ = sh.L, fused_C_ = sh.C;
+    one_pass_ = opt.one_pass;
+    const CircFusedShape sh = one_pass_ ? circulant_onepass_shape(B, T, n, sms) : circulant_fused_shape(B, T, n, sms);
+    fused_L_ = sh.L, fused_C_ = sh.C, fused_grid_ = sh.grid;
+  } else {
+    check_arg(!opt.one_pass, "one_pass", "the single-pass circulant scan is a fused kernel: it needs fused = true");
   }
 }
 
@@ -148,7 +151,9 @@ void launch_scale(bool f64, void* x, int64_t count, double scale, cudaStream_t s
 
 int64_t CirculantScanPlan::workspace_bytes() const {
   const int64_t cs = csize(), spec = align256(B_ * T_ * nf_ * cs), small = align256(B_ * nf_ * cs);
-  const int64_t fused = fused_ ? circulant_fused_workspace(B_, n_, CircFusedShape{fused_L_, fused_C_}) : 0;
+  const CircFusedShape sh{fused_L_, fused_C_, fused_grid_};
+  const int64_t fused = !fused_ ? 0 : one_pass_ ? circulant_onepass_workspace(B_, n_, sh)
+                                                : circulant_fused_workspace(B_, n_, sh);
   return std::max(align256(fft_work_) + 4 * spec + 2 * small + scan_.workspace_bytes(), fused);
 }
 
@@ -162,6 +167,11 @@ void CirculantScanPlan::spectra_of_a(const void* a, const void* a_hat, void* ah,
 
 void CirculantScanPlan::forward(const void* a, const void* u, const void* h0, void* h,
                                 void* workspace, void* stream) const {
+  if (fused_ && one_pass_)
+    return circulant_onepass_forward(B_, T_, n_, CircFusedShape{fused_L_, fused_C_, fused_grid_},
+                                     static_cast<const float*>(a), static_cast<const float*>(u),
+                                     static_cast<const float*>(h0), static_cast<float*>(h), workspace,
+                                     static_cast<cudaStream_t>(stream));
   if (fused_)
     return circulant_fused_forward(B_, T_, n_, CircFusedShape{fused_L_, fused_C_}, static_cast<const float*>(a),
                                    static_cast<const float*>(u), static_cast<const float*>(h0),
