@@ -83,7 +83,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   const int64_t n_tc = tensor::fft_size(circular, L, p.Lmin);
   const bool tensor_auto = algo == 0 && tensor::supported_dtype(dtype) && tensor::supported_n(n_tc) &&
                            n_tc <= tensor::kAutoMaxN;
-  if (algo == 2 || algo == 3 || algo >= 5 || tensor_auto) {
+  if (algo == 2 || algo == 3 || (algo >= 5 && algo <= 7) || tensor_auto) {
     check_arg(tensor::supported_dtype(dtype), "dtype", "the tensor solver takes float16 or bfloat16, got ",
               dtype_name(dtype));
     check_arg(tensor::supported_n(n_tc), "L",
