@@ -69,9 +69,10 @@ CommKind parse_comm(const std::string& s);  // "auto", "mpi", "nccl"; ValueError
 // The cost model of the grid choice (bench/NOTES-dist.md): seconds per matvec + rmatvec on a
 // grid = local memory traffic / mem_bw + bytes sent / link_bw + latency per message step.
 struct CostModel {
-  double mem_bw = 0;    // bytes/s of one rank's memory; 0: by device (CPU 1e10, CUDA 3e12)
+  double mem_bw = 0;    // bytes/s of one rank's memory; 0: by device (CPU 1e10, CUDA 4.33e12)
   double link_bw = 0;   // bytes/s between ranks; 0: by device (MPI 5e9, NCCL 1.5e11)
   double latency = 0;   // s per message step; 0: by device (MPI 5e-6, NCCL 2e-5)
+  double chunk_s = 0;   // s per extra row chunk, matvec + rmatvec; 0: by device (CPU 0, CUDA 1.3e-4)
 };
 
 // The global operator as the single-device problem describes it (Nt, Nd, Nm, R, layout, dtype,
@@ -96,14 +97,17 @@ struct DistOptions {
   CostModel cost{};
 };
 
-// Whether the automatic chunks overlap communication with computation: CUDA, a grid row of more
-// than one rank, and nd >= 512 local rows (then 4 chunks; else 1).
-bool overlaps(const BlockToeplitzProblem& p, int64_t nd);
+// The automatic row chunks of grid p.grid (p.grid set): 1, 2 or 4, whichever the cost model
+// times least (chunks overlap the grid row's communication, CUDA only, but cost a fixed time
+// each and narrower products); 1 on the CPU and where the grid row has one rank.
+int auto_chunks(const BlockToeplitzProblem& p, CommKind comm = CommKind::Auto, const CostModel& m = {});
 
 // The grid of P ranks with the least modelled time per matvec + rmatvec (ties: fewer rows).
 Grid choose_grid(int P, const BlockToeplitzProblem& p, CommKind comm = CommKind::Auto, const CostModel& m = {});
-// The modelled seconds of one matvec + rmatvec on grid g (what choose_grid minimises).
-double modelled_seconds(const Grid& g, const BlockToeplitzProblem& p, CommKind comm, const CostModel& m);
+// The modelled seconds of one matvec + rmatvec on grid g with `chunks` row chunks (0: the
+// automatic chunks), what choose_grid minimises.
+double modelled_seconds(const Grid& g, const BlockToeplitzProblem& p, CommKind comm, const CostModel& m,
+                        int chunks = 0);
 
 // Seconds of the last call's phases (with options.timing; CUDA: device events, read at the
 // call to timings(), which synchronizes). With chunks, a phase's time is the sum over chunks;

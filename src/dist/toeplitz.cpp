@@ -204,11 +204,11 @@ void BlockToeplitz::Impl::build(std::unique_ptr<Communicator> row_comm, std::uni
   col = std::move(col_comm);
   if (p.device.kind == DeviceKind::CUDA) side = std::make_unique<SideStream>(p.device);
   // Chunks: overlap needs a side stream (CUDA) and communication along the grid row (matvec's
-  // sum, rmatvec's broadcast); 4 when the local rows are many enough (the same rule as the cost
-  // model's overlap). Where the local operators have staged products, matvec transforms m once
-  // for every chunk; else each chunk's product transforms it again.
+  // sum, rmatvec's broadcast); the automatic count is the cost model's (auto_chunks). Where the
+  // local operators have staged products, matvec transforms m once for every chunk; else each
+  // chunk's product transforms it again.
   int k = o.chunks;
-  if (k == 0) k = overlaps(p, nd()) ? 4 : 1;
+  if (k == 0) k = auto_chunks(p, o.comm, o.cost);
   k = int(std::min<int64_t>(k, nd()));
   for (int q = 0; q < k; ++q) {
     const Range local = block_range(nd(), k, q);

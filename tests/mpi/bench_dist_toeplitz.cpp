@@ -5,7 +5,8 @@
 //          [--vectors replicated|distributed] [--chunks k] [--reps n] [--time-major] [--compare]
 // --compare: the same problem side by side in one run, one JSON object per line: the grid and
 // chunks asked for (default: the cost model's grid, automatic chunks), every other grid r × c of
-// P ranks, and chunks = 1 (no overlap) on the first one's grid.
+// P ranks, and on the first one's grid chunks = 1 (no overlap), or 4 where it ran with 1. Each line
+// carries the model's time for its grid and chunks ("modelled_s").
 // The blocks are a constant pattern (the timing does not depend on the values).
 #include <mpi.h>
 #ifdef STRUX_HAVE_CUDA
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "strux/dist.hpp"
@@ -69,8 +71,9 @@ double max_over_ranks(double x) {
   return x;
 }
 
-// One operator: build it, time matvec and rmatvec, print its JSON line (rank 0); the grid it used.
-strux::dist::Grid run_one(const strux::dist::BlockToeplitzProblem& p, const strux::dist::DistOptions& o, int reps,
+// One operator: build it, time matvec and rmatvec, print its JSON line (rank 0); the grid and
+// chunks it used.
+std::pair<strux::dist::Grid, int> run_one(const strux::dist::BlockToeplitzProblem& p, const strux::dist::DistOptions& o, int reps,
                           int rank, int size) {
   strux::dist::BlockToeplitz F(MPI_COMM_WORLD, p, o);
   const auto& q = F.problem();
@@ -90,10 +93,12 @@ strux::dist::Grid run_one(const strux::dist::BlockToeplitzProblem& p, const stru
   std::string json = "{";
   char buf[512];
   std::snprintf(buf, sizeof(buf), "\"ranks\": %d, \"grid\": [%d, %d], \"shape\": [%lld, %lld, %lld], \"R\": %lld, "
-                "\"dtype\": \"%s\", \"device\": \"%s\", \"chunks\": %d, \"fhat_gb_per_rank\": %.4g",
+                "\"dtype\": \"%s\", \"device\": \"%s\", \"chunks\": %d, \"fhat_gb_per_rank\": %.4g, "
+                "\"modelled_s\": %.6g",
                 size, q.grid.rows, q.grid.cols, (long long)q.Nt, (long long)q.Nd, (long long)q.Nm, (long long)q.R,
                 strux::dtype_name(q.dtype), cuda ? "cuda" : "cpu", F.chunks(),
-                max_over_ranks(double(q.Nt + 1) * nd * nm * 2 * es / 1e9));
+                max_over_ranks(double(q.Nt + 1) * nd * nm * 2 * es / 1e9),
+                strux::dist::modelled_seconds(q.grid, q, o.comm, o.cost, F.chunks()));
   json += buf;
   for (int adjoint = 0; adjoint < 2; ++adjoint) {
     std::vector<double> wall, bc, loc, red, tot, fft, prod, ifft;
@@ -126,7 +131,7 @@ strux::dist::Grid run_one(const strux::dist::BlockToeplitzProblem& p, const stru
   release(d);
   if (rank == 0) std::printf("%s, \"describe\": \"%s\"}\n", json.c_str(), F.describe().c_str());
   std::fflush(stdout);
-  return q.grid;
+  return {q.grid, F.chunks()};
 }
 
 }  // namespace
@@ -174,11 +179,11 @@ int main(int argc, char** argv) {
   try {
     std::vector<std::pair<strux::dist::Grid, int>> runs{{p.grid, o.chunks}};
     if (compare) {
-      const strux::dist::Grid first = run_one(p, o, reps, rank, size);  // the grid it resolved to
+      const auto [first, first_chunks] = run_one(p, o, reps, rank, size);  // what it resolved to
       runs.clear();
       for (int r = 1; r <= size; ++r)
         if (size % r == 0 && (r != first.rows || size / r != first.cols)) runs.push_back({{r, size / r}, o.chunks});
-      runs.push_back({first, 1});
+      runs.push_back({first, first_chunks == 1 ? 4 : 1});
     }
     for (const auto& [g, k] : runs) {
       strux::dist::BlockToeplitzProblem q = p;

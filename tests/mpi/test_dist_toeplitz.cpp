@@ -294,6 +294,30 @@ void bad_inputs() {
 #endif
 }
 
+// The cost model (arithmetic only, no device needed): at the measured 2-GPU shape (NVLink
+// constants) it picks 2 x 1 with one chunk, the fastest measured (bench/NOTES-dist.md); over a
+// slow link the grid row's traffic outweighs the chunks' cost and the chunks overlap it; the CPU
+// never chunks.
+void cost_model() {
+  strux::dist::BlockToeplitzProblem p;
+  p.Nt = 1000, p.Nd = 2499, p.Nm = 2499, p.R = 1, p.dtype = strux::DType::f32;
+  p.vectors = Vectors::Distributed;
+  p.device = strux::Device::cuda(0);
+  const strux::dist::Grid g = strux::dist::choose_grid(2, p);
+  report(g.rows == 2 && g.cols == 1, "cost model: grid 2x1 on 2 GPUs, got " + std::to_string(g.rows) + "x" +
+                                         std::to_string(g.cols));
+  p.grid = {1, 2};
+  report(strux::dist::auto_chunks(p) == 1, "cost model: one chunk over NVLink");
+  strux::dist::CostModel slow;
+  slow.link_bw = 5e9;
+  report(strux::dist::auto_chunks(p, strux::dist::CommKind::Auto, slow) > 1, "cost model: chunks over a slow link");
+  const double t1 = strux::dist::modelled_seconds(p.grid, p, strux::dist::CommKind::Auto, {}, 1);
+  const double t4 = strux::dist::modelled_seconds(p.grid, p, strux::dist::CommKind::Auto, {}, 4);
+  report(t1 < t4, "cost model: 4 chunks slower than 1 over NVLink");
+  p.device = strux::Device::cpu();
+  report(strux::dist::auto_chunks(p) == 1, "cost model: one chunk on the CPU");
+}
+
 // Runs one case; an exception (a CUDA error, say) counts as its failure and the run goes on,
 // so one bad case does not end the program and lose the other results. (A rank that throws
 // while the others communicate can still leave them waiting: the ctest timeout catches that.)
@@ -338,6 +362,7 @@ int main(int argc, char** argv) {
         guarded(at + " float64 R=2", [&] { check_case<double>(5, 9, 4, 2, tm, grid, vec, 3); });
         guarded(at + " float64 (float32 communication)", [&] { check_case<double>(6, 7, 5, 2, tm, grid, vec, 2, true); });
       }
+  guarded("cost model", [] { cost_model(); });
   guarded("bad inputs", [] { bad_inputs(); });
   // One process, several devices: threads on the CPU (every process on its own), or every GPU
   // of the machine with --cuda when this program runs alone.
