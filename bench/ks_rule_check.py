@@ -5,8 +5,10 @@ of kProducts' batch-first d > 1 choice in src/cuda/ks/ks_plan.cu, which is the o
 sweep's batch reaches that changed), and whether that path measured >= 0.95 x min(bmm, dense).
 Rows whose path changes have no measurement of the new path: they are reported separately with
 the bmm-relative ratio that path reached on the rows where the sweep did run it.
+--small ks_small.json (bench/gpu_ks_small.py): the same check of the small-batch rule per factor
+(small_batch in ks_plan.cu) against min(small, default).
 
-  python3 bench/ks_rule_check.py ks_sweep.json [--smem-optin 232448]
+  python3 bench/ks_rule_check.py ks_sweep.json [--small ks_small.json] [--smem-optin 232448]
 """
 import argparse
 import json
@@ -47,9 +49,33 @@ def new_path(row, smem_optin):
     return "tr" if min(b, c) >= 16 else "kernels"
 
 
+def small_batch(p, batch, dtype):
+    """Whether the default takes the small path (mirror of small_batch in ks_plan.cu)."""
+    a, b, c, d = p
+    if dtype == "float32":
+        return batch <= (64 if d > 1 else 8)
+    return batch == 1 and (d > 1 or a * b * c <= 1 << 17)
+
+
+def check_small(path):
+    ok, bad = 0, []
+    for r in json.load(open(path))["rows"]:
+        for f in r["factors"]:
+            pick = f["small_ms"] if small_batch(f["pattern"], r["batch"], r["dtype"]) else f["default_ms"]
+            best = min(f["small_ms"], f["default_ms"])
+            if pick <= best / 0.95:
+                ok += 1
+            else:
+                bad.append((r["dtype"], r["batch"], tuple(f["pattern"]), best / pick))
+    print(f"small-batch rule: {ok} of {ok + len(bad)} factor rows pick a path >= 0.95 x min(small, default)")
+    for dt, batch, p, v in bad:
+        print(f"  {dt} batch {batch} {p}: x{v:.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("json")
+    ap.add_argument("--small", help="ks_small.json: check the small-batch rule too")
     ap.add_argument("--smem-optin", type=int, default=232448, help="H100/H200: 227 KB")
     args = ap.parse_args()
     rows = [r for r in json.load(open(args.json))["rows"] if "strux_ms" in r]
@@ -85,6 +111,8 @@ def main():
     for r, best in sorted(bad, key=lambda t: t[1] / t[0]["strux_ms"]):
         print(f"  {tuple(r['pattern'])} {r['dtype']} {r['layout']} {r['path']}: x{best / r['strux_ms']:.2f}"
               f" (strux {r['strux_ms']:.3f}, bmm {r['bmm_ms']:.3f}, dense {r.get('dense_ms')})")
+    if args.small:
+        check_small(args.small)
 
 
 if __name__ == "__main__":

@@ -344,7 +344,7 @@ def test_tr_rule_and_limits(monkeypatch):
     with pytest.raises(ValueError, match="path"):
         ks_path(big, 7, "bsf")
     force(monkeypatch)
-    assert ks_path(big, 20, "bsf")[0] == "kernels"
+    assert ks_path(big, 100, "bsf")[0] == "kernels"
     x, w = rnd(3, 14), rnd(*big)
     assert rel(K.ks_matmul(x, w, big), x.double() @ dense(w, big).T) < 2e-6
 

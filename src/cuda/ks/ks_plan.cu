@@ -49,10 +49,11 @@ bool always(const Problem&) { return true; }
 bool stream_size(const Problem& q) { return q.b >= 32 && q.c >= 32 && q.b * q.c <= 96 * 96; }
 bool big_group(const Problem& q) { return q.a * q.d == 1 && q.b * q.c >= (int64_t(1) << 19); }
 bool tr_batch(const Problem& q) { return q.batch >= 1024; }
-// Small batches: the path measured faster than the default there (float32 up to batch 8; halves
-// at batch 1, except d == 1 groups of many weights, where cuBLAS's GemmEx was as fast).
+// Small batches: the path measured faster than the default there (float32 up to batch 8, d > 1
+// up to batch 64; halves at batch 1, except d == 1 groups of many weights, where cuBLAS's GemmEx
+// was as fast).
 bool small_batch(const Problem& q) {
-  if (q.f32) return q.batch <= 8;
+  if (q.f32) return q.batch <= (q.d > 1 ? 64 : 8);
   return q.batch == 1 && (q.d > 1 || q.a * q.b * q.c <= (int64_t(1) << 17));
 }
 // Batch-first d > 1 from batch 1024: transpositions + cuBLAS, except where a row segment is over
