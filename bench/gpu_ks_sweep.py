@@ -9,6 +9,11 @@ one strux call per pattern against a float64 reference on the first REF_ROWS bat
 (the same formula through bmm in float64), and the same for bmm in the run's dtype, so a
 half-type error reads against bmm's own.
 
+Batch-first d > 1 rows (where the solver table chooses between the fused kernels and the
+transpositions + cuBLAS ("tr") from the pattern's shape) also time the other of the two paths,
+forced, where it applies: row["alt_ms"] = {path: ms}; the summary lists the rows where the
+alternative was > 5% faster than the default choice (a rule to revisit).
+
 Patterns whose tensors (x, y and bmm's permuted copies; dense K) pass --mem-gb are skipped and
 said so. --max-seconds: every pattern's time is estimated from its bytes and FLOPs; when the
 whole list does not fit, patterns are taken evenly from it (every k-th, deterministic) and the
@@ -46,6 +51,7 @@ BW = 2.0e12
 PEAK = {"float32": 4.0e13, "bfloat16": 4.0e14}
 FIXED_S = 0.06
 WARM, REPS = 2, 5
+ALT_PATHS = ("kernels", "tr")  # the choice the batch-first d > 1 rule makes (src/cuda/ks/ks_plan.cu)
 
 
 def load_patterns(path=PATTERN_FILE):
@@ -85,6 +91,8 @@ def estimate_s(p, batch, dtypes, layouts):
         dense = 2.0 * batch * M * N / PEAK[dt] + xy / BW if dense_ok(p) else 0.0
         per_layout = FIXED_S + (WARM + REPS + 1) * (call + bmm + dense)
         t += len(layouts) * per_layout
+        if d > 1 and "bsf" in layouts:  # the forced alternative (the fused kernels may be ~10x)
+            t += 4 * 5 * call
     return t
 
 
@@ -153,6 +161,18 @@ def run_one(p, batch, dt, layout, mem_bytes):
     row["path"] = _cuda_ks.ks_paths(p, batch, layout=layout, dtype=dt)[0]
     row["strux_ms"] = time_ms(ks, warm=WARM, reps=REPS)[0]
     row["bmm_ms"] = time_ms(bmm, warm=WARM, reps=REPS)[0]
+    if layout == "bsf" and d > 1 and row["path"] in ALT_PATHS:
+        row["alt_ms"] = {}
+        for alt in ALT_PATHS:
+            if alt == row["path"]:
+                continue
+            opt = {"path": alt}
+            try:
+                _cuda_ks.ks_paths(p, batch, layout=layout, dtype=dt, options=opt)
+            except ValueError:  # the forced path does not apply (tr: segment too large)
+                continue
+            f = lambda: _cuda_ks.ks_matmul(x, w, p, layout=layout, options=opt)  # noqa: E731
+            row["alt_ms"][alt] = time_ms(f, warm=1, reps=3)[0]  # (the kernels may take ~10x)
     if not dense_ok(p):
         row["dense"] = "dense skipped: a*d FLOP ratio"
     elif kbytes + xy > mem_bytes:
@@ -190,6 +210,14 @@ def summary(rows, n_run, n_all, skipped, est_s, wall_s):
             lines.append(f"  {dt:8s} {lay}: n {len(rs)}, median x{statistics.median(ratios):.2f} over bmm "
                          f"(min {min(ratios):.2f}, max {max(ratios):.2f}), faster than bmm "
                          f"{sum(v > 1 for v in ratios) / len(rs):.0%}, >5% slower than min(bmm, dense) {len(slow)}")
+    alt = [(r, min(r["alt_ms"].items(), key=lambda kv: kv[1])) for r in rows if r.get("alt_ms")]
+    lost = sorted([(r, k, v) for r, (k, v) in alt if v * 1.05 < r["strux_ms"]],
+                  key=lambda t: t[2] / t[0]["strux_ms"])
+    lines.append(f"  bsf d > 1 rule: {len(alt)} rows timed the forced alternative path, "
+                 f"{len(lost)} where it was > 5% faster than the default choice"
+                 + (":" if lost else ""))
+    for r, k, v in lost[:8]:
+        lines.append(f"    {tuple(r['pattern'])} {r['dtype']} {r['path']} {r['strux_ms']:.3f} ms, {k} {v:.3f} ms")
     worst = sorted(rows, key=lambda r: r["vs_best"])[:10]
     lines.append("  worst 10 (strux vs min(bmm, dense)): pattern dtype layout path strux_ms bmm_ms dense_ms ratio")
     for r in worst:

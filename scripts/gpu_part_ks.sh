@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# GPU part "ks" of scripts/gpu_session.sh (limit 200 s): the small-batch path's tests, then ksmm's
-# pattern sweep (bench/gpu_ks_sweep.py, sampled to fit --max-seconds) and the small-batch bench
-# (bench/gpu_ks_small.py). JSON under $OUT; the summaries on stdout.
+# GPU part "ks" of scripts/gpu_session.sh (limit 200 s): the ks path tests (small-batch path, the
+# solver table's rules, tr on large segments), then ksmm's pattern sweep (bench/gpu_ks_sweep.py,
+# sampled to fit --max-seconds; batch-first d > 1 rows also time the forced alternative path) and
+# the small-batch bench (bench/gpu_ks_small.py). JSON under $OUT; the summaries on stdout.
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
@@ -16,9 +17,11 @@ step() {  # step SECONDS NAME CMD...
   echo "== $name rc=$r in $(( $(date +%s) - t0 )) s"
   [ $r = 0 ] || rc=1
 }
-step 45 "tests (test_cuda_ks_small.py)" python3 -m pytest -q -x -p no:cacheprovider \
-  tests/python/test_cuda_ks_small.py > "$OUT/pytest.log" 2>&1
+step 60 "tests (test_cuda_ks_small.py, test_cuda_ks_paths.py, test_cuda_ks_backward.py::test_half_tr_path)" \
+  python3 -m pytest -q -x -p no:cacheprovider tests/python/test_cuda_ks_small.py \
+  tests/python/test_cuda_ks_paths.py "tests/python/test_cuda_ks_backward.py::test_half_tr_path" \
+  > "$OUT/pytest.log" 2>&1
 tail -3 "$OUT/pytest.log"
-step 105 "sweep" python3 bench/gpu_ks_sweep.py --out "$OUT" --max-seconds 80
-step 35 "small-batch bench" python3 bench/gpu_ks_small.py --out "$OUT"
+step 118 "sweep" python3 bench/gpu_ks_sweep.py --out "$OUT" --max-seconds 90
+step 20 "small-batch bench" python3 bench/gpu_ks_small.py --out "$OUT"
 exit $rc

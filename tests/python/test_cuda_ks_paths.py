@@ -319,8 +319,9 @@ def test_float32_tr_path(p, monkeypatch):
 def test_tr_rule_and_limits(monkeypatch):
     """The default rule takes tr for the bench's batch-first d > 1 patterns at batch 25088, every
     dtype, forward, dx and dw (halves and dw too; not for d == 1 or batch-last), the
-    kernels below batch 1024; segments too large for one block's shared memory keep the kernels
-    and forcing tr there is a ValueError."""
+    kernels below batch 1024; segments over 48 KB take tr only outside the groups where the
+    kernels measured faster; segments too large for one block's opt-in shared memory keep the
+    kernels and forcing tr there is a ValueError."""
     for p in [(1, 48, 48, 16), (2, 96, 384, 4), (2, 192, 48, 4), (1, 768, 192, 2), (4, 64, 64, 4),
               (1, 256, 256, 4), (4, 96, 96, 2)]:
         for dt in ("float32", "float16", "bfloat16"):
@@ -330,14 +331,48 @@ def test_tr_rule_and_limits(monkeypatch):
             assert dw_path(p, 1000, "bsf", dt) == ("kernels", 0), (p, dt)
             assert "tr" not in ks_path(p, 25088, "bsl", dt) and dw_path(p, 25088, "bsl", dt)[0] == "blas"
     assert ks_path((1, 768, 768, 1), 25088, "bsf")[0] != "tr"
+    # over 48 KB: tr for halves with b, c >= 16 and float32 unless b <= c, b < 256 (forward and
+    # dx are the patterns (a, b, c, d) and (a, c, b, d))
+    assert ks_path((1, 1024, 1024, 16), 25088, "bsf", "bfloat16") == ("tr", "tr")
+    assert ks_path((1, 1024, 1024, 16), 25088, "bsf") == ("tr", "tr")
+    assert ks_path((1, 96, 96, 128), 25088, "bsf") == ("kernels", "kernels")
+    assert ks_path((1, 96, 96, 128), 25088, "bsf", "bfloat16") == ("tr", "tr")
+    assert ks_path((1, 192, 768, 16), 25088, "bsf") == ("kernels", "tr")
+    assert ks_path((1, 1, 2, 14336), 25088, "bsf", "bfloat16")[0] == "kernels"
     force(monkeypatch, path="tr")
-    big = (1, 7000, 7, 2)  # y segment 2 x 7000 > 12288 floats padded: no tr forward, dx or dw
+    big = (1, 40000, 7, 2)  # y segment 2 x 40000 floats > 227 KB: no tr forward, dx or dw
     with pytest.raises(ValueError, match="path"):
         ks_path(big, 7, "bsf")
     force(monkeypatch)
-    assert ks_path(big, 7, "bsf")[0] == "kernels"
+    assert ks_path(big, 100, "bsf")[0] == "kernels"
     x, w = rnd(3, 14), rnd(*big)
     assert rel(K.ks_matmul(x, w, big), x.double() @ dense(w, big).T) < 2e-6
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("p", [(1, 4, 200, 124), (1, 200, 4, 124), (2, 24, 400, 64)])
+def test_tr_large_segments(p, dtype, monkeypatch):
+    """Row segments over 48 KB (x's c x d, y's d x b; padded) run one per block on opt-in shared
+    memory: forced tr gives the forced kernels' forward, dx and dw (to the dtype's accuracy) at
+    batches 1 and 37, every output written (NaN-poisoned pool)."""
+    name = str(dtype)[6:]
+    a, b, c, d = p
+    w = rnd(*p, dtype=dtype)
+    for batch in (1, 37):
+        x, dy = rnd(batch, a * c * d, dtype=dtype), rnd(batch, a * b * d, dtype=dtype)
+        out = {}
+        for path in ("tr", "kernels"):
+            force(monkeypatch, path=path)
+            assert ks_path(p, batch, "bsf", name) == (path, path) and dw_path(p, batch, "bsf", name)[0] == path
+            poisoned_pool(4 * batch * a * b * d)
+            y = K.ks_matmul(x, w, p)
+            poisoned_pool(4 * x.numel())
+            dx, dw = K.ks_matmul_vjp(dy, x, w, p)
+            for t in (y, dx, dw):
+                assert not torch.isnan(t).any(), (path, batch)
+            out[path] = (y, dx, dw)
+        for t, k in zip(out["tr"], out["kernels"]):
+            assert rel(t, k.double()) < TOL[dtype], (batch, rel(t, k.double()))
 
 
 def test_float32_tr_workspace_passes(monkeypatch):

@@ -57,15 +57,21 @@ def test_small_path_accuracy(p, layout, dtype, monkeypatch):
         assert rel(dx, rx, sx) < TOL[dtype], (batch, rel(dx, rx, sx))
 
 
-def test_small_path_chain_and_default_unchanged():
+def test_small_path_chain_and_default_rule():
     """A Monarch chain factor by factor through the forced small path equals the default
-    result; the default choice at small batch is not the small path (forced only until
-    measured)."""
+    result; the default rule takes the small path where it measured faster (float32 to batch
+    8, d > 1 to 64; halves at batch 1 but d == 1 groups of over 2^17 weights) and not beyond."""
     ps = [(1, 128, 32, 12), (12, 32, 32, 1)]
     ws = [rnd(*p) for p in ps]
     x = rnd(7, 384)
-    y0 = K.ks_chain(x, ws, ps)
-    assert "small" not in K.ks_paths(ps[1], 7)[:2]
+    y0 = K.ks_chain(x, ws, ps, options={"path": "kernels", "chain": "factors"})
+    for p in ps:
+        assert K.ks_paths(p, 7)[:2] == ("small", "small")
+        assert K.ks_paths(p, 64 if p[3] > 1 else 8)[:2] == ("small", "small")
+        assert "small" not in K.ks_paths(p, 65 if p[3] > 1 else 9)[:2]
+        assert K.ks_paths(p, 1, dtype="bfloat16")[:2] == ("small", "small")
+        assert "small" not in K.ks_paths(p, 2, dtype="bfloat16")[:2]
+    assert "small" not in K.ks_paths((64, 64, 64, 1), 1, dtype="bfloat16")[:2]
     y1 = K.ks_chain(x, ws, ps, options={"path": "small", "chain": "factors"})
     assert rel(y1, y0.double()) < 1e-5
 

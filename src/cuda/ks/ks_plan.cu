@@ -35,6 +35,7 @@ namespace {
 struct Problem {
   int64_t a, b, c, d, batch;  // the product's pattern (backward_x asks with (a, c, b, d))
   bool bl, f32, dx;
+  int64_t es;        // element bytes
   ks::StreamCfg sc;  // the streaming kernel's tile (float32 batch-last only; else not ok)
 };
 
@@ -48,13 +49,30 @@ bool always(const Problem&) { return true; }
 bool stream_size(const Problem& q) { return q.b >= 32 && q.c >= 32 && q.b * q.c <= 96 * 96; }
 bool big_group(const Problem& q) { return q.a * q.d == 1 && q.b * q.c >= (int64_t(1) << 19); }
 bool tr_batch(const Problem& q) { return q.batch >= 1024; }
+// Small batches: the path measured faster than the default there (float32 up to batch 8, d > 1
+// up to batch 64; halves at batch 1, except d == 1 groups of many weights, where cuBLAS's GemmEx
+// was as fast).
+bool small_batch(const Problem& q) {
+  if (q.f32) return q.batch <= (q.d > 1 ? 64 : 8);
+  return q.batch == 1 && (q.d > 1 || q.a * q.b * q.c <= (int64_t(1) << 17));
+}
+// Batch-first d > 1 from batch 1024: transpositions + cuBLAS, except where a row segment is over
+// 48 KB and the fused kernels measured faster: float32 groups of b < 256, b <= c (b outputs, c
+// inputs; their cuBLAS GEMMs are narrow) and half groups under 16 rows or columns (GemmEx on
+// tensor cores beat the kernels everywhere else).
+bool tr_preferred(const Problem& q, bool dw) {
+  if (!tr_batch(q)) return false;
+  if (ks::tr_seg_bytes(q.b, q.c, q.d, q.es, dw) <= 48 * 1024) return true;
+  if (q.f32) return !(q.b <= q.c && q.b < 256);
+  return std::min(q.b, q.c) >= 16;
+}
 
 const Solver kProducts[] = {
-    // small batches: weights read once per register tile of batch rows (forced only until
-    // measured: bench/NOTES-gpu-ks-small.md)
+    // small batches: weights read once per register tile of batch rows
+    // (bench/NOTES-gpu-ks-small.md)
     {KsPath::small,
      [](const Problem& q) { return ks::small_applies(q.a, q.b, q.c, q.d, q.batch); },
-     [](const Problem&) { return false; }},
+     small_batch},
     // batch-last float32 groups whose W fits the streaming kernel with its 128-column tile
     {KsPath::stream, [](const Problem& q) { return q.bl && q.f32 && q.sc.ok(); },
      [](const Problem& q) { return q.sc.tn == 128 && stream_size(q); }},
@@ -65,9 +83,10 @@ const Solver kProducts[] = {
     {KsPath::blas,
      [](const Problem& q) { return ks::blas_applies(q.a, q.b, q.c, q.d, q.batch, q.bl); },
      [](const Problem& q) { return !q.f32 || q.dx || (q.bl && !big_group(q)); }},
-    // batch-first d > 1: in-row transpositions around cuBLAS, from batch 1024
-    {KsPath::tr, [](const Problem& q) { return ks::tr_applies(q.a, q.b, q.c, q.d, q.batch, q.bl); },
-     tr_batch},
+    // batch-first d > 1: in-row transpositions around cuBLAS
+    {KsPath::tr,
+     [](const Problem& q) { return ks::tr_applies(q.a, q.b, q.c, q.d, q.batch, q.bl, q.es); },
+     [](const Problem& q) { return tr_preferred(q, false); }},
     {KsPath::kernels, always, always},
 };
 
@@ -75,8 +94,8 @@ const Solver kBackwardW[] = {
     {KsPath::blas,
      [](const Problem& q) { return ks::blas_applies(q.a, q.b, q.c, q.d, q.batch, q.bl); }, always},
     {KsPath::tr,
-     [](const Problem& q) { return ks::tr_dw_applies(q.a, q.b, q.c, q.d, q.batch, q.bl); },
-     tr_batch},
+     [](const Problem& q) { return ks::tr_dw_applies(q.a, q.b, q.c, q.d, q.batch, q.bl, q.es); },
+     [](const Problem& q) { return tr_preferred(q, true); }},
     {KsPath::kernels, always, always},
 };
 
@@ -148,7 +167,7 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype, const K
   auto problem = [&](int64_t b, int64_t c, bool dx) {
     const ks::StreamCfg sc = batch_last && f32 ? ks::stream_pick(b, c, opt.stream_tn, opt.stream_mt)
                                                : ks::StreamCfg{};
-    return Problem{p.a, b, c, p.d, batch, batch_last, f32, dx, sc};
+    return Problem{p.a, b, c, p.d, batch, batch_last, f32, dx, int64_t(ks::elem_bytes(dtype)), sc};
   };
   bool forced_ok = false;
   fwd_ = product_choice(problem(p.b, p.c, false), opt.path, &forced_ok);

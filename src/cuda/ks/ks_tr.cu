@@ -41,12 +41,20 @@ namespace strux::cuda::ks {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kMaxSegElems = 12288;  // one segment (padded) per block at most: <= 48 KB of smem
+constexpr int64_t kSmemDefault = 48 * 1024;  // dynamic smem without the opt-in attribute
 constexpr int kBlockBytes = 16384;   // several small segments per block up to this
 constexpr int64_t kWsBytes = int64_t(1) << 28;  // workspace cap: 256 MB (then batch passes)
 constexpr int64_t kAlign = 256;                 // the dw buffer's second region starts aligned
 
 int64_t cdiv_tr(int64_t x, int64_t y) { return (x + y - 1) / y; }
+
+// The most shared memory one block may opt in to on the current device.
+int64_t smem_optin_tr() {
+  int dev = 0, v = 0;
+  STRUX_CUDA(cudaGetDevice(&dev));
+  STRUX_CUDA(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return v;
+}
 bool fits_int_tr(int64_t v) { return v >= 0 && v < (int64_t(1) << 31); }
 
 // n / d for 0 <= n < 2^31 as (umulhi(n, m) + n) >> s (round-up multiplier, Granlund-Montgomery):
@@ -171,6 +179,16 @@ void launch_seg_transpose_t(const void* in_, void* out_, int64_t nseg, int64_t P
   const bool vec = (P * Q * int64_t(sizeof(T))) % 16 == 0 && al(in) && al(out);
   const unsigned blocks = unsigned(cdiv_tr(nseg, spb));
   const FastDiv fq = make_fastdiv(uint32_t(Q)), fp = make_fastdiv(uint32_t(P));
+  // A segment over 48 KB (tr_applies allowed it up to the opt-in limit) runs one per block.
+  if (int64_t(smem) > kSmemDefault) {
+    const int v = int(smem);
+    if (vec)
+      STRUX_CUDA(cudaFuncSetAttribute(seg_transpose<T, true, ROLE>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, v));
+    else
+      STRUX_CUDA(cudaFuncSetAttribute(seg_transpose<T, false, ROLE>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, v));
+  }
   if (vec)
     seg_transpose<T, true, ROLE><<<blocks, kThreads, smem, s>>>(in, out, nseg, spb, int(P),
                                                                 int(Q), qs, fq, fp);
@@ -204,9 +222,10 @@ TrRes& tr_res() {
 
 int64_t round_up(int64_t v, int64_t m) { return cdiv_tr(v, m) * m; }
 
-// A P x Q segment (padded rows) fits one block's shared memory.
-bool seg_fits(int64_t P, int64_t Q) {
-  return P * Q <= kMaxSegElems && P * pick_qs(int(P), int(Q)) <= kMaxSegElems;
+// Bytes of one padded P x Q segment of es-byte elements in shared memory.
+int64_t seg_bytes(int64_t P, int64_t Q, int64_t es) {
+  if (P >= (int64_t(1) << 24) || Q >= (int64_t(1) << 24)) return INT64_MAX;
+  return P * pick_qs(int(P), int(Q)) * es;
 }
 
 bool sizes_ok(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
@@ -217,14 +236,18 @@ bool sizes_ok(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl
 
 }  // namespace
 
-bool tr_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
-  // x segments c x d and y' segments d x b in one block's shared memory.
-  return sizes_ok(a, b, c, d, batch, bl) && seg_fits(c, d) && seg_fits(d, b);
+int64_t tr_seg_bytes(int64_t b, int64_t c, int64_t d, int64_t es, bool dw) {
+  // product: x segments c x d and y' segments d x b; dw: x segments c x d and dy segments b x d.
+  return std::max(seg_bytes(c, d, es), dw ? seg_bytes(b, d, es) : seg_bytes(d, b, es));
 }
 
-bool tr_dw_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
-  // x segments c x d and dy segments b x d.
-  return sizes_ok(a, b, c, d, batch, bl) && seg_fits(c, d) && seg_fits(b, d);
+bool tr_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl, int64_t es) {
+  return sizes_ok(a, b, c, d, batch, bl) && tr_seg_bytes(b, c, d, es, false) <= smem_optin_tr();
+}
+
+bool tr_dw_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl,
+                   int64_t es) {
+  return sizes_ok(a, b, c, d, batch, bl) && tr_seg_bytes(b, c, d, es, true) <= smem_optin_tr();
 }
 
 int64_t tr_reserve(int64_t row_bytes, int64_t batch) {
