@@ -1,6 +1,6 @@
 """The rows solver of diag_scan (n = 1: the time-last layout (B, n, T) viewed as (B * n, T, 1)),
 forced through options={"path": "rows"}, against the float64 formula: forward and gradients,
-every dtype it takes, T around its tile (256 threads x 16 bytes) and not a whole number of 16
+every dtype it takes, T around its tile (128 threads x 16 bytes) and not a whole number of 16
 bytes, h0, misaligned pointers (the guarded per-element path), in place, NaN, and the
 ValueError where it does not apply. Skipped without PyTorch, a GPU or the CUDA build."""
 import pytest

@@ -1,7 +1,7 @@
 // The row diagonal scan kernel (private to src/cuda/scan): n == 1, i.e. B rows of T contiguous
 // time steps -- the time-last layout (B, n, T) seen as (B * n, T, 1).
 //
-// One block of RW_THREADS per row walks the row in tiles of RW_THREADS * K steps, K = the
+// One block of RW_THREADS (128) per row walks the row in tiles of RW_THREADS * K steps, K = the
 // elements of 16 bytes: each thread owns K consecutive steps (one 16-byte load per array, so a
 // warp reads 512 contiguous bytes), composes them into one affine map (A, H), the warp scans the
 // 32 maps with shuffles, the warps' totals meet in shared memory (double-buffered by tile
@@ -23,7 +23,9 @@
 
 namespace strux::cuda::scan {
 
-constexpr int RW_THREADS = 256, RW_WARPS = RW_THREADS / 32;
+// 128 threads, at least 8 blocks per SM (<= 64 registers): ~1000 long rows on a 132-SM GPU run
+// in one wave, where 256-thread blocks would take a wave and a half.
+constexpr int RW_THREADS = 128, RW_WARPS = RW_THREADS / 32, RW_MIN_BLOCKS = 8;
 
 template <class R>
 __device__ __forceinline__ IfReal<R> shfl_up_v(R v, int d) { return __shfl_up_sync(0xffffffffu, v, d); }
@@ -78,7 +80,7 @@ __device__ __forceinline__ void rows_st(S* p, int64_t t, int64_t T, const typena
 
 // Forward: h_t = a_t h_{t-1} + scale b_t, h_{-1} = scale h0; one block per row.
 template <class S, bool VEC>
-__global__ void __launch_bounds__(RW_THREADS) diag_scan_rows_fwd(SeqArgs g) {
+__global__ void __launch_bounds__(RW_THREADS, RW_MIN_BLOCKS) diag_scan_rows_fwd(SeqArgs g) {
   using V = typename Tr<S>::V;
   constexpr int K = rows_k<S>();
   constexpr int64_t TILE = int64_t(RW_THREADS) * K;
@@ -134,7 +136,7 @@ __global__ void __launch_bounds__(RW_THREADS) diag_scan_rows_fwd(SeqArgs g) {
 
 // Backward (see the file comment); one block per row, tiles from the end of the row.
 template <class S, bool VEC>
-__global__ void __launch_bounds__(RW_THREADS) diag_scan_rows_bwd(SeqArgs g) {
+__global__ void __launch_bounds__(RW_THREADS, RW_MIN_BLOCKS) diag_scan_rows_bwd(SeqArgs g) {
   using V = typename Tr<S>::V;
   constexpr int K = rows_k<S>();
   constexpr int64_t TILE = int64_t(RW_THREADS) * K;
