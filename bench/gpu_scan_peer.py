@@ -9,7 +9,9 @@ committed; when missing the rows say so). Per row of bench/gpu_scan_bw.py:
   bfloat16, T a power of two in [32, 65536]), complex rows its Triton complex kernel
   (accelerated_scan.complex); --scalar adds its Triton real kernel (accelerated_scan.scalar);
 - strux in its layout, (B, T, n) with channels contiguous, on the same values: the default
-  solver and each --strux solver forced (default: "pipe").
+  solver and each --strux solver forced (default: "rows"). "rows" (n = 1 only) runs in the
+  peer's layout: its (B, C, T) arrays viewed as (B * C, T, 1), no copy -- the side by side of
+  the two time-last kernels.
 Forward: h from a, b; backward: the gradients of a and b given dh (the peer through autograd,
 as a model calls it; strux through diag_scan_vjp with the forward's h). Bytes are the same in
 both layouts (forward: a, b in, h out; backward: a, h, dh in, da, db out); the copy bandwidth
@@ -91,18 +93,29 @@ def row(name, dtype, shape, bw, mods, strux_paths, n):
            "strux": {}, "peer": {}}
     h = K.diag_scan(a, b)
     da, db, _ = K.diag_scan_vjp(dh, a, b, h=h)
+    # the peer's layout: (B, C, T), time contiguous
+    ap, bp, dhp = (x.transpose(1, 2).contiguous() for x in (a, b, dh))
     for path in ["auto"] + strux_paths:
         o = None if path == "auto" else {"path": path}
         r = {}
         try:
-            r["describe"] = K.diag_scan_describe(*shape, dtype=str(dtype).split(".")[1], options=o)
-            r["fwd_ms"] = back_to_back_ms(lambda: K.diag_scan(a, b, options=o), n=n)
-            r["bwd_ms"] = back_to_back_ms(lambda: K.diag_scan_vjp(dh, a, b, h=h, options=o), n=n)
+            if path == "rows":  # time-last: the peer's arrays as B * C rows of T steps
+                xa, xb, xd = (x.view(B * nc, T, 1) for x in (ap, bp, dhp))
+                r["describe"] = K.diag_scan_describe(B * nc, T, 1, dtype=str(dtype).split(".")[1], options=o)
+                hr = K.diag_scan(xa, xb, options=o)
+                r["rel_err_h"] = rel(hr.view(B, nc, T).transpose(1, 2), h)
+                r["rel_err_db"] = rel(K.diag_scan_vjp(xd, xa, xb, h=hr, options=o)[1].view(B, nc, T).transpose(1, 2), db)
+                r["fwd_ms"] = back_to_back_ms(lambda: K.diag_scan(xa, xb, options=o), n=n)
+                r["bwd_ms"] = back_to_back_ms(lambda: K.diag_scan_vjp(xd, xa, xb, h=hr, options=o), n=n)
+                print(f"== rows {name}: h {r['rel_err_h']:.0e} db {r['rel_err_db']:.0e} against the default", flush=True)
+                del hr
+            else:
+                r["describe"] = K.diag_scan_describe(*shape, dtype=str(dtype).split(".")[1], options=o)
+                r["fwd_ms"] = back_to_back_ms(lambda: K.diag_scan(a, b, options=o), n=n)
+                r["bwd_ms"] = back_to_back_ms(lambda: K.diag_scan_vjp(dh, a, b, h=h, options=o), n=n)
         except Exception as e:  # noqa: BLE001
             r["error"] = f"{type(e).__name__}: {e}"
         res["strux"][path] = r
-    # the peer's layout: (B, C, T), time contiguous
-    ap, bp, dhp = (x.transpose(1, 2).contiguous() for x in (a, b, dh))
     for kind in peer_kinds(dtype, mods):
         r = {}
         try:
@@ -165,7 +178,7 @@ def main(argv=None):
     ap.add_argument("out")
     ap.add_argument("--quick", action="store_true", help="fewer calls per timing")
     ap.add_argument("--rows", nargs="*", help="names of rows to run (default: all)")
-    ap.add_argument("--strux", nargs="*", default=["pipe"], help="strux solvers forced beside the default")
+    ap.add_argument("--strux", nargs="*", default=["rows"], help="strux solvers forced beside the default")
     ap.add_argument("--scalar", action="store_true", help="also the peer's Triton real kernel")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)

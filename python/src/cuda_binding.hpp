@@ -62,9 +62,9 @@ inline strux::cuda::KsOptions ks_options(int64_t code) {
   return o;
 }
 
-// diag_scan: -1 auto, else DiagScanAlgo (0 lookback, 1 seq1, 2 seqv, 3 chunk, 4 pipe).
+// diag_scan: -1 auto, else DiagScanAlgo (0 lookback, 1 seq1, 2 seqv, 3 chunk, 4 pipe, 5 rows).
 inline strux::cuda::DiagScanOptions diag_scan_options(int algo) {
-  check_arg(algo >= -1 && algo <= 4, "options", "bad diag_scan algo code ", algo);
+  check_arg(algo >= -1 && algo <= 5, "options", "bad diag_scan algo code ", algo);
   strux::cuda::DiagScanOptions o;
   if (algo >= 0) o.algo = strux::cuda::DiagScanAlgo(algo);
   return o;

@@ -24,8 +24,8 @@ namespace strux::cuda {
 // (chunk; not float64 / complex128; vector lanes where n and the call's pointers allow, else one
 // element); pipe: chunk's decomposition on a persistent grid that copies the next chunks into
 // shared memory (cp.async) during the look-back of the current one, with a wider look-back window.
-enum class DiagScanAlgo { lookback, seq1, seqv, chunk, pipe };
-const char* diag_scan_algo_name(DiagScanAlgo a);  // "lookback", "seq1", "seqv", "chunk", "pipe"
+enum class DiagScanAlgo { lookback, seq1, seqv, chunk, pipe, rows };
+const char* diag_scan_algo_name(DiagScanAlgo a);  // "lookback", "seq1", "seqv", "chunk", "pipe", "rows"
 
 struct DiagScanOwned;  // the chunk / pipe kernels' workspace and the order of the calls using it
 

@@ -8,6 +8,7 @@
 #include "cuda/scan/diag_scan_chunk.cuh"
 #include "cuda/scan/diag_scan_kernel.cuh"
 #include "cuda/scan/diag_scan_pipe.cuh"
+#include "cuda/scan/diag_scan_rows.cuh"
 #include "cuda/scan/diag_scan_seq.cuh"
 
 #include <algorithm>
@@ -215,6 +216,8 @@ const Solver kSolvers[] = {
      [](const Problem&) { return true; }},
     // forced only until measured (bench/NOTES-gpu-scan.md)
     {DiagScanAlgo::pipe, [](const Problem& q) { return has_seq(q.dt); }, [](const Problem&) { return false; }},
+    // n == 1 (the time-last layout (B, n, T) as (B * n, T, 1)): one block per row
+    {DiagScanAlgo::rows, [](const Problem& q) { return has_seq(q.dt) && q.n == 1; }, [](const Problem&) { return false; }},
 };
 
 template <class S>
@@ -258,6 +261,22 @@ void run_seq(DiagScanAlgo algo, const scan::SeqArgs& args, cudaStream_t s) {
     launch_seq<S, REV, 1>(args, s);
 }
 
+// One block per row; 16-byte loads when every pointer is 16-byte aligned and a row is a whole
+// number of 16-byte words (so every row starts aligned).
+template <class S, bool REV>
+void run_rows(const scan::SeqArgs& args, bool aligned_ptrs, cudaStream_t s) {
+  const bool vec = aligned_ptrs && (args.T * int64_t(sizeof(S))) % 16 == 0;
+  const unsigned grid = unsigned(args.B);
+  if constexpr (REV) {
+    if (vec) scan::diag_scan_rows_bwd<S, true><<<grid, scan::RW_THREADS, 0, s>>>(args);
+    else scan::diag_scan_rows_bwd<S, false><<<grid, scan::RW_THREADS, 0, s>>>(args);
+  } else {
+    if (vec) scan::diag_scan_rows_fwd<S, true><<<grid, scan::RW_THREADS, 0, s>>>(args);
+    else scan::diag_scan_rows_fwd<S, false><<<grid, scan::RW_THREADS, 0, s>>>(args);
+  }
+  STRUX_LAUNCH("diag_scan_rows");
+}
+
 template <class F>
 void by_type(DType dt, F&& f) {
   switch (dt) {
@@ -279,6 +298,7 @@ const char* diag_scan_algo_name(DiagScanAlgo a) {
     case DiagScanAlgo::seqv: return "seqv";
     case DiagScanAlgo::chunk: return "chunk";
     case DiagScanAlgo::pipe: return "pipe";
+    case DiagScanAlgo::rows: return "rows";
     default: return "lookback";
   }
 }
@@ -304,8 +324,8 @@ DiagScanPlan::DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype, const D
   if (!found)
     check_arg(false, "algo", "the forced kernel '", diag_scan_algo_name(*opt.algo),
             "' does not apply to dtype ", dtype_name(dtype), " with n = ", n,
-            " (streaming, chunk and pipe kernels: not float64 / complex128; seqv: n a multiple of ",
-            vec_width(dtype), ")");
+            " (streaming, chunk, pipe and rows kernels: not float64 / complex128; seqv: n a multiple of ",
+            vec_width(dtype), "; rows: n = 1)");
   const bool pipe = algo_ == DiagScanAlgo::pipe;
   if (algo_ == DiagScanAlgo::chunk || pipe) {
     own_ = std::make_shared<DiagScanOwned>();
@@ -352,6 +372,7 @@ std::string DiagScanPlan::describe() const {
   std::string s = "diag_scan (" + std::to_string(B_) + ", " + std::to_string(T_) + ", " +
                   std::to_string(n_) + ") " + dtype_name(dtype_) + ": " + diag_scan_algo_name(algo_);
   if (algo_ == DiagScanAlgo::seqv) s += " (seq1 on calls with pointers not 16-byte aligned)";
+  if (algo_ == DiagScanAlgo::rows) s += " (one block per row; 16-byte loads when pointers are 16-byte aligned and T a whole number of 16 bytes)";
   if (algo_ == DiagScanAlgo::chunk || algo_ == DiagScanAlgo::pipe)
     s += own_->vec ? " (" + std::to_string(chunk_lane_bytes(dtype_)) + "-byte lanes; one element per lane on calls "
                          "with pointers not " + std::to_string(chunk_lane_bytes(dtype_)) + "-byte aligned)"
@@ -383,6 +404,10 @@ void DiagScanPlan::forward(const void* a, const void* b, const void* h0, void* h
                                                    scale, nullptr, nullptr, nullptr, nullptr, nullptr},
                                    static_cast<cudaStream_t>(stream));
     if constexpr (has_seq<S>())
+      if (algo == DiagScanAlgo::rows)
+        return run_rows<S, false>(scan::SeqArgs{a, b, h0, nullptr, h, nullptr, nullptr, nullptr, B_, T_, n_, scale},
+                                  aligned16({a, b, h0, h}), static_cast<cudaStream_t>(stream));
+    if constexpr (has_seq<S>())
       if (algo != DiagScanAlgo::lookback)
         return run_seq<S, false>(algo, scan::SeqArgs{a, b, h0, nullptr, h, nullptr, nullptr, nullptr, B_, T_, n_, scale},
                                static_cast<cudaStream_t>(stream));
@@ -412,6 +437,10 @@ void DiagScanPlan::backward(const void* a, const void* h, const void* h0, const 
                                   scan::ChunkArgs{a, dh, h0, h, nullptr, da, db, dh0, B_, T_, n_, 0, 0, 1.0, nullptr,
                                                   nullptr, nullptr, nullptr, nullptr},
                                   static_cast<cudaStream_t>(stream));
+    if constexpr (has_seq<S>())
+      if (algo == DiagScanAlgo::rows)
+        return run_rows<S, true>(scan::SeqArgs{a, dh, h0, h, nullptr, da, db, dh0, B_, T_, n_, 1.0},
+                                 aligned16({a, h, dh, da, db}), static_cast<cudaStream_t>(stream));
     if constexpr (has_seq<S>())
       if (algo != DiagScanAlgo::lookback)
         return run_seq<S, true>(algo, scan::SeqArgs{a, dh, h0, h, nullptr, da, db, dh0, B_, T_, n_, 1.0},
