@@ -48,14 +48,21 @@ Launch plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t m) {
   Launch g;
   g.K = 4;
   while (g.K < m) g.K *= 2;
-  // Threads along time: enough for the row (kOut outputs each), 32 … 256; short rows share a CTA.
-  int tx = 32;
-  while (tx < kMaxThreads && int64_t(tx) * kOut < L) tx *= 2;
-  g.fwd_tx = g.bwd_tx = tx;
-  g.fwd_ry = kMaxThreads / tx;
-  g.fwd_tiles = g.bwd_tiles = (L + int64_t(tx) * kOut - 1) / (int64_t(tx) * kOut);
-  check_arg(g.fwd_tiles <= 65535, "L", "the direct fftconv kernels take L up to ", int64_t(65535) * tx * kOut,
-            ", got ", L);
+  // Threads along time: enough for the row (kOut outputs each, fwd_nv groups of them in the
+  // forward), 32 … 256; short rows share a CTA.
+  g.fwd_nv = fwd_groups(elem_bytes(dt));
+  const auto threads = [&](int64_t per) {
+    int tx = 32;
+    while (tx < kMaxThreads && tx * per < L) tx *= 2;
+    return tx;
+  };
+  g.fwd_tx = threads(int64_t(kOut) * g.fwd_nv);
+  g.bwd_tx = threads(kOut);
+  g.fwd_ry = kMaxThreads / g.fwd_tx;
+  const int64_t fwd_tile = int64_t(g.fwd_tx) * kOut * g.fwd_nv, bwd_tile = int64_t(g.bwd_tx) * kOut;
+  g.fwd_tiles = (L + fwd_tile - 1) / fwd_tile;
+  g.bwd_tiles = (L + bwd_tile - 1) / bwd_tile;
+  check_arg(g.bwd_tiles <= 65535, "L", "the direct fftconv kernels take L up to ", 65535 * bwd_tile, ", got ", L);
   check_arg((B * H + g.fwd_ry - 1) / g.fwd_ry <= INT32_MAX && H * g.bwd_tiles <= INT32_MAX, "B",
             "too many rows for one launch of the direct fftconv kernels: B·H = ", B * H);
   // Backward: batch chunks so that the grid fills about 8 CTAs per SM.

@@ -1,13 +1,14 @@
 // Direct fftconv kernels (direct.hpp): y[t] = Σ_{j<m} k[j] v[t − j] summed tap by tap.
 //
 // A CTA takes a tile of time of one or several rows: each thread owns kV = 4 consecutive outputs
-// and the tile of v (float32, float64 for float64 data) sits in shared memory with K − 1 samples
-// of history before it (zeros in causal mode, the row's end in circular mode), so both modes are
-// one sliding dot product. A thread reads its window of kV + K − 1 samples into registers with
-// 16-byte shared loads (conflict-free: consecutive threads, consecutive 16 bytes) and does kV
-// multiply-adds per tap from registers. K is the compiled bucket (4 … 64); taps j >= m are
-// skipped by a uniform branch, never multiplied (a non-finite sample must not reach outputs the
-// contract keeps it from). HBM traffic: u, the gates and y once each (the halo is an L2 hit).
+// (in the forward, fwd_groups(sizeof(T)) such groups, TX·kV apart) and the tile of v (float32,
+// float64 for float64 data) sits in shared memory with K − 1 samples of history before it (zeros
+// in causal mode, the row's end in circular mode), so both modes are one sliding dot product. A
+// thread reads its window of kV + K − 1 samples into registers with 16-byte shared loads
+// (conflict-free: consecutive threads, consecutive 16 bytes) and does kV multiply-adds per tap
+// from registers. K is the compiled bucket (4 … 64); taps j >= m are skipped by a uniform branch,
+// never multiplied (a non-finite sample must not reach outputs the contract keeps it from). HBM
+// traffic: u, the gates and y once each (the halo is an L2 hit).
 //
 // Backward, one CTA per (h, tile of time, chunk of the batch), looping over its rows b:
 //   dz = dy ⊙ post, dv[t] = Σ_j k[j] dz[t + j] + skip dz[t] (dz with K − 1 samples after the tile:
@@ -23,6 +24,7 @@
 #include <cstdint>
 
 #include "cuda/elem.cuh"
+#include "cuda/fftconv/direct.hpp"
 
 namespace strux::cuda::direct {
 
@@ -208,56 +210,83 @@ __device__ __forceinline__ void grad4(int m, const A* s, const A* dz, A* dk) {
 
 // ---- forward -------------------------------------------------------------------------------------
 
-// blockDim (TX, RY): RY rows of one tile of TX·kV outputs; grid (row groups, tiles).
+// blockDim (TX, RY): RY rows of one tile of NV·TX·kV outputs, thread tx owning the kV outputs at
+// tile0 + g·TX·kV + tx·kV for g < NV (fwd_groups: NV independent vector loads per stream in
+// flight per thread); grid (row groups, tiles). Every global load (taps, history, u, the gates,
+// skip) is issued into registers before the barrier, so a CTA waits for memory once, not once
+// for u and again for the history and the postgate.
 template <class T, int K, bool VEC>
 __global__ void __launch_bounds__(256, 2) forward_kernel(const Params<T> p) {
   using A = typename Compute<T>::type;
+  constexpr int NV = fwd_groups(sizeof(T));
+  constexpr int KR = (K + 31) / 32;  // taps / history samples per thread at most (TX >= 32)
   extern __shared__ __align__(16) unsigned char smem[];
   const int TX = blockDim.x, tx = threadIdx.x, ty = threadIdx.y;
-  const int TS = TX * kV + K;  // a row's window: K − 1 history samples, the tile, padding
+  const int W = TX * kV;       // outputs of one group
+  const int TS = NV * W + K;   // a row's window: K − 1 history samples, the tile, padding
   A* kt = reinterpret_cast<A*>(smem) + ty * K;
   A* s = reinterpret_cast<A*>(smem) + blockDim.y * K + ty * TS;
   const int64_t r = int64_t(blockIdx.x) * blockDim.y + ty;
   const bool live = r < p.rows;
   const int64_t h = live ? r % p.H : 0, base = r * p.L;
-  const int64_t tile0 = int64_t(blockIdx.y) * TX * kV, t0 = tile0 + int64_t(tx) * kV;
+  const int64_t tile0 = int64_t(blockIdx.y) * NV * W;
   const int m = p.m;
-  for (int j = tx; j < K; j += TX) kt[j] = live && j < m ? A(to_c(p.k[h * m + j])) : A(0);
-  A v[kV];
-  if (live) {
-    load_row4<VEC>(p.u, base, t0, p.L, v);
-    if (p.pre) {
-      A g[kV];
-      load_row4<VEC>(p.pre, base, t0, p.L, g);
+  A kr[KR], hr[KR];
 #pragma unroll
-      for (int i = 0; i < kV; ++i) v[i] *= g[i];
+  for (int c = 0; c < KR; ++c) {
+    const int j = tx + c * TX;
+    kr[c] = live && j < m ? A(to_c(p.k[h * m + j])) : A(0);
+    // History: only the last m − 1 samples before the tile are ever multiplied.
+    hr[c] = live && j < K - 1 && j >= K - m ? at<true, A>(p.u, p.pre, base, tile0 - (K - 1) + j, p.L, m, p.circular)
+                                            : A(0);
+  }
+  A v[NV][kV], gp[NV][kV], gq[NV][kV];
+#pragma unroll
+  for (int g = 0; g < NV; ++g) {
+    const int64_t t = tile0 + g * W + int64_t(tx) * kV;
+    if (live) {
+      load_row4<VEC>(p.u, base, t, p.L, v[g]);
+      if (p.pre) load_row4<VEC>(p.pre, base, t, p.L, gp[g]);
+      if (p.post) load_row4<VEC>(p.post, base, t, p.L, gq[g]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kV; ++i) v[g][i] = A(0);
     }
-  } else {
+  }
+  const A sk = live && p.skip ? A(to_c(p.skip[h])) : A(0);
 #pragma unroll
-    for (int i = 0; i < kV; ++i) v[i] = A(0);
+  for (int c = 0; c < KR; ++c) {
+    const int j = tx + c * TX;
+    if (j < K) kt[j] = kr[c];
+    if (j < K - 1) s[j] = hr[c];
   }
 #pragma unroll
-  for (int i = 0; i < kV; ++i) s[K - 1 + tx * kV + i] = v[i];
-  // History: only the last m − 1 samples before the tile are ever multiplied.
-  for (int q = tx; q < K - 1; q += TX)
-    s[q] = live && q >= K - m ? at<true, A>(p.u, p.pre, base, tile0 - (K - 1) + q, p.L, m, p.circular) : A(0);
+  for (int g = 0; g < NV; ++g) {
+#pragma unroll
+    for (int i = 0; i < kV; ++i) {
+      if (live && p.pre) v[g][i] *= gp[g][i];
+      s[K - 1 + g * W + tx * kV + i] = v[g][i];
+    }
+  }
   if (tx == 0) s[TS - 1] = A(0);  // the 16-byte window's padding
   __syncthreads();
-  if (!live || t0 >= p.L) return;
-  A z[kV];
-  conv4<K>(kt, m, s + tx * kV, z);
-  if (p.skip) {
-    const A sk = A(to_c(p.skip[h]));
+  if (!live) return;
 #pragma unroll
-    for (int i = 0; i < kV; ++i) z[i] = fma(sk, v[i], z[i]);
-  }
-  if (p.post) {
-    A g[kV];
-    load_row4<VEC>(p.post, base, t0, p.L, g);
+  for (int g = 0; g < NV; ++g) {
+    const int64_t t = tile0 + g * W + int64_t(tx) * kV;
+    if (t >= p.L) break;
+    A z[kV];
+    conv4<K>(kt, m, s + g * W + tx * kV, z);
+    if (p.skip) {
 #pragma unroll
-    for (int i = 0; i < kV; ++i) z[i] *= g[i];
+      for (int i = 0; i < kV; ++i) z[i] = fma(sk, v[g][i], z[i]);
+    }
+    if (p.post) {
+#pragma unroll
+      for (int i = 0; i < kV; ++i) z[i] *= gq[g][i];
+    }
+    store_row4<VEC>(p.y, base, t, p.L, z);
   }
-  store_row4<VEC>(p.y, base, t0, p.L, z);
 }
 
 // ---- backward ------------------------------------------------------------------------------------

@@ -17,16 +17,23 @@ namespace strux::cuda::direct {
 // 16, 32 and 64 taps (the bucket's taps beyond the used ones are skipped, never multiplied, so
 // a non-finite sample reaches only the outputs the contract says).
 constexpr int64_t kMaxTaps = 64;
-// The automatic choice (plan algo 0) takes the direct kernels up to this many taps used; 0: never
-// (forced only, until measured against the fused FFT kernels on the GPU).
-constexpr int64_t kAutoTaps = 0;
+// The automatic choice (plan algo 0) takes the direct kernels up to this many taps used, every
+// dtype and length: measured faster than the FFT solvers there, forward and backward (at 64 taps
+// the float32 backward is slower than the fused FFT path; bench/NOTES-gpu-fftconv-direct.md).
+constexpr int64_t kAutoTaps = 32;
 // Taps used: causal min(Lk, L), circular Lk (<= L).
 int64_t taps(bool circular, int64_t L, int64_t Lk);
 bool supported(bool circular, int64_t L, int64_t Lk);
 
+// Groups of 4 outputs per forward thread (direct.cuh forward_kernel): 2 for 2-byte types, so a
+// thread has 16 bytes of each stream in flight as a float32 thread has with one vector; the
+// forward is latency-bound and its bandwidth follows the bytes in flight per SM.
+constexpr int fwd_groups(size_t elem_bytes) { return elem_bytes == 2 ? 2 : 1; }
+
 struct Launch {
   int K = 0;                 // the taps bucket
   int fwd_tx = 0, fwd_ry = 0;  // forward CTA: fwd_tx threads along time × fwd_ry rows
+  int fwd_nv = 1;            // forward: groups of 4 outputs per thread (fwd_groups)
   int bwd_tx = 0;            // backward CTA: bwd_tx threads along time, one h, a chunk of the batch
   int64_t fwd_tiles = 0, bwd_tiles = 0, nchunk = 1;
   size_t part_bytes = 0;     // backward partial sums of dk and dskip: [nchunk·bwd_tiles][H][K + 1]

@@ -42,7 +42,7 @@ void forward_t(const Launch& g, const T* k, const T* u, const T* pre, const T* p
   const bool vec = aligned({u, pre, post, y}, L);
   const dim3 block(g.fwd_tx, g.fwd_ry);
   const dim3 grid(unsigned((p.rows + g.fwd_ry - 1) / g.fwd_ry), unsigned(g.fwd_tiles));
-  const size_t smem = size_t(g.fwd_ry) * (2 * g.K + g.fwd_tx * kV) * sizeof(A);
+  const size_t smem = size_t(g.fwd_ry) * (2 * g.K + g.fwd_nv * g.fwd_tx * kV) * sizeof(A);
   with_k(g.K, [&](auto kc) {
     constexpr int K = decltype(kc)::value;
     if (vec)
