@@ -178,8 +178,8 @@ __device__ __forceinline__ void op_prefetch(const OnePassArgs& g, int64_t tk, in
   if (hi < lo) return;
   const int64_t off = (b * g.T + lo - 1) * N, len = (hi - lo + 1) * N;
   for (int64_t i = int64_t(threadIdx.x) * 32; i < len; i += OP_THREADS * 32) {  // a 128-byte line each
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(g.a + off + i));
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(g.u + off + i));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(__cvta_generic_to_global(g.a + off + i)));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(__cvta_generic_to_global(g.u + off + i)));
   }
 }
 
