@@ -1,5 +1,5 @@
-"""circulant_scan forward on the GPU, every path side by side: B = 16, T = 2048, n = 64, 256, 1024,
-float32; "auto" (the plan's default), and "fft" / "fused" / "onepass" forced (strux._cuda_options.
+"""circulant_scan forward on the GPU, every path side by side: B = 16, T = 2048, n = 64..1024, and
+B = 64 at n = 256, float32; "auto" (the plan's default), and "fft" / "fused" / "onepass" forced (strux._cuda_options.
 circulant_scan_code). ms per call back to back (GPU time), and the fraction of the byte floor:
 read a and u, write h (12 bytes per element) at the copy bandwidth measured in the same run.
 Also the three-launch and single-pass kernels' agreement with the cuFFT path (max |diff| / max |h|).
@@ -25,7 +25,8 @@ def main(out):
     print(f"{res['device']}: copy {bw / 1e12:.2f} TB/s", flush=True)
     print(f"{'B,T,n':>14} {'floor us':>9} " + " ".join(f"{p:>16}" for p in PATHS) + "  diff fused/onepass",
           flush=True)
-    for B, T, n in [(16, 2048, 64), (16, 2048, 256), (16, 2048, 1024)]:
+    for B, T, n in [(16, 2048, 64), (16, 2048, 128), (16, 2048, 256), (16, 2048, 512), (16, 2048, 1024),
+                    (64, 2048, 256)]:
         a = (2 * torch.rand(B, T, n, device="cuda") - 1) * (0.9 / n)
         u = torch.randn(B, T, n, device="cuda")
         floor_ms = 12 * B * T * n / bw * 1e3

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU part "circ" of scripts/gpu_session.sh (limit 120 s): circulant_scan's forced-path tests
 # (tests/python/test_cuda_circulant_fused.py, -x), then bench/gpu_circulant.py (B = 16, T = 2048,
-# n = 64, 256, 1024: default vs fft / fused / onepass, ms and % of the byte floor), then, if ncu
+# n = 64..1024, B = 64 at n = 256: default vs fft / fused / onepass, ms and % of the byte floor), then, if ncu
 # is there and time is left, one single-pass kernel (n = 256) under ncu. Logs and JSON under $OUT.
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
@@ -25,7 +25,7 @@ step 35 "bench" python3 bench/gpu_circulant.py "$OUT"
 left=$(( 112 - ($(date +%s) - T0) ))
 if command -v ncu > /dev/null && [ $left -gt 20 ]; then
   step $(( left - 5 )) "ncu circ_onepass n=256" ncu --kernel-name regex:circ_onepass --launch-skip 2 --launch-count 1 \
-    --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section SchedulerStats --section SourceCounters \
     python3 -c "
 import torch
 from strux import _cuda_scan as K

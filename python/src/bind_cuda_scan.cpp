@@ -136,6 +136,11 @@ void circulant_scan_backward(uintptr_t a, bool fourier, uintptr_t u, uintptr_t h
                ptr(du), ptr(dh0), ptr(ws), ptr(stream));
 }
 
+std::string circulant_scan_describe(int device, int64_t B, int64_t T, int64_t n, int dtype, int fused) {
+  DeviceGuard g(device);
+  return circ_plan(device, B, T, n, dtype, fused)->describe();
+}
+
 // ---- block_circulant_scan (float32) ------------------------------------------------------------
 
 int64_t block_circulant_scan_workspace(int device, int64_t B, int64_t T, int64_t p, int64_t k, int registers,
@@ -206,6 +211,8 @@ void bind_cuda_scan(nb::module_& m) {
   m.def("cuda_circulant_scan_backward", &circulant_scan_backward, arg("a"), arg("fourier"), arg("u"), arg("h0"),
         arg("dh"), arg("da"), arg("du"), arg("dh0"), arg("workspace"), arg("ws_bytes"), arg("B"), arg("T"),
         arg("n"), arg("dtype"), arg("device"), arg("stream"));
+  m.def("cuda_circulant_scan_describe", &circulant_scan_describe, arg("device"), arg("B"), arg("T"), arg("n"),
+        arg("dtype"), arg("fused") = -1);
   m.def("cuda_block_circulant_scan_workspace", &block_circulant_scan_workspace, arg("device"), arg("B"), arg("T"),
         arg("p"), arg("k"), arg("registers"), arg("chunk"));
   m.def("cuda_block_circulant_scan_backward_workspace", &block_circulant_scan_backward_workspace, arg("device"),

@@ -247,9 +247,13 @@ def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False, options=
 
     a: real (B, T, n), or with ``fourier=True`` its half spectrum rfft(a_t) (B, T, n//2 + 1)
     complex64 (imaginary parts at frequency 0 and, even n, n/2 ignored, as irfft does).
-    cuFFT rfft over n, the complex diagonal scan of the half spectra, irfft; computed in float32
-    (float16/bfloat16 are cast and the result cast back). Returns h, or (h, h[:, -1]).
-    ``options={"path": "fused" | "onepass"}`` forces the fused kernels (strux._cuda_options.circulant_scan_code).
+    Computed in float32 (float16/bfloat16 are cast and the result cast back) or float64. Spatial a,
+    float32, n a power of two in [64, 1024]: the single-pass fused kernel (FFT over n, the
+    Fourier-domain scan and the inverse FFT in one launch; a NaN / Inf entering at step t may also
+    reach h_{t-1} of its row, as two steps share one inverse FFT); otherwise cuFFT rfft over n, the
+    complex diagonal scan of the half spectra, irfft. Returns h, or (h, h[:, -1]).
+    ``options={"path": "fft" | "fused" | "onepass"}`` forces a path (strux._cuda_options.circulant_scan_code);
+    circulant_scan_describe says which one runs.
     """
     _a.need()
     return_final = _a.flag(return_final, "return_final")
@@ -268,6 +272,13 @@ def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False, options=
                                      B, T, n, code, dev, _a.stream(u32), fused)
     h = _a.cast(h, dt)
     return (h, h[:, -1]) if return_final else h
+
+
+def circulant_scan_describe(B, T, n, dtype="float32", device=0, options=None) -> str:
+    """What circulant_scan's plan for this shape and dtype (float32 / float64) runs, in words."""
+    _a.need()
+    code = _DTYPE_CODE[_choice(dtype, "dtype", ("float32", "float64"))]
+    return _ext.cuda_circulant_scan_describe(int(device), int(B), int(T), int(n), code, _O.circulant_scan_code(options))
 
 
 def circulant_scan_vjp(dh, a, u, *, h0=None, fourier=False, dh_last=None):

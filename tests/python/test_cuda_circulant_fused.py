@@ -4,7 +4,9 @@ single-pass fused kernel with a look-back over chunks) against a float64 referen
 T = 1, 2, 17, 1000 and around the single-pass kernel's chunk boundaries, B = 1, 3, with and
 without h0, repeated calls and a side stream (the single-pass kernel's flags), NaN kept in its
 batch row (the single-pass kernel inverts two steps in one FFT: a NaN may reach
-the step before it, in the same row). Skipped without PyTorch, a GPU or the CUDA build."""
+the step before it, in the same row), and the default rule: "auto" runs the single-pass kernel
+for spatial-a float32 with n a power of two in [64, 1024], the cuFFT path otherwise. Skipped
+without PyTorch, a GPU or the CUDA build."""
 import numpy as np
 import pytest
 
@@ -18,7 +20,7 @@ NS = [64, 128, 256, 512, 1024]
 TOL = 2e-5
 # Virtual steps per chunk of the single-pass kernel (onepass_steps in circulant_fused.cu): time
 # T + 1 (h0 is a step of its own) fills whole chunks at T = S - 1.
-ONEPASS_S = {64: 64, 128: 32, 256: 24, 512: 24, 1024: 12}
+ONEPASS_S = {64: 64, 128: 32, 256: 32, 512: 24, 1024: 12}
 
 
 def ref_fft(a, u, h0=None):
@@ -125,3 +127,29 @@ def test_fused_edges(path):
         run(path, *inputs(1, 4, 2048)[:2])  # n past 1024
     with pytest.raises(ValueError):
         run(path, a.double(), u.double())
+
+
+@pytest.mark.parametrize("n", NS)
+def test_auto_runs_onepass(n):
+    assert "single-pass" in K.circulant_scan_describe(3, 100, n)
+    assert "cuFFT rfft" in K.circulant_scan_describe(3, 100, n, options={"path": "fft"})
+    assert "three-launch" in K.circulant_scan_describe(3, 100, n, options={"path": "fused"})
+    a, u, h0 = inputs(3, 100, n, seed=3)
+    ref = ref_fft(a, u, h0)
+    assert rel(K.circulant_scan(a, u, h0=h0), ref) < TOL
+    # the Fourier form keeps the cuFFT path under every option
+    ah = torch.fft.rfft(a, dim=-1)
+    assert rel(K.circulant_scan(ah, u, h0=h0, fourier=True), ref) < TOL
+
+
+@pytest.mark.parametrize("n,dtype", [(100, "float32"), (2048, "float32"), (32, "float32"), (256, "float64")])
+def test_auto_outside_onepass_is_fft(n, dtype):
+    assert "cuFFT rfft" in K.circulant_scan_describe(2, 50, n, dtype=dtype)
+
+
+@pytest.mark.parametrize("n", [64, 256])
+def test_onepass_long_lookback(n):
+    """Hundreds of chunks in one row: look-backs across several windows of 8, under contention."""
+    a, u, h0 = inputs(1, 40 * ONEPASS_S[n] * 8, n, seed=11)
+    for _ in range(2):
+        assert rel(run("onepass", a, u, h0), ref_fft(a, u, h0)) < TOL

@@ -74,12 +74,15 @@ class DiagScanPlan {
 // the complex diagonal scan of the half spectra (complex64 / complex128), and irfft. Plans are
 // made once per plan object. Real arrays are of the plan's dtype, spectra of its complex type.
 //
-// Explicit choices (tests, benchmarks); unset: the cuFFT path. fused = true: the forward with
-// spatial a runs the fused kernels (src/cuda/scan/circulant_fused.cuh: the FFT over n, the
-// Fourier-domain scan and the inverse FFT inside the kernels, no spectra in device memory);
-// float32 with n a power of two in [64, 1024] only (else a ValueError). one_pass (with fused):
-// the single-pass kernel (circulant_onepass.cuh: a, u read once, a look-back over chunks) in place
-// of the three-launch one. forward_fourier and backward keep the cuFFT path.
+// Explicit choices (tests, benchmarks). fused = true: the forward with spatial a runs the fused
+// kernels (src/cuda/scan/circulant_fused.cuh: the FFT over n, the Fourier-domain scan and the
+// inverse FFT inside the kernels, no spectra in device memory); float32 with n a power of two in
+// [64, 1024] only (else a ValueError). one_pass (with fused): the single-pass kernel
+// (circulant_onepass.cuh: a, u read once, a look-back over chunks) in place of the three-launch
+// one. fused = false: the cuFFT path. Unset: the single-pass kernel wherever it applies (float32,
+// n a power of two in [64, 1024], B (T + 1) < 2^31), else the cuFFT path. The single-pass kernel
+// inverts two steps in one complex FFT, so a NaN / Inf entering at step t may also reach h_{t-1}
+// of the same row. forward_fourier and backward keep the cuFFT path.
 struct CirculantScanOptions {
   std::optional<bool> fused;
   bool one_pass = false;
@@ -91,6 +94,7 @@ class CirculantScanPlan {
                     const CirculantScanOptions& opt = {});
   bool fused() const { return fused_; }
   bool one_pass() const { return one_pass_; }
+  std::string describe() const;  // what the forward runs, in words
   ~CirculantScanPlan();
   CirculantScanPlan(const CirculantScanPlan&) = delete;
   CirculantScanPlan& operator=(const CirculantScanPlan&) = delete;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <string>
 
 #include "cuda/check.hpp"
 #include "cuda/scan/circulant_fused.hpp"
@@ -38,20 +39,41 @@ CirculantScanPlan::CirculantScanPlan(int64_t B, int64_t T, int64_t n, DType dtyp
   c2r_ = make_rows_plan(n, B * T, f64 ? CUFFT_Z2D : CUFFT_C2R, &fft_work_);
   r2c0_ = make_rows_plan(n, B, f64 ? CUFFT_D2Z : CUFFT_R2C, &fft_work_);
   c2r0_ = make_rows_plan(n, B, f64 ? CUFFT_Z2D : CUFFT_C2R, &fft_work_);
-  fused_ = opt.fused.value_or(false);
+  // Unset: the single-pass kernel wherever it runs (float32, n a power of two in [64, 1024], and
+  // tickets that fit its 32-bit counter); measured at least as fast as the cuFFT path there
+  // (bench/NOTES-gpu-scan-circulant.md), with no spectra in device memory.
+  const bool fits = !f64 && circulant_fused_applies(n) && B * (T + 1) < (int64_t(1) << 31);
+  fused_ = opt.fused.value_or(fits);
+  one_pass_ = opt.fused.has_value() ? opt.one_pass : fits;
   if (fused_) {
     check_arg(!f64 && circulant_fused_applies(n), "fused", "the fused circulant scan takes float32 with n a power "
               "of two in [64, 1024], got ", dtype_name(dtype_), " with n = ", n);
-    check_arg(B <= 65535, "B", "the fused circulant scan takes B <= 65535, got ", B);
+    if (one_pass_)
+      check_arg(B * (T + 1) < (int64_t(1) << 31), "B", "the single-pass circulant scan takes B * (T + 1) < 2^31, got B = ",
+                B, ", T = ", T);
+    else
+      check_arg(B <= 65535, "B", "the fused circulant scan takes B <= 65535, got ", B);
     int dev = 0, sms = 0;
     STRUX_CUDA(cudaGetDevice(&dev));
     STRUX_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    one_pass_ = opt.one_pass;
     const CircFusedShape sh = one_pass_ ? circulant_onepass_shape(B, T, n, sms) : circulant_fused_shape(B, T, n, sms);
     fused_L_ = sh.L, fused_C_ = sh.C, fused_grid_ = sh.grid;
   } else {
     check_arg(!opt.one_pass, "one_pass", "the single-pass circulant scan is a fused kernel: it needs fused = true");
   }
+}
+
+std::string CirculantScanPlan::describe() const {
+  std::string s = "circulant_scan " + std::string(dtype_name(dtype_)) + " B=" + std::to_string(B_) +
+                  " T=" + std::to_string(T_) + " n=" + std::to_string(n_) + ": forward ";
+  if (fused_ && one_pass_)
+    s += "single-pass fused kernel (" + std::to_string(fused_L_) + " virtual steps per chunk, " +
+         std::to_string(fused_C_) + " chunks, look-back, " + std::to_string(fused_grid_) + " persistent blocks)";
+  else if (fused_)
+    s += "three-launch fused kernels (" + std::to_string(fused_C_) + " chunks of " + std::to_string(fused_L_) + " steps)";
+  else
+    s += "cuFFT rfft, complex diagonal scan, irfft";
+  return s + "; forward_fourier and backward: cuFFT around the complex diagonal scan";
 }
 
 CirculantScanPlan::~CirculantScanPlan() {
