@@ -96,8 +96,8 @@ def circulant_scan_code(options) -> int:
     complex diagonal scan, or (forward with spatial a; float32 with n a power of two in [64, 1024],
     else ValueError) the fused kernels, which keep the spectra out of device memory: "fused" in
     three launches (a, u read twice), "onepass" in one (a, u read once, a look-back over chunks).
-    "auto": "onepass" wherever it applies (spatial-a forward, float32, n a power of two in [64, 1024]),
-    else "fft"."""
+    "auto": "onepass" where measured faster (spatial-a forward, float32, n = 256, 512 or 1024,
+    B <= 65535), else "fft"."""
     if options is None:
         return -1
     o = _items(options, "circulant_scan", ("path",))

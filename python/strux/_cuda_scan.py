@@ -248,7 +248,7 @@ def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False, options=
     a: real (B, T, n), or with ``fourier=True`` its half spectrum rfft(a_t) (B, T, n//2 + 1)
     complex64 (imaginary parts at frequency 0 and, even n, n/2 ignored, as irfft does).
     Computed in float32 (float16/bfloat16 are cast and the result cast back) or float64. Spatial a,
-    float32, n a power of two in [64, 1024]: the single-pass fused kernel (FFT over n, the
+    float32, n = 256, 512 or 1024 (B <= 65535): the single-pass fused kernel (FFT over n, the
     Fourier-domain scan and the inverse FFT in one launch; a NaN / Inf entering at step t may also
     reach h_{t-1} of its row, as two steps share one inverse FFT); otherwise cuFFT rfft over n, the
     complex diagonal scan of the half spectra, irfft. Returns h, or (h, h[:, -1]).

@@ -79,8 +79,8 @@ class DiagScanPlan {
 // inverse FFT inside the kernels, no spectra in device memory); float32 with n a power of two in
 // [64, 1024] only (else a ValueError). one_pass (with fused): the single-pass kernel
 // (circulant_onepass.cuh: a, u read once, a look-back over chunks) in place of the three-launch
-// one. fused = false: the cuFFT path. Unset: the single-pass kernel wherever it applies (float32,
-// n a power of two in [64, 1024], B (T + 1) < 2^31), else the cuFFT path. The single-pass kernel
+// one. fused = false: the cuFFT path. Unset: the single-pass kernel where measured faster (float32,
+// n = 256, 512 or 1024, B <= 65535, B (T + 1) < 2^31), else the cuFFT path. The single-pass kernel
 // inverts two steps in one complex FFT, so a NaN / Inf entering at step t may also reach h_{t-1}
 // of the same row. forward_fourier and backward keep the cuFFT path.
 struct CirculantScanOptions {

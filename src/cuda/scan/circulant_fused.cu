@@ -26,9 +26,8 @@ void run(scan::CircFusedArgs g, cudaStream_t s) {
 // The single-pass kernel's virtual steps per chunk (circulant_onepass.cuh): even, and few enough
 // that two blocks' chunks fit an SM's shared memory (about 100 KB each at n >= 512; registers
 // allow two blocks per SM at every n), while small n take more steps so a block's fixed costs
-// (look-back, barriers) are spread over more data. Where shared memory allows, S M and S R are
-// multiples of the 256 threads, so the FFT passes' rounds are full (n = 256: 32, not 24).
-int64_t onepass_steps(int64_t n) { return n == 64 ? 64 : n <= 256 ? 32 : n == 512 ? 24 : 12; }
+// (look-back, barriers) are spread over more data.
+int64_t onepass_steps(int64_t n) { return n == 64 ? 64 : n == 128 ? 32 : 24 / (n == 1024 ? 2 : 1); }
 
 template <int N>
 int64_t onepass_smem(int64_t S) {

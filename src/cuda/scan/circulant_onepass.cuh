@@ -12,10 +12,8 @@
 // shared-memory round trips of its data, and a block transforms a whole chunk of S steps at once
 // (every barrier serves S FFTs).
 //
-// Blocks are persistent and take (chunk, batch row) tickets in chunk-major order, one ticket
-// ahead. Per ticket:
-//  1. the forward FFT of z_s = a_s + i u_s for the chunk's S steps into shared memory (Z); then
-//     the next ticket's a and u are prefetched into L2;
+// Blocks are persistent and take (chunk, batch row) tickets in chunk-major order. Per ticket:
+//  1. the forward FFT of z_s = a_s + i u_s for the chunk's S steps into shared memory (Z);
 //  2. sweep 1: per frequency (a thread per frequency pair), A_s, U_s from Z, the chunk's product
 //     of A and its local state from 0;
 //  3. look-back over earlier chunks of the same row (windows of 8 chunks, as diag_scan_chunk.cuh
@@ -166,31 +164,14 @@ __device__ __forceinline__ float2 qfma(bool re, float2 a, float2 b, float2 c) { 
   return re ? make_float2(fmaf(a.x, b.x, c.x), fmaf(a.y, b.y, c.y)) : cfma(a, b, c);
 }
 
-// The next ticket's a and u rows into L2 (one contiguous range each, the steps with data), so
-// its loads overlap this ticket's compute and hit L2: prefetches take no registers and do not
-// wait.
 template <int N>
-__device__ __forceinline__ void op_prefetch(const OnePassArgs& g, int64_t tk, int64_t total) {
-  if (tk >= total) return;
-  const int c = int(tk / g.B);
-  const int64_t b = tk - int64_t(c) * g.B, g0 = int64_t(c) * g.S;
-  const int64_t lo = g0 > 1 ? g0 : 1, hi = g0 + g.S - 1 < g.T ? g0 + g.S - 1 : g.T;  // virtual steps
-  if (hi < lo) return;
-  const int64_t off = (b * g.T + lo - 1) * N, len = (hi - lo + 1) * N;
-  for (int64_t i = int64_t(threadIdx.x) * 32; i < len; i += OP_THREADS * 32) {  // a 128-byte line each
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(__cvta_generic_to_global(g.a + off + i)));
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(__cvta_generic_to_global(g.u + off + i)));
-  }
-}
-
-template <int N>
-__global__ void __launch_bounds__(OP_THREADS, N <= 128 ? 3 : 2) circ_onepass(OnePassArgs g) {
+__global__ void __launch_bounds__(OP_THREADS, 2) circ_onepass(OnePassArgs g) {
   using F = OnePass<N>;
   constexpr int R = F::R, M = F::M, Q = F::Q, FI = F::FI, ZS = F::ZS;
   extern __shared__ float2 op_smem[];
   float2* tw = op_smem;     // tw[slot(n1, k2)] = W_N^{n1 k2}
   float2* Z = op_smem + N;  // S steps x ZS
-  __shared__ unsigned int s_tk, s_nx, s_w[8];
+  __shared__ unsigned int s_tk, s_w[8];
   const int tid = threadIdx.x;
   for (int i = tid; i < N; i += OP_THREADS) {
     const int n1 = i / R, k2 = i % R;
@@ -200,12 +181,8 @@ __global__ void __launch_bounds__(OP_THREADS, N <= 128 ? 3 : 2) circ_onepass(One
   }
   const int S = g.S, pairs = S / 2;
   const int64_t B = g.B, T = g.T, total = int64_t(g.C) * B;
-  // Thread 0 takes the next ticket while this one is worked on, so the atomic's round trip is off
-  // the critical path. Deadlock-free: a held-but-unstarted ticket is always later than its
-  // holder's current one, so the earliest unfinished ticket is always being worked on.
-  unsigned int next = tid == 0 ? atomicAdd(g.ticket, 1u) : 0u;
   for (;;) {
-    if (tid == 0) s_tk = next, next = atomicAdd(g.ticket, 1u);
+    if (tid == 0) s_tk = atomicAdd(g.ticket, 1u);
     __syncthreads();  // also: the twiddles (first ticket), Z free (later tickets)
     const int64_t tk = s_tk;
     if (tk >= total) break;
@@ -238,9 +215,7 @@ __global__ void __launch_bounds__(OP_THREADS, N <= 128 ? 3 : 2) circ_onepass(One
 #pragma unroll
       for (int k2 = 1; k2 < R; ++k2) zs[op_slot<N>(n1, k2)] = cmul(tw[op_slot<N>(n1, k2)], x[k2]);
     }
-    if (tid == 0) s_nx = next;
     __syncthreads();
-    op_prefetch<N>(g, s_nx, total);
     // Pass 2: item (s, k2) transforms column k2 in place.
     for (int it = tid; it < S * R; it += OP_THREADS) {
       const int s = it / R, k2 = it % R;
@@ -298,61 +273,37 @@ __global__ void __launch_bounds__(OP_THREADS, N <= 128 ? 3 : 2) circ_onepass(One
 #pragma unroll
       for (int i = 0; i < FI; ++i) SA[i] = make_float2(1.f, tid + i * OP_THREADS == 0 ? 1.f : 0.f), SH[i] = cin[i];
       for (int top = c - 1;; top -= 8) {
-        // Warp 0 waits on the window's flags only up to the first inclusive entry (lane w: chunk
-        // top - w); the entries past it are not needed.
-        if (tid < 32) {
-          const bool valid = tid < 8 && top - tid >= 0;
-          const volatile unsigned int* fp = g.flags + int64_t(valid ? top - tid : 0) * B + b;
-          unsigned int f;
-          for (;;) {
-            f = valid ? *fp : 0u;
-            const unsigned int inc = __ballot_sync(~0u, f == 2u), open = __ballot_sync(~0u, valid && f == 0u);
-            if (!(open & (inc ? ((inc & (0u - inc)) << 1) - 1u : ~0u))) break;
+        if (tid < 8) {
+          unsigned int f = 0;
+          if (top - tid >= 0) {
+            const volatile unsigned int* fp = g.flags + int64_t(top - tid) * B + b;
+            do f = *fp;
+            while (f == 0u);
+            __threadfence();
           }
-          __threadfence();
-          if (tid < 8) s_w[tid] = f;
+          s_w[tid] = f;
         }
         __syncthreads();
-        const int last = top < 7 ? top : 7;  // entries w = 0..last
-        int wd = -1;                          // the first inclusive entry
-        for (int w = last; w >= 0; --w)
-          if (s_w[w] == 2u) wd = w;
-        const int wend = wd >= 0 ? wd : last;
-        // The loads of 4 entries first (independent L2 round trips in flight together), then their
-        // combination: 4, not 8, so the registers stay under the FFT phases' peak (occupancy).
+        bool done = false;
+        for (int w = 0; w < 8 && top - w >= 0 && !done; ++w) {
+          const int64_t pr = int64_t(top - w) * B + b;
+          done = s_w[w] == 2u;
 #pragma unroll
-        for (int w0 = 0; w0 < 8; w0 += 4) {
-          float2 xa[4][FI], xh[4][FI];
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int i = 0; i < FI; ++i) {
-              const int w = w0 + j, q = tid + i * OP_THREADS;
-              const int64_t e = (int64_t(top - w) * B + b) * Q + q;
-              xa[j][i] = make_float2(1.f, 0.f), xh[j][i] = make_float2(0.f, 0.f);
-              if (w <= wend && q < Q) {
-                if (w == wd)
-                  xh[j][i] = __ldcg(g.incl + e);
-                else
-                  xa[j][i] = __ldcg(g.aggA + e), xh[j][i] = __ldcg(g.aggH + e);
+          for (int i = 0; i < FI; ++i) {
+            const int q = tid + i * OP_THREADS;
+            if (q < Q) {
+              const bool re = q == 0;
+              if (done) {
+                cin[i] = qfma(re, SA[i], __ldcg(g.incl + pr * Q + q), SH[i]);
+              } else {
+                SH[i] = qfma(re, SA[i], __ldcg(g.aggH + pr * Q + q), SH[i]);
+                SA[i] = qmul(re, SA[i], __ldcg(g.aggA + pr * Q + q));
               }
             }
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int i = 0; i < FI; ++i) {
-              const int w = w0 + j, q = tid + i * OP_THREADS;
-              if (w <= wend && q < Q) {
-                const bool re = q == 0;
-                if (w == wd)
-                  cin[i] = qfma(re, SA[i], xh[j][i], SH[i]);
-                else
-                  SH[i] = qfma(re, SA[i], xh[j][i], SH[i]), SA[i] = qmul(re, SA[i], xa[j][i]);
-              }
-            }
+          }
         }
         __syncthreads();  // s_w is rewritten by the next window
-        if (wd >= 0 || top - 8 < 0) break;  // chunk 0 is always inclusive: done by then
+        if (done || top - 8 < 0) break;  // chunk 0 is always inclusive: done by then
       }
     }
     {

@@ -39,10 +39,12 @@ CirculantScanPlan::CirculantScanPlan(int64_t B, int64_t T, int64_t n, DType dtyp
   c2r_ = make_rows_plan(n, B * T, f64 ? CUFFT_Z2D : CUFFT_C2R, &fft_work_);
   r2c0_ = make_rows_plan(n, B, f64 ? CUFFT_D2Z : CUFFT_R2C, &fft_work_);
   c2r0_ = make_rows_plan(n, B, f64 ? CUFFT_Z2D : CUFFT_C2R, &fft_work_);
-  // Unset: the single-pass kernel wherever it runs (float32, n a power of two in [64, 1024], and
-  // tickets that fit its 32-bit counter); measured at least as fast as the cuFFT path there
-  // (bench/NOTES-gpu-scan-circulant.md), with no spectra in device memory.
-  const bool fits = !f64 && circulant_fused_applies(n) && B * (T + 1) < (int64_t(1) << 31);
+  // Unset: the single-pass kernel only where it was measured faster than the cuFFT path, n = 256
+  // and 1024, and n = 512 between them (same kernel template); n = 64 measured a tie and n = 128
+  // not at all, so they keep cuFFT (bench/NOTES-gpu-scan-circulant.md). B within what the GPU
+  // tests covered, and tickets that fit the kernel's 32-bit counter.
+  const bool fits =
+      !f64 && circulant_fused_applies(n) && n >= 256 && B <= 65535 && B * (T + 1) < (int64_t(1) << 31);
   fused_ = opt.fused.value_or(fits);
   one_pass_ = opt.fused.has_value() ? opt.one_pass : fits;
   if (fused_) {
