@@ -1,10 +1,12 @@
 """Direct fftconv solver vs the FFT solver (algo 4: fused kernels where they apply, else cuFFT; the
-automatic choice before the direct rule) vs torch F.conv1d (groups=H, left padding), causal, ms
+automatic choice at these shapes) vs torch F.conv1d (groups=H, left padding), causal, ms
 (device events, medians) + ratios + % of the HBM floor (read u once, write y once; copy bandwidth
 measured in the same run). Each sample times REPS calls enqueued back to back, so the host's
 per-call Python cost overlaps the device work as in a training step (one call between two events
 would add it in full: `direct_1call` times that). The automatic choice (options=None, timed as
-`auto`) is checked to be the direct solver at <= 32 taps.
+`auto`) is checked to be the FFT solver (the direct kernels are forced only until their GPU tests
+pass; AUTO_TAPS = src/cuda/fftconv/direct.hpp kAutoTaps). Each row checks the direct result
+against the FFT one (relative error, forward and gradients) and prints ERROR past TOL.
 Usage: python3 bench/gpu_fftconv_direct.py [--out file.json]"""
 import json
 import sys
@@ -17,6 +19,12 @@ import strux._cuda_fftconv
 
 
 REPS = 5
+AUTO_TAPS = 0
+TOL = {torch.float16: 5e-3, torch.float32: 1e-4}  # relative norm; gradients sum up to 65536 terms
+
+
+def rel(a, b):
+    return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
 
 
 def timeit(f, n=9, reps=REPS):
@@ -52,8 +60,14 @@ def main():
                 floor = 2 * u.numel() * u.element_size() / bw * 1e3
                 r = {"B": B, "H": H, "L": L, "Lk": Lk, "dtype": str(dt)[6:], "floor_ms": floor}
                 r["auto_direct"] = "direct" in strux._cuda_fftconv.FFTConvCUDA(k, B=B, L=L).describe()
-                if r["auto_direct"] != (Lk <= 32):
+                if r["auto_direct"] != (Lk <= AUTO_TAPS):
                     print(f"RULE MISMATCH: the automatic choice at Lk={Lk} is direct={r['auto_direct']}")
+                od, of = {"solver": "direct"}, {"solver": "fused"}
+                r["err"] = max(rel(strux.fftconv(u, k, options=od), strux.fftconv(u, k, options=of)),
+                               *(rel(a, b) for a, b in zip(strux.fftconv_vjp(dy, u, k, options=od),
+                                                           strux.fftconv_vjp(dy, u, k, options=of))))
+                if not r["err"] <= TOL[dt]:
+                    print(f"ERROR: direct vs fft relative error {r['err']:.2e} > {TOL[dt]:.0e} at Lk={Lk} {dt}")
                 r["auto"] = timeit(lambda: strux.fftconv(u, k))  # the no-options fast path
                 r["direct_1call"] = timeit(lambda: strux.fftconv(u, k, options={"solver": "direct"}), reps=1)
                 for name, o in (("direct", {"solver": "direct"}), ("fft", {"solver": "fused"})):

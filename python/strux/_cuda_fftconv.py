@@ -15,9 +15,8 @@ from . import _cuda as D
 from . import _ext
 from ._cuda import available  # noqa: F401  (the GPU modules answer available() alike)
 
-#: fftconv algorithm for new plans: 0 = automatic (9 where at most 32 taps are used, causal
-#: min(Lk, L), circular Lk; else 2 for float16/bfloat16 where its FFT size is 256 or 512, i.e.
-#: causal L + min(Lk, L) - 1 <= 512 or circular L in {256, 512}; else 4);
+#: fftconv algorithm for new plans: 0 = automatic (2 for float16/bfloat16 where its FFT size is
+#: 256 or 512, i.e. causal L + min(Lk, L) - 1 <= 512 or circular L in {256, 512}; else 4; never 9);
 #: 1 = always the cuFFT path; 2 = the tensor-core kernels for the forward, forced (float16/bfloat16;
 #: causal L + min(Lk, L) - 1 <= 16384, circular L a power of two in [256, 16384]; ValueError
 #: elsewhere), gradients as with 4; 3 = as 2 with one tensor-core product per real product instead

@@ -10,7 +10,7 @@
 // Solvers (options.solver): CPU "" (automatic: "direct" where at most 16 taps are used, else
 // "fft"), "fft" (FFTW), "direct" (sums over the taps, no transform; at most 64 taps used: causal
 // min(Lk, L), circular Lk; ValueError otherwise); CUDA "direct" (the direct kernels, same limit,
-// every dtype), "" (automatic: "tensor" for float16/bfloat16 at nfft 256 and 512, else "fused"
+// every dtype; forced only), "" (automatic: "tensor" for float16/bfloat16 at nfft 256 and 512, else "fused"
 // where it applies, else "cufft"), "fused" (one kernel with its FFTs in shared memory; ValueError
 // where it does not apply), "cufft", "tensor" (tensor-core kernels for the forward,
 // float16/bfloat16, nfft 256 … 16384, ValueError where it does not apply; gradients by "fused"
