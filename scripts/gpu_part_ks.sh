@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GPU part "ks" of scripts/gpu_session.sh (limit 200 s): the ks path tests (small-batch path, the
-# solver table's rules, tr on large segments), then ksmm's pattern sweep (bench/gpu_ks_sweep.py,
-# sampled to fit --max-seconds; batch-first d > 1 rows also time the forced alternative path) and
-# the small-batch bench (bench/gpu_ks_small.py). JSON under $OUT; the summaries on stdout.
+# solver table's rules, forced tr on large segments), then ksmm's pattern sweep
+# (bench/gpu_ks_sweep.py, sampled to fit --max-seconds; batch-first d > 1 rows also time the
+# forced alternative path) and the small-batch bench (bench/gpu_ks_small.py). JSON under $OUT; the
+# summaries on stdout.
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"

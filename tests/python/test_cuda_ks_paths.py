@@ -319,9 +319,9 @@ def test_float32_tr_path(p, monkeypatch):
 def test_tr_rule_and_limits(monkeypatch):
     """The default rule takes tr for the bench's batch-first d > 1 patterns at batch 25088, every
     dtype, forward, dx and dw (halves and dw too; not for d == 1 or batch-last), the
-    kernels below batch 1024; segments over 48 KB take tr only outside the groups where the
-    kernels measured faster; segments too large for one block's opt-in shared memory keep the
-    kernels and forcing tr there is a ValueError."""
+    kernels below batch 1024; segments over 48 KB (12288 elements) keep the kernels by default
+    and take tr only when forced (not yet measured there); segments too large for one block's
+    opt-in shared memory keep the kernels and forcing tr there is a ValueError."""
     for p in [(1, 48, 48, 16), (2, 96, 384, 4), (2, 192, 48, 4), (1, 768, 192, 2), (4, 64, 64, 4),
               (1, 256, 256, 4), (4, 96, 96, 2)]:
         for dt in ("float32", "float16", "bfloat16"):
@@ -331,15 +331,16 @@ def test_tr_rule_and_limits(monkeypatch):
             assert dw_path(p, 1000, "bsf", dt) == ("kernels", 0), (p, dt)
             assert "tr" not in ks_path(p, 25088, "bsl", dt) and dw_path(p, 25088, "bsl", dt)[0] == "blas"
     assert ks_path((1, 768, 768, 1), 25088, "bsf")[0] != "tr"
-    # over 48 KB: tr for halves with b, c >= 16 and float32 unless b <= c, b < 256 (forward and
-    # dx are the patterns (a, b, c, d) and (a, c, b, d))
-    assert ks_path((1, 1024, 1024, 16), 25088, "bsf", "bfloat16") == ("tr", "tr")
-    assert ks_path((1, 1024, 1024, 16), 25088, "bsf") == ("tr", "tr")
-    assert ks_path((1, 96, 96, 128), 25088, "bsf") == ("kernels", "kernels")
-    assert ks_path((1, 96, 96, 128), 25088, "bsf", "bfloat16") == ("tr", "tr")
-    assert ks_path((1, 192, 768, 16), 25088, "bsf") == ("kernels", "tr")
-    assert ks_path((1, 1, 2, 14336), 25088, "bsf", "bfloat16")[0] == "kernels"
+    large = [(1, 1024, 1024, 16), (1, 96, 96, 128), (1, 192, 768, 16)]  # x segments over 12288
+    for p in large:
+        for dt in ("float32", "bfloat16"):
+            assert ks_path(p, 25088, "bsf", dt) == ("kernels", "kernels"), (p, dt)
+            assert dw_path(p, 25088, "bsf", dt) == ("kernels", 0), (p, dt)
     force(monkeypatch, path="tr")
+    for p in large:
+        for dt in ("float32", "bfloat16"):
+            assert ks_path(p, 25088, "bsf", dt) == ("tr", "tr"), (p, dt)
+            assert dw_path(p, 25088, "bsf", dt)[0] == "tr", (p, dt)
     big = (1, 40000, 7, 2)  # y segment 2 x 40000 floats > 227 KB: no tr forward, dx or dw
     with pytest.raises(ValueError, match="path"):
         ks_path(big, 7, "bsf")
@@ -353,7 +354,7 @@ def test_tr_rule_and_limits(monkeypatch):
 @pytest.mark.parametrize("p", [(1, 4, 200, 124), (1, 200, 4, 124), (2, 24, 400, 64)])
 def test_tr_large_segments(p, dtype, monkeypatch):
     """Row segments over 48 KB (x's c x d, y's d x b; padded) run one per block on opt-in shared
-    memory: forced tr gives the forced kernels' forward, dx and dw (to the dtype's accuracy) at
+    memory (forced only, not yet measured): forced tr gives the forced kernels' forward, dx and dw (to the dtype's accuracy) at
     batches 1 and 37, every output written (NaN-poisoned pool)."""
     name = str(dtype)[6:]
     a, b, c, d = p

@@ -49,23 +49,10 @@ bool always(const Problem&) { return true; }
 bool stream_size(const Problem& q) { return q.b >= 32 && q.c >= 32 && q.b * q.c <= 96 * 96; }
 bool big_group(const Problem& q) { return q.a * q.d == 1 && q.b * q.c >= (int64_t(1) << 19); }
 bool tr_batch(const Problem& q) { return q.batch >= 1024; }
-// Small batches: the path measured faster than the default there (float32 up to batch 8, d > 1
-// up to batch 64; halves at batch 1, except d == 1 groups of many weights, where cuBLAS's GemmEx
-// was as fast).
-bool small_batch(const Problem& q) {
-  if (q.f32) return q.batch <= (q.d > 1 ? 64 : 8);
-  return q.batch == 1 && (q.d > 1 || q.a * q.b * q.c <= (int64_t(1) << 17));
-}
-// Batch-first d > 1 from batch 1024: transpositions + cuBLAS, except where a row segment is over
-// 48 KB and the fused kernels measured faster: float32 groups of b < 256, b <= c (b outputs, c
-// inputs; their cuBLAS GEMMs are narrow) and half groups under 16 rows or columns (GemmEx on
-// tensor cores beat the kernels everywhere else).
-bool tr_preferred(const Problem& q, bool dw) {
-  if (!tr_batch(q)) return false;
-  if (ks::tr_seg_bytes(q.b, q.c, q.d, q.es, dw) <= 48 * 1024) return true;
-  if (q.f32) return !(q.b <= q.c && q.b < 256);
-  return std::min(q.b, q.c) >= 16;
-}
+// Small batches: the path measured faster than the default per factor in every row of the
+// small-batch bench (float32 batch-first forwards at batch 1 and 8). The rest (dx, batch-last,
+// halves, float32 batch 64) is not yet measured there: forced only.
+bool small_batch(const Problem& q) { return q.f32 && !q.bl && !q.dx && q.batch <= 8; }
 
 const Solver kProducts[] = {
     // small batches: weights read once per register tile of batch rows
@@ -83,20 +70,31 @@ const Solver kProducts[] = {
     {KsPath::blas,
      [](const Problem& q) { return ks::blas_applies(q.a, q.b, q.c, q.d, q.batch, q.bl); },
      [](const Problem& q) { return !q.f32 || q.dx || (q.bl && !big_group(q)); }},
-    // batch-first d > 1: in-row transpositions around cuBLAS
-    {KsPath::tr,
-     [](const Problem& q) { return ks::tr_applies(q.a, q.b, q.c, q.d, q.batch, q.bl, q.es); },
-     [](const Problem& q) { return tr_preferred(q, false); }},
+    // batch-first d > 1: in-row transpositions around cuBLAS, from batch 1024
+    {KsPath::tr, [](const Problem& q) { return ks::tr_applies(q.a, q.b, q.c, q.d, q.batch, q.bl); },
+     tr_batch},
     {KsPath::kernels, always, always},
+    // after the last default: tr on row segments over 48 KB, forced only (not yet measured)
+    {KsPath::tr,
+     [](const Problem& q) {
+       return ks::tr_large_applies(q.a, q.b, q.c, q.d, q.batch, q.bl, q.es, false);
+     },
+     always},
 };
 
 const Solver kBackwardW[] = {
     {KsPath::blas,
      [](const Problem& q) { return ks::blas_applies(q.a, q.b, q.c, q.d, q.batch, q.bl); }, always},
     {KsPath::tr,
-     [](const Problem& q) { return ks::tr_dw_applies(q.a, q.b, q.c, q.d, q.batch, q.bl, q.es); },
-     [](const Problem& q) { return tr_preferred(q, true); }},
+     [](const Problem& q) { return ks::tr_dw_applies(q.a, q.b, q.c, q.d, q.batch, q.bl); },
+     tr_batch},
     {KsPath::kernels, always, always},
+    // after the last default: tr on row segments over 48 KB, forced only (not yet measured)
+    {KsPath::tr,
+     [](const Problem& q) {
+       return ks::tr_large_applies(q.a, q.b, q.c, q.d, q.batch, q.bl, q.es, true);
+     },
+     always},
 };
 
 // The table's entry for q, or the forced path where it applies (nullopt where it does not).
