@@ -172,6 +172,23 @@ def choice(value, name: str, allowed) -> str:
     return value
 
 
+def solver_option(options, solvers):
+    """fftconv's options (None or {"solver": name}) checked against `solvers` (name -> code); the code.
+
+    Shared by the CPU module (strux.fftconv) and the GPU one (strux._cuda_fftconv)."""
+    if options is None:
+        return solvers["auto"]
+    if not isinstance(options, dict):
+        raise TypeError(f"argument 'options': expected a dict or None, got {type(options).__name__}")
+    bad = sorted(map(repr, set(options) - {"solver"}))
+    if bad:
+        raise ValueError(f"argument 'options': unknown fftconv option(s) {', '.join(bad)}; expected 'solver'")
+    name = options.get("solver", "auto")
+    if not isinstance(name, str) or name not in solvers:
+        raise ValueError(f"argument 'options': 'solver' expected one of {', '.join(map(repr, solvers))}, got {name!r}")
+    return solvers[name]
+
+
 def on_gpu(x) -> bool:
     """True for an array in CUDA device memory (torch tensor, CuPy array, any DLPack producer)."""
     if x is None or isinstance(x, np.ndarray):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from . import _cuda as D
 from . import _ext
+from ._arrays import solver_option
 from ._cuda import available  # noqa: F401  (the GPU modules answer available() alike)
 
 #: fftconv algorithm for new plans: 0 = automatic (2 for float16/bfloat16 where its FFT size is
@@ -40,8 +41,7 @@ def _algo(options) -> int:
     """The plan algo for options (None or {"solver": name})."""
     if options is None:
         return fftconv_algo
-    from .fftconv import _options
-    a = _options(options, GPU_SOLVERS)
+    a = solver_option(options, GPU_SOLVERS)
     return fftconv_algo if a is None else a
 
 _MODES = ("causal", "circular")

@@ -16,7 +16,7 @@ import numpy as np
 from . import _ext
 from ._runtime import planning
 from ._arrays import (check_shape, cuda_backend, on_gpu, choice, compute_dtype, integer, native, native_dtype,
-                      real_array, result, same_dtype, to_numpy)
+                      real_array, result, same_dtype, solver_option, to_numpy)
 
 # FFTW transforms take 32-bit sizes: L (and L + Lk - 1 in causal mode) must fit them.
 _MAX_FFT = 2**31 - 1
@@ -38,21 +38,6 @@ def _check_filter(k, L: int, mode: str) -> np.ndarray:
 
 
 _NO_DY = object()
-
-
-def _options(options, solvers) -> str:
-    """options (None or {"solver": name}) checked against `solvers` (name -> code); the code."""
-    if options is None:
-        return solvers["auto"]
-    if not isinstance(options, dict):
-        raise TypeError(f"argument 'options': expected a dict or None, got {type(options).__name__}")
-    bad = sorted(map(repr, set(options) - {"solver"}))
-    if bad:
-        raise ValueError(f"argument 'options': unknown fftconv option(s) {', '.join(bad)}; expected 'solver'")
-    name = options.get("solver", "auto")
-    if not isinstance(name, str) or name not in solvers:
-        raise ValueError(f"argument 'options': 'solver' expected one of {', '.join(map(repr, solvers))}, got {name!r}")
-    return solvers[name]
 
 
 def _check_inputs(u, H, L, pregate, postgate, skip, dy=_NO_DY):
@@ -95,7 +80,7 @@ class FFTConv:
 
     def __init__(self, k, L: int, *, mode: str = "causal", planner=None, solver: str = "auto"):
         mode = choice(mode, "mode", _MODES)
-        self._solver = _options({"solver": solver}, _CPU_SOLVERS)
+        self._solver = solver_option({"solver": solver}, _CPU_SOLVERS)
         L = integer(L, "L", 1, _MAX_FFT)
         k = _check_filter(k, L, mode)
         if mode == "causal" and L + min(k.shape[1], L) - 1 > _MAX_FFT:
@@ -155,7 +140,7 @@ class FFTConv:
 
 def _operator(u, k, mode, options):
     mode = choice(mode, "mode", _MODES)
-    solver = _options(options, _CPU_SOLVERS) or "auto"
+    solver = solver_option(options, _CPU_SOLVERS) or "auto"
     u = real_array(u, "u", 3)
     k = real_array(k, "k", 2)
     check_shape(k, "k", (u.shape[1], None))
