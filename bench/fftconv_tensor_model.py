@@ -277,6 +277,31 @@ def check_pairs(M):
     assert len(seen) == SEQ * M // 128
 
 
+def check_rx(M):
+    """Plan algo 6's radix-r passes (tensor.cuh load_forward_rx / inverse_store_rx, 256 threads,
+    Q <= 256): item i = tid + 256*(i0 + it) has c = tid % Q, and its swizzled addresses
+    swz(s*M + k*Q + c) are swz(s0*M + c) ^ swz(i0*(256/Q)*M) ^ swz(it*(256/Q)*M + k*Q); every
+    point once."""
+    Q = 16 ** passes16(M)
+    R, SEQ = M // Q, seqs_for(M)
+    IT, U = SEQ * Q // 256, 1 if M // Q >= 8 else 8 // (M // Q)
+    assert Q <= 256 and IT % U == 0
+    seen = set()
+    for tid in range(256):
+        c, s0 = tid % Q, tid // Q
+        a0 = swz(s0 * M + c)
+        for i0 in range(0, IT, U):
+            a1 = a0 ^ swz(i0 * (256 // Q) * M)
+            for it in range(U):
+                i = tid + 256 * (i0 + it)
+                s = s0 + (i0 + it) * (256 // Q)
+                assert i // Q == s and i % Q == c
+                for k in range(R):
+                    assert a1 ^ swz(it * (256 // Q) * M + k * Q) == swz(s * M + k * Q + c), (M, tid, i0, it, k)
+                    seen.add(s * M + k * Q + c)
+    assert seen == set(range(SEQ * M)), M
+
+
 def conv(u, k, nfft, circular):
     """The forward kernel on u (B, H, L) and k (H, Lk) at FFT size nfft (M = nfft/2 complex)."""
     B, H, L = u.shape
@@ -379,6 +404,8 @@ if __name__ == "__main__":
                       f"factored fwd, factored inv): {twiddle_lines(Q, J)}")
     for M in (128, 256, 512, 1024, 2048, 4096, 8192):
         check_pairs(M)
+        if M <= 2048:
+            check_rx(M)
         print(f"M {M:5d}: tile pairs and items checked; item loads/stores, worst lanes per bank pair: {partner_banks(M)}")
     rng = np.random.default_rng(1)
     cases = [(256, 3, 5, 128, 128, False), (256, 1, 1, 256, 256, True), (512, 3, 1, 300, 50, False),

@@ -7,8 +7,9 @@ cuFFT; the rule's comparison) and the PyTorch rfft recipe (float32 rfft/irfft, i
 cached filter spectrum (FFTConvCUDA), relative error against float64 on two batch rows, and the
 fraction of the HBM floor (read u + write y at the copy bandwidth measured here). Also the
 one-product probe (fftconv_algo = 3: no hi/lo splits), to show what the splits cost, and the
-two-tiles-per-warp variant (fftconv_algo = 5), that with factored twiddles (6) and algo 2's
-kernels with factored twiddles (7), to decide whether one replaces algo 2's kernels.
+kernel variants: short mma chains (fftconv_algo = 5), short chains with the radix-r passes'
+indices out of their loops (6) and algo 2's kernels with factored twiddles (7), to decide whether
+one replaces algo 2's kernels.
 Writes OUTDIR/fftconv_tensor.json.
     python bench/gpu_fftconv_tensor.py OUTDIR [--quick]
 """
@@ -78,8 +79,8 @@ for N in SIZES:
             case = dict(N=N, L=L, mode=mode, dtype=dt, floor_ms=floor_ms)
             runs = dict(tensor=with_algo(2, lambda: _fc.fftconv(u, k, mode)),
                         tensor_1product=with_algo(3, lambda: _fc.fftconv(u, k, mode)),
-                        tensor_2tile=with_algo(5, lambda: _fc.fftconv(u, k, mode)),
-                        tensor_2tile_ftw=with_algo(6, lambda: _fc.fftconv(u, k, mode)),
+                        tensor_sc=with_algo(5, lambda: _fc.fftconv(u, k, mode)),
+                        tensor_sc_rx=with_algo(6, lambda: _fc.fftconv(u, k, mode)),
                         tensor_ftw=with_algo(7, lambda: _fc.fftconv(u, k, mode)),
                         default=with_algo(0, lambda: _fc.fftconv(u, k, mode)),
                         no_tensor=with_algo(4, lambda: _fc.fftconv(u, k, mode)),
@@ -108,14 +109,14 @@ for N in SIZES:
                 traceback.print_exc()
             res["cases"][key] = case
             t, t1, t5, t6, t7, d, d4, r = (case[n].get("gpu_ms", float("nan")) for n in
-                                           ("tensor", "tensor_1product", "tensor_2tile", "tensor_2tile_ftw",
+                                           ("tensor", "tensor_1product", "tensor_sc", "tensor_sc_rx",
                                             "tensor_ftw", "default", "no_tensor", "torch"))
             print(f"{key:28s} floor {floor_ms:7.3f} | tensor {t:7.3f} ms ({floor_ms / t:5.1%}, "
                   f"err {case['tensor'].get('err', float('nan')):.1e}) cached "
                   f"{case['tensor_cached'].get('gpu_ms', float('nan')):7.3f} 1-product {t1:7.3f} "
-                  f"(err {case['tensor_1product'].get('err', float('nan')):.1e}) 2-tile {t5:7.3f} "
-                  f"(err {case['tensor_2tile'].get('err', float('nan')):.1e}) 2-tile+ftw {t6:7.3f} "
-                  f"(err {case['tensor_2tile_ftw'].get('err', float('nan')):.1e}) ftw {t7:7.3f} "
+                  f"(err {case['tensor_1product'].get('err', float('nan')):.1e}) sc {t5:7.3f} "
+                  f"(err {case['tensor_sc'].get('err', float('nan')):.1e}) sc+rx {t6:7.3f} "
+                  f"(err {case['tensor_sc_rx'].get('err', float('nan')):.1e}) ftw {t7:7.3f} "
                   f"(err {case['tensor_ftw'].get('err', float('nan')):.1e}) | default {d:7.3f} "
                   f"(err {case['default'].get('err', float('nan')):.1e}) no-tensor {d4:7.3f} | torch {r:7.3f} | "
                   f"tensor vs no-tensor {d4 / t:4.2f}x, default vs no-tensor {d4 / d:4.2f}x, "

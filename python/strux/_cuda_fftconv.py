@@ -24,8 +24,8 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 #: of three (a benchmark probe of the hi/lo operand splits' cost; float16 error about 5-6e-4);
 #: 4 = the fused single-kernel path where it applies (float32, float16, bfloat16; causal with
 #: L + min(Lk, L) - 1 <= 32768; circular with L a power of two in [1024, 32768]), else cuFFT;
-#: 5 = as 2 with two tiles per warp in flight in the tensor-core passes, 6 = as 5 with factored
-#: twiddles, 7 = as 2 with factored twiddles (variants to measure); 8 = the four-step kernels for
+#: 5 = as 2 with short mma chains in the tensor-core passes, 6 = as 5 with the radix passes'
+#: indices out of their loops, 7 = as 2 with factored twiddles (variants to measure); 8 = the four-step kernels for
 #: the forward, forced (float32, float16, bfloat16; causal nfft = the next power of two
 #: >= max(65536, L + min(Lk, L) - 1), circular L a power of two; nfft <= 4194304; ValueError
 #: elsewhere), gradients by the cuFFT path; 9 = the direct kernels (sums over the taps, no

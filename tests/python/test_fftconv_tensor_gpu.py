@@ -268,10 +268,10 @@ def test_one_product_probe(N, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("N", SIZES)
 def test_kernel_variants(N, dtype, algo):
-    """fftconv_algo = 5 (two tiles per warp in flight in each radix-16 pass: algo 2's arithmetic
-    per tile in another order), 6 (as 5 with factored twiddles, one more float32 rounding per
-    twiddle) and 7 (as 2 with factored twiddles): the float64 formula's bounds and algo 2's
-    results, causal and circular, with gates, odd B and H."""
+    """fftconv_algo = 5 (short mma chains: algo 2's products, the lo terms summed in another
+    order), 6 (as 5 with the radix-r passes' indices and twiddles out of their loops: the same
+    arithmetic as 5) and 7 (as 2 with factored twiddles): the float64 formula's bounds and algo
+    2's results, causal and circular, with gates, odd B and H (rows past the last in a CTA)."""
     for mode in ("causal", "circular"):
         L = N if mode == "circular" else N // 2 - 3
         u, k, pre, post, skip = make(3, 5, L, L, dtype, ("pre", "post", "skip"))

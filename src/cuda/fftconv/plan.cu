@@ -67,7 +67,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   check_arg(algo >= 0 && algo <= 8, "algo",
             "expected 0 (automatic), 1 (cuFFT), 2 (tensor cores), 3 (tensor cores, one product per real "
             "product: a benchmark probe), 4 (fused kernels where they apply, else cuFFT), 5 (tensor cores, "
-            "two tiles per warp in flight), 6 (as 5 with factored twiddles), 7 (as 2 with factored "
+            "short mma chains), 6 (as 5 with the radix passes' indices out of their loops), 7 (as 2 with factored "
             "twiddles), 8 (four-step kernels, FFT sizes 65536 to 4194304) or 9 (direct sums, at most 64 "
             "taps), got ", algo);
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);

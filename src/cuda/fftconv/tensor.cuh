@@ -42,9 +42,8 @@ __host__ __device__ constexpr int seqs_for(int N) { return 8192 / N; }
 // Resident CTAs per SM the register budget is set for (64 KB of shared memory per CTA: three
 // fit in the H100's 228 KB, two in the A100's 164 KB).
 // TB: tiles per warp in flight in each radix-16 pass (1, or 2 with the register budget of one
-// resident CTA less: two independent load → mma → store chains per warp for the schedulers to
-// interleave, against fewer warps per SM; forced by plan algos 5 and 6, to be measured).
-// FT (pass16): factored twiddle lookups, plan algos 6 (with TB = 2) and 7 (TB = 1).
+// resident CTA less; measured no faster than 1, which every launch now uses).
+// FT (pass16): factored twiddle lookups, plan algo 7. SC, RX: plan algos 5 and 6 (below).
 __host__ __device__ constexpr int blocks_for(int, int TB = 1) { return 4 - TB; }
 
 // ---- shared-memory swizzle --------------------------------------------------------------------
@@ -133,7 +132,10 @@ struct Dft16 {
 // inputs at rows 2q + e + 8h, column g. Returns y[e][h] at rows g + 8h, column 2q + e.
 // Per real product: A_hi·B_hi into the main accumulator, and when F.split, A_hi·B_lo + A_lo·B_hi
 // into a second one (both lo halves scaled by kLo), added back scaled by 1/kLo.
-template <class E, bool Inverse>
+// SC (short chains, plan algos 5 and 6): each lo accumulator split in two, so no accumulator
+// chain is longer than two dependent mma (four otherwise): the tile's latency falls by about two
+// mma latencies; the float32 sums of the lo terms come in another order (≈ 1e-7·2^-11).
+template <class E, bool Inverse, bool SC = false>
 __device__ __forceinline__ void tile_dft(const Dft16<E>& F, const float2 (&x)[2][2], float2 (&y)[2][2]) {
   const Split2<E> r0(x[0][0].x, x[1][0].x), r1(x[0][1].x, x[1][1].x);  // Xr: rows 2q,2q+1 | 2q+8,2q+9
   const Split2<E> i0(x[0][0].y, x[1][0].y), i1(x[0][1].y, x[1][1].y);  // Xi
@@ -142,6 +144,9 @@ __device__ __forceinline__ void tile_dft(const Dft16<E>& F, const float2 (&x)[2]
   if (F.split) r0l = r0.lo(), r1l = r1.lo(), i0l = i0.lo(), i1l = i1.lo();
   float yr[4] = {0.f, 0.f, 0.f, 0.f}, yrl[4] = {0.f, 0.f, 0.f, 0.f};
   float yi[4] = {0.f, 0.f, 0.f, 0.f}, yil[4] = {0.f, 0.f, 0.f, 0.f};
+  [[maybe_unused]] float yrl2[4] = {0.f, 0.f, 0.f, 0.f}, yil2[4] = {0.f, 0.f, 0.f, 0.f};
+  float(&yrm)[4] = SC ? yrl2 : yrl;  // the A_lo·B_hi terms
+  float(&yim)[4] = SC ? yil2 : yil;
   // F: Yr = Fr·Xr − Fi·Xi, Yi = Fi·Xr + Fr·Xi;  conj(F): Yr = Fr·Xr + Fi·Xi, Yi = −Fi·Xr + Fr·Xi.
   const uint32_t(&ri_hi)[4] = Inverse ? F.fi_hi : F.nfi_hi;  // multiplies Xi in Yr
   const uint32_t(&ri_lo)[4] = Inverse ? F.fi_lo : F.nfi_lo;
@@ -153,13 +158,16 @@ __device__ __forceinline__ void tile_dft(const Dft16<E>& F, const float2 (&x)[2]
   Op<E>::mma(yi, F.fr_hi, i0.hi, i1.hi);
   if (F.split) {
     Op<E>::mma(yrl, F.fr_hi, r0l, r1l);
-    Op<E>::mma(yrl, F.fr_lo, r0.hi, r1.hi);
+    Op<E>::mma(yrm, F.fr_lo, r0.hi, r1.hi);
     Op<E>::mma(yrl, ri_hi, i0l, i1l);
-    Op<E>::mma(yrl, ri_lo, i0.hi, i1.hi);
+    Op<E>::mma(yrm, ri_lo, i0.hi, i1.hi);
     Op<E>::mma(yil, ir_hi, r0l, r1l);
-    Op<E>::mma(yil, ir_lo, r0.hi, r1.hi);
+    Op<E>::mma(yim, ir_lo, r0.hi, r1.hi);
     Op<E>::mma(yil, F.fr_hi, i0l, i1l);
-    Op<E>::mma(yil, F.fr_lo, i0.hi, i1.hi);
+    Op<E>::mma(yim, F.fr_lo, i0.hi, i1.hi);
+    if constexpr (SC)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) yrl[i] += yrl2[i], yil[i] += yil2[i];
   }
   constexpr float s = 1.f / Op<E>::kLo;
   // accumulator d[2h + e]: row g + 8h, column 2q + e
@@ -204,7 +212,8 @@ __device__ __forceinline__ float2 tw_at(const float2* __restrict__ tw, int m) {
 // (forward, two loads per tile) or 4 (inverse) distinct addresses per warp load, where the direct
 // lookup has up to 32 distinct cache lines per load (each one L1 wavefront); one more complex
 // product per element.
-template <class E, int Q, int J, bool Inverse, int TB, bool FT>
+// SC: short mma chains (tile_dft) and, forward, the tile's twiddles loaded before its products.
+template <class E, int Q, int J, bool Inverse, int TB, bool FT, bool SC = false>
 __device__ __forceinline__ void pass16(float2* __restrict__ buf, int ntile, const Dft16<E>& F,
                                        const float2* __restrict__ tw) {
   using P = Pass16<Q, J>;
@@ -245,8 +254,16 @@ __device__ __forceinline__ void pass16(float2* __restrict__ buf, int ntile, cons
           x[b][e][h] = v;
         }
     }
+    [[maybe_unused]] float2 wpre[TB][2][2];  // SC, forward, direct twiddles
+    if constexpr (SC && !FT && !Inverse && J > 0)
 #pragma unroll
-    for (int b = 0; b < TB; ++b) tile_dft<E, Inverse>(F, x[b], y[b]);
+      for (int b = 0; b < TB; ++b)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) wpre[b][e][h] = tw_at<Q, P::S>(tw, (low0[b] + 2 * q + e) * (g + 8 * h));
+#pragma unroll
+    for (int b = 0; b < TB; ++b) tile_dft<E, Inverse, SC>(F, x[b], y[b]);
     __syncwarp();  // every lane's loads of these tiles precede any store into them
 #pragma unroll
     for (int b = 0; b < TB; ++b) {
@@ -264,6 +281,7 @@ __device__ __forceinline__ void pass16(float2* __restrict__ buf, int ntile, cons
             if constexpr (J > 0) {  // twiddle of output row g + 8h, column low0 + 2q + e
               float2 w;
               if constexpr (FT) w = fused::mulf2(wt[h], wl[e][h]);
+              else if constexpr (SC) w = wpre[b][e][h];
               else w = tw_at<Q, P::S>(tw, (low0[b] + 2 * q + e) * (g + 8 * h));
               v = fused::mulf2(v, w);
             }
@@ -275,21 +293,21 @@ __device__ __forceinline__ void pass16(float2* __restrict__ buf, int ntile, cons
 }
 
 // Forward passes J = Jhi … Jlo (descending), a barrier after each.
-template <class E, int Q, int J, int Jlo, int TB, bool FT>
+template <class E, int Q, int J, int Jlo, int TB, bool FT, bool SC = false>
 __device__ __forceinline__ void forward_from(float2* buf, int ntile, const Dft16<E>& F, const float2* tw) {
   if constexpr (J >= Jlo) {
-    pass16<E, Q, J, false, TB, FT>(buf, ntile, F, tw);
+    pass16<E, Q, J, false, TB, FT, SC>(buf, ntile, F, tw);
     __syncthreads();
-    forward_from<E, Q, J - 1, Jlo, TB, FT>(buf, ntile, F, tw);
+    forward_from<E, Q, J - 1, Jlo, TB, FT, SC>(buf, ntile, F, tw);
   }
 }
 // Inverse passes J = Jlo … Jhi (ascending), a barrier after each.
-template <class E, int Q, int J, int Jhi, int TB, bool FT>
+template <class E, int Q, int J, int Jhi, int TB, bool FT, bool SC = false>
 __device__ __forceinline__ void inverse_to(float2* buf, int ntile, const Dft16<E>& F, const float2* tw) {
   if constexpr (J <= Jhi) {
-    pass16<E, Q, J, true, TB, FT>(buf, ntile, F, tw);
+    pass16<E, Q, J, true, TB, FT, SC>(buf, ntile, F, tw);
     __syncthreads();
-    inverse_to<E, Q, J + 1, Jhi, TB, FT>(buf, ntile, F, tw);
+    inverse_to<E, Q, J + 1, Jhi, TB, FT, SC>(buf, ntile, F, tw);
   }
 }
 
@@ -336,7 +354,7 @@ __device__ __forceinline__ bool item_of(int i, int kind, int& x, int& y) {
 }
 
 // One innermost pass (J = 0) on the tile at swizzled base sb, inside one warp.
-template <class E, bool Inverse>
+template <class E, bool Inverse, bool SC = false>
 __device__ __forceinline__ void tile0(float2* __restrict__ buf, int sb, const int (&in_off)[2][2],
                                       const int (&out_off)[2][2], const Dft16<E>& F) {
   float2 x[2][2], y[2][2];
@@ -344,7 +362,7 @@ __device__ __forceinline__ void tile0(float2* __restrict__ buf, int sb, const in
   for (int e = 0; e < 2; ++e)
 #pragma unroll
     for (int h = 0; h < 2; ++h) x[e][h] = buf[sb ^ in_off[e][h]];
-  tile_dft<E, Inverse>(F, x, y);
+  tile_dft<E, Inverse, SC>(F, x, y);
   __syncwarp();  // every lane's loads of this tile precede any store into it
 #pragma unroll
   for (int e = 0; e < 2; ++e)
@@ -355,7 +373,7 @@ __device__ __forceinline__ void tile0(float2* __restrict__ buf, int sb, const in
 // Per tile pair, inside one warp (no CTA barrier): forward DFT-16 of both tiles, stored unscaled;
 // then per work item Z' = α·Z + β·conj(Z_partner) for both of its points (ab(p): (α, β)/16 at
 // buffer position p, the forward pass's 1/16 folded in); then the inverse DFT-16 of both tiles.
-template <class E, int N, class AB>
+template <class E, int N, bool SC, class AB>
 __device__ __forceinline__ void middle(float2* __restrict__ buf, const Dft16<E>& F, AB ab) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
   const int g = lane >> 2, q = lane & 3;
@@ -371,8 +389,8 @@ __device__ __forceinline__ void middle(float2* __restrict__ buf, const Dft16<E>&
   for (int pi = warp; pi < npair; pi += nwarp) {
     const PairTiles pt = pair_tiles<N>(pi);
     const int sa = swz(pt.a), sb = swz(pt.b);
-    tile0<E, false>(buf, sa, in_off, out_off, F);
-    tile0<E, false>(buf, sb, in_off, out_off, F);
+    tile0<E, false, SC>(buf, sa, in_off, out_off, F);
+    tile0<E, false, SC>(buf, sb, in_off, out_off, F);
     __syncwarp();
     // unroll 2: all four items' loads hoisted spill at the 80-register budget
 #pragma unroll 2
@@ -389,8 +407,8 @@ __device__ __forceinline__ void middle(float2* __restrict__ buf, const Dft16<E>&
                  cy.x * zy.y + cy.y * zy.x + cy.w * py.x - cy.z * py.y};
     }
     __syncwarp();
-    tile0<E, true>(buf, sa, in_off, out_off, F);
-    tile0<E, true>(buf, sb, in_off, out_off, F);
+    tile0<E, true, SC>(buf, sa, in_off, out_off, F);
+    tile0<E, true, SC>(buf, sb, in_off, out_off, F);
   }
   __syncthreads();
 }
@@ -403,12 +421,12 @@ __device__ __forceinline__ void forward_passes(float2* buf, int ntile, const Dft
 
 // Forward passes, the middle and the inverse passes: buf goes from the radix-r pass's output to
 // the input of the inverse radix-r pass.
-template <class E, int N, int TB, bool FT, class AB>
+template <class E, int N, int TB, bool FT, bool SC, class AB>
 __device__ __forceinline__ void convolve_passes(float2* buf, int ntile, const Dft16<E>& F, const float2* tw, AB ab) {
   constexpr int P = passes16(N), Q = pow16(P);
-  forward_from<E, Q, P - 1, 1, TB, FT>(buf, ntile, F, tw);
-  middle<E, N>(buf, F, ab);
-  inverse_to<E, Q, 1, P - 1, TB, FT>(buf, ntile, F, tw);
+  forward_from<E, Q, P - 1, 1, TB, FT, SC>(buf, ntile, F, tw);
+  middle<E, N, SC>(buf, F, ab);
+  inverse_to<E, Q, 1, P - 1, TB, FT, SC>(buf, ntile, F, tw);
 }
 
 // ---- radix-r pass on CUDA cores (N = r·Q; n = Q·m + c) --------------------------------------------
@@ -460,6 +478,81 @@ __device__ __forceinline__ void inverse_store(const float2* __restrict__ buf, in
     }
 #pragma unroll
     for (int m = 0; m < R; ++m) st(s, Q * m + c, x[m]);
+  }
+}
+
+// RX (plan algo 6): the radix-r passes with every per-item index out of the loop. With 256
+// threads and Q ≤ 256, item i = threadIdx.x + 256·it has c = threadIdx.x % Q for every it, so the
+// twiddles W_N^(±c·k) are the thread's own (the same running products as twiddle_r, once instead
+// of a sincospif per item), and swz(s·N + k·Q + c) = swz(s0·N + c) ^ swz(it·(256/Q)·N + k·Q) (the
+// two terms have disjoint bits and swz is XOR-linear): one swizzle per U items, the rest
+// constants of the unrolled inner loop, whose U·R ≤ 8 loads the compiler may issue ahead of the
+// stores (more spilled at the 80-register budget).
+template <int N>
+__host__ __device__ constexpr bool rx_ok() {
+  return N / radix_r(N) <= 256;
+}
+template <int N, int R, int Sign>
+__device__ __forceinline__ void twiddles_r(float2 (&w)[R], int c) {
+  float sn, cs;
+  sincospif(2.f * float(c) / float(N), &sn, &cs);
+  w[0] = {1.f, 0.f};
+  if constexpr (R > 1) w[1] = {cs, Sign * sn};
+#pragma unroll
+  for (int k = 2; k < R; ++k) w[k] = fused::mulf2(w[k - 1], w[1]);
+}
+
+template <int N, int SEQ, class Load>
+__device__ __forceinline__ void load_forward_rx(float2* __restrict__ buf, Load ld) {
+  constexpr int R = radix_r(N), Q = N / R, IT = SEQ * Q / 256, U = R >= 8 ? 1 : 8 / R;
+  static_assert(rx_ok<N>() && IT * 256 == SEQ * Q && IT % U == 0, "RX: 256 threads, Q <= 256");
+  const int c = threadIdx.x % Q, s0 = threadIdx.x / Q, a0 = swz(s0 * N + c);
+  [[maybe_unused]] float2 w[R];
+  if constexpr (R > 1) twiddles_r<N, R, -1>(w, c);
+#pragma unroll 1
+  for (int i0 = 0; i0 < IT; i0 += U) {
+    const int a1 = a0 ^ swz(i0 * (256 / Q) * N);
+#pragma unroll
+    for (int it = 0; it < U; ++it) {
+      const int s = s0 + (i0 + it) * (256 / Q);
+      float2 x[R];
+#pragma unroll
+      for (int m = 0; m < R; ++m) x[m] = ld(s, Q * m + c);
+      if constexpr (R > 1) {
+        fused::dft<R, -1>(x);
+#pragma unroll
+        for (int k = 1; k < R; ++k) x[k] = fused::mulf2(x[k], w[k]);
+      }
+#pragma unroll
+      for (int k = 0; k < R; ++k) buf[a1 ^ swz(it * (256 / Q) * N + k * Q)] = fused::scale2(x[k], 1.f / float(R));
+    }
+  }
+}
+
+template <int N, int SEQ, class Store>
+__device__ __forceinline__ void inverse_store_rx(const float2* __restrict__ buf, Store st) {
+  constexpr int R = radix_r(N), Q = N / R, IT = SEQ * Q / 256, U = R >= 8 ? 1 : 8 / R;
+  static_assert(rx_ok<N>() && IT * 256 == SEQ * Q && IT % U == 0, "RX: 256 threads, Q <= 256");
+  const int c = threadIdx.x % Q, s0 = threadIdx.x / Q, a0 = swz(s0 * N + c);
+  [[maybe_unused]] float2 w[R];
+  if constexpr (R > 1) twiddles_r<N, R, +1>(w, c);
+#pragma unroll 1
+  for (int i0 = 0; i0 < IT; i0 += U) {
+    const int a1 = a0 ^ swz(i0 * (256 / Q) * N);
+#pragma unroll
+    for (int it = 0; it < U; ++it) {
+      const int s = s0 + (i0 + it) * (256 / Q);
+      float2 x[R];
+#pragma unroll
+      for (int k = 0; k < R; ++k) x[k] = buf[a1 ^ swz(it * (256 / Q) * N + k * Q)];
+      if constexpr (R > 1) {
+#pragma unroll
+        for (int k = 1; k < R; ++k) x[k] = fused::mulf2(x[k], w[k]);
+        fused::dft<R, +1>(x);
+      }
+#pragma unroll
+      for (int m = 0; m < R; ++m) st(s, Q * m + c, x[m]);
+    }
   }
 }
 
@@ -540,7 +633,8 @@ __global__ void __launch_bounds__(threads_for(N), blocks_for(N)) spectrum_kernel
 // row (b, h), h = seq / B, b = seq % B (a CTA's rows share h: ab[h] stays in L1/L2). vec: two
 // samples per aligned 2-vector load and store (L even, every pointer 4-byte aligned).
 // Causal: nfft = 2N ≥ L + Lmin − 1 (zero padding); circular: nfft = L.
-template <class T, int N, int TB, bool FT>
+// SC, RX: the variants of plan algos 5 and 6 (above); RX applies where rx_ok<N>() (nfft ≤ 4096).
+template <class T, int N, int TB, bool FT, bool SC = false, bool RX = false>
 __global__ void __launch_bounds__(threads_for(N), blocks_for(N, TB)) forward_kernel(
     const T* __restrict__ u, const T* __restrict__ pre, const T* __restrict__ post, const T* __restrict__ skip,
     const float4* __restrict__ ab, const float2* __restrict__ tw, T* __restrict__ y, int64_t B, int64_t H,
@@ -569,11 +663,14 @@ __global__ void __launch_bounds__(threads_for(N), blocks_for(N, TB)) forward_ker
     return pre ? fused::mul2(x, fused::ld2(pre + o, t, L, vec)) : x;
   };
   const Dft16<E> F(threadIdx.x & 31, split);
-  load_forward<N>(buf, SEQ, [&](int s, int n) { return v2(offs[s], n); });
+  constexpr bool rx = RX && rx_ok<N>();
+  auto load = [&](int s, int n) { return v2(offs[s], n); };
+  if constexpr (rx) load_forward_rx<N, SEQ>(buf, load);
+  else load_forward<N>(buf, SEQ, load);
   __syncthreads();
-  convolve_passes<E, N, TB, FT>(buf, SEQ * N / 128, F, tw,
-                                [&](int p) { return __ldg(ab + hs[p / N] * N + (p & (N - 1))); });
-  inverse_store<N>(buf, SEQ, [&](int s, int n, float2 z) {
+  convolve_passes<E, N, TB, FT, SC>(buf, SEQ * N / 128, F, tw,
+                                    [&](int p) { return __ldg(ab + hs[p / N] * N + (p & (N - 1))); });
+  auto store = [&](int s, int n, float2 z) {
     const int64_t o = offs[s], t = 2 * int64_t(n);
     if (o < 0 || t >= L) return;
     if (skip) {
@@ -582,7 +679,9 @@ __global__ void __launch_bounds__(threads_for(N), blocks_for(N, TB)) forward_ker
     }
     if (post) z = fused::mul2(z, fused::ld2(post + o, t, L, vec));
     fused::st2(y + o, t, L, vec, z.x, z.y);
-  });
+  };
+  if constexpr (rx) inverse_store_rx<N, SEQ>(buf, store);
+  else inverse_store<N>(buf, SEQ, store);
 }
 
 }  // namespace strux::cuda::tensor

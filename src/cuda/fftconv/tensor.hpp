@@ -42,8 +42,8 @@ void spectrum(DType dt, const Launch& g, const void* k, int64_t H, int64_t Lk, i
 // split: hi/lo operand splits (three products each, the solver); false: one product per real
 // product, a benchmark probe of what the splits cost (error about 5–6e-4 for float16 out).
 // variant (tensor.cuh pass16, to be measured): 0 one tile per warp in flight and direct twiddle
-// lookups; 1 two tiles per warp in flight; 2 two tiles and factored twiddles; 3 one tile and
-// factored twiddles.
+// lookups; 1 short mma chains (SC); 2 SC and the radix-r passes' indices out of their loops
+// (RX); 3 factored twiddles.
 void forward(DType dt, const Launch& g, const void* u, const void* pre, const void* post, const void* skip,
              const float2* khat, void* y, int64_t B, int64_t H, int64_t L, bool split, int variant,
              cudaStream_t s);

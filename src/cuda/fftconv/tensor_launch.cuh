@@ -33,8 +33,8 @@ void plan_t(int64_t N, Launch& g) {
     check_arg(g.smem + 1024 <= size_t(optin), "nfft", "the tensor-core fftconv kernel for nfft = ", g.N, " needs ",
               g.smem, " bytes of shared memory per block; this device allows ", optin);
     for (const void* k : {reinterpret_cast<const void*>(&forward_kernel<T, NN, 1, false>),
-                          reinterpret_cast<const void*>(&forward_kernel<T, NN, 2, false>),
-                          reinterpret_cast<const void*>(&forward_kernel<T, NN, 2, true>),
+                          reinterpret_cast<const void*>(&forward_kernel<T, NN, 1, false, true, false>),
+                          reinterpret_cast<const void*>(&forward_kernel<T, NN, 1, false, true, true>),
                           reinterpret_cast<const void*>(&forward_kernel<T, NN, 1, true>),
                           reinterpret_cast<const void*>(&spectrum_kernel<T, NN>)})
       STRUX_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(g.smem)));
@@ -59,9 +59,11 @@ void forward_t(const Launch& g, const T* u, const T* pre, const T* post, const T
     constexpr int NN = decltype(nn)::value / 2;
     const int64_t nseq = B * H, grid = (nseq + g.seqs - 1) / g.seqs;
     check_arg(grid < (int64_t(1) << 31), "B", "too many rows for one launch: ", B, " x ", H);
+    // variant 1 (algo 5): short mma chains; 2 (algo 6): short chains and the radix-r passes' indices
+    // out of their loops; 3 (algo 7): factored twiddles (tensor.cuh)
     auto* kernel = variant == 3   ? &forward_kernel<T, NN, 1, true>
-                   : variant == 2 ? &forward_kernel<T, NN, 2, true>
-                   : variant == 1 ? &forward_kernel<T, NN, 2, false>
+                   : variant == 2 ? &forward_kernel<T, NN, 1, false, true, true>
+                   : variant == 1 ? &forward_kernel<T, NN, 1, false, true, false>
                                   : &forward_kernel<T, NN, 1, false>;
     auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
     const bool vec = L % 2 == 0 && al(u) && al(pre) && al(post) && al(y);
