@@ -17,19 +17,22 @@ from ._arrays import solver_option
 from ._cuda import available  # noqa: F401  (the GPU modules answer available() alike)
 
 #: fftconv algorithm for new plans: 0 = automatic (2 for float16/bfloat16 where its FFT size is
-#: 256 or 512, i.e. causal L + min(Lk, L) - 1 <= 512 or circular L in {256, 512}; else 4; never 9);
-#: 1 = always the cuFFT path; 2 = the tensor-core kernels for the forward, forced (float16/bfloat16;
-#: causal L + min(Lk, L) - 1 <= 16384, circular L a power of two in [256, 16384]; ValueError
-#: elsewhere), gradients as with 4; 3 = as 2 with one tensor-core product per real product instead
-#: of three (a benchmark probe of the hi/lo operand splits' cost; float16 error about 5-6e-4);
-#: 4 = the fused single-kernel path where it applies (float32, float16, bfloat16; causal with
-#: L + min(Lk, L) - 1 <= 32768; circular with L a power of two in [1024, 32768]), else cuFFT;
-#: 5 = as 2 with short mma chains in the tensor-core passes, 6 = as 5 with the radix passes'
-#: indices out of their loops, 7 = as 2 with factored twiddles (variants to measure); 8 = the four-step kernels for
-#: the forward, forced (float32, float16, bfloat16; causal nfft = the next power of two
-#: >= max(65536, L + min(Lk, L) - 1), circular L a power of two; nfft <= 4194304; ValueError
-#: elsewhere), gradients by the cuFFT path; 9 = the direct kernels (sums over the taps, no
-#: transform; at most 64 taps used: causal min(Lk, L), circular Lk; every dtype).
+#: 256 or 512, i.e. causal L + min(Lk, L) - 1 <= 512 or circular L in {256, 512}; else 4 where the
+#: fused kernels apply; else 8 where it applies (float32/float16/bfloat16, causal
+#: L + min(Lk, L) - 1 > 32768 or circular L a power of two >= 65536, nfft <= 4194304); else cuFFT;
+#: never 9); 1 = always the cuFFT path; 2 = the tensor-core kernels for the forward, forced
+#: (float16/bfloat16; causal L + min(Lk, L) - 1 <= 16384, circular L a power of two in
+#: [256, 16384]; ValueError elsewhere), gradients as with 4; 3 = as 2 with one tensor-core product
+#: per real product instead of three (a benchmark probe of the hi/lo operand splits' cost;
+#: float16 error about 5-6e-4); 4 = the fused single-kernel path where it applies (float32,
+#: float16, bfloat16; causal with L + min(Lk, L) - 1 <= 32768; circular with L a power of two in
+#: [1024, 32768]), else cuFFT; 5 = as 2 with short mma chains in the tensor-core passes, 6 = as 5
+#: with the radix passes' indices out of their loops, 7 = as 2 with factored twiddles (variants
+#: to measure); 8 = the four-step kernels for the forward, forced (float32, float16, bfloat16;
+#: causal nfft = the next power of two >= max(65536, L + min(Lk, L) - 1), circular L a power of
+#: two; nfft <= 4194304; ValueError elsewhere), gradients by the cuFFT path; 9 = the direct
+#: kernels (sums over the taps, no transform; at most 64 taps used: causal min(Lk, L), circular
+#: Lk; every dtype; forced only).
 #: Part of the plan cache key.
 fftconv_algo = 0
 

@@ -64,7 +64,32 @@ def test_plan_rejects():
         plan_of(1, 1, 3_000_000, 3_000_000, "causal", "float32")  # nfft would pass 4M
     with pytest.raises(ValueError, match="'dtype'"):
         plan_of(1, 1, 65536, 100, "circular", "float64")
-    assert not plan_of(1, 1, 100000, 100000, "causal", "float32", algo=0).fourstep  # not the default yet
+
+
+# (L, Lk, mode, dtype) -> the default plan's four-step nfft, None where it is not chosen
+DEFAULT_RULE = [
+    ((100000, 100000, "causal", "float32"), 262144),
+    ((20000, 12769, "causal", "float16"), None),      # L + Lk - 1 = 32768: the fused kernels' largest
+    ((20000, 12770, "causal", "bfloat16"), 65536),    # one past it
+    ((20000, 12770, "causal", "float32"), 65536),
+    ((65536, 100, "circular", "float32"), 65536),
+    ((32768, 100, "circular", "float32"), None),      # fused
+    ((100000, 100, "circular", "float32"), None),     # not a power of two: cuFFT
+    ((100000, 100000, "causal", "float64"), None),
+    ((3_000_000, 3_000_000, "causal", "float32"), None),  # past 4M: cuFFT
+]
+
+
+@pytest.mark.parametrize("size, nfft", DEFAULT_RULE, ids=str)
+def test_default_rule(size, nfft):
+    """algo 0 takes the four-step kernels past the fused sizes (measured faster than cuFFT at every
+    size, bench/NOTES-gpu-fftconv-long.md), with and without gradients."""
+    L, Lk, mode, dtype = size
+    for backward in (False, True):
+        p = plan_of(1, 1, L, Lk, mode, dtype, backward, algo=0)
+        assert p.fourstep == (nfft is not None), (size, backward)
+        if nfft is not None:
+            assert p.nfft == nfft
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -35,7 +35,7 @@ struct FFTConvPlan::Impl {
   tensor::Launch tc;
   std::unique_ptr<FFTConvPlan> grad;
   const void* kf_last = nullptr;
-  // Four-step path (fourstep.cuh; algo 8, FFT sizes 65536 … 4M): K̂ as [H][nfft/2 + 1], the
+  // Four-step path (fourstep.cuh; algo 8, or algo 0 at FFT sizes 65536 … 4M): K̂ as [H][nfft/2 + 1], the
   // intermediate in slotA; forward only, gradients by the cuFFT plan `grad` (as the tensor path).
   bool fourstep = false;
   fourstep::Geometry fs;
@@ -99,10 +99,16 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
     if (with_backward) p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, 4);
     return;
   }
-  if (algo == 8) {
+  // Four-step: forced by algo 8; algo 0 takes it for float32 / float16 / bfloat16 past the fused
+  // kernels' sizes (causal L + Lmin - 1 > 32768, circular L a power of two >= 65536), where it
+  // was measured faster than the cuFFT path at every size (bench/NOTES-gpu-fftconv-long.md).
+  const int64_t n_fs = fourstep::fft_size(circular, L, p.Lmin);
+  const bool fourstep_auto = algo == 0 && fourstep::supported_dtype(dtype) && n_fs != 0 &&
+                             (circular || L + p.Lmin - 1 > fourstep::kMinNfft / 2);
+  if (algo == 8 || fourstep_auto) {
     check_arg(fourstep::supported_dtype(dtype), "dtype", "the four-step solver takes float32, float16 or bfloat16, got ",
               dtype_name(dtype));
-    const int64_t n = fourstep::fft_size(circular, L, p.Lmin);
+    const int64_t n = n_fs;
     check_arg(n != 0, "L",
               "the four-step solver needs circular L a power of two in [65536, 4194304] or causal "
               "L + min(Lk, L) - 1 <= 4194304, got L = ", L, ", Lk = ", Lk, circular ? " (circular)" : " (causal)");
