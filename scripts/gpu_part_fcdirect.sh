@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU part "fcdirect" (limit 110 s): the direct fftconv solver's tests and the automatic-rule tests
-# in the tensor/fused test files (the GPU never picks direct automatically yet), then its benchmark.
+# in the tensor/fused test files, then its benchmark.
 set -u
 OUT=${OUT:-/tmp/fcdirect}
 mkdir -p "$OUT"

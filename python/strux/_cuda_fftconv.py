@@ -16,11 +16,12 @@ from . import _ext
 from ._arrays import solver_option
 from ._cuda import available  # noqa: F401  (the GPU modules answer available() alike)
 
-#: fftconv algorithm for new plans: 0 = automatic (2 for float16/bfloat16 where its FFT size is
-#: 256 or 512, i.e. causal L + min(Lk, L) - 1 <= 512 or circular L in {256, 512}; else 4 where the
+#: fftconv algorithm for new plans: 0 = automatic (9 where at most 32 taps are used, causal
+#: min(Lk, L), circular Lk; else 2 for float16/bfloat16 where its FFT size is 256 or 512, i.e.
+#: causal L + min(Lk, L) - 1 <= 512 or circular L in {256, 512}; else 4 where the
 #: fused kernels apply; else 8 where it applies (float32/float16/bfloat16, causal
-#: L + min(Lk, L) - 1 > 32768 or circular L a power of two >= 65536, nfft <= 4194304); else cuFFT;
-#: never 9); 1 = always the cuFFT path; 2 = the tensor-core kernels for the forward, forced
+#: L + min(Lk, L) - 1 > 32768 or circular L a power of two >= 65536, nfft <= 4194304); else cuFFT);
+#: 1 = always the cuFFT path; 2 = the tensor-core kernels for the forward, forced
 #: (float16/bfloat16; causal L + min(Lk, L) - 1 <= 16384, circular L a power of two in
 #: [256, 16384]; ValueError elsewhere), gradients as with 4; 3 = as 2 with one tensor-core product
 #: per real product instead of three (a benchmark probe of the hi/lo operand splits' cost;
@@ -32,7 +33,7 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 #: causal nfft = the next power of two >= max(65536, L + min(Lk, L) - 1), circular L a power of
 #: two; nfft <= 4194304; ValueError elsewhere), gradients by the cuFFT path; 9 = the direct
 #: kernels (sums over the taps, no transform; at most 64 taps used: causal min(Lk, L), circular
-#: Lk; every dtype; forced only).
+#: Lk; every dtype).
 #: Part of the plan cache key.
 fftconv_algo = 0
 

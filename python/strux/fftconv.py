@@ -174,9 +174,8 @@ def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=Non
     CUDA arrays (torch, CuPy) run on the GPU on the current stream and come back of their kind.
     options: None, or {"solver": name} to force a solver: on the CPU "auto", "fft" or "direct"
     (sums over the taps; at most 64 taps used; "auto" takes it up to 16); on the GPU "auto" (the
-    FFT kernels), "fused", "cufft", "tensor", "fourstep" or "direct" (forced only; at most 64 taps
-    used); the names are strux._cuda_fftconv.GPU_SOLVERS. A forced solver that does not apply raises
-    ValueError.
+    direct kernels where at most 32 taps are used, else the FFT kernels), "fused", "cufft",
+    "tensor", "fourstep" or "direct" (strux._cuda_fftconv.GPU_SOLVERS). A forced solver that does not apply raises ValueError.
     """
     if options is None and type(u) in _gpu_types and u.is_cuda:
         return _cuda_fftconv.fftconv(u, k, mode, pregate, postgate, skip)

@@ -235,10 +235,32 @@ def _native_layout(a, b, t: int) -> bool:
     return isinstance(a, np.ndarray) and a.shape[3 - t] == b.shape[3 - t]
 
 
+def _rows_view(a, b, h0, t: int, flip: bool, shape) -> bool:
+    """Whether a time-last GPU call (B, n, T) runs as B * n rows of time, the (B * n, T, 1)
+    reshapes of its arrays (views of contiguous arrays: no copies; the GPU plan picks its row
+    solver for n = 1): time forwards, `a` not broadcast, h0 absent or (B, n) (else the general
+    path and its checks)."""
+    if t != 2 or flip or shape is not None or not (on_gpu(a) and on_gpu(b)):
+        return False
+    return h0 is None or (on_gpu(h0) and tuple(h0.shape) == (b.shape[0], b.shape[1]))
+
+
+def _as_rows(x, B: int, n: int):
+    """(B, n, T) -> (B * n, T, 1), (B, n) -> (B * n, 1); None stays None."""
+    return None if x is None else x.reshape((B * n,) + tuple(x.shape[2:]) + (1,))
+
+
 def _diag_scan_layout(a, b, h0, axis, reverse, return_final):
     """diag_scan with axis / reverse / a broadcasting: on the CPU the kernels read the caller's
-    layout in place; otherwise the plain call on transformed arrays."""
+    layout in place; on the GPU time-last arrays run as rows (_rows_view); otherwise the plain
+    call on transformed arrays."""
     a, b, t, flip, shape = _layout_args(a, b, axis, reverse)
+    if _rows_view(a, b, h0, t, flip, shape):
+        B, n, T = b.shape
+        out = diag_scan(_as_rows(a, B, n), _as_rows(b, B, n), _as_rows(h0, B, n), return_final=return_final)
+        if isinstance(out, tuple):
+            return out[0].reshape(B, n, T), out[1].reshape(B, n)
+        return out.reshape(B, n, T)
     if _native_layout(a, b, t):
         return_final = _flag(return_final, "return_final")
         B, n = b.shape[0], b.shape[3 - t]
@@ -311,6 +333,11 @@ def _diag_scan_vjp_layout(dh, a, b, h0, dh_last, axis, reverse):
         dh = complex_or_real_array(dh, "dh", 3)
     if tuple(dh.shape) != tuple(b.shape):
         raise ValueError(f"argument 'dh': expected shape {tuple(b.shape)} (that of h and 'b'), got {tuple(dh.shape)}")
+    if _rows_view(a, b, h0, t, flip, shape) and (dh_last is None or tuple(getattr(dh_last, "shape", ())) == b.shape[:2]):
+        B, n, T = b.shape
+        da, db, dh0 = diag_scan_vjp(_as_rows(dh, B, n), _as_rows(a, B, n), _as_rows(b, B, n), _as_rows(h0, B, n),
+                                    dh_last=_as_rows(dh_last, B, n))
+        return da.reshape(B, n, T), db.reshape(B, n, T), None if dh0 is None else dh0.reshape(B, n)
     if _native_layout(a, b, t):  # the CPU kernels, in the caller's layout (da in a's own shape)
         B, n = b.shape[0], b.shape[3 - t]
         h0 = _opt(h0, "h0", (B, n), real_only=False)

@@ -10,8 +10,8 @@ namespace {
 class CudaFFTConv final : public FFTConvBackend {
  public:
   CudaFFTConv(const op::FFTConvProblem& p, const Options& o) : p_(p), with_backward_(o.with_backward) {
-    // 0: automatic (plan algo 0: the tensor cores at small half-precision sizes, else the fused
-    // kernels where they apply, else cuFFT), 1: fused forced (plan algo 4, checked), 2: cuFFT,
+    // 0: automatic (plan algo 0: the direct kernels where at most 32 taps are used, else the tensor
+    // cores at small half-precision sizes, else the fused kernels where they apply, else cuFFT), 1: fused forced (plan algo 4, checked), 2: cuFFT,
     // 3: tensor cores forced for the forward (the plan says when it does not apply), 4: the
     // four-step kernels forced for the forward (plan algo 8; the plan says when they do not apply),
     // 5: the direct kernels (plan algo 9: sums over the taps, at most 64 taps used).

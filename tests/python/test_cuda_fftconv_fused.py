@@ -39,7 +39,7 @@ def cufft_algo():
 def test_plan_picks_fused(size, nfft):
     B, H, L, Lk, mode = size
     for dt in HALF_DTYPES:
-        p = plan_of(B, H, L, Lk, mode, dt, True)
+        p = plan_of(B, H, L, Lk, mode, dt, True, algo=4 if Lk <= 32 else 0)  # automatic: direct <= 32 taps
         assert p.fused and p.nfft == nfft
     assert not plan_of(B, H, L, Lk, mode, "float64").fused
     assert not plan_of(B, H, L, Lk, mode, "float32", algo=1).fused

@@ -162,31 +162,29 @@ def test_gpu_nan_stays_in_row():
 
 
 def test_gpu_automatic_rule():
-    """Plan algo 0 never takes the direct kernels (forced only until their GPU tests have passed),
-    every dtype, with or without the backward; algo 9 does wherever they apply."""
+    """Plan algo 0 takes the direct kernels where at most 32 taps are used (causal min(Lk, L),
+    circular Lk), every dtype, with or without the backward; the FFT solvers above."""
     torch = _torch_cuda()
     if torch is None:
         pytest.skip("no CUDA torch")
     P = strux._ext.cuda.FFTConvPlan
     for dt in ("float16", "bfloat16", "float32", "float64"):
         for backward in (False, True):
-            for L, Lk, mode in ((4096, 1, "causal"), (4096, 32, "causal"), (4096, 33, "causal"),
-                                (20, 100, "causal"), (1024, 32, "circular"), (1024, 33, "circular")):
-                assert not P(2, 3, L, Lk, mode, dt, backward, 0).direct, (dt, backward, L, Lk, mode)
-                assert P(2, 3, L, Lk, mode, dt, backward, 9).direct, (dt, backward, L, Lk, mode)
+            for L, Lk, mode, want in ((4096, 1, "causal", True), (4096, 32, "causal", True),
+                                      (4096, 33, "causal", False), (20, 100, "causal", True),
+                                      (1024, 32, "circular", True), (1024, 33, "circular", False)):
+                assert P(2, 3, L, Lk, mode, dt, backward, 0).direct == want, (dt, backward, L, Lk, mode)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
-@pytest.mark.parametrize("Lk", [4, 32, 33, 64])
-def test_gpu_torch_autograd_forced_direct(dtype, Lk, monkeypatch):
-    """strux.torch.fftconv on CUDA tensors with the plan default forced to the direct kernels
-    (strux._cuda_fftconv.fftconv_algo = 9; the automatic rule never takes them on the GPU yet):
-    forward and gradients are the forced direct solver's bits."""
+@pytest.mark.parametrize("Lk", [4, 32, 33])
+def test_gpu_torch_autograd_takes_the_automatic_rule(dtype, Lk):
+    """strux.torch.fftconv on CUDA tensors reaches the direct kernels through the automatic rule:
+    forward and gradients are the forced direct solver's bits up to 32 taps."""
     torch = _torch_cuda()
     if torch is None:
         pytest.skip("no CUDA torch")
     import strux.torch as st
-    monkeypatch.setattr(strux._cuda_fftconv, "fftconv_algo", 9)
     g = torch.Generator(device="cuda").manual_seed(Lk)
     td = getattr(torch, dtype)
     u, pre, post, dy = (torch.randn(2, 3, 1000, device="cuda", generator=g).to(td) for _ in range(4))
@@ -198,9 +196,8 @@ def test_gpu_torch_autograd_forced_direct(dtype, Lk, monkeypatch):
     o = {"solver": "direct"}
     yd = strux.fftconv(u, k, pregate=pre, postgate=post, skip=skip, options=o)
     gd = strux.fftconv_vjp(dy, u, k, pregate=pre, postgate=post, skip=skip, options=o)
-    assert torch.equal(y.detach(), yd)
-    for x, w in zip(t, gd):
-        assert torch.equal(x.grad, w)
+    same = torch.equal(y.detach(), yd) and all(torch.equal(x.grad, w) for x, w in zip(t, gd))
+    assert same == (Lk <= 32)
 
 
 def test_gpu_noncontiguous_and_negated_views():

@@ -70,7 +70,7 @@ def test_plan_errors():
 # (L, Lk, mode) -> the default plan's tensor nfft (float16/bfloat16), None where it is not chosen
 # (src/cuda/fftconv/tensor.hpp kAutoMaxN = 512)
 DEFAULT_RULE = [
-    ((1, 1, "causal"), 256), ((16, 4, "causal"), 256), ((128, 128, "causal"), 256), ((129, 128, "causal"), 256),
+    ((1, 1, "causal"), None), ((16, 4, "causal"), None), ((128, 128, "causal"), 256), ((129, 128, "causal"), 256),
     ((300, 50, "causal"), 512), ((256, 256, "causal"), 512), ((257, 256, "causal"), 512), ((257, 257, "causal"), None),
     ((513, 1, "causal"), None), ((1000, 10, "causal"), None),
     ((256, 100, "circular"), 256), ((512, 512, "circular"), 512), ((128, 10, "circular"), None),
@@ -132,15 +132,16 @@ def test_default_keeps_rows_apart():
 
 @pytest.mark.parametrize("size, nfft", DEFAULT_RULE, ids=str)
 def test_default_rule(size, nfft):
-    """The automatic choice (algo 0) takes the tensor kernels where DEFAULT_RULE says, never for
-    float32/float64, and never the direct kernels (forced only); algo 4 (the fused kernels where
-    they apply, else cuFFT) never does."""
+    """The automatic choice (algo 0) takes the direct kernels where at most 32 taps are used, the
+    tensor kernels where DEFAULT_RULE says, never for
+    float32/float64; algo 4 (the fused kernels where they apply, else cuFFT) never
+    does."""
     L, Lk, mode = size
     for dt in DTYPES:
         for backward in (False, True):
             p = plan_of(2, 3, L, Lk, mode, dt, backward, algo=0)
             assert p.tensor == (nfft is not None) and not (p.tensor and p.fused), (dt, backward)
-            assert not p.direct, (dt, backward)
+            assert p.direct == ((Lk if mode == "circular" else min(Lk, L)) <= 32), (dt, backward)
             if nfft is not None:
                 assert p.nfft == nfft
         assert not plan_of(2, 3, L, Lk, mode, dt, algo=4).tensor

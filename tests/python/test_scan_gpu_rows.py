@@ -105,3 +105,39 @@ def test_rows_applies_only_to_n1():
     with pytest.raises(ValueError):
         K.diag_scan(*coeffs(2, 50, 1, torch.float64), options=O)
     assert "rows" in K.diag_scan_describe(8, 4096, 1, "float32", options=O)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("B, n, T", [(1, 1, 1), (2, 3, 1000), (3, 50, 257), (1, 200, 64)])
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_public_time_last_runs_as_rows(dtype, B, n, T, contiguous):
+    """strux.diag_scan / diag_scan_vjp / strux.torch.diag_scan with axis=2 on CUDA tensors: the
+    (B * n, T, 1) row view, against the float64 recurrence in (B, T, n); h0, dh_last, return_final;
+    time-last arrays that are transposed views of (B, T, n) storage too."""
+    import strux
+    import strux.torch as st
+    a, b = coeffs(B, T, n, dtype)
+    dh = coeffs(B, T, n, dtype, seed=2)[1]
+    h0 = coeffs(B, 1, n, dtype, seed=1)[1][:, 0].contiguous()
+    dl = coeffs(B, 1, n, dtype, seed=3)[1][:, 0].contiguous()
+    tl = (lambda x: x.transpose(1, 2).contiguous()) if contiguous else (lambda x: x.transpose(1, 2))
+    h, last = strux.diag_scan(tl(a), tl(b), h0, axis=2, return_final=True)
+    want = ref_fwd(a, b, h0)
+    assert h.shape == (B, n, T) and last.shape == (B, n)
+    assert rel(h.transpose(1, 2), want) < TOL[dtype]
+    assert rel(last, want[:, -1]) < TOL[dtype]
+    dhw = dh.clone()
+    dhw[:, -1] += dl
+    rda, rdb, rdh0 = ref_bwd(dhw, a, b, h0)
+    da, db, dh0 = strux.diag_scan_vjp(tl(dh), tl(a), tl(b), h0, dh_last=dl, axis=2)
+    assert rel(da.transpose(1, 2), rda) < TOL[dtype] and rel(db.transpose(1, 2), rdb) < TOL[dtype]
+    assert rel(dh0, rdh0) < TOL[dtype]
+    if dtype.is_complex:
+        return  # torch autograd's complex convention is checked in the torch tests
+    t = [tl(a).clone().requires_grad_(True), tl(b).clone().requires_grad_(True), h0.clone().requires_grad_(True)]
+    ht = st.diag_scan(*t, axis=2)
+    assert rel(ht.detach().transpose(1, 2), want) < TOL[dtype]
+    ht.backward(tl(dh))
+    rda, rdb, rdh0 = ref_bwd(dh, a, b, h0)
+    assert rel(t[0].grad.transpose(1, 2), rda) < TOL[dtype] and rel(t[1].grad.transpose(1, 2), rdb) < TOL[dtype]
+    assert rel(t[2].grad, rdh0) < TOL[dtype]

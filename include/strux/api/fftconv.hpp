@@ -10,11 +10,11 @@
 // Solvers (options.solver): CPU "" (automatic: "direct" where at most 16 taps are used, else
 // "fft"), "fft" (FFTW), "direct" (sums over the taps, no transform; at most 64 taps used: causal
 // min(Lk, L), circular Lk; ValueError otherwise); CUDA "direct" (the direct kernels, same limit,
-// every dtype; forced only), "" (automatic: "tensor" for float16/bfloat16 at nfft 256 and 512,
-// else "fused" where it applies, else "fourstep" for float32/float16/bfloat16 where it applies
-// (causal L + min(Lk, L) - 1 > 32768, circular L a power of two >= 65536; nfft <= 4194304), else
-// "cufft"), "fused" (one kernel with its FFTs in shared memory; ValueError where it does not
-// apply), "cufft", "tensor" (tensor-core kernels for the forward,
+// every dtype), "" (automatic: "direct" where at most 32 taps are used, else "tensor" for
+// float16/bfloat16 at nfft 256 and 512, else "fused" where it applies, else "fourstep" for
+// float32/float16/bfloat16 where it applies (causal L + min(Lk, L) - 1 > 32768, circular L a power
+// of two >= 65536; nfft <= 4194304), else "cufft"), "fused" (one kernel with its FFTs in shared
+// memory; ValueError where it does not apply), "cufft", "tensor" (tensor-core kernels for the forward,
 // float16/bfloat16, nfft 256 … 16384, ValueError where it does not apply; gradients by "fused"
 // where it applies, else "cufft"), "fourstep" (four-step kernels for the forward at FFT sizes
 // 65536 … 4194304, float32/float16/bfloat16, ValueError elsewhere; gradients by "cufft").

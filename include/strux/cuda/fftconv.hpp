@@ -28,7 +28,8 @@ class FFTConvPlan {
   // circular L a power of two; nfft in [256, 16384]; else an error) for the forward, algo 4 for
   // the gradients; algo 3: as 2 with one tensor-core product per real product instead of three
   // (a benchmark probe of the hi/lo splits' cost; float16 error about 5–6e-4); algo 0 (automatic):
-  // algo 2 for float16/bfloat16 where its nfft is 256 or 512, else algo 4 where the fused kernels
+  // algo 9 where at most 32 taps are used (causal min(Lk, L), circular Lk), else algo 2 for
+  // float16/bfloat16 where its nfft is 256 or 512, else algo 4 where the fused kernels
   // apply, else algo 8 where it applies (f32/f16/bf16; causal L + min(Lk, L) - 1 > 32768, circular
   // L a power of two >= 65536; nfft <= 4194304), else cuFFT; algo 5: as 2 with short mma chains,
   // algo 6: as 5 with the radix-r passes' indices out of their loops (variants, forced only),
@@ -36,7 +37,7 @@ class FFTConvPlan {
   // (f32/f16/bf16; causal nfft = the next power of two >= max(65536, L + min(Lk, L) - 1),
   // circular L a power of two; nfft <= 4194304; else an error) for the forward, cuFFT for the
   // gradients; algo 9: the direct kernels (sums over the taps, no transform; at most 64 taps
-  // used: causal min(Lk, L), circular Lk; all dtypes; forced only).
+  // used: causal min(Lk, L), circular Lk; all dtypes).
   FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward,
               int algo = 0);
   ~FFTConvPlan();

@@ -117,12 +117,17 @@ def diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor] = None, *, axis: int = 
               return_final: bool = False):
     """Differentiable h_t = a_t ⊙ h_{t-1} + b_t (B, T, n); returns h or (h, h_last), h_last the
     final state. ``axis``, ``reverse`` and an ``a`` broadcasting to b's shape as in strux.diag_scan:
-    differentiable torch layout maps around the op (a copy for now)."""
+    differentiable torch layout maps around the op (a copy; time-last CUDA tensors, time forwards
+    and ``a`` not broadcast, run as B * n rows of time without one)."""
     if return_final is not False:
         _C._flag(return_final, "return_final")
     if not _C._plain(a, b, axis, reverse):
         _ck_tensors(_ck_REAL_OR_COMPLEX, "a", a, _H0, b=b, h0=h0)
         t, flip, shape = _C._layout(tuple(a.shape), tuple(b.shape), axis, reverse)
+        if _C._rows_view(a, b, h0, t, flip, shape):  # time-last CUDA tensors as rows, no copies
+            B, n, T = b.shape
+            h = diag_scan(_C._as_rows(a, B, n), _C._as_rows(b, B, n), _C._as_rows(h0, B, n)).reshape(B, n, T)
+            return (h, h[:, :, -1]) if return_final else h
         h = diag_scan(_C._relayout(a, t, flip, True, shape), _C._relayout(b, t, flip, True), h0)
         return (_C._relayout(h, t, flip, False), h[:, -1]) if return_final else _C._relayout(h, t, flip, False)
     if _LEAN and not _compiling() and type(a) in _a.TT and a.dtype in _DIAG_GPU and _plain_eager() \

@@ -17,10 +17,10 @@ namespace strux::cuda::direct {
 // 16, 32 and 64 taps (the bucket's taps beyond the used ones are skipped, never multiplied, so
 // a non-finite sample reaches only the outputs the contract says).
 constexpr int64_t kMaxTaps = 64;
-// The automatic choice (plan algo 0) takes the direct kernels up to this many taps used; 0: never
-// (forced only: their GPU tests have not run yet; the measured rule proposed next is in
-// bench/NOTES-gpu-fftconv-direct.md).
-constexpr int64_t kAutoTaps = 0;
+// The automatic choice (plan algo 0) takes the direct kernels up to this many taps used, every
+// dtype and length: measured faster than the FFT solvers there, forward and backward (at 64 taps
+// the float32 backward is slower than the fused FFT path; bench/NOTES-gpu-fftconv-direct.md).
+constexpr int64_t kAutoTaps = 32;
 // Taps used: causal min(Lk, L), circular Lk (<= L).
 int64_t taps(bool circular, int64_t L, int64_t Lk);
 bool supported(bool circular, int64_t L, int64_t Lk);

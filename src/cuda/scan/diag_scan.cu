@@ -207,6 +207,12 @@ struct Solver {
   bool (*preferred)(const Problem&);
 };
 const Solver kSolvers[] = {
+    // n == 1 (the time-last layout (B, n, T) as (B * n, T, 1)): one block per row, preferred from
+    // one row per SM up (H100, float32: 2.4x the chunk kernel's forward at 132 rows, 4-5x from 528
+    // rows, 79-95% of copy bandwidth; at 33 rows the chunk kernel's time-parallel forward is
+    // 10% faster; bench/NOTES-gpu-scan.md)
+    {DiagScanAlgo::rows, [](const Problem& q) { return has_seq(q.dt) && q.n == 1; },
+     [](const Problem& q) { return q.B >= q.sms; }},
     {DiagScanAlgo::lookback, [](const Problem&) { return true; }, [](const Problem& q) { return !has_seq(q.dt); }},
     {DiagScanAlgo::chunk, [](const Problem& q) { return has_seq(q.dt); },
      [](const Problem& q) { return q.B * q.n <= CHUNK_MAX_PER_SM * q.sms && q.T > scan::CH; }},
@@ -216,8 +222,6 @@ const Solver kSolvers[] = {
      [](const Problem&) { return true; }},
     // forced only until measured (bench/NOTES-gpu-scan.md)
     {DiagScanAlgo::pipe, [](const Problem& q) { return has_seq(q.dt); }, [](const Problem&) { return false; }},
-    // n == 1 (the time-last layout (B, n, T) as (B * n, T, 1)): one block per row
-    {DiagScanAlgo::rows, [](const Problem& q) { return has_seq(q.dt) && q.n == 1; }, [](const Problem&) { return false; }},
 };
 
 template <class S>

@@ -195,14 +195,20 @@ __global__ void __launch_bounds__(RW_THREADS, RW_MIN_BLOCKS) diag_scan_rows_bwd(
     hp[0] = lane == 0 ? hb : hl;
 #pragma unroll
     for (int k = 1; k < K; ++k) hp[k] = get<S>(ch.w, k - 1);
-    R ob, oa;
+    // The steps run from the last, but the packing (put) goes from element 0 up: a 2-byte
+    // type's even element starts its word.
+    V gs[K];
 #pragma unroll
     for (int j = 0; j < K; ++j) {
       const int k = K - 1 - j;
-      const V gk = vadd(get<S>(cd.w, k), x);
-      put<S>(ob.w, k, gk);
-      put<S>(oa.w, k, mul(gk, cj(hp[k])));
-      x = mul(cj(get<S>(ca.w, k)), gk);
+      gs[k] = vadd(get<S>(cd.w, k), x);
+      x = mul(cj(get<S>(ca.w, k)), gs[k]);
+    }
+    R ob, oa;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      put<S>(ob.w, k, gs[k]);
+      put<S>(oa.w, k, mul(gs[k], cj(hp[k])));
     }
     rows_st<S, VEC>(pdb, t, T, ob);
     rows_st<S, VEC>(pda, t, T, oa);
