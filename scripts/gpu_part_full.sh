@@ -7,14 +7,13 @@
 set -uo pipefail
 OUT=${OUT:-out}
 t0=$(date +%s)
-FILES=(tests/python)
-if [ -n "${FULL_FROM:-}" ]; then
-  FILES=()
-  for f in tests/python/test_*.py; do [[ "$(basename "$f")" < "$FULL_FROM" ]] || FILES+=("$f"); done
-fi
-IGN=()
-for f in ${FULL_IGNORE:-}; do IGN+=(--ignore "$f"); done
-python3 -m pytest -q -rs -p no:cacheprovider "${IGN[@]}" "${FILES[@]}" > "$OUT/pytest.log" 2>&1
+FILES=()
+for f in tests/python/test_*.py; do
+  [ -n "${FULL_FROM:-}" ] && [[ "$(basename "$f")" < "$FULL_FROM" ]] && continue
+  [[ " ${FULL_IGNORE:-} " == *" $f "* ]] && continue
+  FILES+=("$f")
+done
+python3 -m pytest -q -rs -p no:cacheprovider "${FILES[@]}" > "$OUT/pytest.log" 2>&1
 r=$?
 grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40
 tail -2 "$OUT/pytest.log"
