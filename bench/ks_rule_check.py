@@ -1,10 +1,10 @@
-"""Offline check of a PROPOSED ks product rule against a sweep JSON (bench/gpu_ks_sweep.py).
+"""Offline check of ks product rules against a sweep JSON (bench/gpu_ks_sweep.py).
 
-Not yet run on a GPU, and not the library's rule: src/cuda/ks/ks_plan.cu keeps round 1's tr rule
-(tr from batch 1024 on segments up to 48 KB, large segments forced only) and takes the small path
-only for float32 batch-first forwards up to batch 8. This script mirrors the proposal in
-bench/NOTES-gpu-ks-scan.md ("tr on large segments") and bench/NOTES-gpu-ks-small.md, to be
-checked against the next GPU session's sweep (its alt_ms timings of the forced alternative).
+The tr part is a PROPOSAL, not the library's rule: src/cuda/ks/ks_plan.cu keeps round 1's tr
+rule (tr from batch 1024 on segments up to 48 KB, large segments forced only); this script
+mirrors the proposal in bench/NOTES-gpu-ks-scan.md ("tr on large segments"), to be checked against
+the next GPU session's sweep (its alt_ms timings of the forced alternative). The small-batch part
+(--small) is the landed rule (bench/NOTES-gpu-ks-small.md).
 
 For every measured (pattern, dtype, layout) row: the path the proposed rule picks (its
 batch-first d > 1 choice, the only part the sweep's batch reaches that would change), and whether that path measured >= 0.95 x min(bmm, dense).
@@ -55,8 +55,8 @@ def new_path(row, smem_optin):
 
 
 def small_batch(p, batch, dtype):
-    """Whether the proposed rule takes the small path (wider than small_batch in ks_plan.cu, which
-    keeps float32 batch-first forwards up to batch 8)."""
+    """Whether the small path is taken (src/cuda/ks/ks_plan.cu small_batch, landed 2026-11-23 after
+    the H100 run confirmed the H200 one)."""
     a, b, c, d = p
     if dtype == "float32":
         return batch <= (64 if d > 1 else 8)

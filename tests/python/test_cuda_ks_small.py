@@ -59,19 +59,26 @@ def test_small_path_accuracy(p, layout, dtype, monkeypatch):
 
 def test_small_path_chain_and_default_rule():
     """A Monarch chain factor by factor through the forced small path equals the forced kernels'
-    result; the default rule takes the small path only where it measured faster (float32
-    batch-first forwards up to batch 8), not for dx, batch-last, halves or larger batches."""
+    result; the default rule takes the small path only where it measured faster (batch-first
+    forwards: float32 up to batch 8, up to 64 where d > 1; halves at batch 1 except a d == 1 group
+    of over 2^17 weights), never for dx or batch-last."""
     ps = [(1, 128, 32, 12), (12, 32, 32, 1)]
     ws = [rnd(*p) for p in ps]
     x = rnd(7, 384)
     y0 = K.ks_chain(x, ws, ps, options={"path": "kernels", "chain": "factors"})
     for p in ps:
-        for batch in (1, 7, 8):
+        f32_limit = 64 if p[3] > 1 else 8
+        for batch in (1, 7, 8, 9, 64, 65):
             fwd, bx = K.ks_paths(p, batch)[:2]
-            assert fwd == "small" and bx != "small", (p, batch)
+            assert (fwd == "small") == (batch <= f32_limit) and bx != "small", (p, batch)
             assert "small" not in K.ks_paths(p, batch, layout="bsl")[:2], (p, batch)
-            assert "small" not in K.ks_paths(p, batch, dtype="bfloat16")[:2], (p, batch)
-        assert "small" not in K.ks_paths(p, 9)[:2]
+            for half in ("bfloat16", "float16"):
+                fwd, bx = K.ks_paths(p, batch, dtype=half)[:2]
+                assert (fwd == "small") == (batch == 1) and bx != "small", (p, batch, half)
+    big = (64, 64, 64, 1)  # a d == 1 group of 2^18 weights: cuBLAS stays for halves
+    assert K.ks_paths(big, 1)[0] == "small"
+    assert K.ks_paths(big, 1, dtype="bfloat16")[0] != "small"
+    assert K.ks_paths((1, 16, 64, 64), 1, dtype="bfloat16")[0] == "small"
     y1 = K.ks_chain(x, ws, ps, options={"path": "small", "chain": "factors"})
     assert rel(y1, y0.double()) < 1e-5
 

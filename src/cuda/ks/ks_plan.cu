@@ -49,10 +49,16 @@ bool always(const Problem&) { return true; }
 bool stream_size(const Problem& q) { return q.b >= 32 && q.c >= 32 && q.b * q.c <= 96 * 96; }
 bool big_group(const Problem& q) { return q.a * q.d == 1 && q.b * q.c >= (int64_t(1) << 19); }
 bool tr_batch(const Problem& q) { return q.batch >= 1024; }
-// Small batches: the path measured faster than the default per factor in every row of the
-// small-batch bench (float32 batch-first forwards at batch 1 and 8). The rest (dx, batch-last,
-// halves, float32 batch 64) is not yet measured there: forced only.
-bool small_batch(const Problem& q) { return q.f32 && !q.bl && !q.dx && q.batch <= 8; }
+// Small batches, batch-first forwards, where the path measured faster than the default per
+// factor on the H200 and again on the H100 (bench/NOTES-gpu-ks-small.md): float32 up to batch 8,
+// and up to 64 where d > 1 (a d == 1 factor's cuBLAS default wins at 64); halves at batch 1, but
+// not a d == 1 group of over 2^17 weights (cuBLAS GemmEx, 0.87-0.88x there). dx and batch-last
+// are not measured against the default: forced only.
+bool small_batch(const Problem& q) {
+  if (q.bl || q.dx) return false;
+  if (q.f32) return q.batch <= (q.d > 1 ? 64 : 8);
+  return q.batch == 1 && (q.d > 1 || q.a * q.b * q.c <= (int64_t(1) << 17));
+}
 
 const Solver kProducts[] = {
     // small batches: weights read once per register tile of batch rows
