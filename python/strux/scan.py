@@ -210,7 +210,8 @@ def diag_scan(a, b, h0=None, *, axis=1, reverse=False, return_final=False):
     Returns h in b's shape and the result dtype, or (h, h_last) when ``return_final``, h_last
     (B, n) the final state: h_{T-1}, or h_0 when ``reverse``.
     On the CPU the layout keywords and an ``a`` broadcast along batch / time cost no copies; an
-    ``a`` broadcast across channels (and, for now, the GPU path) copies to (B, T, n).
+    ``a`` broadcast across channels copies to (B, T, n). On the GPU time-last arrays (time forwards,
+    ``a`` not broadcast) run as B * n rows of time with no copies; the other layouts copy.
     """
     if not _plain(a, b, axis, reverse):
         return _diag_scan_layout(a, b, h0, axis, reverse, return_final)
