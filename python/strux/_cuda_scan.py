@@ -16,6 +16,8 @@ array library. Every function takes ``options=None``: explicit kernel choices
 """
 from __future__ import annotations
 
+import functools
+
 from . import _cuda as _a
 from . import _cuda_options as _O
 from . import _ext
@@ -145,6 +147,24 @@ def _diag_bwd(dh, a, h, h0, algo=-1):
     _ext.cuda_diag_scan_backward(_a.ptr(a), _a.ptr(h), _a.ptr(h0), _a.ptr(dh), _a.ptr(da), _a.ptr(db), _a.ptr(dh0),
                                  _a.ptr(ws), nbytes, B, T, n, dt, algo, dev, _a.stream(a))
     return da, db, dh0
+
+
+@functools.lru_cache(maxsize=256)
+def _rows_choice(device: int, rows: int, T: int, code: int) -> bool:
+    return ": rows" in _ext.cuda_diag_scan_describe(device, rows, T, 1, code, _O.diag_scan_code(None))
+
+
+def runs_as_rows(b) -> bool:
+    """Whether the automatic plan for b's time-last shape (B, n, T), seen as (B * n, T, 1), takes the
+    row kernel: reading the time-last layout in place pays only there (elsewhere the copies to
+    (B, T, n) feed a faster kernel). False for dtypes the scans do not take (the general path
+    raises the error)."""
+    B, n, T = b.shape
+    try:
+        code = _a.code(b)
+    except (KeyError, TypeError, ValueError):
+        return False
+    return _rows_choice(_a.device_id(b), B * n, T, code)
 
 
 def diag_scan_describe(B: int, T: int, n: int, dtype: str = "float32", device: int = 0, options=None) -> str:

@@ -6,8 +6,9 @@ when None).
 - ``diag_scan(a, b)``:             h_t = a_t * h_{t-1} + b_t (real or complex); also time-last
   arrays (B, n, T) (``axis=2``), time run backwards (``reverse=True``) and an ``a`` that
   broadcasts to b's shape along batch and time (a time-invariant or batch-shared decay), read
-  in place by the CPU kernels (an ``a`` broadcast across channels, and the GPU path, go
-  through layout copies).
+  in place by the CPU kernels (an ``a`` broadcast across channels goes through layout copies;
+  on the GPU, time-last arrays with time forwards run in place where the plan takes its row
+  kernel, the other layouts through copies).
 - ``circulant_scan(a, u)``:        h_t = circ(a_t) h_{t-1} + u_t, circ(a)[i, j] = a[(i - j) mod n];
   ``fourier=True`` takes ``a`` as its half spectrum rfft(a_t) ((B, T, n//2 + 1) complex).
 - ``block_circulant_scan(a, u)``:  a (B, T, p, p, k), n = p*k; A_t is the p x p grid of k x k
@@ -210,8 +211,9 @@ def diag_scan(a, b, h0=None, *, axis=1, reverse=False, return_final=False):
     Returns h in b's shape and the result dtype, or (h, h_last) when ``return_final``, h_last
     (B, n) the final state: h_{T-1}, or h_0 when ``reverse``.
     On the CPU the layout keywords and an ``a`` broadcast along batch / time cost no copies; an
-    ``a`` broadcast across channels copies to (B, T, n). On the GPU time-last arrays (time forwards,
-    ``a`` not broadcast) run as B * n rows of time with no copies; the other layouts copy.
+    ``a`` broadcast across channels copies to (B, T, n). On the GPU contiguous time-last arrays (time
+    forwards, ``a`` not broadcast) run as B * n rows of time with no copies where the plan takes its
+    row kernel (enough rows and time steps); the other layouts copy.
     """
     if not _plain(a, b, axis, reverse):
         return _diag_scan_layout(a, b, h0, axis, reverse, return_final)
@@ -236,14 +238,19 @@ def _native_layout(a, b, t: int) -> bool:
     return isinstance(a, np.ndarray) and a.shape[3 - t] == b.shape[3 - t]
 
 
-def _rows_view(a, b, h0, t: int, flip: bool, shape) -> bool:
+def _rows_view(a, b, h0, t: int, flip: bool, shape, cuda=None) -> bool:
     """Whether a time-last GPU call (B, n, T) runs as B * n rows of time, the (B * n, T, 1)
-    reshapes of its arrays (views of contiguous arrays: no copies; the GPU plan picks its row
-    solver for n = 1): time forwards, `a` not broadcast, h0 absent or (B, n) (else the general
-    path and its checks)."""
-    if t != 2 or flip or shape is not None or not (on_gpu(a) and on_gpu(b)):
+    reshapes of its arrays (views of contiguous arrays: no copies): time forwards, `a` not
+    broadcast, h0 absent or (B, n), every size >= 1, and the GPU plan takes its row kernel for that
+    shape (else the general path, its copies and its checks). `cuda`: whether the arrays are on the
+    GPU, when the caller knows (strux.torch); else asked of each array."""
+    if t != 2 or flip or shape is not None or 0 in tuple(b.shape):
         return False
-    return h0 is None or (on_gpu(h0) and tuple(h0.shape) == (b.shape[0], b.shape[1]))
+    if cuda is None:
+        cuda = on_gpu(a) and on_gpu(b) and (h0 is None or on_gpu(h0))
+    if not cuda or (h0 is not None and tuple(h0.shape) != tuple(b.shape[:2])):
+        return False
+    return _gpu(b).runs_as_rows(b)
 
 
 def _as_rows(x, B: int, n: int):

@@ -27,6 +27,16 @@ def plan_of(B, H, L, Lk, mode, dtype, backward=False, algo=0):
 
 
 @pytest.fixture
+def fused_algo():
+    """Plans made inside the test use the fused kernels where they apply (plan algo 4): sizes the
+    automatic choice gives to the direct kernels (Lk <= 32) still test the fused numerics."""
+    old = _cuda.fftconv_algo
+    _cuda.fftconv_algo = 4
+    yield
+    _cuda.fftconv_algo = old
+
+
+@pytest.fixture
 def cufft_algo():
     """Plans made inside the test use the cuFFT path."""
     old = _cuda.fftconv_algo
@@ -55,7 +65,7 @@ def test_plan_falls_back_to_cufft():
 
 @pytest.mark.parametrize("dtype", HALF_DTYPES)
 @pytest.mark.parametrize("size", [s for s, _ in FUSED], ids=str)
-def test_forward(dtype, size):
+def test_forward(dtype, size, fused_algo):
     B, H, L, Lk, mode = size
     for gates in GATES:
         u, k, pre, post, skip = make(B, H, L, Lk, dtype, gates)

@@ -60,7 +60,7 @@ def test_small_path_accuracy(p, layout, dtype, monkeypatch):
 def test_small_path_chain_and_default_rule():
     """A Monarch chain factor by factor through the forced small path equals the forced kernels'
     result; the default rule takes the small path only where it measured faster (batch-first
-    forwards: float32 up to batch 8, up to 64 where d > 1; halves at batch 1 except a d == 1 group
+    forwards: float32 up to batch 8, up to 64 where d > 1; halves at batch 1 except a d == 1 factor
     of over 2^17 weights), never for dx or batch-last."""
     ps = [(1, 128, 32, 12), (12, 32, 32, 1)]
     ws = [rnd(*p) for p in ps]
@@ -75,7 +75,7 @@ def test_small_path_chain_and_default_rule():
             for half in ("bfloat16", "float16"):
                 fwd, bx = K.ks_paths(p, batch, dtype=half)[:2]
                 assert (fwd == "small") == (batch == 1) and bx != "small", (p, batch, half)
-    big = (64, 64, 64, 1)  # a d == 1 group of 2^18 weights: cuBLAS stays for halves
+    big = (64, 64, 64, 1)  # a d == 1 factor of 2^18 weights: cuBLAS stays for halves
     assert K.ks_paths(big, 1)[0] == "small"
     assert K.ks_paths(big, 1, dtype="bfloat16")[0] != "small"
     assert K.ks_paths((1, 16, 64, 64), 1, dtype="bfloat16")[0] == "small"

@@ -108,14 +108,18 @@ def test_rows_applies_only_to_n1():
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("B, n, T", [(1, 1, 1), (2, 3, 1000), (3, 50, 257), (1, 200, 64)])
+@pytest.mark.parametrize("B, n, T", [(1, 1, 1), (2, 3, 1000), (3, 50, 257), (1, 200, 64), (2, 80, 1100)])
 @pytest.mark.parametrize("contiguous", [True, False])
 def test_public_time_last_runs_as_rows(dtype, B, n, T, contiguous):
-    """strux.diag_scan / diag_scan_vjp / strux.torch.diag_scan with axis=2 on CUDA tensors: the
-    (B * n, T, 1) row view, against the float64 recurrence in (B, T, n); h0, dh_last, return_final;
-    time-last arrays that are transposed views of (B, T, n) storage too."""
+    """strux.diag_scan / diag_scan_vjp / strux.torch.diag_scan with axis=2 on CUDA tensors, against
+    the float64 recurrence in (B, T, n); h0, dh_last, return_final; time-last arrays that are
+    transposed views of (B, T, n) storage too. (2, 80, 1100): 160 rows of a whole tile, the
+    (B * n, T, 1) row view where the GPU has at most 160 SMs; the others take the copies."""
     import strux
     import strux.torch as st
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert K.runs_as_rows(torch.empty(B, n, T, dtype=dtype, device=DEV)) == (B * n >= sms and T >= 1024 * 2 // (
+        torch.empty((), dtype=dtype).element_size())), (B, n, T)
     a, b = coeffs(B, T, n, dtype)
     dh = coeffs(B, T, n, dtype, seed=2)[1]
     h0 = coeffs(B, 1, n, dtype, seed=1)[1][:, 0].contiguous()

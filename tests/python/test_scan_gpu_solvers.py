@@ -262,17 +262,18 @@ def _sms():
     (1, 129, 8, "float32", "chunk"),
     # n = 1 (the time-last layout as rows): one block per row from one row per SM
     (8448, 1985, 1, "float32", "rows"), (132, 127100, 1, "complex64", "rows"), (528, 4096, 1, "bfloat16", "rows"),
-    (33, 4096, 1, "float32", "chunk"), (64, 16, 1, "float16", "seq1"),
+    (33, 4096, 1, "float32", "chunk"), (64, 16, 1, "float16", "seq1"), (8448, 511, 1, "float32", "chunk"),
 ])
 def test_default_solver_rule(B, T, n, dtype, want):
-    """The default's choice: the rule (n = 1 with at least one row per SM: rows; else chunk up to
+    """The default's choice: the rule (n = 1 with at least one row per SM and a tile of time
+    (128 x 16 bytes): rows; else chunk up to
     128 channels per SM with T > 128, seqv past 512 per SM, else seq1; float64 / complex128
     lookback) on every row, and on a GPU with the measured SM count (132: H100, H200) the choices
     the measurements were made for."""
     sms, vec = _sms(), {"float32": 4, "complex64": 2, "float16": 8, "bfloat16": 8}
     if dtype in ("float64", "complex128"):
         rule = "lookback"
-    elif n == 1 and B >= sms:
+    elif n == 1 and B >= sms and T >= 128 * 16 // torch.empty((), dtype=getattr(torch, dtype)).element_size():
         rule = "rows"
     elif B * n <= 128 * sms and T > 128:
         rule = "chunk"

@@ -117,14 +117,17 @@ def diag_scan(a: Tensor, b: Tensor, h0: Optional[Tensor] = None, *, axis: int = 
               return_final: bool = False):
     """Differentiable h_t = a_t ⊙ h_{t-1} + b_t (B, T, n); returns h or (h, h_last), h_last the
     final state. ``axis``, ``reverse`` and an ``a`` broadcasting to b's shape as in strux.diag_scan:
-    differentiable torch layout maps around the op (a copy; time-last CUDA tensors, time forwards
-    and ``a`` not broadcast, run as B * n rows of time without one)."""
+    differentiable torch layout maps around the op (a copy; in eager mode, time-last CUDA tensors
+    with time forwards and ``a`` not broadcast run as B * n rows of time without one where the plan
+    takes its row kernel)."""
     if return_final is not False:
         _C._flag(return_final, "return_final")
     if not _C._plain(a, b, axis, reverse):
         _ck_tensors(_ck_REAL_OR_COMPLEX, "a", a, _H0, b=b, h0=h0)
         t, flip, shape = _C._layout(tuple(a.shape), tuple(b.shape), axis, reverse)
-        if _C._rows_view(a, b, h0, t, flip, shape):  # time-last CUDA tensors as rows, no copies
+        # time-last CUDA tensors as rows, no copies (eager only: the plan query is not traceable)
+        if not _compiling() and _C._rows_view(a, b, h0, t, flip, shape,
+                                              cuda=a.is_cuda and b.is_cuda and (h0 is None or h0.is_cuda)):
             B, n, T = b.shape
             h = diag_scan(_C._as_rows(a, B, n), _C._as_rows(b, B, n), _C._as_rows(h0, B, n)).reshape(B, n, T)
             return (h, h[:, :, -1]) if return_final else h

@@ -18,11 +18,16 @@ template <class T>
 __device__ __forceinline__ float ld(const T* p);
 template <>
 __device__ __forceinline__ float ld<float>(const float* p) { return __ldg(p); }
+// Half types through the unsigned short __ldg: cuda_fp16's own __half __ldg was seen hoisted out
+// of its bounds guard in the scan kernels (bench/NOTES-gpu-scan.md); these loads sit behind such
+// guards too.
 template <>
-__device__ __forceinline__ float ld<__half>(const __half* p) { return __half2float(__ldg(p)); }
+__device__ __forceinline__ float ld<__half>(const __half* p) {
+  return __half2float(__ushort_as_half(__ldg(reinterpret_cast<const unsigned short*>(p))));
+}
 template <>
 __device__ __forceinline__ float ld<__nv_bfloat16>(const __nv_bfloat16* p) {
-  return __bfloat162float(__ldg(p));
+  return __bfloat162float(__ushort_as_bfloat16(__ldg(reinterpret_cast<const unsigned short*>(p))));
 }
 __device__ __forceinline__ void st(float* p, float v) { *p = v; }
 __device__ __forceinline__ void st(__half* p, float v) { *p = __float2half_rn(v); }

@@ -52,7 +52,7 @@ bool tr_batch(const Problem& q) { return q.batch >= 1024; }
 // Small batches, batch-first forwards, where the path measured faster than the default per
 // factor on the H200 and again on the H100 (bench/NOTES-gpu-ks-small.md): float32 up to batch 8,
 // and up to 64 where d > 1 (a d == 1 factor's cuBLAS default wins at 64); halves at batch 1, but
-// not a d == 1 group of over 2^17 weights (cuBLAS GemmEx, 0.87-0.88x there). dx and batch-last
+// not a d == 1 factor of over 2^17 weights (a*b*c) (cuBLAS GemmEx, 0.87-0.88x there). dx and batch-last
 // are not measured against the default: forced only.
 bool small_batch(const Problem& q) {
   if (q.bl || q.dx) return false;

@@ -193,6 +193,10 @@ int sm_count() {
 // float64 / complex128 run the look-back kernel only: the streaming kernels pack 32-bit words
 // and their register rings are sized for 2- to 8-byte elements in float32 arithmetic.
 bool has_seq(DType dt) { return dt != DType::f64 && dt != DType::c128; }
+// The rows kernel's tile in time steps: RW_THREADS threads of 16 bytes each.
+int64_t rows_tile(DType dt) {
+  return int64_t(scan::RW_THREADS) * 16 / (dt == DType::c64 ? 8 : dt == DType::f32 ? 4 : 2);
+}
 int64_t vec_width(DType dt) {
   return dt == DType::c64 || dt == DType::f64 ? 2 : dt == DType::c128 ? 1 : dt == DType::f32 ? 4 : 8;
 }
@@ -208,11 +212,12 @@ struct Solver {
 };
 const Solver kSolvers[] = {
     // n == 1 (the time-last layout (B, n, T) as (B * n, T, 1)): one block per row, preferred from
-    // one row per SM up (H100, float32: 2.4x the chunk kernel's forward at 132 rows, 4-5x from 528
-    // rows, 79-95% of copy bandwidth; at 33 rows the chunk kernel's time-parallel forward is
-    // 10% faster; bench/NOTES-gpu-scan.md)
+    // one row per SM up and rows of at least one tile (H100, float32: 2.4x the chunk kernel's
+    // forward at 132 rows, 4-5x from 528 rows, 79-95% of copy bandwidth; at 33 rows the chunk
+    // kernel's time-parallel forward is 10% faster; rows shorter than a tile were not measured;
+    // bench/NOTES-gpu-scan.md)
     {DiagScanAlgo::rows, [](const Problem& q) { return has_seq(q.dt) && q.n == 1; },
-     [](const Problem& q) { return q.B >= q.sms; }},
+     [](const Problem& q) { return q.B >= q.sms && q.T >= rows_tile(q.dt); }},
     {DiagScanAlgo::lookback, [](const Problem&) { return true; }, [](const Problem& q) { return !has_seq(q.dt); }},
     {DiagScanAlgo::chunk, [](const Problem& q) { return has_seq(q.dt); },
      [](const Problem& q) { return q.B * q.n <= CHUNK_MAX_PER_SM * q.sms && q.T > scan::CH; }},
