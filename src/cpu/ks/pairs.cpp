@@ -51,6 +51,9 @@ STRUX_INLINE void st(T* p, Vec<T> v) {
   std::memcpy(p, &v, sizeof v);
 }
 
+// p with a zero bit inserted at bit log2(d) (d a power of two): the q-th p with p & d == 0.
+STRUX_INLINE int64_t spread(int64_t q, int64_t d) { return ((q & ~(d - 1)) << 1) | (q & (d - 1)); }
+
 // Lane t takes lane t ^ D (the partner position of a factor with d = D < V).
 template <int D>
 STRUX_INLINE vf swap(vf v) {
@@ -90,6 +93,32 @@ STRUX_INLINE void fwd_vecs(int64_t d, const T* __restrict wd, const T* __restric
         st(dst + r * n + q, a1 * x1 + b1 * x0);
       }
     }
+}
+
+// Two vector stages d1 != d2 (both >= V) in one pass: the quad of vectors at p, p + d1, p + d2,
+// p + d1 + d2 is closed under both, so it goes through both in registers.
+template <class T>
+STRUX_INLINE void fwd_vecs2(int64_t d1, int64_t d2, const T* __restrict w1, const T* __restrict w2, const T* src,
+                            T* dst, int64_t n, int64_t rows) {
+  const int64_t lo = std::min(d1, d2), hi = std::max(d1, d2);
+  for (int64_t q = 0; q < n / 4; q += kV<T>) {
+    const int64_t p0 = spread(spread(q, lo), hi), p1 = p0 + d1, p2 = p0 + d2, p3 = p1 + d2;
+    const Vec<T> a0 = ld(w1 + p0), a1 = ld(w1 + p1), a2 = ld(w1 + p2), a3 = ld(w1 + p3);
+    const Vec<T> b0 = ld(w1 + n + p0), b1 = ld(w1 + n + p1), b2 = ld(w1 + n + p2), b3 = ld(w1 + n + p3);
+    const Vec<T> c0 = ld(w2 + p0), c1 = ld(w2 + p1), c2 = ld(w2 + p2), c3 = ld(w2 + p3);
+    const Vec<T> e0 = ld(w2 + n + p0), e1 = ld(w2 + n + p1), e2 = ld(w2 + n + p2), e3 = ld(w2 + n + p3);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* sr = src + r * n;
+      T* dr = dst + r * n;
+      const Vec<T> x0 = ld(sr + p0), x1 = ld(sr + p1), x2 = ld(sr + p2), x3 = ld(sr + p3);
+      const Vec<T> y0 = a0 * x0 + b0 * x1, y1 = a1 * x1 + b1 * x0;  // pairs under d1
+      const Vec<T> y2 = a2 * x2 + b2 * x3, y3 = a3 * x3 + b3 * x2;
+      st(dr + p0, c0 * y0 + e0 * y2);  // pairs under d2
+      st(dr + p2, c2 * y2 + e2 * y0);
+      st(dr + p1, c1 * y1 + e1 * y3);
+      st(dr + p3, c3 * y3 + e3 * y1);
+    }
+  }
 }
 
 template <class T>
@@ -179,8 +208,6 @@ STRUX_INLINE void bwd_stage(int64_t d, const T* wd, const T* wt, const T* a, con
 template <class T>
 constexpr int64_t kCols = 4 * kV<T>;
 
-// p with a zero bit inserted at bit log2(d) (d a power of two): the q-th p with p & d == 0.
-STRUX_INLINE int64_t spread(int64_t q, int64_t d) { return ((q & ~(d - 1)) << 1) | (q & (d - 1)); }
 
 // Rows of x and y are far apart (1024 rows: more streams than the hardware prefetchers follow),
 // so the passes that read x or write y fetch the rows of the pairs / quads kPf steps ahead.
@@ -249,10 +276,58 @@ struct Stages {
   const T* wt;
 };
 
+// Consecutive lane stages d = Ds... (a butterfly's first log2(V) factors: 1, 2, 4, 8) in one
+// pass: each vector is loaded once, goes through all of them in registers, stored once.
+// w: the first one's wd (stage g's wd at w + 2 g n, wo at w + (2 g + 1) n).
+template <class T, int... Ds>
+STRUX_INLINE void fwd_lane_run(const T* __restrict w, const T* src, T* dst, int64_t n, int64_t rows) {
+  constexpr int K = sizeof...(Ds);
+  for (int64_t p = 0; p < n; p += kV<T>) {
+    Vec<T> a[K], b[K];
+    for (int g = 0; g < K; ++g) a[g] = ld(w + 2 * g * n + p), b[g] = ld(w + (2 * g + 1) * n + p);
+    for (int64_t r = 0; r < rows; ++r) {
+      Vec<T> x = ld(src + r * n + p);
+      int g = 0;
+      ((x = a[g] * x + b[g] * swap<Ds>(x), ++g), ...);
+      st(dst + r * n + p, x);
+    }
+  }
+}
+
+// Whether stages s .. s + k - 1 have d = 1, 2, 4, ... (k of them).
+inline bool lane_run(const int64_t* d, int64_t s, int64_t P, int64_t k) {
+  if (s + k > P) return false;
+  for (int64_t g = 0; g < k; ++g)
+    if (d[s + g] != int64_t(1) << g) return false;
+  return true;
+}
+
 template <class T>
 STRUX_INLINE void chain_fwd(const Stages<T>& S, const T* x, T* y, int64_t rows) {
-  for (int64_t s = 0; s < S.P; ++s)
-    fwd_stage<T>(S.d[s], S.w + 2 * s * S.n, S.w + (2 * s + 1) * S.n, s == 0 ? x : y, y, S.n, rows);
+  const int64_t n = S.n;
+  for (int64_t s = 0; s < S.P;) {
+    const T* src = s == 0 ? x : y;
+    const T* w = S.w + 2 * s * n;
+    if constexpr (kV<T> == 16) {
+      if (lane_run(S.d, s, S.P, 4)) {
+        fwd_lane_run<T, 1, 2, 4, 8>(w, src, y, n, rows);
+        s += 4;
+        continue;
+      }
+    }
+    if (lane_run(S.d, s, S.P, 3)) {
+      fwd_lane_run<T, 1, 2, 4>(w, src, y, n, rows);
+      s += 3;
+      continue;
+    }
+    if (s + 1 < S.P && S.d[s] >= kV<T> && S.d[s + 1] >= kV<T> && S.d[s] != S.d[s + 1]) {
+      fwd_vecs2<T>(S.d[s], S.d[s + 1], w, w + 2 * n, src, y, n, rows);
+      s += 2;
+      continue;
+    }
+    fwd_stage<T>(S.d[s], w, w + n, src, y, n, rows);
+    s += 1;
+  }
 }
 
 // acts[s] (s >= 1) receive the inputs of stage s (stage 0's is x); g: the cotangent rows

@@ -7,6 +7,9 @@
 // one with d < V pairs lanes inside each vector (one lane permute): no transpose of the batch
 // (the tile kernel's cost), and a block of a few rows (<= 16 KiB) stays in L1 through every
 // factor, each vector of weights loaded once per block of rows. One read of x, one write of y.
+// Forward passes take several factors at once where they can: the lane factors d = 1, 2, 4, 8
+// of a butterfly in one pass (each vector through all four in registers), and two vector
+// factors per pass (a quad of vectors closed under both).
 // Backward per block: the factors' inputs recomputed (kept per thread), then per factor, from
 // K_1 to K_P, dwd[p] += g[p] a[p] and dwo[p] += g[p] a[p ^ d] lane-wise (positions are lanes:
 // no horizontal sums), and g <- g K_p, i.e. g'[p] = wd[p] g[p] + wo[p ^ d] g[p ^ d].
