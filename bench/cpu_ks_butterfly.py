@@ -14,7 +14,8 @@ Candidates, per layout ("bsf": x (batch, N) -> x K^T; "bsl": x (N, batch) -> K x
 - einsum: the natural numpy recipe, one np.einsum per factor over the (a, b, c, d) reshape;
 - (--more) numpy broadcast: per radix-2 factor y = w[:, :, 0] x_0 + w[:, :, 1] x_1 with
   broadcasting, a faster numpy recipe than einsum, listed so the einsum figure is not the only one;
-- (--more) strux factor by factor with GEMMs (solver "gemm"), the path before the tiles.
+- (--more) strux factor by factor with GEMMs (solver "gemm"), the path before the tiles, and
+  the fused tile kernel (solver "fused"), the path before the radix-2 pair kernels.
 --backward adds dx and every dw (ks_chain_vjp) against einsum per factor and the dense dy K.
 
 Run: PYTHONPATH=python python bench/cpu_ks_butterfly.py [--rounds 30] [--more] [--backward]
@@ -171,6 +172,7 @@ def main():
         if args.more:
             fns[f"{lay} numpy broadcast"] = lambda xi=xi, lay=lay: broadcast_chain(xi, ws, ps, lay)
             fns[f"{lay} strux gemm path"] = lambda xi=xi, lay=lay: _ext.ks_chain_f32(xi, ws, flat, lay, "gemm")
+            fns[f"{lay} strux tiles"] = lambda xi=xi, lay=lay: _ext.ks_chain_f32(xi, ws, flat, lay, "fused")
         for k in fns:
             if k.startswith(lay + " "):
                 refs[k] = r
@@ -179,7 +181,9 @@ def main():
         fns["bwd strux"] = lambda: ks_chain_vjp(dy, x, ws, ps)
         fns["bwd einsum"] = lambda: einsum_chain_vjp(dy, x, ws, ps)
         fns["bwd dense (dx only)"] = lambda: (dy @ K32, None)
-        refs.update({k: dy.astype(np.float64) @ K for k in ("bwd strux", "bwd einsum", "bwd dense (dx only)")})
+        if args.more:
+            fns["bwd strux tiles"] = lambda: _ext.ks_chain_vjp_f32(dy, x, ws, flat, "bsf", "fused")
+        refs.update({k: dy.astype(np.float64) @ K for k in fns if k.startswith("bwd")})
 
     errs = {}
     for k, f in fns.items():
