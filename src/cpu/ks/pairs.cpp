@@ -54,16 +54,32 @@ STRUX_INLINE void st(T* p, Vec<T> v) {
 // p with a zero bit inserted at bit log2(d) (d a power of two): the q-th p with p & d == 0.
 STRUX_INLINE int64_t spread(int64_t q, int64_t d) { return ((q & ~(d - 1)) << 1) | (q & (d - 1)); }
 
-// Lane t takes lane t ^ D (the partner position of a factor with d = D < V).
+// Lane t takes lane t ^ D (the partner position of a factor with d = D < V). GCC's
+// __builtin_shuffle (GCC >= 4.7; __builtin_shufflevector only from GCC 12), clang's
+// __builtin_shufflevector.
+#if defined(__clang__)
+#define STRUX_SWAP16(v, D)                                                                                   \
+  __builtin_shufflevector(v, v, 0 ^ D, 1 ^ D, 2 ^ D, 3 ^ D, 4 ^ D, 5 ^ D, 6 ^ D, 7 ^ D, 8 ^ D, 9 ^ D, 10 ^ D, \
+                          11 ^ D, 12 ^ D, 13 ^ D, 14 ^ D, 15 ^ D)
+#define STRUX_SWAP8(v, D) __builtin_shufflevector(v, v, 0 ^ D, 1 ^ D, 2 ^ D, 3 ^ D, 4 ^ D, 5 ^ D, 6 ^ D, 7 ^ D)
+#else
+typedef int32_t vi32 __attribute__((vector_size(64)));
+typedef int64_t vi64 __attribute__((vector_size(64)));
+#define STRUX_SWAP16(v, D)                                                                                  \
+  __builtin_shuffle(v, vi32{0 ^ D, 1 ^ D, 2 ^ D, 3 ^ D, 4 ^ D, 5 ^ D, 6 ^ D, 7 ^ D, 8 ^ D, 9 ^ D, 10 ^ D, \
+                            11 ^ D, 12 ^ D, 13 ^ D, 14 ^ D, 15 ^ D})
+#define STRUX_SWAP8(v, D) __builtin_shuffle(v, vi64{0 ^ D, 1 ^ D, 2 ^ D, 3 ^ D, 4 ^ D, 5 ^ D, 6 ^ D, 7 ^ D})
+#endif
 template <int D>
 STRUX_INLINE vf swap(vf v) {
-  return __builtin_shufflevector(v, v, 0 ^ D, 1 ^ D, 2 ^ D, 3 ^ D, 4 ^ D, 5 ^ D, 6 ^ D, 7 ^ D, 8 ^ D, 9 ^ D, 10 ^ D,
-                                 11 ^ D, 12 ^ D, 13 ^ D, 14 ^ D, 15 ^ D);
+  return STRUX_SWAP16(v, D);
 }
 template <int D>
 STRUX_INLINE vd swap(vd v) {
-  return __builtin_shufflevector(v, v, 0 ^ D, 1 ^ D, 2 ^ D, 3 ^ D, 4 ^ D, 5 ^ D, 6 ^ D, 7 ^ D);
+  return STRUX_SWAP8(v, D);
 }
+#undef STRUX_SWAP16
+#undef STRUX_SWAP8
 
 // ---- forward: dst[p] = wd[p] src[p] + wo[p] src[p ^ d] on every row of the block ------------
 // src may be dst (in place: each pair is read before it is written).
