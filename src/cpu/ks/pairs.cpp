@@ -217,13 +217,13 @@ STRUX_INLINE void bwd_stage(int64_t d, const T* wd, const T* wt, const T* a, con
 // ---- batch-size-last: tiles of kCols batch columns, tile[p C + t] = x[p, t0 + t] --------------
 // A row of x (N, batch) is one position, so a factor combines whole rows: with weights
 // broadcast, the vectors run along the batch. Rows are batch values apart (16 KiB at batch
-// 4096: they would share a few cache sets), so the tile is copied into contiguous scratch
-// (C = 64 float values per position, N C in all: 256 KiB at N = 1024, in L2), and two consecutive
-// factors run per pass: the quad {p, p ^ d1, p ^ d2, p ^ d1 ^ d2} is closed under both, so its
-// 4 C values go through both factors in registers (half the passes over the tile).
+// 4096: they would share a few cache sets), so the passes between the first and the last run
+// on contiguous scratch (C = 64 float values per position, N C in all: 256 KiB at N = 1024, in
+// L2; 32 / 128 columns measured no better, bench/NOTES-cpu.md "ks pairs"); the first pass reads
+// x and the last writes y directly. Two consecutive factors run per pass: the quad {p, p ^ d1,
+// p ^ d2, p ^ d1 ^ d2} is closed under both, so its 4 C values go through both in registers.
 template <class T>
 constexpr int64_t kCols = 4 * kV<T>;
-
 
 // Rows of x and y are far apart (1024 rows: more streams than the hardware prefetchers follow),
 // so the passes that read x or write y fetch the rows of the pairs / quads kPf steps ahead.
