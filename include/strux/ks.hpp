@@ -42,9 +42,12 @@ KSLayout ks_layout(const std::string& s, const char* arg = "layout");
 // per-group GEMMs otherwise; bench/NOTES-cpu.md "ks tiles").
 //   factor: Gemm = one BLAS GEMM per (i, j) group; Tiles = the small-block tile kernel.
 //   chain:  Fused = every factor on a tile of batch rows in cache (one read of x, one write of
-//           y); Factors = factor by factor, each by its own rule; Gemm = factor by factor, GEMMs.
-enum class KSSolver { Automatic, Gemm, Tiles, Fused, Factors };
-// "" (Automatic), "gemm", "tiles" for a factor; "", "fused", "factors", "gemm" for a chain;
+//           y); Factors = factor by factor, each by its own rule; Gemm = factor by factor, GEMMs;
+//           Pairs = radix-2 chains (every factor (a, 2, 2, d), d a power of two, batch-first):
+//           blocks of batch rows in L1 through every factor, pairs of positions as vector lanes,
+//           no transposes (the automatic choice where it applies; bench/NOTES-cpu.md "ks pairs").
+enum class KSSolver { Automatic, Gemm, Tiles, Fused, Factors, Pairs };
+// "" (Automatic), "gemm", "tiles" for a factor; "", "fused", "factors", "gemm", "pairs" for a chain;
 // anything else is a ValueError naming `arg`.
 KSSolver ks_solver(const std::string& s, bool chain, const char* arg = "solver");
 
@@ -85,7 +88,8 @@ template <class T>
 class KSChainPlan {
  public:
   // ValueError naming 'patterns' (and the index) unless cols(K_p) == rows(K_{p+1}).
-  // solver: Automatic, Fused, Factors or Gemm (Tiles is Fused); see KSSolver.
+  // solver: Automatic, Fused, Factors, Gemm or Pairs (Tiles is Fused); see KSSolver. Pairs
+  // for a chain it cannot run is a ValueError naming 'solver'.
   explicit KSChainPlan(std::vector<KSPattern> patterns, KSLayout layout = KSLayout::BatchFirst,
                        int64_t max_batch = 0, KSSolver solver = KSSolver::Automatic);
 
@@ -94,6 +98,7 @@ class KSChainPlan {
   size_t size() const { return plans_.size(); }
   const KSPlan<T>& factor(size_t p) const { return plans_[p]; }
   bool fused() const { return fused_; }  // whether the whole chain runs on tiles in cache
+  bool pairs() const { return pairs_; }  // whether it runs the radix-2 pair kernels (Pairs)
 
   // y = x Kᵀ (bsf) or K x (bsl); w[p] is factor p's (a_p, b_p, c_p, d_p) values.
   void forward(const T* x, const T* const* w, T* y, int64_t batch);
@@ -112,6 +117,7 @@ class KSChainPlan {
   std::vector<KSPattern> patterns_;
   KSLayout layout_;
   bool fused_ = false;
+  bool pairs_ = false;
   std::vector<int64_t> act_off_;  // per factor, offset (in units of batch) of its stored input
   int64_t act_total_ = 0;         // sum of stored input widths
   int64_t max_width_ = 0;         // widest factor side (for the gradient ping-pong)

@@ -18,10 +18,14 @@ using api::ptr;
 
 // The CPU solver tables (options.solver; "" = the rule of <strux/ks.hpp> KSSolver).
 const std::initializer_list<const char*> kFactorSolvers = {"", "gemm", "tiles"};
-const std::initializer_list<const char*> kChainSolvers = {"", "fused", "factors", "gemm"};
+const std::initializer_list<const char*> kChainSolvers = {"", "fused", "factors", "gemm", "pairs"};
 KSSolver factor_solver(int i) { return i == 1 ? KSSolver::Gemm : i == 2 ? KSSolver::Tiles : KSSolver::Automatic; }
 KSSolver chain_solver(int i) {
-  return i == 1 ? KSSolver::Fused : i == 2 ? KSSolver::Factors : i == 3 ? KSSolver::Gemm : KSSolver::Automatic;
+  return i == 1   ? KSSolver::Fused
+         : i == 2 ? KSSolver::Factors
+         : i == 3 ? KSSolver::Gemm
+         : i == 4 ? KSSolver::Pairs
+                  : KSSolver::Automatic;
 }
 
 // The CPU backend Impl<T>(p, solver) of problem p (make_cpu with a solver table).
@@ -74,6 +78,12 @@ class CpuKSChain final : public KSChainBackend {
     std::string s = msg("ks chain of ", p_.patterns.size(), " factors");
     for (const auto& q : p_.patterns) s += " " + pattern_str(q);
     s = msg(s, ", batch ", p_.batch, ", ", layout_str(p_.layout), ", ", dtype_name(p_.dtype), " on cpu: ");
+    if (plan_.pairs() && p_.layout == KSLayout::BatchFirst)
+      return msg(s, "radix-2 pairs: blocks of batch rows kept in L1 through every factor, pairs of positions as "
+                    "vector lanes (one read of x, one write of y); workspace: none");
+    if (plan_.pairs())
+      return msg(s, "radix-2 pairs: tiles of batch columns through every factor, two factors per pass in "
+                    "registers (one read of x, one write of y); backward: the fused tile kernel; workspace: none");
     if (plan_.fused())
       return msg(s, "fused: every factor on per-thread tiles of batch rows kept in cache (one read of x, one "
                     "write of y; consecutive radix-2 stages merged in the forward pass); workspace: none");

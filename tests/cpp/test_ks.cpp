@@ -269,9 +269,45 @@ TEST(KSChain, EverySolver) {
           check_chain<double>(ps, L, batch, rng, s);
           check_chain<float>(ps, L, batch, rng, s);
         }
-  EXPECT_TRUE(KSChainPlan<float>(butterfly(1024, 2)).fused());
+  EXPECT_TRUE(KSChainPlan<float>(butterfly(1024, 4)).fused());
+  EXPECT_FALSE(KSChainPlan<float>(butterfly(1024, 2)).fused());  // radix 2: the pair kernels
   EXPECT_FALSE(KSChainPlan<float>({{1, 32, 32, 32}, {32, 32, 32, 1}}).fused());
-  EXPECT_FALSE(KSChainPlan<float>(butterfly(1 << 16, 2)).fused());  // tiles over the cache budget
+  EXPECT_FALSE(KSChainPlan<float>(butterfly(1 << 16, 4)).fused());  // tiles over the cache budget
+}
+
+// The radix-2 pair kernels (solver Pairs): vectors of positions (bsf: d below, at and above one
+// vector's lanes, N of one vector), batch rows in blocks (1, a prime, several blocks), tiles of
+// batch columns (bsl: short and several tiles), factors in any order of d, a repeated d (no
+// quad), a != a power of two, a single factor; then the automatic rule and the refusals.
+TEST(KSChain, Pairs) {
+  std::mt19937_64 rng(19);
+  const std::vector<std::vector<KSPattern>> both = {
+      butterfly(16, 2), butterfly(256, 2), butterfly(32, 2),
+      {{2, 2, 2, 4}, {8, 2, 2, 1}, {4, 2, 2, 2}},   // d = 4, 1, 2 (K_P first: 2, 1, 4)
+      {{8, 2, 2, 1}, {8, 2, 2, 1}, {4, 2, 2, 2}}};  // d = 1 twice in a row
+  for (const auto& ps : both)
+    for (auto L : kLayouts)
+      for (int64_t batch : {int64_t(1), int64_t(37), int64_t(130)}) {
+        check_chain<double>(ps, L, batch, rng, KSSolver::Pairs);
+        check_chain<float>(ps, L, batch, rng, KSSolver::Pairs);
+      }
+  const std::vector<KSPattern> a3 = {{3, 2, 2, 4}, {6, 2, 2, 2}, {12, 2, 2, 1}};  // N = 24
+  for (int64_t batch : {int64_t(1), int64_t(70)}) {
+    check_chain<double>(a3, KSLayout::BatchFirst, batch, rng, KSSolver::Pairs);  // 3 vectors of 8
+    check_chain<double>(a3, KSLayout::BatchLast, batch, rng, KSSolver::Pairs);
+    check_chain<float>(a3, KSLayout::BatchLast, batch, rng, KSSolver::Pairs);
+    check_chain<float>({{1, 2, 2, 1}}, KSLayout::BatchLast, batch, rng, KSSolver::Pairs);
+  }
+  EXPECT_TRUE(KSChainPlan<float>(butterfly(1024, 2)).pairs());
+  EXPECT_TRUE(KSChainPlan<double>(butterfly(1024, 2), KSLayout::BatchLast).pairs());
+  EXPECT_FALSE(KSChainPlan<float>(a3).pairs());  // bsf float32: 24 is not a whole vector
+  EXPECT_TRUE(KSChainPlan<float>(a3).fused());
+  EXPECT_FALSE(KSChainPlan<float>(butterfly(1024, 2), KSLayout::BatchFirst, 0, KSSolver::Fused).pairs());
+  EXPECT_THROW(KSChainPlan<float>(a3, KSLayout::BatchFirst, 0, KSSolver::Pairs), strux::ValueError);
+  EXPECT_THROW(KSChainPlan<float>(butterfly(64, 4), KSLayout::BatchLast, 0, KSSolver::Pairs), strux::ValueError);
+  EXPECT_THROW(KSChainPlan<double>({{1, 2, 2, 3}, {3, 2, 2, 1}}, KSLayout::BatchLast, 0, KSSolver::Pairs),
+               strux::ValueError);  // d = 3
+  EXPECT_THROW(KSPlan<float>({2, 2, 2, 2}, KSLayout::BatchFirst, KSSolver::Pairs), strux::ValueError);
 }
 
 TEST(KSChain, GrowsWorkspace) {
@@ -325,7 +361,11 @@ TEST(KSErrors, BadArguments) {
 TEST(KSSolvers, OperatorOptions) {
   namespace op = strux::op;
   const auto ps = butterfly(64, 2);
-  const op::KSChain fused({ps, 32}, strux::Options{""});
+  const op::KSChain pairs({ps, 32}, strux::Options{""});
+  EXPECT_NE(pairs.describe().find("radix-2 pairs"), std::string::npos) << pairs.describe();
+  const op::KSChain forced({ps, 32}, strux::Options{"pairs"});
+  EXPECT_NE(forced.describe().find("radix-2 pairs"), std::string::npos) << forced.describe();
+  const op::KSChain fused({ps, 32}, strux::Options{"fused"});
   EXPECT_NE(fused.describe().find("fused"), std::string::npos) << fused.describe();
   const op::KSChain gemm({ps, 32}, strux::Options{"gemm"});
   EXPECT_NE(gemm.describe().find("gemm"), std::string::npos) << gemm.describe();

@@ -357,3 +357,70 @@ def test_chain_fused_many_weights():
         assert relerr(dx, dx0) < 1e-12
         for d, d0 in zip(dws, dws0):
             assert relerr(d, d0) < 1e-12
+
+
+# ---- the radix-2 pair kernels (solver "pairs", the automatic choice for radix-2 chains) ---------
+
+PAIR_CHAINS = [strux.patterns.butterfly(16, 2), strux.patterns.butterfly(256, 2),
+               [(2, 2, 2, 4), (8, 2, 2, 1), (4, 2, 2, 2)],   # d in any order
+               [(8, 2, 2, 1), (8, 2, 2, 1), (4, 2, 2, 2)]]   # a repeated d
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("patterns", PAIR_CHAINS, ids=lambda c: "-".join("x".join(map(str, p)) for p in c))
+def test_chain_pairs(patterns, layout):
+    from strux import _ext
+    g = rng()
+    for dtype, sfx in ((np.float32, "_f32"), (np.float64, "_f64")):
+        ws = [g.standard_normal(p).astype(dtype) for p in patterns]
+        for batch in (1, 5, 37, 130):  # one row / column, a prime, several row blocks and column tiles
+            x = act(g, cols(patterns[-1]), batch, layout, dtype)
+            dy = act(g, rows(patterns[0]), batch, layout, dtype)
+            y = getattr(_ext, "ks_chain" + sfx)(x, ws, _flat(patterns), layout, "pairs")
+            assert relerr(y, ref.chain(x, ws, patterns, layout)) < 2 * TOL[dtype]
+            dx, dws = getattr(_ext, "ks_chain_vjp" + sfx)(dy, x, ws, _flat(patterns), layout, "pairs")
+            w64 = [w.astype(np.float64) for w in ws]
+            dx0, dws0 = getattr(_ext, "ks_chain_vjp_f64")(dy.astype(np.float64), x.astype(np.float64), w64,
+                                                         _flat(patterns), layout, "gemm")
+            assert relerr(dx, dx0) < 2 * TOL[dtype]
+            for d, d0 in zip(dws, dws0):
+                assert relerr(d, d0) < 4 * TOL[dtype]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_chain_pairs_public_api_non_contiguous(layout):
+    """ks_chain / ks_chain_vjp (the automatic rule picks the pair kernels) on strided views."""
+    g = rng()
+    ps = strux.patterns.butterfly(64, 2)
+    ws = [g.standard_normal(p) for p in ps]
+    big = g.standard_normal((2 * 19, 2 * 64))
+    x = big[::2, ::2] if layout == "bsf" else big[::2, ::2].T
+    for dtype in DTYPES:
+        bigd = big.astype(dtype)
+        xd = bigd[::2, ::2] if layout == "bsf" else bigd[::2, ::2].T  # strided, or a transposed view
+        assert not xd.flags.c_contiguous
+        wd = [w.astype(dtype) for w in ws]
+        y = ks_chain(xd, wd, ps, layout=layout)
+        assert relerr(y, ref.chain(x, ws, ps, layout)) < 2 * TOL[dtype]
+        dy = act(g, 64, 19, layout)[::-1]
+        dx, dws = ks_chain_vjp(dy.astype(dtype), xd, wd, ps, layout=layout)
+        dx0, dws0 = ks_chain_vjp(dy, x, ws, ps, layout=layout)  # float64 runs the same kernels
+        K = ref.dense(ws[0], ps[0])
+        for w, p in zip(ws[1:], ps[1:]):
+            K = K @ ref.dense(w, p)
+        assert relerr(dx, dy @ K if layout == "bsf" else K.T @ dy) < 2 * TOL[dtype]
+        for d, d0 in zip(dws, dws0):
+            assert relerr(d, d0) < 4 * TOL[dtype]
+
+
+def test_chain_pairs_refuses_other_chains():
+    from strux import _ext
+    x = np.zeros((3, 24), np.float32)
+    ps = [(3, 2, 2, 4), (6, 2, 2, 2), (12, 2, 2, 1)]  # 24 float32 values: not whole vectors (bsf)
+    ws = [np.zeros(p, np.float32) for p in ps]
+    with pytest.raises(ValueError, match="'solver'.*pairs"):
+        _ext.ks_chain_f32(x, ws, _flat(ps), "bsf", "pairs")
+    ps4 = strux.patterns.butterfly(16, 4)
+    with pytest.raises(ValueError, match="'solver'.*pairs"):
+        _ext.ks_chain_f32(np.zeros((3, 16), np.float32), [np.zeros(p, np.float32) for p in ps4], _flat(ps4),
+                          "bsf", "pairs")

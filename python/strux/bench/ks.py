@@ -7,8 +7,8 @@ group's columns are contiguous, one batched matmul over the a·d groups, permute
 weights are pre-permuted once, outside the timed call). The dense product x @ K.T (numpy's
 BLAS, every core) is a second baseline.
 
-Chains (issue 15's CPU goal): a radix-2 butterfly of N = 1024 (10 factors), forward and
-backward, and a radix-4 one. Baselines: numpy einsum per factor (y <- einsum over each
+Chains (issue 15's CPU goal): a radix-2 butterfly of N = 1024 (10 factors), forward in both
+layouts and backward, and a radix-4 one. Baselines: numpy einsum per factor (y <- einsum over each
 factor's (a, b, c, d) blocks, K_P first), the dense product x @ K.T with K = K_1 ⋯ K_P
 precomputed (threaded BLAS), and strux's factor-by-factor GEMM path (solver "gemm", the path
 before the fused tiles) in the same run.
@@ -66,11 +66,16 @@ def cases(quick: bool = False) -> list[Case]:
     return out
 
 
-def einsum_chain(x, ws, patterns):
-    """y = x Kᵀ for K = K_1 ⋯ K_P by one numpy einsum per factor (K_P first)."""
-    y, batch = x, x.shape[0]
+def einsum_chain(x, ws, patterns, layout="bsf"):
+    """y = x Kᵀ ("bsf") / K x ("bsl") for K = K_1 ⋯ K_P by one numpy einsum per factor (K_P first)."""
+    y = x
     for w, (a, b, c, d) in zip(ws[::-1], patterns[::-1]):
-        y = np.einsum("iklj,rilj->rikj", w, y.reshape(batch, a, c, d)).reshape(batch, a * b * d)
+        if layout == "bsf":
+            batch = y.shape[0]
+            y = np.einsum("iklj,rilj->rikj", w, y.reshape(batch, a, c, d)).reshape(batch, a * b * d)
+        else:
+            batch = y.shape[1]
+            y = np.einsum("iklj,iljr->ikjr", w, y.reshape(a, c, d, batch)).reshape(a * b * d, batch)
     return y
 
 
@@ -88,7 +93,7 @@ def einsum_chain_vjp(dy, x, ws, patterns):
     return g, dws
 
 
-def chain_cases(n=1024, radix=2, batch=BATCH, backward=False, seed=1) -> Case:
+def chain_cases(n=1024, radix=2, batch=BATCH, backward=False, seed=1, layout="bsf") -> Case:
     rng = np.random.default_rng(seed)
     ps = butterfly(n, radix)
     flat = [int(v) for p in ps for v in p]
@@ -102,6 +107,19 @@ def chain_cases(n=1024, radix=2, batch=BATCH, backward=False, seed=1) -> Case:
     K32 = K.astype(np.float32)
     nnz = sum(int(np.prod(p)) for p in ps)
     name = f"chain butterfly({n}, {radix}) x{len(ps)} B={batch} float32"
+    if layout == "bsl":  # x (N, batch) -> K x
+        xT = np.ascontiguousarray(x.T)
+        return Case(
+            family="ks", name=name + " bsl",
+            strux=lambda: ks_chain(xT, ws, ps, layout="bsl"),
+            baseline=lambda: einsum_chain(xT, ws, ps, "bsl"),
+            baseline_name="numpy einsum per factor",
+            bytes=4 * (2 * batch * n + nnz), flops=2.0 * batch * nnz, tol=1e-5,
+            reference=lambda: K @ x64.T,
+            more_baselines=[("numpy K @ x, dense K (threaded BLAS)", lambda: K32 @ xT),
+                            ("strux factor by factor, GEMMs (solver 'gemm')",
+                             lambda: _ext.ks_chain_f32(xT, ws, flat, "bsl", "gemm"))],
+        )
     if not backward:
         return Case(
             family="ks", name=name,
@@ -131,5 +149,5 @@ def chain_cases(n=1024, radix=2, batch=BATCH, backward=False, seed=1) -> Case:
 
 def chain_list(quick: bool = False) -> list[Case]:
     if quick:
-        return [chain_cases(64, 2, 256), chain_cases(64, 2, 256, backward=True)]
-    return [chain_cases(), chain_cases(backward=True), chain_cases(1024, 4)]
+        return [chain_cases(64, 2, 256), chain_cases(64, 2, 256, layout="bsl"), chain_cases(64, 2, 256, backward=True)]
+    return [chain_cases(), chain_cases(layout="bsl"), chain_cases(backward=True), chain_cases(1024, 4)]

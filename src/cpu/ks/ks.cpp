@@ -104,8 +104,9 @@ KSSolver ks_solver(const std::string& s, bool chain, const char* arg) {
   if (!chain && s == "tiles") return KSSolver::Tiles;
   if (chain && s == "fused") return KSSolver::Fused;
   if (chain && s == "factors") return KSSolver::Factors;
+  if (chain && s == "pairs") return KSSolver::Pairs;
   throw ValueError(msg("argument '", arg, "': expected one of ",
-                       chain ? "'', 'fused', 'factors', 'gemm'" : "'', 'gemm', 'tiles'", ", got '", s, "'"));
+                       chain ? "'', 'fused', 'factors', 'gemm', 'pairs'" : "'', 'gemm', 'tiles'", ", got '", s, "'"));
 }
 
 void ks_check_pattern(const KSPattern& p, const char* arg) {
@@ -119,7 +120,7 @@ template <class T>
 KSPlan<T>::KSPlan(KSPattern p, KSLayout layout, KSSolver solver) : p_(p), layout_(layout) {
   ks_check_pattern(p_);
   check_arg(solver == KSSolver::Automatic || solver == KSSolver::Gemm || solver == KSSolver::Tiles, "solver",
-            "expected Automatic, Gemm or Tiles for one factor, got Fused or Factors (chain solvers)");
+            "expected Automatic, Gemm or Tiles for one factor, got Fused, Factors or Pairs (chain solvers)");
   tiles_ = solver == KSSolver::Tiles ||
            (solver == KSSolver::Automatic && cpu::ks::tiles_suit({p_}, int64_t(sizeof(T))));
 }

@@ -1,5 +1,6 @@
-// Chains K_1 ⋯ K_P of KS factors: fused on tiles in cache (cpu/ks/tiles.hpp) where the solver
-// table says so, else factor by factor through a plan-owned workspace.
+// Chains K_1 ⋯ K_P of KS factors: radix-2 chains on rows in L1 (cpu/ks/pairs.hpp) or fused on
+// tiles in cache (cpu/ks/tiles.hpp) where the solver table says so, else factor by factor
+// through a plan-owned workspace.
 //
 // Workspace (all (width × batch) blocks, row-major in the plan's layout):
 //   [input of factor 0 … input of factor P-2] [gradient ping] [gradient pong]
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include "core/checked_size.hpp"
+#include "cpu/ks/pairs.hpp"
 #include "cpu/ks/tiles.hpp"
 #include "strux/ks.hpp"
 
@@ -36,9 +38,16 @@ KSChainPlan<T>::KSChainPlan(std::vector<KSPattern> patterns, KSLayout layout, in
     act_off_[p] = act_total_;
     act_total_ += patterns[p].cols();
   }
-  fused_ = solver == KSSolver::Fused || solver == KSSolver::Tiles ||
-           (solver == KSSolver::Automatic && cpu::ks::tiles_suit(patterns_, int64_t(sizeof(T))));
-  if (max_batch > 0 && !fused_) reserve(max_batch);
+  const bool pairs_ok = cpu::ks::pairs_suit(patterns_, layout_, int64_t(sizeof(T)));
+  check_arg(solver != KSSolver::Pairs || pairs_ok, "solver",
+            "'pairs' needs a chain of factors (a, 2, 2, d) with d a power of two (batch-first: and a "
+            "width that is a multiple of ", 64 / sizeof(T), "), got another chain");
+  // The pair kernels wherever they apply: faster than the tile kernel in both layouts
+  // (bench/NOTES-cpu.md "ks pairs").
+  pairs_ = solver == KSSolver::Pairs || (solver == KSSolver::Automatic && pairs_ok);
+  fused_ = !pairs_ && (solver == KSSolver::Fused || solver == KSSolver::Tiles ||
+                       (solver == KSSolver::Automatic && cpu::ks::tiles_suit(patterns_, int64_t(sizeof(T)))));
+  if (max_batch > 0 && !fused_ && !pairs_) reserve(max_batch);
 }
 
 template <class T>
@@ -54,6 +63,10 @@ void KSChainPlan<T>::reserve(int64_t batch) {
 
 template <class T>
 void KSChainPlan<T>::forward(const T* x, const T* const* w, T* y, int64_t batch) {
+  if (pairs_) {
+    check_positive(batch, "batch");
+    return cpu::ks::pairs_forward(patterns_, layout_, x, w, y, batch);
+  }
   if (fused_) {
     check_positive(batch, "batch");
     return cpu::ks::tiles_forward(patterns_, layout_, x, w, y, batch);
@@ -71,7 +84,11 @@ void KSChainPlan<T>::forward(const T* x, const T* const* w, T* y, int64_t batch)
 template <class T>
 void KSChainPlan<T>::backward(const T* dy, const T* x, const T* const* w, T* dx, T* const* dw,
                               int64_t batch) {
-  if (fused_) {
+  if (pairs_ && layout_ == KSLayout::BatchFirst) {
+    check_positive(batch, "batch");
+    return cpu::ks::pairs_backward(patterns_, dy, x, w, dx, dw, batch);
+  }
+  if (fused_ || pairs_) {  // the pair kernels' batch-last backward is the tile kernel's
     check_positive(batch, "batch");
     return cpu::ks::tiles_backward(patterns_, layout_, dy, x, w, dx, dw, batch);
   }
