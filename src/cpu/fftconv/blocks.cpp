@@ -4,6 +4,7 @@
 #include "cpu/fftconv/blocks.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -15,8 +16,24 @@
 
 namespace strux::cpu {
 
+// Modelled cost of a row in blocks of N: transforms of N log N plus about two passes per point
+// (copies, product, gates).
+double blocks_cost(int64_t L, int64_t m, int64_t N) {
+  const int64_t S = N - m + 1, nb = (L + S - 1) / S;
+  return double(nb) * double(N) * (std::log2(double(N)) + 2.0);
+}
+
 int64_t blocks_fft_size(int64_t L, int64_t m) {
-  return std::min(good_fft_size(std::max(kBlocksTapFactor * m, kBlocksMinFFT)), good_fft_size(L + m - 1));
+  // The whole row is no candidate unless every block would reach it: the model undervalues
+  // small transforms (in cache, powers of two), and whether blocks pay at all is the
+  // automatic rule's call, from measurements.
+  const int64_t whole = good_fft_size(L + m - 1);
+  int64_t best = 0;
+  for (int64_t f : {4, 8, 16}) {
+    const int64_t N = std::min(good_fft_size(std::max(f * m, kBlocksMinFFT)), whole);
+    if (best == 0 || blocks_cost(L, m, N) < blocks_cost(L, m, best)) best = N;
+  }
+  return best;
 }
 
 namespace {

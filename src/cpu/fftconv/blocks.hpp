@@ -26,10 +26,12 @@
 
 namespace strux::cpu {
 
-// Block FFT size for m taps used and rows of L: a smooth size of at least kBlocksTapFactor·m and
-// kBlocksMinFFT (bench/NOTES-cpu.md "fftconv-blocks"), never beyond the one transform of the whole
-// padded row, good_fft_size(L + m - 1) (then the row is one block).
-inline constexpr int64_t kBlocksTapFactor = 8;
+// Block FFT size for m taps used and rows of L: of the smooth sizes of at least 4m, 8m and 16m
+// (and kBlocksMinFFT), each cut to the one transform of the whole padded row good_fft_size(L + m - 1)
+// (then the row is one block), the one of least modelled cost ceil(L / S)·N·(log2 N + 2).
+// Why a model and not a fixed factor: with few blocks per row the padding of the last block
+// dominates (L = 65536, m = 4096: 3 blocks of 32768 lose to 6 of 16384), with many it does not
+// (bench/NOTES-cpu.md "fftconv-blocks").
 inline constexpr int64_t kBlocksMinFFT = 256;
 int64_t blocks_fft_size(int64_t L, int64_t m);
 
