@@ -13,7 +13,8 @@
 // Blocks (filters much shorter than the row): overlap-save over blocks, FFTs of a size N of a few
 // times the taps used (src/cpu/fftconv/blocks.hpp), causal and circular.
 // Automatic: Direct where taps used <= kDirectAutoTaps (bench/NOTES-cpu.md "fftconv-direct"),
-// else FFT.
+// else Blocks where L >= kBlocksAutoMinLength and kBlocksAutoRatio·N <= nfft (bench/NOTES-cpu.md
+// "fftconv-blocks"), else FFT.
 //
 // FFT size. Causal: taps s >= L never reach an output t < L, so only the first
 // Lk_used = min(Lk, L) taps matter and a linear convolution of length L + Lk_used - 1 is
@@ -39,6 +40,10 @@ enum class ConvSolver { Automatic, FFT, Direct, Blocks };
 inline constexpr int64_t kDirectMaxTaps = 64;
 // The automatic choice takes the direct solver up to this many taps used.
 inline constexpr int64_t kDirectAutoTaps = 16;
+// The automatic choice takes the blocks solver (more taps than kDirectAutoTaps) for rows of at
+// least this length whose block FFT size N is at most 1/kBlocksAutoRatio of the FFT solver's nfft.
+inline constexpr int64_t kBlocksAutoMinLength = 16384;
+inline constexpr int64_t kBlocksAutoRatio = 4;
 // "" / "automatic", "fft", "direct", "blocks" -> ConvSolver; anything else is a ValueError naming
 // 'solver'.
 ConvSolver parse_conv_solver(const std::string& solver);

@@ -287,6 +287,12 @@ TEST(FFTConvBlocks, SizesAndNames) {
   FFTConvPlan<float> b(1, 3, 100, k.data(), 5000, ConvMode::Causal, ConvSolver::Blocks);
   EXPECT_EQ(b.nfft(), 200);  // good_fft_size(100 + 100 - 1)
   EXPECT_EQ(strux::parse_conv_solver("blocks"), ConvSolver::Blocks);
+  // automatic: blocks from kBlocksAutoMinLength where N <= nfft / kBlocksAutoRatio, after direct
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 16384, k.data(), 17).solver(), ConvSolver::Blocks);
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 16384, k.data(), 16).solver(), ConvSolver::Direct);
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 16383, k.data(), 17).solver(), ConvSolver::FFT);
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 16384, k.data(), 17, ConvMode::Circular).solver(), ConvSolver::Blocks);
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 16384, k.data(), 4096).solver(), ConvSolver::FFT);  // N 16384
   EXPECT_STREQ(strux::conv_solver_name(ConvSolver::Blocks), "blocks");
 }
 

@@ -129,6 +129,21 @@ def test_nan_stays_in_its_blocks():
     assert np.isfinite(du[0, 1, :max(0, (t0 - N + 1) // S * S)]).all()  # blocks whose dz frame misses t0
 
 
+def test_automatic_rule():
+    """"auto" takes blocks from L = 16384 where more than 16 taps are used and the block FFT is at
+    most a quarter of the whole row's (bench/NOTES-cpu.md "fftconv-blocks"), and gives its bits."""
+    for L, Lk, mode, want in ((16384, 17, "causal", "blocks"), (16384, 16, "causal", "direct"),
+                              (16383, 17, "causal", "fft"), (65536, 1024, "causal", "blocks"),
+                              (16384, 4096, "causal", "fft"), (20011, 300, "circular", "blocks"),
+                              (4096, 64, "circular", "fft")):
+        assert strux.FFTConv(np.ones((1, Lk)), L, mode=mode).solver == want, (L, Lk, mode)
+    rng = np.random.default_rng(5)
+    u, k, dy = rng.standard_normal((1, 2, 16384)), rng.standard_normal((2, 40)), rng.standard_normal((1, 2, 16384))
+    assert np.array_equal(strux.fftconv(u, k), strux.fftconv(u, k, options=BLOCKS))
+    for a, b in zip(strux.fftconv_vjp(dy, u, k), strux.fftconv_vjp(dy, u, k, options=BLOCKS)):
+        assert (a is None and b is None) or np.array_equal(a, b)
+
+
 def test_names_and_object_api():
     rng = np.random.default_rng(1)
     k = rng.standard_normal((3, 50))

@@ -53,13 +53,13 @@ const char* conv_solver_name(ConvSolver solver) {
 
 namespace {
 
-// The automatic rule's choice of the blocks solver over one transform of the row (measured:
-// bench/NOTES-cpu.md "fftconv-blocks"). Until measured, never.
+// The automatic rule's choice of the blocks solver over one transform of the row, for m taps
+// used (> kDirectAutoTaps): rows of at least kBlocksAutoMinLength whose block transform is at
+// most 1/kBlocksAutoRatio of the whole row's (bench/NOTES-cpu.md "fftconv-blocks").
 bool blocks_pay(int64_t L, int64_t m, ConvMode mode) {
-  (void)L;
-  (void)m;
-  (void)mode;
-  return false;
+  if (L < kBlocksAutoMinLength) return false;
+  const int64_t whole = mode == ConvMode::Causal ? cpu::good_fft_size(L + m - 1) : L;
+  return kBlocksAutoRatio * cpu::blocks_fft_size(L, m) <= whole;
 }
 
 }  // namespace
