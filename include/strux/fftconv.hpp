@@ -43,7 +43,7 @@ inline constexpr int64_t kDirectAutoTaps = 16;
 // The automatic choice takes the blocks solver (more taps than kDirectAutoTaps) for rows of at
 // least this length whose block FFT size N is at most 1/kBlocksAutoRatio of the FFT solver's nfft.
 inline constexpr int64_t kBlocksAutoMinLength = 16384;
-inline constexpr int64_t kBlocksAutoRatio = 4;
+inline constexpr int64_t kBlocksAutoRatio = 8;
 // "" / "automatic", "fft", "direct", "blocks" -> ConvSolver; anything else is a ValueError naming
 // 'solver'.
 ConvSolver parse_conv_solver(const std::string& solver);

@@ -24,7 +24,7 @@ _MAX_FFT = 2**31 - 1
 _MODES = ("causal", "circular")
 #: options={"solver": ...} of the CPU path: "auto" (the plan's rule: the direct sums where at most
 #: strux's kDirectAutoTaps = 16 taps are used, else "blocks" where L >= 16384 and the block FFT is
-#: at most a quarter of the whole row's, else FFTW), "fft", "direct" (sums over the taps,
+#: at most an eighth of the whole row's, else FFTW), "fft", "direct" (sums over the taps,
 #: no transform; at most 64 taps used, causal min(Lk, L), circular Lk; else ValueError) or "blocks"
 #: (overlap-save over blocks of an FFT size of a few times the taps used: short filters, long rows).
 _CPU_SOLVERS = {"auto": "", "fft": "fft", "direct": "direct", "blocks": "blocks"}
@@ -70,7 +70,8 @@ class FFTConv:
     per (b, h) row. `mode` is "causal" (default) or "circular" (needs Lk <= L). `planner`:
     FFTW effort for new sizes, "estimate" / "measure" / "patient" (None: strux.set_planning's).
     `solver`: "auto" (default: direct sums over the taps where at most 16 taps are used, else
-    "blocks" where L >= 16384 and its block FFT is at most a quarter of the whole row's, else FFTW), "fft", "direct" (at most 64 taps used: causal min(Lk, L), circular Lk), or "blocks"
+    "blocks" where L >= 16384 and its block FFT is at most an eighth of the whole row's, else
+    FFTW), "fft", "direct" (at most 64 taps used: causal min(Lk, L), circular Lk), or "blocks"
     (overlap-save over blocks of an FFT size of a few times the taps used).
 
         op = strux.FFTConv(k, L)
@@ -179,7 +180,7 @@ def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=Non
     options: None, or {"solver": name} to force a solver: on the CPU "auto", "fft", "direct"
     (sums over the taps; at most 64 taps used; "auto" takes it up to 16) or "blocks" (overlap-save
     over blocks of a few times the taps, for short filters on long rows; "auto" takes it from
-    L = 16384 where its block FFT is at most a quarter of the whole row's); on the GPU "auto" (the
+    L = 16384 where its block FFT is at most an eighth of the whole row's); on the GPU "auto" (the
     direct kernels where at most 32 taps are used, else the FFT kernels), "fused", "cufft",
     "tensor", "fourstep" or "direct" (strux._cuda_fftconv.GPU_SOLVERS). A forced solver that does not apply raises ValueError.
     """

@@ -293,6 +293,8 @@ TEST(FFTConvBlocks, SizesAndNames) {
   EXPECT_EQ(FFTConvPlan<float>(1, 3, 16383, k.data(), 17).solver(), ConvSolver::FFT);
   EXPECT_EQ(FFTConvPlan<float>(1, 3, 16384, k.data(), 17, ConvMode::Circular).solver(), ConvSolver::Blocks);
   EXPECT_EQ(FFTConvPlan<float>(1, 3, 16384, k.data(), 4096).solver(), ConvSolver::FFT);  // N 16384
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 16384, k.data(), 1024).solver(), ConvSolver::FFT);  // N 4096, nfft 17496
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 65536, k.data(), 1024).solver(), ConvSolver::Blocks);  // 8192, 67200
   EXPECT_STREQ(strux::conv_solver_name(ConvSolver::Blocks), "blocks");
 }
 

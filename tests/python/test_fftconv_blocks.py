@@ -131,10 +131,11 @@ def test_nan_stays_in_its_blocks():
 
 def test_automatic_rule():
     """"auto" takes blocks from L = 16384 where more than 16 taps are used and the block FFT is at
-    most a quarter of the whole row's (bench/NOTES-cpu.md "fftconv-blocks"), and gives its bits."""
+    most an eighth of the whole row's (bench/NOTES-cpu.md "fftconv-blocks"), and gives its bits."""
     for L, Lk, mode, want in ((16384, 17, "causal", "blocks"), (16384, 16, "causal", "direct"),
                               (16383, 17, "causal", "fft"), (65536, 1024, "causal", "blocks"),
-                              (16384, 4096, "causal", "fft"), (20011, 300, "circular", "blocks"),
+                              (16384, 4096, "causal", "fft"), (16384, 1024, "circular", "fft"),
+                              (65536, 4096, "causal", "fft"), (20011, 200, "circular", "blocks"),
                               (4096, 64, "circular", "fft")):
         assert strux.FFTConv(np.ones((1, Lk)), L, mode=mode).solver == want, (L, Lk, mode)
     rng = np.random.default_rng(5)

@@ -85,8 +85,8 @@ void load_block(T* a, const T* u, const T* pre, int64_t t0, int64_t n, int64_t N
 }  // namespace
 
 template <class T>
-void blocks_forward(const RealFFT<T>& fft, int64_t rows, int64_t H, int64_t L, int64_t m, bool circular, const cplx<T>* K,
-                    int64_t cs, const T* u, const T* pre, const T* post, const T* skip, T* y) {
+void blocks_forward(const RealFFT<T>& fft, int64_t rows, int64_t H, int64_t L, int64_t m, bool circular,
+                    const cplx<T>* K, int64_t cs, const T* u, const T* pre, const T* post, const T* skip, T* y) {
   const int64_t N = fft.n();
   const int64_t S = N - m + 1, nb = (L + S - 1) / S, nx = nb * S + m - 1, nfreq = N / 2 + 1;
   const int nth = num_threads();
@@ -214,12 +214,12 @@ void blocks_backward(const RealFFT<T>& fft, int64_t B, int64_t H, int64_t L, int
   }
 }
 
-#define STRUX_BLOCKS(T)                                                                                          \
-  template void blocks_forward<T>(const RealFFT<T>&, int64_t, int64_t, int64_t, int64_t, bool, const cplx<T>*, int64_t,   \
-                                  const T*, const T*, const T*, const T*, T*);                                   \
-  template void blocks_backward<T>(const RealFFT<T>&, int64_t, int64_t, int64_t, int64_t, int64_t, bool, const cplx<T>*, \
-                                   int64_t, const T*, const T*, const T*, const T*, const T*, T*, T*, T*, T*,   \
-                                   T*);
+#define STRUX_BLOCKS(T)                                                                                 \
+  template void blocks_forward<T>(const RealFFT<T>&, int64_t, int64_t, int64_t, int64_t, bool, const cplx<T>*, \
+                                  int64_t, const T*, const T*, const T*, const T*, T*);                       \
+  template void blocks_backward<T>(const RealFFT<T>&, int64_t, int64_t, int64_t, int64_t, int64_t, bool,      \
+                                   const cplx<T>*, int64_t, const T*, const T*, const T*, const T*, const T*,  \
+                                   T*, T*, T*, T*, T*);
 STRUX_BLOCKS(float)
 STRUX_BLOCKS(double)
 #undef STRUX_BLOCKS

@@ -35,7 +35,8 @@ namespace strux::cpu {
 inline constexpr int64_t kBlocksMinFFT = 256;
 int64_t blocks_fft_size(int64_t L, int64_t m);
 
-// y for rows = B·H rows of L; fft: the transform of size N. K: (H, cs) half spectra at size N of the m taps, scaled by 1/N.
+// y for rows = B·H rows of L; fft: the transform of size N. K: (H, cs) half spectra at size N of
+// the m taps, scaled by 1/N.
 template <class T>
 void blocks_forward(const RealFFT<T>& fft, int64_t rows, int64_t H, int64_t L, int64_t m, bool circular,
                     const std::complex<T>* K, int64_t cs, const T* u, const T* pre, const T* post, const T* skip,
