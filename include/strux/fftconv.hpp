@@ -10,8 +10,11 @@
 //
 // Solvers. FFT: FFTW real transforms (the FFT size below). Direct (short filters, at most
 // kDirectMaxTaps taps used): each output summed tap by tap, no transform; cost B·H·L·taps.
+// Blocks (filters much shorter than the row): overlap-save over blocks, FFTs of a size N of a few
+// times the taps used (src/cpu/fftconv/blocks.hpp), causal and circular.
 // Automatic: Direct where taps used <= kDirectAutoTaps (bench/NOTES-cpu.md "fftconv-direct"),
-// else FFT.
+// else Blocks where L >= kBlocksAutoMinLength and kBlocksAutoRatio·N <= nfft (bench/NOTES-cpu.md
+// "fftconv-blocks"), else FFT.
 //
 // FFT size. Causal: taps s >= L never reach an output t < L, so only the first
 // Lk_used = min(Lk, L) taps matter and a linear convolution of length L + Lk_used - 1 is
@@ -32,14 +35,20 @@ enum class ConvMode { Causal, Circular };
 ConvMode parse_conv_mode(const std::string& mode);
 const char* conv_mode_name(ConvMode mode);
 
-enum class ConvSolver { Automatic, FFT, Direct };
+enum class ConvSolver { Automatic, FFT, Direct, Blocks };
 // The most taps (causal min(Lk, L), circular Lk) the direct solver takes, forced or automatic.
 inline constexpr int64_t kDirectMaxTaps = 64;
 // The automatic choice takes the direct solver up to this many taps used.
 inline constexpr int64_t kDirectAutoTaps = 16;
-// "" / "automatic", "fft", "direct" -> ConvSolver; anything else is a ValueError naming 'solver'.
+// The automatic choice takes the blocks solver (more taps than kDirectAutoTaps) for rows of at
+// least this length whose block FFT size N is at most 1/kBlocksAutoRatio of the FFT solver's nfft.
+inline constexpr int64_t kBlocksAutoMinLength = 16384;
+inline constexpr int64_t kBlocksAutoRatio = 8;
+// "" / "automatic", "fft", "direct", "blocks" -> ConvSolver; anything else is a ValueError naming
+// 'solver'.
 ConvSolver parse_conv_solver(const std::string& solver);
-const char* conv_solver_name(ConvSolver solver);  // "fft" / "direct" ("automatic" for Automatic)
+// "fft" / "direct" / "blocks" ("automatic" for Automatic)
+const char* conv_solver_name(ConvSolver solver);
 
 // Plan for one (B, H, L, k, mode): owns the cached FFTW plans and the filter spectrum
 // (H x nfreq, scaled by 1/nfft). Immutable after construction, so forward/backward may
@@ -48,7 +57,7 @@ template <class T>
 class FFTConvPlan {
  public:
   // k: (H, Lk) row-major; read during construction only. solver: Automatic (the rule above), FFT,
-  // or Direct (ValueError naming 'solver' when more than kDirectMaxTaps taps are used).
+  // Direct (ValueError naming 'solver' when more than kDirectMaxTaps taps are used) or Blocks.
   FFTConvPlan(int64_t B, int64_t H, int64_t L, const T* k, int64_t Lk, ConvMode mode = ConvMode::Causal,
               ConvSolver solver = ConvSolver::Automatic);
 
@@ -60,13 +69,14 @@ class FFTConvPlan {
   int64_t length() const;
   int64_t filter_length() const;  // Lk as given
   int64_t taps_used() const;      // causal: min(Lk, L); circular: Lk
-  ConvSolver solver() const;     // FFT or Direct: what the plan runs
-  int64_t nfft() const;           // 0 for the direct solver (no transform)
+  ConvSolver solver() const;     // FFT, Direct or Blocks: what the plan runs
+  int64_t nfft() const;           // 0 for the direct solver (no transform); blocks: the block size N
   int64_t nfreq() const;          // nfft / 2 + 1 (0 for the direct solver)
   int64_t spectrum_stride() const;  // row stride of filter_spectrum(), >= nfreq (alignment)
   ConvMode mode() const;
   // H rows (stride spectrum_stride()) of nfreq values: the half spectrum of the zero-padded
-  // filter, already divided by nfft (null for the direct solver, which keeps the taps).
+  // filter, already divided by nfft (null for the direct solver, which keeps the taps; at the
+  // block size N for the blocks solver).
   const std::complex<T>* filter_spectrum() const;
 
   // y = conv(k, u ⊙ pregate) (+ skip ⊙ v) (⊙ postgate). Null pregate/postgate/skip = absent.

@@ -23,9 +23,11 @@ _MAX_FFT = 2**31 - 1
 
 _MODES = ("causal", "circular")
 #: options={"solver": ...} of the CPU path: "auto" (the plan's rule: the direct sums where at most
-#: strux's kDirectAutoTaps = 16 taps are used, else FFTW), "fft" or "direct" (sums over the taps,
-#: no transform; at most 64 taps used, causal min(Lk, L), circular Lk; else ValueError).
-_CPU_SOLVERS = {"auto": "", "fft": "fft", "direct": "direct"}
+#: strux's kDirectAutoTaps = 16 taps are used, else "blocks" where L >= 16384 and the block FFT is
+#: at most an eighth of the whole row's, else FFTW), "fft", "direct" (sums over the taps,
+#: no transform; at most 64 taps used, causal min(Lk, L), circular Lk; else ValueError) or "blocks"
+#: (overlap-save over blocks of an FFT size of a few times the taps used: short filters, long rows).
+_CPU_SOLVERS = {"auto": "", "fft": "fft", "direct": "direct", "blocks": "blocks"}
 _PLANS = {np.dtype(np.float32): _ext.FFTConvPlanFloat32, np.dtype(np.float64): _ext.FFTConvPlanFloat64}
 
 
@@ -68,7 +70,9 @@ class FFTConv:
     per (b, h) row. `mode` is "causal" (default) or "circular" (needs Lk <= L). `planner`:
     FFTW effort for new sizes, "estimate" / "measure" / "patient" (None: strux.set_planning's).
     `solver`: "auto" (default: direct sums over the taps where at most 16 taps are used, else
-    FFTW), "fft", or "direct" (at most 64 taps used: causal min(Lk, L), circular Lk).
+    "blocks" where L >= 16384 and its block FFT is at most an eighth of the whole row's, else
+    FFTW), "fft", "direct" (at most 64 taps used: causal min(Lk, L), circular Lk), or "blocks"
+    (overlap-save over blocks of an FFT size of a few times the taps used).
 
         op = strux.FFTConv(k, L)
         y = op(u, pregate=None, postgate=None, skip=None)
@@ -105,12 +109,13 @@ class FFTConv:
 
     @property
     def nfft(self) -> int:
-        """FFT length used: causal good_fft_size(L + min(Lk, L) - 1), circular L; 0 for the direct solver."""
+        """FFT length used: causal good_fft_size(L + min(Lk, L) - 1), circular L; 0 for the direct solver;
+        the block FFT size for the blocks solver."""
         return self._plan.nfft
 
     @property
     def solver(self) -> str:
-        """What the plan runs: "fft" or "direct"."""
+        """What the plan runs: "fft", "direct" or "blocks"."""
         return self._plan.solver
 
     def __repr__(self) -> str:
@@ -172,8 +177,10 @@ def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=Non
     skip: optional (H,) per-channel skip weight.
     Returns y (B, H, L) in the dtype of u (float16/bfloat16 computed in float32).
     CUDA arrays (torch, CuPy) run on the GPU on the current stream and come back of their kind.
-    options: None, or {"solver": name} to force a solver: on the CPU "auto", "fft" or "direct"
-    (sums over the taps; at most 64 taps used; "auto" takes it up to 16); on the GPU "auto" (the
+    options: None, or {"solver": name} to force a solver: on the CPU "auto", "fft", "direct"
+    (sums over the taps; at most 64 taps used; "auto" takes it up to 16) or "blocks" (overlap-save
+    over blocks of a few times the taps, for short filters on long rows; "auto" takes it from
+    L = 16384 where its block FFT is at most an eighth of the whole row's); on the GPU "auto" (the
     direct kernels where at most 32 taps are used, else the FFT kernels), "fused", "cufft",
     "tensor", "fourstep" or "direct" (strux._cuda_fftconv.GPU_SOLVERS). A forced solver that does not apply raises ValueError.
     """

@@ -12,7 +12,7 @@ namespace {
 using api::FFTConvBackend;
 
 // The CPU solver table (options.solver; "" = the rule of <strux/fftconv.hpp> ConvSolver).
-const std::initializer_list<const char*> kSolvers = {"", "fft", "direct"};
+const std::initializer_list<const char*> kSolvers = {"", "fft", "direct", "blocks"};
 
 template <class T>
 class CpuFFTConv final : public FFTConvBackend {
@@ -34,6 +34,9 @@ class CpuFFTConv final : public FFTConvBackend {
                ", Lk = ", p_.Lk, ", ", dtype_name(p_.dtype), " on cpu: ",
                solver_ == ConvSolver::Direct
                    ? std::string("direct sums over the taps (short filter), OpenMP over rows")
+               : solver_ == ConvSolver::Blocks
+                   ? msg("blocks: overlap-save FFTW real FFTs of block length N = ", nfft_,
+                         " (short filter), filter spectrum computed per call, OpenMP over rows")
                    : msg("FFTW real FFTs of length nfft = ", nfft_,
                          ", filter spectrum computed per call, OpenMP over rows"),
                "; workspace: none (per-thread buffers inside the call)");
@@ -58,7 +61,10 @@ class CpuFFTConv final : public FFTConvBackend {
 
 std::unique_ptr<FFTConvBackend> make_cpu_fftconv(const op::FFTConvProblem& p, const Options& o) {
   const int i = api::solver_index(o, "the CPU fftconv", kSolvers);
-  const ConvSolver solver = i == 1 ? ConvSolver::FFT : i == 2 ? ConvSolver::Direct : ConvSolver::Automatic;
+  const ConvSolver solver = i == 1   ? ConvSolver::FFT
+                            : i == 2 ? ConvSolver::Direct
+                            : i == 3 ? ConvSolver::Blocks
+                                     : ConvSolver::Automatic;
   std::unique_ptr<FFTConvBackend> b;
   core::dispatch<core::RealScalars>(p.dtype, "problem.dtype", "the CPU fftconv",
                                     [&](auto tag) { b = std::make_unique<CpuFFTConv<typename decltype(tag)::type>>(p, solver); });

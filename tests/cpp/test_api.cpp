@@ -442,6 +442,11 @@ TEST(Api, Errors) {
   expect_error<strux::TypeError>([] { op::FFTConv({1, 1, 4, 2, strux::ConvMode::Causal, DType::f16}); }, "problem.dtype");
   expect_error<strux::TypeError>([] { op::DiagScan({1, 2, 3, DType::bf16}); }, "problem.dtype");
   expect_error<strux::ValueError>([] { op::FFTConv({1, 1, 4, 2}, strux::Options{"no-such-solver"}); }, "options.solver");
+  {  // the CPU solver table names "blocks", and describe() says what runs
+    op::FFTConv blocks({1, 1, 4096, 40}, strux::Options{"blocks"});
+    EXPECT_NE(blocks.describe().find("blocks"), std::string::npos) << blocks.describe();
+    EXPECT_EQ(op::FFTConv({1, 1, 4096, 40}, strux::Options{"fft"}).describe().find("blocks"), std::string::npos);
+  }
 #ifndef STRUX_HAVE_CUDA
   expect_error<strux::ValueError>(
       [] { op::FFTConv({1, 1, 4, 2, strux::ConvMode::Causal, DType::f32, strux::Device::cuda(0)}); }, "problem.device");

@@ -247,6 +247,57 @@ TEST(FFTConvDirect, Rule) {
   EXPECT_THROW(strux::parse_conv_solver("fast"), strux::ValueError);
 }
 
+// The blocks solver (overlap-save): one block ({2, 3, 97, 64}, Lk > L), blocks that fill the row
+// exactly (Lk = 5: N = 256, S = 252, L = 504) or end in a partial one (L = 505, 1000, 2100, 5000).
+const std::vector<Shape> kBlocksCausal = {{1, 1, 1, 1},   {1, 1, 1, 5},    {2, 3, 97, 64},  {3, 2, 16, 40},
+                                          {2, 2, 504, 5}, {2, 2, 505, 5},  {1, 3, 1000, 1}, {2, 2, 2100, 33},
+                                          {1, 2, 5000, 100}};
+const std::vector<Shape> kBlocksCircular = {{1, 1, 1, 1},   {2, 3, 97, 64},  {2, 2, 504, 5},
+                                            {2, 2, 505, 5}, {2, 2, 2100, 33}, {1, 2, 5000, 100}};
+TEST(FFTConvBlocks, CausalForwardFloat) { check_forward<float>(ConvMode::Causal, kBlocksCausal, ConvSolver::Blocks); }
+TEST(FFTConvBlocks, CausalForwardDouble) {
+  check_forward<double>(ConvMode::Causal, kBlocksCausal, ConvSolver::Blocks);
+}
+TEST(FFTConvBlocks, CircularForwardFloat) {
+  check_forward<float>(ConvMode::Circular, kBlocksCircular, ConvSolver::Blocks);
+}
+TEST(FFTConvBlocks, CircularForwardDouble) {
+  check_forward<double>(ConvMode::Circular, kBlocksCircular, ConvSolver::Blocks);
+}
+TEST(FFTConvBlocks, CausalBackwardFloat) {
+  check_backward<float>(ConvMode::Causal, kBlocksCausal, ConvSolver::Blocks);
+}
+TEST(FFTConvBlocks, CausalBackwardDouble) {
+  check_backward<double>(ConvMode::Causal, kBlocksCausal, ConvSolver::Blocks);
+}
+TEST(FFTConvBlocks, CircularBackwardFloat) {
+  check_backward<float>(ConvMode::Circular, kBlocksCircular, ConvSolver::Blocks);
+}
+TEST(FFTConvBlocks, CircularBackwardDouble) {
+  check_backward<double>(ConvMode::Circular, kBlocksCircular, ConvSolver::Blocks);
+}
+
+TEST(FFTConvBlocks, SizesAndNames) {
+  std::vector<float> k(3 * 5000, 1.f);
+  FFTConvPlan<float> a(1, 3, 100000, k.data(), 32, ConvMode::Causal, ConvSolver::Blocks);
+  EXPECT_EQ(a.solver(), ConvSolver::Blocks);
+  EXPECT_EQ(a.nfft(), 256);  // the block size: max(4, 8, 16 x 32 taps, 256) by the cost model
+  EXPECT_NE(a.filter_spectrum(), nullptr);
+  // never beyond the one transform of the whole padded row
+  FFTConvPlan<float> b(1, 3, 100, k.data(), 5000, ConvMode::Causal, ConvSolver::Blocks);
+  EXPECT_EQ(b.nfft(), 200);  // good_fft_size(100 + 100 - 1)
+  EXPECT_EQ(strux::parse_conv_solver("blocks"), ConvSolver::Blocks);
+  // automatic: blocks from kBlocksAutoMinLength where N <= nfft / kBlocksAutoRatio, after direct
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 16384, k.data(), 17).solver(), ConvSolver::Blocks);
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 16384, k.data(), 16).solver(), ConvSolver::Direct);
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 16383, k.data(), 17).solver(), ConvSolver::FFT);
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 16384, k.data(), 17, ConvMode::Circular).solver(), ConvSolver::Blocks);
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 16384, k.data(), 4096).solver(), ConvSolver::FFT);  // N 16384
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 16384, k.data(), 1024).solver(), ConvSolver::FFT);  // N 4096, nfft 17496
+  EXPECT_EQ(FFTConvPlan<float>(1, 3, 65536, k.data(), 1024).solver(), ConvSolver::Blocks);  // 8192, 67200
+  EXPECT_STREQ(strux::conv_solver_name(ConvSolver::Blocks), "blocks");
+}
+
 TEST(FFTConvDirect, NaNStaysInItsRow) {
   const Shape s{2, 2, 40, 7};
   std::mt19937_64 g(5);

@@ -8,9 +8,11 @@
 // Not here: the spectral form (filter given by its lowest frequencies) and a float32 filter with
 // half-type inputs (DESIGN.md lists them; not in this API yet).
 // Solvers (options.solver): CPU "" (automatic: "direct" where at most 16 taps are used, else
-// "fft"), "fft" (FFTW), "direct" (sums over the taps, no transform; at most 64 taps used: causal
-// min(Lk, L), circular Lk; ValueError otherwise); CUDA "direct" (the direct kernels, same limit,
-// every dtype), "" (automatic: "direct" where at most 32 taps are used, else "tensor" for
+// "blocks" where L >= 16384 and its block FFT is at most an eighth of "fft"'s, else "fft"), "fft"
+// (FFTW), "direct" (sums over the taps, no transform; at most 64 taps used: causal min(Lk, L),
+// circular Lk; ValueError otherwise), "blocks" (overlap-save over blocks of FFT size N of a few
+// times the taps used, for filters much shorter than the row); CUDA "direct" (the direct kernels,
+// same limit, every dtype), "" (automatic: "direct" where at most 32 taps are used, else "tensor" for
 // float16/bfloat16 at nfft 256 and 512, else "fused" where it applies, else "fourstep" for
 // float32/float16/bfloat16 where it applies (causal L + min(Lk, L) - 1 > 32768, circular L a power
 // of two >= 65536; nfft <= 4194304), else "cufft"), "fused" (one kernel with its FFTs in shared

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cpu/fft.hpp"
+#include "cpu/fftconv/blocks.hpp"
 #include "cpu/fftconv/direct.hpp"
 #include "cpu/fftconv/rows.hpp"
 #include "cpu/fftconv/spectral.hpp"
@@ -36,12 +37,32 @@ ConvSolver parse_conv_solver(const std::string& solver) {
   if (solver.empty() || solver == "automatic") return ConvSolver::Automatic;
   if (solver == "fft") return ConvSolver::FFT;
   if (solver == "direct") return ConvSolver::Direct;
-  throw ValueError(msg("argument 'solver': expected '' (automatic), 'fft' or 'direct', got '", solver, "'"));
+  if (solver == "blocks") return ConvSolver::Blocks;
+  throw ValueError(
+      msg("argument 'solver': expected '' (automatic), 'fft', 'direct' or 'blocks', got '", solver, "'"));
 }
 
 const char* conv_solver_name(ConvSolver solver) {
-  return solver == ConvSolver::FFT ? "fft" : solver == ConvSolver::Direct ? "direct" : "automatic";
+  switch (solver) {
+    case ConvSolver::FFT: return "fft";
+    case ConvSolver::Direct: return "direct";
+    case ConvSolver::Blocks: return "blocks";
+    default: return "automatic";
+  }
 }
+
+namespace {
+
+// The automatic rule's choice of the blocks solver over one transform of the row, for m taps
+// used (> kDirectAutoTaps): rows of at least kBlocksAutoMinLength whose block transform is at
+// most 1/kBlocksAutoRatio of the whole row's (bench/NOTES-cpu.md "fftconv-blocks").
+bool blocks_pay(int64_t L, int64_t m, ConvMode mode) {
+  if (L < kBlocksAutoMinLength) return false;
+  const int64_t whole = mode == ConvMode::Causal ? cpu::good_fft_size(L + m - 1) : L;
+  return kBlocksAutoRatio * cpu::blocks_fft_size(L, m) <= whole;
+}
+
+}  // namespace
 
 template <class T>
 struct FFTConvPlan<T>::Impl {
@@ -49,8 +70,9 @@ struct FFTConvPlan<T>::Impl {
   int64_t cs;  // stride of spectra stored back to back: nfreq rounded up to 8 (64 bytes)
   ConvMode mode;
   bool direct;
+  bool blocks;  // nfft is then the block transform size (blocks.hpp)
   std::shared_ptr<const RealFFT<T>> fft;
-  AlignedBuffer<cplx<T>> K;  // (H, cs), scaled by 1/nfft (FFT solver)
+  AlignedBuffer<cplx<T>> K;  // (H, cs), scaled by 1/nfft (FFT and blocks solvers)
   AlignedBuffer<T> taps;     // (H, Lk_used) (direct solver)
 };
 
@@ -79,6 +101,8 @@ FFTConvPlan<T>::FFTConvPlan(int64_t B, int64_t H, int64_t L, const T* k, int64_t
     check_arg(p->Lk_used <= kDirectMaxTaps, "solver", "'direct' takes at most ", kDirectMaxTaps,
               " taps used (causal min(Lk, L), circular Lk), got ", p->Lk_used);
   p->direct = solver == ConvSolver::Direct || (solver == ConvSolver::Automatic && p->Lk_used <= kDirectAutoTaps);
+  p->blocks = !p->direct && (solver == ConvSolver::Blocks ||
+                             (solver == ConvSolver::Automatic && blocks_pay(L, p->Lk_used, mode)));
   if (p->direct) {  // keeps the taps: no transform, no spectrum
     p->nfft = p->nfreq = p->cs = 0;
     p->taps = AlignedBuffer<T>(checked_bytes("k", {H, p->Lk_used}, sizeof(T)) / int64_t(sizeof(T)));
@@ -86,7 +110,12 @@ FFTConvPlan<T>::FFTConvPlan(int64_t B, int64_t H, int64_t L, const T* k, int64_t
     impl_ = std::move(p);
     return;
   }
-  p->nfft = mode == ConvMode::Causal ? cpu::good_fft_size(L + p->Lk_used - 1) : L;
+  if (p->blocks) {
+    p->nfft = cpu::blocks_fft_size(L, p->Lk_used);
+    check_arg(p->nfft <= INT32_MAX, "L", "expected a block FFT length of at most 2^31-1, got ", p->nfft);
+  } else {
+    p->nfft = mode == ConvMode::Causal ? cpu::good_fft_size(L + p->Lk_used - 1) : L;
+  }
   p->nfreq = p->nfft / 2 + 1;
   p->cs = cpu::spectrum_stride(p->nfreq);
   p->fft = RealFFT<T>::get(p->nfft);
@@ -128,7 +157,7 @@ template <class T> int64_t FFTConvPlan<T>::nfreq() const { return impl_->nfreq; 
 template <class T> int64_t FFTConvPlan<T>::spectrum_stride() const { return impl_->cs; }
 template <class T> ConvMode FFTConvPlan<T>::mode() const { return impl_->mode; }
 template <class T> ConvSolver FFTConvPlan<T>::solver() const {
-  return impl_->direct ? ConvSolver::Direct : ConvSolver::FFT;
+  return impl_->direct ? ConvSolver::Direct : impl_->blocks ? ConvSolver::Blocks : ConvSolver::FFT;
 }
 template <class T> const std::complex<T>* FFTConvPlan<T>::filter_spectrum() const {
   return impl_->direct ? nullptr : impl_->K.data();
@@ -144,6 +173,11 @@ void FFTConvPlan<T>::forward(const T* u, const T* pre, const T* post, const T* s
   if (c.direct) {
     cpu::direct_forward(B_ * c.H, c.H, c.L, c.Lk_used, c.mode == ConvMode::Circular, c.taps.data(), u, pre, post,
                         skip, y);
+    return;
+  }
+  if (c.blocks) {
+    cpu::blocks_forward(*c.fft, B_ * c.H, c.H, c.L, c.Lk_used, c.mode == ConvMode::Circular, c.K.data(), c.cs, u,
+                        pre, post, skip, y);
     return;
   }
   const int64_t cs = c.cs, nfreq = c.nfreq;
@@ -178,6 +212,11 @@ void FFTConvPlan<T>::backward(const T* dy, const T* u, const T* pre, const T* po
   if (c.direct) {
     cpu::direct_backward(B_, c.H, c.L, c.Lk_used, c.Lk, c.mode == ConvMode::Circular, c.taps.data(), dy, u, pre,
                          post, skip, du, dk, dpre, dpost, dskip);
+    return;
+  }
+  if (c.blocks) {
+    cpu::blocks_backward(*c.fft, B_, c.H, c.L, c.Lk_used, c.Lk, c.mode == ConvMode::Circular, c.K.data(), c.cs, dy,
+                         u, pre, post, skip, du, dk, dpre, dpost, dskip);
     return;
   }
   const int64_t H = c.H, nfft = c.nfft, nfreq = c.nfreq, cs = c.cs;
