@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu/fft.hpp"
+#include "cpu/fftconv/direct.hpp"
 #include "cpu/fftconv/rows.hpp"
 #include "cpu/fftconv/spectral.hpp"
 #include "cpu/thread_scratch.hpp"
@@ -42,17 +43,8 @@ namespace {
 // x[m - 1, m - 1 + L) = v = u ⊙ pre, x[m - 1 + L, n) = 0.
 template <class T>
 void load_frames(T* x, const T* u, const T* pre, int64_t L, int64_t m, bool circular, int64_t n) {
-  T* v = x + (m - 1);
-  if (pre) {
-    for (int64_t t = 0; t < L; ++t) v[t] = u[t] * pre[t];
-  } else {
-    std::memcpy(v, u, sizeof(T) * size_t(L));
-  }
-  if (circular)
-    std::memcpy(x, v + (L - (m - 1)), sizeof(T) * size_t(m - 1));
-  else
-    std::fill(x, x + (m - 1), T(0));
-  std::fill(v + L, x + n, T(0));
+  load_history(x, u, pre, L, m, circular);
+  std::fill(x + (m - 1) + L, x + n, T(0));
 }
 
 // g[0, L) = dz = dy ⊙ post; g[L, L + m - 1) = what follows t = L - 1 for the correlation: zeros

@@ -46,22 +46,6 @@ T dot(const T* a, const T* b, int64_t n) {
   return s;
 }
 
-// x[m - 1 + t] = v[t] = u[t] ⊙ pre[t] for t < L; x[0, m - 1) = the history before t = 0:
-// zeros (causal) or v[L - m + 1, L) (circular, m <= L).
-template <class T>
-void load_history(T* x, const T* u, const T* pre, int64_t L, int64_t m, bool circular) {
-  T* v = x + (m - 1);
-  if (pre) {
-    for (int64_t t = 0; t < L; ++t) v[t] = u[t] * pre[t];
-  } else {
-    std::memcpy(v, u, sizeof(T) * size_t(L));
-  }
-  if (circular)
-    std::memcpy(x, v + (L - (m - 1)), sizeof(T) * size_t(m - 1));
-  else
-    std::fill(x, x + (m - 1), T(0));
-}
-
 // g[t] = dz[t] = dy[t] ⊙ post[t] for t < L; g[L, L + m - 1) = what follows t = L - 1 for the
 // correlation: zeros (causal) or dz[0, m - 1) (circular).
 template <class T>
