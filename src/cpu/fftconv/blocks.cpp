@@ -51,15 +51,7 @@ void load_frames(T* x, const T* u, const T* pre, int64_t L, int64_t m, bool circ
 // (causal) or dz[0, m - 1) (circular); g[L + m - 1, n) = 0.
 template <class T>
 void load_dz(T* g, const T* dy, const T* post, int64_t L, int64_t m, bool circular, int64_t n) {
-  if (post) {
-    for (int64_t t = 0; t < L; ++t) g[t] = dy[t] * post[t];
-  } else {
-    std::memcpy(g, dy, sizeof(T) * size_t(L));
-  }
-  if (circular)
-    std::memcpy(g + L, g, sizeof(T) * size_t(m - 1));
-  else
-    std::fill(g + L, g + L + (m - 1), T(0));
+  load_future(g, dy, post, L, m, circular);
   std::fill(g + L + (m - 1), g + n, T(0));
 }
 

@@ -46,21 +46,6 @@ T dot(const T* a, const T* b, int64_t n) {
   return s;
 }
 
-// g[t] = dz[t] = dy[t] ⊙ post[t] for t < L; g[L, L + m - 1) = what follows t = L - 1 for the
-// correlation: zeros (causal) or dz[0, m - 1) (circular).
-template <class T>
-void load_future(T* g, const T* dy, const T* post, int64_t L, int64_t m, bool circular) {
-  if (post) {
-    for (int64_t t = 0; t < L; ++t) g[t] = dy[t] * post[t];
-  } else {
-    std::memcpy(g, dy, sizeof(T) * size_t(L));
-  }
-  if (circular)
-    std::memcpy(g + L, g, sizeof(T) * size_t(m - 1));
-  else
-    std::fill(g + L, g + L + (m - 1), T(0));
-}
-
 // w[i] = k[m - 1 - i]: the convolution as a sliding dot product over the history layout.
 template <class T>
 void reverse_taps(T* w, const T* k, int64_t m) {

@@ -28,6 +28,21 @@ inline void load_history(T* x, const T* u, const T* pre, int64_t L, int64_t m, b
 }
 
 
+// g[t] = dz[t] = dy[t] ⊙ post[t] for t < L; g[L, L + m - 1) = what follows t = L - 1 for the
+// correlation: zeros (causal) or dz[0, m - 1) (circular).
+template <class T>
+inline void load_future(T* g, const T* dy, const T* post, int64_t L, int64_t m, bool circular) {
+  if (post) {
+    for (int64_t t = 0; t < L; ++t) g[t] = dy[t] * post[t];
+  } else {
+    std::memcpy(g, dy, sizeof(T) * size_t(L));
+  }
+  if (circular)
+    std::memcpy(g + L, g, sizeof(T) * size_t(m - 1));
+  else
+    std::fill(g + L, g + L + (m - 1), T(0));
+}
+
 // y (rows = B·H rows of L) for taps k (H, m), row-major; null pre / post / skip are absent.
 template <class T>
 void direct_forward(int64_t rows, int64_t H, int64_t L, int64_t m, bool circular, const T* k, const T* u,
