@@ -45,4 +45,5 @@ A=(-g -Nt "$NT" -Nd "$ND" -Nm "$NM" -prec SSSSS -N 20)
 echo "== 1 GPU"; timeout 120 "${MPIRUN[@]}" -np 1 build/fftmatvec/fft_matvec -pr 1 -pc 1 "${A[@]}" 2>&1 | tee "$OUT/np1.txt" | tail -30
 if [ "$NGPU" -ge 2 ]; then
   echo "== 2 GPUs, 1 x 2"; timeout 120 "${MPIRUN[@]}" -np 2 build/fftmatvec/fft_matvec -pr 1 -pc 2 "${A[@]}" 2>&1 | tee "$OUT/np2.txt" | tail -30
+  echo "== 2 GPUs, 2 x 1"; timeout 120 "${MPIRUN[@]}" -np 2 build/fftmatvec/fft_matvec -pr 2 -pc 1 "${A[@]}" 2>&1 | tee "$OUT/np2_2x1.txt" | tail -30
 fi

@@ -75,6 +75,9 @@ CB=(build/gpu/strux_dist_bench "${SHAPE[@]}" --cuda --reps 10)
 step bench_np1 40 bash -c "${MPIRUN[*]} -np 1 ${X[*]} ${CB[*]} > $OUT/bench_np1.json"
 if [ "$NGPU" -ge 2 ]; then
   step bench_np2_compare 60 bash -c "${MPIRUN[*]} -np 2 ${X[*]} ${CB[*]} --compare > $OUT/bench_np2.jsonl"
+  # Weak scaling: the same F̂ bytes per GPU as the 1-GPU run (Nd = Nm = √2 × the 1-GPU side).
+  WSHAPE=(1000 $(python3 -c "print(round(${SHAPE[1]} * 2 ** 0.5))") $(python3 -c "print(round(${SHAPE[2]} * 2 ** 0.5))"))
+  step bench_np2_weak 60 bash -c "${MPIRUN[*]} -np 2 ${X[*]} build/gpu/strux_dist_bench ${WSHAPE[*]} --cuda --reps 10 > $OUT/bench_np2_weak.json"
 else
   say "bench 2 GPUs: skipped (this machine has $NGPU GPU)"
 fi
@@ -88,6 +91,12 @@ def lines(n):
     return [json.loads(l) for l in open(p) if l.strip().startswith("{")]
 one = lines("bench_np1.json")
 two = lines("bench_np2.jsonl")
+weak = lines("bench_np2_weak.json")
+if one and weak:
+    for op in ("matvec", "rmatvec"):
+        w = weak[0]
+        print(f"weak efficiency {op} (1 GPU {one[0]['shape']} / 2 GPUs {w['shape']} grid {w['grid'][0]}x{w['grid'][1]}, "
+              f"F̂ {w.get('fhat_gb_per_rank', 0):.1f} GB per GPU): {one[0][op]['wall_s'] / w[op]['wall_s']:.3f}  (goal 0.9)")
 def ph(r):
     return " ".join(f"{k} {r[k + '_s'] * 1e3:.3f}" for k in ("broadcast", "fft", "product", "ifft", "reduce")
                     if r.get(k + "_s", 0) > 0)

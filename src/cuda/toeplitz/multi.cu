@@ -88,64 +88,78 @@ constexpr int kRows1 = 2;  // matvec rows per warp (x̂ loads shared between the
 constexpr int kU1 = 4;     // matvec: packs per row in flight per lane
 constexpr int kUd1 = 8;    // adjoint: rows in flight per thread
 
-// Y[f][d] = alpha · Σ_n F̂[f][d][n] X[f][n]. K complex per lane load (2: float4).
-template <class C, class T, int K, class S = C>
+// K complex of x̂ from p (stride R): 16-byte loads where XV (R = 1, float2, K even, aligned).
+template <class C, int K, bool XV>
+__device__ __forceinline__ void ld_x(const C* p, int64_t R, C (&x)[K]) {
+  if constexpr (XV && sizeof(C) == 8 && K % 2 == 0) {
+#pragma unroll
+    for (int j = 0; j < K / 2; ++j) {
+      const float4 q = __ldg(reinterpret_cast<const float4*>(p) + j);
+      x[2 * j] = C{q.x, q.y}, x[2 * j + 1] = C{q.z, q.w};
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < K; ++k) x[k] = __ldg(p + k * R);
+  }
+}
+
+// Y[f][d] = alpha · Σ_n F̂[f][d][n] X[f][n]. K complex per lane load (2: float4); ROWS rows per
+// warp share each x̂ load, U packs per row in flight per lane.
+template <class C, class T, int K, class S = C, int ROWS = kRows1, int U = kU1, bool XV = false>
 __global__ void __launch_bounds__(kThreads) matvec_one(const S* __restrict__ F, const C* __restrict__ X,
                                                        C* __restrict__ Y, int64_t nfreq, int64_t Nd, int64_t Nm,
                                                        int64_t R, int64_t r0, T alpha) {
   const int lane = threadIdx.x & 31;
-  const int64_t groups = (Nd + kRows1 - 1) / kRows1;
+  const int64_t groups = (Nd + ROWS - 1) / ROWS;
   const int64_t w = (int64_t(blockIdx.x) * kThreads + threadIdx.x) >> 5;
   if (w >= nfreq * groups) return;  // whole warps leave together
-  const int64_t f = w / groups, d0 = (w - f * groups) * kRows1;
-  const S* Fr[kRows1];
+  const int64_t f = w / groups, d0 = (w - f * groups) * ROWS;
+  const S* Fr[ROWS];
 #pragma unroll
-  for (int i = 0; i < kRows1; ++i) Fr[i] = F + (f * Nd + imin(d0 + i, Nd - 1)) * Nm;
+  for (int i = 0; i < ROWS; ++i) Fr[i] = F + (f * Nd + imin(d0 + i, Nd - 1)) * Nm;
   const C* xf = X + f * Nm * R + r0;
-  C acc[kRows1];
+  C acc[ROWS];
 #pragma unroll
-  for (int i = 0; i < kRows1; ++i) acc[i] = C{0, 0};
+  for (int i = 0; i < ROWS; ++i) acc[i] = C{0, 0};
   const int64_t npk = Nm / K;
   int64_t p = lane;
-  for (; p + 32 * (kU1 - 1) < npk; p += 32 * kU1) {
-    S a[kU1][kRows1][K];
-    C x[kU1][K];
+  for (; p + 32 * (U - 1) < npk; p += 32 * U) {
+    S a[U][ROWS][K];
+    C x[U][K];
 #pragma unroll
-    for (int u = 0; u < kU1; ++u)
+    for (int u = 0; u < U; ++u)
 #pragma unroll
-      for (int i = 0; i < kRows1; ++i) ld_stream<S, K>(Fr[i] + (p + 32 * u) * K, a[u][i]);
+      for (int i = 0; i < ROWS; ++i) ld_stream<S, K>(Fr[i] + (p + 32 * u) * K, a[u][i]);
 #pragma unroll
-    for (int u = 0; u < kU1; ++u)
+    for (int u = 0; u < U; ++u) ld_x<C, K, XV>(xf + (p + 32 * u) * K * R, R, x[u]);
 #pragma unroll
-      for (int k = 0; k < K; ++k) x[u][k] = __ldg(xf + ((p + 32 * u) * K + k) * R);
+    for (int u = 0; u < U; ++u)
 #pragma unroll
-    for (int u = 0; u < kU1; ++u)
-#pragma unroll
-      for (int i = 0; i < kRows1; ++i)
+      for (int i = 0; i < ROWS; ++i)
 #pragma unroll
         for (int k = 0; k < K; ++k) fma_c(acc[i], to_c(a[u][i][k]), x[u][k]);
   }
   for (; p < npk; p += 32) {
-    S a[kRows1][K];
+    S a[ROWS][K];
     C x[K];
 #pragma unroll
-    for (int i = 0; i < kRows1; ++i) ld_stream<S, K>(Fr[i] + p * K, a[i]);
+    for (int i = 0; i < ROWS; ++i) ld_stream<S, K>(Fr[i] + p * K, a[i]);
+    ld_x<C, K, XV>(xf + p * K * R, R, x);
 #pragma unroll
-    for (int k = 0; k < K; ++k) x[k] = __ldg(xf + (p * K + k) * R);
-#pragma unroll
-    for (int i = 0; i < kRows1; ++i)
+    for (int i = 0; i < ROWS; ++i)
 #pragma unroll
       for (int k = 0; k < K; ++k) fma_c(acc[i], to_c(a[i][k]), x[k]);
   }
 #pragma unroll
-  for (int i = 0; i < kRows1; ++i) warp_sum(acc[i]);
+  for (int i = 0; i < ROWS; ++i) warp_sum(acc[i]);
 #pragma unroll
-  for (int i = 0; i < kRows1; ++i)
+  for (int i = 0; i < ROWS; ++i)
     if (lane == i && d0 + i < Nd) Y[(f * Nd + d0 + i) * R + r0] = scale(acc[i], alpha);
 }
 
-// Y[f][n] = alpha · Σ_d conj(F̂[f][d][n]) X[f][d]; a thread per K consecutive columns.
-template <class C, class T, int K, class S = C>
+// Y[f][n] = alpha · Σ_d conj(F̂[f][d][n]) X[f][d]; a thread per K consecutive columns, UD rows
+// in flight.
+template <class C, class T, int K, class S = C, int UD = kUd1>
 __global__ void __launch_bounds__(kThreads) adjoint_one(const S* __restrict__ F, const C* __restrict__ X,
                                                         C* __restrict__ Y, int64_t nfreq, int64_t Nd, int64_t Nm,
                                                         int64_t R, int64_t r0, T alpha) {
@@ -159,15 +173,15 @@ __global__ void __launch_bounds__(kThreads) adjoint_one(const S* __restrict__ F,
 #pragma unroll
   for (int k = 0; k < K; ++k) acc[k] = C{0, 0};
   int64_t d = 0;
-  for (; d + kUd1 <= Nd; d += kUd1) {
-    S a[kUd1][K];
-    C x[kUd1];
+  for (; d + UD <= Nd; d += UD) {
+    S a[UD][K];
+    C x[UD];
 #pragma unroll
-    for (int u = 0; u < kUd1; ++u) ld_stream<S, K>(Fc + (d + u) * Nm, a[u]);
+    for (int u = 0; u < UD; ++u) ld_stream<S, K>(Fc + (d + u) * Nm, a[u]);
 #pragma unroll
-    for (int u = 0; u < kUd1; ++u) x[u] = __ldg(xf + (d + u) * R);
+    for (int u = 0; u < UD; ++u) x[u] = __ldg(xf + (d + u) * R);
 #pragma unroll
-    for (int u = 0; u < kUd1; ++u)
+    for (int u = 0; u < UD; ++u)
 #pragma unroll
       for (int k = 0; k < K; ++k) fma_cc(acc[k], to_c(a[u][k]), x[u]);
   }

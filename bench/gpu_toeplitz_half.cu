@@ -1,0 +1,154 @@
+// Side-by-side timing of the one-right-hand-side F̂ product kernels of src/cuda/toeplitz/multi.cu
+// (included whole, so its kernels can be launched with explicit template arguments): complex64 F̂
+// against bfloat16 / float16 pairs, each with its variants (rows per warp, packs in flight, 16-byte
+// x̂ loads; adjoint rows in flight), in one process, with the device-to-device copy bandwidth
+// measured in the same run. Each variant's output is compared with its family's current kernel.
+// Build (on the GPU machine, from the repository root):
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -Iinclude \
+//        bench/gpu_toeplitz_half.cu -o build/gpu_toeplitz_half
+//   build/gpu_toeplitz_half [NFREQ ND NM ...]     one JSON line per kernel and shape
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cuda/toeplitz/multi.cu"
+
+using namespace strux::cuda::toeplitz_detail;
+using strux::cuda::check_cuda;
+
+namespace bench_half {
+
+__global__ void fill(float* p, size_t n, unsigned seed) {  // deterministic values in [-1, 1)
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    unsigned h = unsigned(i) * 2654435761u ^ seed;
+    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+    p[i] = float(h & 0xffffff) / float(1 << 23) - 1.0f;
+  }
+}
+__global__ void to_bf16(const float2* a, __nv_bfloat162* b, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    b[i] = __float22bfloat162_rn(a[i]);
+}
+
+template <class Launch>
+float median_ms(Launch launch, int reps) {
+  cudaEvent_t a, b;
+  STRUX_CUDA(cudaEventCreate(&a));
+  STRUX_CUDA(cudaEventCreate(&b));
+  for (int i = 0; i < 3; ++i) launch();
+  std::vector<float> t;
+  for (int i = 0; i < reps; ++i) {
+    STRUX_CUDA(cudaEventRecord(a));
+    launch();
+    STRUX_CUDA(cudaEventRecord(b));
+    STRUX_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    STRUX_CUDA(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+double max_rel_diff(const float2* y, const float2* ref, size_t n) {
+  std::vector<float2> h(n), r(n);
+  STRUX_CUDA(cudaMemcpy(h.data(), y, n * 8, cudaMemcpyDeviceToHost));
+  STRUX_CUDA(cudaMemcpy(r.data(), ref, n * 8, cudaMemcpyDeviceToHost));
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num = std::max(num, double(std::abs(h[i].x - r[i].x)) + std::abs(h[i].y - r[i].y));
+    den = std::max(den, double(std::abs(r[i].x)) + std::abs(r[i].y));
+  }
+  return den > 0 ? num / den : num;
+}
+
+}  // namespace bench_half
+
+using namespace bench_half;
+
+int main(int argc, char** argv) {
+  std::vector<int64_t> shapes;
+  for (int i = 1; i < argc; ++i) shapes.push_back(std::atoll(argv[i]));
+  if (shapes.empty()) shapes = {1001, 100, 5000, 1001, 1024, 1024, 501, 2499, 2499, 1001, 100, 4999};
+  const int reps = 15;
+  for (size_t s = 0; s + 2 < shapes.size(); s += 3) {
+    const int64_t nfreq = shapes[s], Nd = shapes[s + 1], Nm = shapes[s + 2];
+    const size_t nF = size_t(nfreq) * Nd * Nm, nX = size_t(nfreq) * std::max(Nd, Nm);
+    float2 *F, *X, *Y, *Yref;
+    __nv_bfloat162* Fh;
+    STRUX_CUDA(cudaMalloc(&F, nF * 8));
+    STRUX_CUDA(cudaMalloc(&Fh, nF * 4));
+    STRUX_CUDA(cudaMalloc(&X, nX * 8));
+    STRUX_CUDA(cudaMalloc(&Y, nX * 8));
+    STRUX_CUDA(cudaMalloc(&Yref, nX * 8));
+    fill<<<4096, 256>>>(reinterpret_cast<float*>(F), nF * 2, 1u);
+    fill<<<4096, 256>>>(reinterpret_cast<float*>(X), nX * 2, 2u);
+    to_bf16<<<4096, 256>>>(F, Fh, nF);
+    STRUX_CUDA(cudaDeviceSynchronize());
+    // Copy bandwidth (bytes read + written) over the complex64 F̂'s bytes.
+    float2* tmp;
+    STRUX_CUDA(cudaMalloc(&tmp, nF * 4));
+    const float copy_ms = median_ms([&] { STRUX_CUDA(cudaMemcpyAsync(tmp, F, nF * 4, cudaMemcpyDeviceToDevice)); }, reps);
+    STRUX_CUDA(cudaFree(tmp));
+    const double copy_gbs = 2.0 * nF * 4 / copy_ms / 1e6;
+    std::printf("{\"shape\": [%lld, %lld, %lld], \"kernel\": \"copy\", \"ms\": %.4f, \"GBps\": %.1f}\n",
+                (long long)nfreq, (long long)Nd, (long long)Nm, copy_ms, copy_gbs);
+    auto report = [&](const char* name, bool adj, size_t fbytes, float ms, double diff) {
+      const double gbs = fbytes / ms / 1e6;
+      std::printf("{\"shape\": [%lld, %lld, %lld], \"kernel\": \"%s\", \"adjoint\": %s, \"ms\": %.4f, "
+                  "\"GBps\": %.1f, \"of_copy\": %.3f, \"rel_diff\": %.2e}\n",
+                  (long long)nfreq, (long long)Nd, (long long)Nm, name, adj ? "true" : "false", ms, gbs,
+                  gbs / copy_gbs, diff);
+      std::fflush(stdout);
+    };
+    const unsigned thr = kThreads;
+    // matvec: a warp per (frequency, ROWS rows).
+    auto mv = [&](auto kernel, int rows, const auto* Fp, const char* name, bool ref, size_t esize) {
+      const int64_t warps = nfreq * ((Nd + rows - 1) / rows);
+      const unsigned grid = unsigned((warps + kWarps - 1) / kWarps);
+      auto go = [&] { kernel<<<grid, thr>>>(Fp, X, ref ? Yref : Y, nfreq, Nd, Nm, int64_t(1), int64_t(0), 1.0f); };
+      const float ms = median_ms(go, reps);
+      STRUX_LAUNCH("bench matvec");
+      report(name, false, nF * esize, ms, ref ? 0.0 : max_rel_diff(Y, Yref, size_t(nfreq) * Nd));
+    };
+    auto av = [&](auto kernel, int K, const auto* Fp, const char* name, bool ref, size_t esize) {
+      const int64_t threads = nfreq * (Nm / K);
+      const unsigned grid = unsigned((threads + thr - 1) / thr);
+      auto go = [&] { kernel<<<grid, thr>>>(Fp, X, ref ? Yref : Y, nfreq, Nd, Nm, int64_t(1), int64_t(0), 1.0f); };
+      const float ms = median_ms(go, reps);
+      STRUX_LAUNCH("bench adjoint");
+      report(name, true, nF * esize, ms, ref ? 0.0 : max_rel_diff(Y, Yref, size_t(nfreq) * Nm));
+    };
+    using B = __nv_bfloat162;
+    if (Nm % 4 == 0) {
+      mv(matvec_one<float2, float, 2, float2, 2, 4, false>, 2, F, "c64 r2 u4", true, 8);
+      mv(matvec_one<float2, float, 2, float2, 2, 4, true>, 2, F, "c64 r2 u4 xv", false, 8);
+      mv(matvec_one<float2, float, 2, float2, 4, 2, true>, 4, F, "c64 r4 u2 xv", false, 8);
+      mv(matvec_one<float2, float, 2, float2, 4, 4, true>, 4, F, "c64 r4 u4 xv", false, 8);
+      mv(matvec_one<float2, float, 4, B, 2, 4, false>, 2, Fh, "bf16 r2 u4", true, 4);
+      mv(matvec_one<float2, float, 4, B, 2, 4, true>, 2, Fh, "bf16 r2 u4 xv", false, 4);
+      mv(matvec_one<float2, float, 4, B, 4, 2, true>, 4, Fh, "bf16 r4 u2 xv", false, 4);
+      mv(matvec_one<float2, float, 4, B, 4, 4, true>, 4, Fh, "bf16 r4 u4 xv", false, 4);
+      mv(matvec_one<float2, float, 4, B, 8, 2, true>, 8, Fh, "bf16 r8 u2 xv", false, 4);
+      mv(matvec_one<float2, float, 4, B, 8, 1, true>, 8, Fh, "bf16 r8 u1 xv", false, 4);
+      av(adjoint_one<float2, float, 2, float2, 8>, 2, F, "c64 ud8", true, 8);
+      av(adjoint_one<float2, float, 2, float2, 16>, 2, F, "c64 ud16", false, 8);
+      av(adjoint_one<float2, float, 4, B, 8>, 4, Fh, "bf16 ud8", true, 4);
+      av(adjoint_one<float2, float, 4, B, 16>, 4, Fh, "bf16 ud16", false, 4);
+      av(adjoint_one<float2, float, 4, B, 4>, 4, Fh, "bf16 ud4", false, 4);
+    } else {  // odd Nm: the 1-complex (c64) and 1-pair (bf16) loads
+      mv(matvec_one<float2, float, 1, float2, 2, 4, false>, 2, F, "c64 k1 r2 u4", true, 8);
+      mv(matvec_one<float2, float, 1, float2, 4, 4, false>, 4, F, "c64 k1 r4 u4", false, 8);
+      mv(matvec_one<float2, float, 1, B, 2, 4, false>, 2, Fh, "bf16 k1 r2 u4", true, 4);
+      mv(matvec_one<float2, float, 1, B, 4, 4, false>, 4, Fh, "bf16 k1 r4 u4", false, 4);
+      mv(matvec_one<float2, float, 1, B, 4, 8, false>, 4, Fh, "bf16 k1 r4 u8", false, 4);
+      av(adjoint_one<float2, float, 1, float2, 8>, 1, F, "c64 k1 ud8", true, 8);
+      av(adjoint_one<float2, float, 1, B, 8>, 1, Fh, "bf16 k1 ud8", true, 4);
+      av(adjoint_one<float2, float, 1, B, 16>, 1, Fh, "bf16 k1 ud16", false, 4);
+    }
+    for (void* p : {(void*)F, (void*)Fh, (void*)X, (void*)Y, (void*)Yref}) STRUX_CUDA(cudaFree(p));
+  }
+  return 0;
+}
