@@ -138,6 +138,16 @@ int main(int argc, char** argv) {
       av(adjoint_one<float2, float, 4, B, 8>, 4, Fh, "bf16 ud8", true, 4);
       av(adjoint_one<float2, float, 4, B, 16>, 4, Fh, "bf16 ud16", false, 4);
       av(adjoint_one<float2, float, 4, B, 4>, 4, Fh, "bf16 ud4", false, 4);
+    } else if (Nm % 2 == 0) {  // 2 pairs per 8-byte bf16 load
+      mv(matvec_one<float2, float, 2, float2, 2, 4, false>, 2, F, "c64 r2 u4", true, 8);
+      mv(matvec_one<float2, float, 2, float2, 4, 2, true>, 4, F, "c64 r4 u2 xv", false, 8);
+      mv(matvec_one<float2, float, 2, B, 2, 4, false>, 2, Fh, "bf16 k2 r2 u4", true, 4);
+      mv(matvec_one<float2, float, 2, B, 4, 4, true>, 4, Fh, "bf16 k2 r4 u4 xv", false, 4);
+      mv(matvec_one<float2, float, 2, B, 4, 4, false>, 4, Fh, "bf16 k2 r4 u4", false, 4);
+      mv(matvec_one<float2, float, 2, B, 2, 8, true>, 2, Fh, "bf16 k2 r2 u8 xv", false, 4);
+      av(adjoint_one<float2, float, 2, float2, 8>, 2, F, "c64 ud8", true, 8);
+      av(adjoint_one<float2, float, 2, B, 8>, 2, Fh, "bf16 k2 ud8", true, 4);
+      av(adjoint_one<float2, float, 2, B, 16>, 2, Fh, "bf16 k2 ud16", false, 4);
     } else {  // odd Nm: the 1-complex (c64) and 1-pair (bf16) loads
       mv(matvec_one<float2, float, 1, float2, 2, 4, false>, 2, F, "c64 k1 r2 u4", true, 8);
       mv(matvec_one<float2, float, 1, float2, 4, 4, false>, 4, F, "c64 k1 r4 u4", false, 8);

@@ -437,33 +437,57 @@ __global__ void __launch_bounds__(kThreads, 2) adjoint_tiled(const C* __restrict
 
 unsigned freq_grid(int64_t nfreq) { return unsigned(std::min<int64_t>(nfreq, 65535)); }
 
+// One right-hand side: a matvec_one launch with ROWS rows per warp and U loads per row in flight,
+// x̂ read 16 bytes at a time where it is contiguous (R = 1) and aligned.
+template <class C, class T, int K, class S, int ROWS, int U>
+void launch_matvec(const S* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t Nm, int64_t R, int64_t r0,
+                   T alpha, cudaStream_t s) {
+  const int64_t warps = nfreq * ((Nd + ROWS - 1) / ROWS);
+  const unsigned grid = unsigned((warps + kWarps - 1) / kWarps);
+  if constexpr (sizeof(C) == 8 && K % 2 == 0) {
+    if (R == 1 && reinterpret_cast<uintptr_t>(X) % 16 == 0) {  // Nm % K == 0: every x̂[f] row aligned too
+      matvec_one<C, T, K, S, ROWS, U, true><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+      STRUX_LAUNCH("toeplitz matvec_one");
+      return;
+    }
+  }
+  matvec_one<C, T, K, S, ROWS, U, false><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+  STRUX_LAUNCH("toeplitz matvec_one");
+}
+
+// One right-hand side, adjoint: a thread per K columns, UD rows in flight.
+template <class C, class T, int K, class S, int UD>
+void launch_adjoint(const S* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t Nm, int64_t R, int64_t r0,
+                    T alpha, cudaStream_t s) {
+  const int64_t threads = nfreq * (Nm / K);
+  const unsigned grid = unsigned((threads + kThreads - 1) / kThreads);
+  adjoint_one<C, T, K, S, UD><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+  STRUX_LAUNCH("toeplitz adjoint_one");
+}
+
 // A 16-bit F̂ (S a 4-byte pair): 4 values per 16-byte load where Nm % 4 == 0 and F̂ is 16-byte
-// aligned, else 2 per 8-byte load (Nm even, 8-byte aligned), else 1.
+// aligned, else 2 per 8-byte load (Nm even, 8-byte aligned), else 1. Each shape keeps about 128
+// bytes of F̂ in flight per lane (ROWS × U × 4K; adjoint 16 rows): measured side by side against
+// complex64 F̂ in bench/NOTES-toeplitz-precision.md ("one-rhs variants").
 template <class C, class T, class S>
 void launch_one_half(const S* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t Nm, int64_t R, int64_t r0,
                      bool adjoint, T alpha, cudaStream_t s) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(F);
   const int K = Nm % 4 == 0 && a % 16 == 0 ? 4 : Nm % 2 == 0 && a % 8 == 0 ? 2 : 1;
   if (!adjoint) {
-    const int64_t warps = nfreq * ((Nd + kRows1 - 1) / kRows1);
-    const unsigned grid = unsigned((warps + kWarps - 1) / kWarps);
     if (K == 4)
-      matvec_one<C, T, 4, S><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+      launch_matvec<C, T, 4, S, 2, 4>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
     else if (K == 2)
-      matvec_one<C, T, 2, S><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+      launch_matvec<C, T, 2, S, 4, 4>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
     else
-      matvec_one<C, T, 1, S><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
-    STRUX_LAUNCH("toeplitz matvec_one (16-bit F̂)");
+      launch_matvec<C, T, 1, S, 4, 8>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
   } else {
-    const int64_t threads = nfreq * (Nm / K);
-    const unsigned grid = unsigned((threads + kThreads - 1) / kThreads);
     if (K == 4)
-      adjoint_one<C, T, 4, S><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+      launch_adjoint<C, T, 4, S, 16>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
     else if (K == 2)
-      adjoint_one<C, T, 2, S><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+      launch_adjoint<C, T, 2, S, 16>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
     else
-      adjoint_one<C, T, 1, S><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
-    STRUX_LAUNCH("toeplitz adjoint_one (16-bit F̂)");
+      launch_adjoint<C, T, 1, S, 16>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
   }
 }
 
@@ -473,21 +497,15 @@ void launch_one(const C* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t
   // float4 loads need an even Nm (rows start on 16 bytes) and a 16-byte aligned F̂.
   const bool vec = sizeof(C) == 8 && Nm % 2 == 0 && reinterpret_cast<uintptr_t>(F) % 16 == 0;
   if (!adjoint) {
-    const int64_t warps = nfreq * ((Nd + kRows1 - 1) / kRows1);
-    const unsigned grid = unsigned((warps + kWarps - 1) / kWarps);
-    if (vec)
-      matvec_one<C, T, 2><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+    if (vec)  // 4 rows a warp: half the x̂ loads per F̂ byte (measured: equal or faster at every shape)
+      launch_matvec<C, T, 2, C, 4, 2>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
     else
-      matvec_one<C, T, 1><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
-    STRUX_LAUNCH("toeplitz matvec_one");
+      launch_matvec<C, T, 1, C, kRows1, kU1>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
   } else {
-    const int64_t threads = nfreq * (vec ? Nm / 2 : Nm);
-    const unsigned grid = unsigned((threads + kThreads - 1) / kThreads);
     if (vec)
-      adjoint_one<C, T, 2><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+      launch_adjoint<C, T, 2, C, kUd1>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
     else
-      adjoint_one<C, T, 1><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
-    STRUX_LAUNCH("toeplitz adjoint_one");
+      launch_adjoint<C, T, 1, C, kUd1>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
   }
 }
 
