@@ -5,7 +5,7 @@
 // measured in the same run. Each variant's output is compared with its family's current kernel.
 // Build (on the GPU machine, from the repository root):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -Iinclude \
-//        bench/gpu_toeplitz_half.cu -o build/gpu_toeplitz_half
+//        bench/gpu_toeplitz_half.cu src/cuda/device.cu -o build/gpu_toeplitz_half
 //   build/gpu_toeplitz_half [NFREQ ND NM ...]     one JSON line per kernel and shape
 #include <algorithm>
 #include <cstdio>
@@ -121,6 +121,15 @@ int main(int argc, char** argv) {
       STRUX_LAUNCH("bench adjoint");
       report(name, true, nF * esize, ms, ref ? 0.0 : max_rel_diff(Y, Yref, size_t(nfreq) * Nm));
     };
+    // adjoint with SPLIT threads per column (row segments summed through shared memory)
+    auto avs = [&](auto kernel, int K, int split, const auto* Fp, const char* name, size_t esize) {
+      const int64_t cols = nfreq * (Nm / K), per = thr / split;
+      const unsigned grid = unsigned((cols + per - 1) / per);
+      auto go = [&] { kernel<<<grid, thr>>>(Fp, X, Y, nfreq, Nd, Nm, int64_t(1), int64_t(0), 1.0f); };
+      const float ms = median_ms(go, reps);
+      STRUX_LAUNCH("bench adjoint split");
+      report(name, true, nF * esize, ms, max_rel_diff(Y, Yref, size_t(nfreq) * Nm));
+    };
     using B = __nv_bfloat162;
     if (Nm % 4 == 0) {
       mv(matvec_one<float2, float, 2, float2, 2, 4, false>, 2, F, "c64 r2 u4", true, 8);
@@ -138,6 +147,14 @@ int main(int argc, char** argv) {
       av(adjoint_one<float2, float, 4, B, 8>, 4, Fh, "bf16 ud8", true, 4);
       av(adjoint_one<float2, float, 4, B, 16>, 4, Fh, "bf16 ud16", false, 4);
       av(adjoint_one<float2, float, 4, B, 4>, 4, Fh, "bf16 ud4", false, 4);
+      av(adjoint_one<float2, float, 4, B, 16>, 4, Fh, "bf16 ud16 (ref)", true, 4);
+      avs(adjoint_one<float2, float, 4, B, 16, 2>, 4, 2, Fh, "bf16 ud16 split2", 4);
+      avs(adjoint_one<float2, float, 4, B, 16, 4>, 4, 4, Fh, "bf16 ud16 split4", 4);
+      avs(adjoint_one<float2, float, 4, B, 16, 8>, 4, 8, Fh, "bf16 ud16 split8", 4);
+      av(adjoint_one<float2, float, 2, float2, 8>, 2, F, "c64 ud8 (ref)", true, 8);
+      avs(adjoint_one<float2, float, 2, float2, 8, 2>, 2, 2, F, "c64 ud8 split2", 8);
+      avs(adjoint_one<float2, float, 2, float2, 8, 4>, 2, 4, F, "c64 ud8 split4", 8);
+      avs(adjoint_one<float2, float, 2, float2, 8, 8>, 2, 8, F, "c64 ud8 split8", 8);
     } else if (Nm % 2 == 0) {  // 2 pairs per 8-byte bf16 load
       mv(matvec_one<float2, float, 2, float2, 2, 4, false>, 2, F, "c64 r2 u4", true, 8);
       mv(matvec_one<float2, float, 2, float2, 4, 2, true>, 4, F, "c64 r4 u2 xv", false, 8);
@@ -157,6 +174,9 @@ int main(int argc, char** argv) {
       av(adjoint_one<float2, float, 1, float2, 8>, 1, F, "c64 k1 ud8", true, 8);
       av(adjoint_one<float2, float, 1, B, 8>, 1, Fh, "bf16 k1 ud8", true, 4);
       av(adjoint_one<float2, float, 1, B, 16>, 1, Fh, "bf16 k1 ud16", false, 4);
+      av(adjoint_one<float2, float, 1, float2, 8>, 1, F, "c64 k1 ud8 (ref)", true, 8);
+      av(adjoint_one<float2, float, 1, float2, 16>, 1, F, "c64 k1 ud16", false, 8);
+      avs(adjoint_one<float2, float, 1, float2, 8, 2>, 1, 2, F, "c64 k1 ud8 split2", 8);
     }
     for (void* p : {(void*)F, (void*)Fh, (void*)X, (void*)Y, (void*)Yref}) STRUX_CUDA(cudaFree(p));
   }

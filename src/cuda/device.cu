@@ -1,5 +1,7 @@
 #include <cuda_runtime.h>
 
+#include <atomic>
+
 #include "cuda/check.hpp"
 #include "cuda/device.hpp"
 
@@ -23,6 +25,16 @@ std::string device_name(int device) {
     return "";
   }
   return p.name;
+}
+
+int current_sm_count() {
+  static std::atomic<int> cache[64] = {};
+  int dev = 0, v = 0;
+  STRUX_CUDA(cudaGetDevice(&dev));
+  if (dev < 64 && (v = cache[dev].load(std::memory_order_relaxed)) > 0) return v;
+  STRUX_CUDA(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+  if (dev < 64) cache[dev].store(v, std::memory_order_relaxed);
+  return v;
 }
 
 }  // namespace strux::cuda

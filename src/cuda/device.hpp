@@ -5,4 +5,6 @@
 namespace strux::cuda {
 int device_count();                 // 0 when no driver or no device
 std::string device_name(int device);  // "" when out of range
+// Multiprocessors of the current device (cached per device): sizes grids to fill the GPU.
+int current_sm_count();
 }  // namespace strux::cuda

@@ -9,7 +9,8 @@ from strux import _cuda_toeplitz as _cuda  # noqa: E402
 pytestmark = needs_gpu
 
 TOL = {"float32": 2e-5, "float64": 1e-12}
-SIZES = [(1, 1, 1), (5, 3, 4), (7, 2, 3), (13, 4, 6), (32, 3, 5), (6, 37, 300), (4, 101, 131), (3, 10, 1031)]
+SIZES = [(1, 1, 1), (5, 3, 4), (7, 2, 3), (13, 4, 6), (32, 3, 5), (6, 37, 300), (4, 101, 131), (3, 10, 1031),
+         (3, 300, 9)]  # the last: the adjoint's rows split among threads
 
 
 def to_layout(x, layout):

@@ -20,6 +20,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "cuda/device.hpp"
 #include "cuda/elem.cuh"
 #include "cuda/toeplitz/multi.hpp"
 
@@ -158,22 +159,29 @@ __global__ void __launch_bounds__(kThreads) matvec_one(const S* __restrict__ F, 
 }
 
 // Y[f][n] = alpha · Σ_d conj(F̂[f][d][n]) X[f][d]; a thread per K consecutive columns, UD rows
-// in flight.
-template <class C, class T, int K, class S = C, int UD = kUd1>
+// in flight. SPLIT > 1 (few frequency-column pairs, many rows: too few threads to fill the GPU)
+// gives each column SPLIT threads in one CTA, over consecutive row segments, whose sums are added
+// in segment order through shared memory (deterministic).
+template <class C, class T, int K, class S = C, int UD = kUd1, int SPLIT = 1>
 __global__ void __launch_bounds__(kThreads) adjoint_one(const S* __restrict__ F, const C* __restrict__ X,
                                                         C* __restrict__ Y, int64_t nfreq, int64_t Nd, int64_t Nm,
                                                         int64_t R, int64_t r0, T alpha) {
+  static_assert(kWarps % SPLIT == 0, "SPLIT divides the warps of a CTA");
+  constexpr int CW = kWarps / SPLIT;  // warps along columns
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int seg = warp / CW, col = (warp - seg * CW) * 32 + lane;
   const int64_t npk = Nm / K;
-  const int64_t idx = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  if (idx >= nfreq * npk) return;
-  const int64_t f = idx / npk, p = idx - f * npk;
+  const int64_t idx = int64_t(blockIdx.x) * (CW * 32) + col;
+  const bool live = idx < nfreq * npk;  // no early return: SPLIT > 1 meets at a barrier
+  const int64_t f = live ? idx / npk : 0, p = live ? idx - f * npk : 0;
   const S* Fc = F + f * Nd * Nm + p * K;
   const C* xf = X + f * Nd * R + r0;
   C acc[K];
 #pragma unroll
   for (int k = 0; k < K; ++k) acc[k] = C{0, 0};
-  int64_t d = 0;
-  for (; d + UD <= Nd; d += UD) {
+  int64_t d = Nd * seg / SPLIT;
+  const int64_t d_end = live ? Nd * (seg + 1) / SPLIT : d;
+  for (; d + UD <= d_end; d += UD) {
     S a[UD][K];
     C x[UD];
 #pragma unroll
@@ -185,13 +193,26 @@ __global__ void __launch_bounds__(kThreads) adjoint_one(const S* __restrict__ F,
 #pragma unroll
       for (int k = 0; k < K; ++k) fma_cc(acc[k], to_c(a[u][k]), x[u]);
   }
-  for (; d < Nd; ++d) {
+  for (; d < d_end; ++d) {
     S a[K];
     ld_stream<S, K>(Fc + d * Nm, a);
     const C x = __ldg(xf + d * R);
 #pragma unroll
     for (int k = 0; k < K; ++k) fma_cc(acc[k], to_c(a[k]), x);
   }
+  if constexpr (SPLIT > 1) {
+    __shared__ C part[SPLIT - 1][CW * 32][K];
+    if (seg > 0) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) part[seg - 1][col][k] = acc[k];
+    }
+    __syncthreads();
+    if (seg > 0) return;
+    for (int s = 0; s < SPLIT - 1; ++s)
+#pragma unroll
+      for (int k = 0; k < K; ++k) acc[k].x += part[s][col][k].x, acc[k].y += part[s][col][k].y;
+  }
+  if (!live) return;
 #pragma unroll
   for (int k = 0; k < K; ++k) Y[(f * Nm + p * K + k) * R + r0] = scale(acc[k], alpha);
 }
@@ -455,13 +476,32 @@ void launch_matvec(const S* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int6
   STRUX_LAUNCH("toeplitz matvec_one");
 }
 
-// One right-hand side, adjoint: a thread per K columns, UD rows in flight.
+// Row segments per column of adjoint_one: 1, or more where nfreq · Nm / K threads would not fill
+// about two waves of the GPU (2048 threads per multiprocessor), each segment keeping at least 2·UD
+// rows. Deterministic for a given shape and device.
+int adjoint_split(int64_t col_threads, int64_t Nd, int UD) {
+  const int64_t want = int64_t(current_sm_count()) * 2048 * 2;
+  int s = 1;
+  while (s < kWarps && col_threads * s < want && Nd / (2 * s) >= 2 * UD) s *= 2;
+  return s;
+}
+
+// One right-hand side, adjoint: a thread per K columns (SPLIT threads per column where that is
+// too few threads), UD rows in flight.
 template <class C, class T, int K, class S, int UD>
 void launch_adjoint(const S* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t Nm, int64_t R, int64_t r0,
                     T alpha, cudaStream_t s) {
-  const int64_t threads = nfreq * (Nm / K);
-  const unsigned grid = unsigned((threads + kThreads - 1) / kThreads);
-  adjoint_one<C, T, K, S, UD><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+  const int64_t cols = nfreq * (Nm / K);
+  const int split = adjoint_split(cols, Nd, UD);
+  const int64_t per_cta = kThreads / split;
+  const unsigned grid = unsigned((cols + per_cta - 1) / per_cta);
+  auto go = [&](auto kernel) { kernel<<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha); };
+  switch (split) {
+    case 1: go(adjoint_one<C, T, K, S, UD, 1>); break;
+    case 2: go(adjoint_one<C, T, K, S, UD, 2>); break;
+    case 4: go(adjoint_one<C, T, K, S, UD, 4>); break;
+    default: go(adjoint_one<C, T, K, S, UD, 8>); break;
+  }
   STRUX_LAUNCH("toeplitz adjoint_one");
 }
 
