@@ -3,6 +3,7 @@
 // records, the maximum over ranks. Prints one JSON object on rank 0.
 //   mpirun -np P strux_dist_bench NT ND NM [--cuda] [--f64] [--rhs R] [--grid r c]
 //          [--vectors replicated|distributed] [--chunks k] [--reps n] [--time-major] [--compare]
+//          [--solver blas|kernels|...]   (the local operator's product; default automatic)
 // --compare: the same problem side by side in one run, one JSON object per line: the grid and
 // chunks asked for (default: the cost model's grid, automatic chunks), every other grid r × c of
 // P ranks, and on the first one's grid chunks = 1 (no overlap), or 4 where it ran with 1. Each line
@@ -166,6 +167,7 @@ int main(int argc, char** argv) {
     else if (s == "--reps" && a + 1 < argc) reps = std::atoi(argv[++a]);
     else if (s == "--vectors" && a + 1 < argc) p.vectors = strux::dist::parse_vectors(argv[++a]);
     else if (s == "--comm-f32") o.broadcast_single = o.reduce_single = true;
+    else if (s == "--solver" && a + 1 < argc) o.local.solver = argv[++a];  // the local product: blas, kernels
     else if (s == "--grid" && a + 2 < argc) p.grid = {std::atoi(argv[a + 1]), std::atoi(argv[a + 2])}, a += 2;
   }
 #ifdef STRUX_HAVE_CUDA
