@@ -10,14 +10,18 @@ namespace strux::cuda {
 int64_t toeplitz_nfft(int64_t Nt) { return std::max<int64_t>(2, good_fft_size(2 * Nt - 1)); }
 
 // The one place that picks the product for algo = -1, per direction: the own kernels for the
-// adjoint (one pass over F̂, no conjugate-transpose gemv), cuBLAS for matvec, and for float32
-// matvec with R > 1 one real SGEMM per frequency (algo 3; float64's Zgemm beats the Dgemm form).
-// Only Nt=1000, Nd=100, Nm=5000 was measured; other shapes take the same choice.
-// measured: bench/NOTES-gpu.md#toeplitz-algo-rule
+// adjoint (one pass over F̂, no conjugate-transpose gemv); for the float32 matvec with one
+// right-hand side the own kernels where F̂ is at least as tall as wide (Nd >= Nm) and cuBLAS's
+// gemv where it is wide; for float32 matvec with R > 1 one real SGEMM per frequency (algo 3;
+// float64's Zgemm beats the Dgemm form); cuBLAS elsewhere.
+// measured: bench/NOTES-gpu.md#toeplitz-algo-rule (one shape, the first rule) and
+// bench/NOTES-toeplitz-precision.md#one-rhs-variants (seven shapes, the Nd >= Nm matvec rule;
+// float32 only: float64 keeps cuBLAS).
 int toeplitz_auto_algo(int64_t Nd, int64_t Nm, int64_t R, DType dtype, bool adjoint) {
-  (void)Nd, (void)Nm;
   if (adjoint) return 2;
-  return R > 1 && dtype == DType::f32 ? 3 : 0;
+  if (dtype != DType::f32) return 0;
+  if (R > 1) return 3;
+  return Nd >= Nm ? 2 : 0;
 }
 
 // fft -1 resolves here (one dispatch point): contiguous transforms with tiled transposes (fft 2)
