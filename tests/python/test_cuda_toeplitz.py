@@ -194,9 +194,11 @@ def test_default_is_automatic():
         _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"), fft="x")
     for R in (1, 16):  # float32 matvec R > 1: the real gemm (algo 3, version 7); float64 keeps algo 0
         assert (op._plan(R).algo, op._plan(R).rmatvec_algo) == (0 if R == 1 else 3, 2)
-    # float32, one right-hand side, F̂ at least as tall as wide: the own kernels both ways
-    tall = _cuda.BlockToeplitzCUDA(torch.randn(4, 5, 3, device="cuda"))
+    # float32, one right-hand side, F̂ at least as tall as wide with even Nm: the own kernels both
+    # ways; odd Nm keeps cuBLAS's gemv for matvec
+    tall = _cuda.BlockToeplitzCUDA(torch.randn(4, 6, 4, device="cuda"))
     assert (tall._plan(1).algo, tall._plan(1).rmatvec_algo, tall._plan(16).algo) == (2, 2, 3)
+    assert _cuda.BlockToeplitzCUDA(torch.randn(4, 5, 3, device="cuda"))._plan(1).algo == 0
     op64 = _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda", dtype=torch.float64))
     assert (op64._plan(16).algo, op64._plan(16).rmatvec_algo) == (0, 2)
     assert _cuda.BlockToeplitzCUDA(torch.randn(4, 3, 5, device="cuda"), fft=0)._plan(16).algo == 0
