@@ -9,9 +9,9 @@
 #   runs out of memory on one H200 at the 50 GB shape 1000 2499 2499)
 # Builds into build/fftmatvec (tests and Python bindings off, profiling on), then times
 # matvec + rmatvec on 1 GPU and on 2 GPUs (grids 1 x 2 and 2 x 1), every phase in single precision
-# (-prec SSSSS, strux's float32), each beside strux_dist_bench on the same problem; output under $OUT. Checked on the CPU machine: it configures and
-# builds there with CUDA 13 (FFT_mvec links none of MPI's include paths in its CUDA branch:
-# they are passed as compiler flags here); not yet run on a GPU.
+# (-prec SSSSS, strux's float32), each beside strux_dist_bench on the same problem; output under
+# $OUT. Its CUDA branch links none of MPI's include paths and its .cpp files need the toolkit's:
+# both are passed as compiler flags here. Run on nvidia-h200-x2 on 2026-11-27 (bench/NOTES-dist.md).
 set -uo pipefail
 ROOT=$PWD
 OUT=${OUT:-$ROOT/out/fftmatvec}
