@@ -2,7 +2,8 @@
 // (included whole, so its kernels can be launched with explicit template arguments): complex64 F̂
 // against bfloat16 / float16 pairs, each with its variants (rows per warp, packs in flight, 16-byte
 // x̂ loads; adjoint rows in flight), in one process, with the device-to-device copy bandwidth
-// measured in the same run. Each variant's output is compared with its family's current kernel.
+// measured in the same run. Each variant's output is compared with the first variant of its family
+// (the kernel shape before 2026-11-27); rows split among threads change the summation order only.
 // Build (on the GPU machine, from the repository root):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -Iinclude \
 //        bench/gpu_toeplitz_half.cu src/cuda/device.cu -o build/gpu_toeplitz_half
@@ -113,22 +114,14 @@ int main(int argc, char** argv) {
       STRUX_LAUNCH("bench matvec");
       report(name, false, nF * esize, ms, ref ? 0.0 : max_rel_diff(Y, Yref, size_t(nfreq) * Nd));
     };
-    auto av = [&](auto kernel, int K, const auto* Fp, const char* name, bool ref, size_t esize) {
-      const int64_t threads = nfreq * (Nm / K);
-      const unsigned grid = unsigned((threads + thr - 1) / thr);
+    // adjoint: a thread per K columns, `split` threads per column (row segments summed in order)
+    auto av = [&](auto kernel, int K, int split, const auto* Fp, const char* name, bool ref, size_t esize) {
+      const int64_t cols = nfreq * (Nm / K), per = thr / split;
+      const unsigned grid = unsigned((cols + per - 1) / per);
       auto go = [&] { kernel<<<grid, thr>>>(Fp, X, ref ? Yref : Y, nfreq, Nd, Nm, int64_t(1), int64_t(0), 1.0f); };
       const float ms = median_ms(go, reps);
       STRUX_LAUNCH("bench adjoint");
       report(name, true, nF * esize, ms, ref ? 0.0 : max_rel_diff(Y, Yref, size_t(nfreq) * Nm));
-    };
-    // adjoint with SPLIT threads per column (row segments summed through shared memory)
-    auto avs = [&](auto kernel, int K, int split, const auto* Fp, const char* name, size_t esize) {
-      const int64_t cols = nfreq * (Nm / K), per = thr / split;
-      const unsigned grid = unsigned((cols + per - 1) / per);
-      auto go = [&] { kernel<<<grid, thr>>>(Fp, X, Y, nfreq, Nd, Nm, int64_t(1), int64_t(0), 1.0f); };
-      const float ms = median_ms(go, reps);
-      STRUX_LAUNCH("bench adjoint split");
-      report(name, true, nF * esize, ms, max_rel_diff(Y, Yref, size_t(nfreq) * Nm));
     };
     using B = __nv_bfloat162;
     if (Nm % 4 == 0) {
@@ -142,19 +135,19 @@ int main(int argc, char** argv) {
       mv(matvec_one<float2, float, 4, B, 4, 4, true>, 4, Fh, "bf16 r4 u4 xv", false, 4);
       mv(matvec_one<float2, float, 4, B, 8, 2, true>, 8, Fh, "bf16 r8 u2 xv", false, 4);
       mv(matvec_one<float2, float, 4, B, 8, 1, true>, 8, Fh, "bf16 r8 u1 xv", false, 4);
-      av(adjoint_one<float2, float, 2, float2, 8>, 2, F, "c64 ud8", true, 8);
-      av(adjoint_one<float2, float, 2, float2, 16>, 2, F, "c64 ud16", false, 8);
-      av(adjoint_one<float2, float, 4, B, 8>, 4, Fh, "bf16 ud8", true, 4);
-      av(adjoint_one<float2, float, 4, B, 16>, 4, Fh, "bf16 ud16", false, 4);
-      av(adjoint_one<float2, float, 4, B, 4>, 4, Fh, "bf16 ud4", false, 4);
-      av(adjoint_one<float2, float, 4, B, 16>, 4, Fh, "bf16 ud16 (ref)", true, 4);
-      avs(adjoint_one<float2, float, 4, B, 16, 2>, 4, 2, Fh, "bf16 ud16 split2", 4);
-      avs(adjoint_one<float2, float, 4, B, 16, 4>, 4, 4, Fh, "bf16 ud16 split4", 4);
-      avs(adjoint_one<float2, float, 4, B, 16, 8>, 4, 8, Fh, "bf16 ud16 split8", 4);
-      av(adjoint_one<float2, float, 2, float2, 8>, 2, F, "c64 ud8 (ref)", true, 8);
-      avs(adjoint_one<float2, float, 2, float2, 8, 2>, 2, 2, F, "c64 ud8 split2", 8);
-      avs(adjoint_one<float2, float, 2, float2, 8, 4>, 2, 4, F, "c64 ud8 split4", 8);
-      avs(adjoint_one<float2, float, 2, float2, 8, 8>, 2, 8, F, "c64 ud8 split8", 8);
+      av(adjoint_one<float2, float, 2, float2, 8>, 2, 1, F, "c64 ud8", true, 8);
+      av(adjoint_one<float2, float, 2, float2, 16>, 2, 1, F, "c64 ud16", false, 8);
+      av(adjoint_one<float2, float, 4, B, 8>, 4, 1, Fh, "bf16 ud8", true, 4);
+      av(adjoint_one<float2, float, 4, B, 16>, 4, 1, Fh, "bf16 ud16", false, 4);
+      av(adjoint_one<float2, float, 4, B, 4>, 4, 1, Fh, "bf16 ud4", false, 4);
+      av(adjoint_one<float2, float, 4, B, 16>, 4, 1, Fh, "bf16 ud16 (ref)", true, 4);
+      av(adjoint_one<float2, float, 4, B, 16, 2>, 4, 2, Fh, "bf16 ud16 split2", false, 4);
+      av(adjoint_one<float2, float, 4, B, 16, 4>, 4, 4, Fh, "bf16 ud16 split4", false, 4);
+      av(adjoint_one<float2, float, 4, B, 16, 8>, 4, 8, Fh, "bf16 ud16 split8", false, 4);
+      av(adjoint_one<float2, float, 2, float2, 8>, 2, 1, F, "c64 ud8 (ref)", true, 8);
+      av(adjoint_one<float2, float, 2, float2, 8, 2>, 2, 2, F, "c64 ud8 split2", false, 8);
+      av(adjoint_one<float2, float, 2, float2, 8, 4>, 2, 4, F, "c64 ud8 split4", false, 8);
+      av(adjoint_one<float2, float, 2, float2, 8, 8>, 2, 8, F, "c64 ud8 split8", false, 8);
     } else if (Nm % 2 == 0) {  // 2 pairs per 8-byte bf16 load
       mv(matvec_one<float2, float, 2, float2, 2, 4, false>, 2, F, "c64 r2 u4", true, 8);
       mv(matvec_one<float2, float, 2, float2, 4, 2, true>, 4, F, "c64 r4 u2 xv", false, 8);
@@ -162,21 +155,21 @@ int main(int argc, char** argv) {
       mv(matvec_one<float2, float, 2, B, 4, 4, true>, 4, Fh, "bf16 k2 r4 u4 xv", false, 4);
       mv(matvec_one<float2, float, 2, B, 4, 4, false>, 4, Fh, "bf16 k2 r4 u4", false, 4);
       mv(matvec_one<float2, float, 2, B, 2, 8, true>, 2, Fh, "bf16 k2 r2 u8 xv", false, 4);
-      av(adjoint_one<float2, float, 2, float2, 8>, 2, F, "c64 ud8", true, 8);
-      av(adjoint_one<float2, float, 2, B, 8>, 2, Fh, "bf16 k2 ud8", true, 4);
-      av(adjoint_one<float2, float, 2, B, 16>, 2, Fh, "bf16 k2 ud16", false, 4);
+      av(adjoint_one<float2, float, 2, float2, 8>, 2, 1, F, "c64 ud8", true, 8);
+      av(adjoint_one<float2, float, 2, B, 8>, 2, 1, Fh, "bf16 k2 ud8", true, 4);
+      av(adjoint_one<float2, float, 2, B, 16>, 2, 1, Fh, "bf16 k2 ud16", false, 4);
     } else {  // odd Nm: the 1-complex (c64) and 1-pair (bf16) loads
       mv(matvec_one<float2, float, 1, float2, 2, 4, false>, 2, F, "c64 k1 r2 u4", true, 8);
       mv(matvec_one<float2, float, 1, float2, 4, 4, false>, 4, F, "c64 k1 r4 u4", false, 8);
       mv(matvec_one<float2, float, 1, B, 2, 4, false>, 2, Fh, "bf16 k1 r2 u4", true, 4);
       mv(matvec_one<float2, float, 1, B, 4, 4, false>, 4, Fh, "bf16 k1 r4 u4", false, 4);
       mv(matvec_one<float2, float, 1, B, 4, 8, false>, 4, Fh, "bf16 k1 r4 u8", false, 4);
-      av(adjoint_one<float2, float, 1, float2, 8>, 1, F, "c64 k1 ud8", true, 8);
-      av(adjoint_one<float2, float, 1, B, 8>, 1, Fh, "bf16 k1 ud8", true, 4);
-      av(adjoint_one<float2, float, 1, B, 16>, 1, Fh, "bf16 k1 ud16", false, 4);
-      av(adjoint_one<float2, float, 1, float2, 8>, 1, F, "c64 k1 ud8 (ref)", true, 8);
-      av(adjoint_one<float2, float, 1, float2, 16>, 1, F, "c64 k1 ud16", false, 8);
-      avs(adjoint_one<float2, float, 1, float2, 8, 2>, 1, 2, F, "c64 k1 ud8 split2", 8);
+      av(adjoint_one<float2, float, 1, float2, 8>, 1, 1, F, "c64 k1 ud8", true, 8);
+      av(adjoint_one<float2, float, 1, B, 8>, 1, 1, Fh, "bf16 k1 ud8", true, 4);
+      av(adjoint_one<float2, float, 1, B, 16>, 1, 1, Fh, "bf16 k1 ud16", false, 4);
+      av(adjoint_one<float2, float, 1, float2, 8>, 1, 1, F, "c64 k1 ud8 (ref)", true, 8);
+      av(adjoint_one<float2, float, 1, float2, 16>, 1, 1, F, "c64 k1 ud16", false, 8);
+      av(adjoint_one<float2, float, 1, float2, 8, 2>, 1, 2, F, "c64 k1 ud8 split2", false, 8);
     }
     for (void* p : {(void*)F, (void*)Fh, (void*)X, (void*)Y, (void*)Yref}) STRUX_CUDA(cudaFree(p));
   }

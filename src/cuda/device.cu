@@ -1,6 +1,8 @@
 #include <cuda_runtime.h>
 
-#include <atomic>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "cuda/check.hpp"
 #include "cuda/device.hpp"
@@ -27,14 +29,22 @@ std::string device_name(int device) {
   return p.name;
 }
 
-int current_sm_count() {
-  static std::atomic<int> cache[64] = {};
-  int dev = 0, v = 0;
+int current_device_attribute(int attr) {
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, int> cache;
+  int dev = 0;
   STRUX_CUDA(cudaGetDevice(&dev));
-  if (dev < 64 && (v = cache[dev].load(std::memory_order_relaxed)) > 0) return v;
-  STRUX_CUDA(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-  if (dev < 64) cache[dev].store(v, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (const auto it = cache.find({dev, attr}); it != cache.end()) return it->second;
+  }
+  int v = 0;
+  STRUX_CUDA(cudaDeviceGetAttribute(&v, cudaDeviceAttr(attr), dev));
+  std::lock_guard<std::mutex> lock(mu);
+  cache[{dev, attr}] = v;
   return v;
 }
+
+int current_sm_count() { return current_device_attribute(cudaDevAttrMultiProcessorCount); }
 
 }  // namespace strux::cuda

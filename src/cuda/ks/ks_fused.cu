@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "cuda/check.hpp"
+#include "cuda/device.hpp"
 #include "cuda/ks/ks_fused.cuh"
 #include "strux/core.hpp"
 
@@ -55,19 +56,8 @@ Layout layout(KsPattern p1, KsPattern p2, DType t) {
   return L;
 }
 
-// An attribute of the current device, read once per device (slot: one per attribute used).
-template <int Slot>
-int dev_attr(cudaDeviceAttr attr) {
-  static std::atomic<int> cache[64] = {};
-  int dev = 0, v = 0;
-  STRUX_CUDA(cudaGetDevice(&dev));
-  if (dev < 64 && (v = cache[dev].load(std::memory_order_relaxed)) > 0) return v;
-  STRUX_CUDA(cudaDeviceGetAttribute(&v, attr, dev));
-  if (dev < 64) cache[dev].store(v, std::memory_order_relaxed);
-  return v;
-}
-int smem_optin() { return dev_attr<0>(cudaDevAttrMaxSharedMemoryPerBlockOptin); }
-int sm_count() { return dev_attr<1>(cudaDevAttrMultiProcessorCount); }
+int smem_optin() { return current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin); }
+int sm_count() { return current_sm_count(); }
 
 std::string pat(KsPattern p) {
   return "(" + std::to_string(p.a) + ", " + std::to_string(p.b) + ", " + std::to_string(p.c) + ", " +
