@@ -5,7 +5,7 @@
 // measured in the same run. Each variant's output is compared with the first variant of its family
 // (the kernel shape before 2026-11-27); rows split among threads change the summation order only.
 // Build (on the GPU machine, from the repository root):
-//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -Iinclude \
+//   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -Isrc -Iinclude \
 //        bench/gpu_toeplitz_half.cu src/cuda/device.cu -o build/gpu_toeplitz_half
 //   build/gpu_toeplitz_half [NFREQ ND NM ...]     one JSON line per kernel and shape
 #include <algorithm>
