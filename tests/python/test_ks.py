@@ -373,7 +373,8 @@ def test_chain_pairs(patterns, layout):
     g = rng()
     for dtype, sfx in ((np.float32, "_f32"), (np.float64, "_f64")):
         ws = [g.standard_normal(p).astype(dtype) for p in patterns]
-        for batch in (1, 5, 37, 130):  # one row / column, a prime, several row blocks and column tiles
+        for batch in (1, 5, 37, 130, 208):  # one row / column, a prime, several row blocks and column
+            # tiles; 208: bsl rows of whole cache lines (streaming stores, a short tile before the grid)
             x = act(g, cols(patterns[-1]), batch, layout, dtype)
             dy = act(g, rows(patterns[0]), batch, layout, dtype)
             y = getattr(_ext, "ks_chain" + sfx)(x, ws, _flat(patterns), layout, "pairs")
