@@ -268,11 +268,11 @@ std::vector<T> pack_merged(const Merged& m, const std::vector<KSPattern>& ps, co
   return out;
 }
 
-// Tile <-> activation rows t0 .. t0 + n (n <= R; a short tile's other columns are zero).
 // Batch-size-last rows are batch values apart (a short run of each, rows 16 KiB apart at batch
 // 4096: the hardware prefetchers stay idle), so the copies fetch the run kAhead rows ahead into
-// L2 (both ends: it need not start on a line). The whole tile backward of butterfly(1024, 2),
-// batch 4096, ran 0.85-0.88x, a radix-4 forward 0.82-0.87x (bench/NOTES-cpu.md "ks bsl").
+// L2 (each line of it, the last too: it need not start on one). The whole tile backward of
+// butterfly(1024, 2), batch 4096, ran 0.83-0.88x, a radix-4 forward 0.69-0.87x
+// (bench/NOTES-cpu.md "ks bsl").
 constexpr int64_t kAhead = 32;
 template <class T>
 STRUX_INLINE void fetch_run(const T* p, int64_t n, int rw) {
@@ -284,6 +284,7 @@ STRUX_INLINE void fetch_run(const T* p, int64_t n, int rw) {
   else __builtin_prefetch(p + n - 1, 0, 2);
 }
 
+// Tile <-> activation rows t0 .. t0 + n (n <= R; a short tile's other columns are zero).
 template <class T>
 void load_tile(const T* x, int64_t width, int64_t batch, KSLayout layout, int64_t t0, int64_t n, T* tile) {
   constexpr int64_t R = kRows<T>;
