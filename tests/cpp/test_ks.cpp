@@ -310,6 +310,78 @@ TEST(KSChain, Pairs) {
   EXPECT_THROW(KSPlan<float>({2, 2, 2, 2}, KSLayout::BatchFirst, KSSolver::Pairs), strux::ValueError);
 }
 
+// Batch-size-last pairs where y's rows are whole cache lines (batch a multiple of 64 bytes):
+// the tile grid starts at y's first line boundary (the columns before it a short tile) and the
+// full tiles write y with streaming stores. y at every kind of offset in a line (x at another),
+// a batch of one line, several tiles, tiles and a short one at the end; odd and even numbers of
+// passes; a NaN in one batch column reaches that column only; nothing outside y is written.
+template <class T>
+void check_pairs_bsl_lines(std::mt19937_64& rng) {
+  constexpr int64_t kLine = 64 / int64_t(sizeof(T));
+  const std::vector<std::vector<KSPattern>> chains = {
+      butterfly(64, 2), butterfly(32, 2), {{2, 2, 2, 4}, {8, 2, 2, 1}, {4, 2, 2, 2}}};
+  for (const auto& ps : chains)
+    for (int64_t batch : {kLine, 4 * kLine, 9 * kLine})
+      for (int64_t off : {int64_t(0), int64_t(1), kLine / 2 + 1, kLine - 1}) {
+        SCOPED_TRACE(testing::Message() << "N " << ps.back().cols() << " batch " << batch << " y offset " << off);
+        const int64_t n = ps.back().cols();
+        std::vector<double> K;
+        std::vector<std::vector<T>> wt;
+        std::vector<const T*> wp;
+        for (size_t q = 0; q < ps.size(); ++q) {
+          const auto w = randn(ps[q].nnz(), rng);
+          wt.push_back(cast<T>(w));
+          const auto Kq = dense(ps[q], w);
+          if (q == 0) {
+            K = Kq;
+            continue;
+          }
+          std::vector<double> P(size_t(n * n), 0.0);
+          for (int64_t r = 0; r < n; ++r)
+            for (int64_t m = 0; m < n; ++m)
+              for (int64_t c = 0; c < n; ++c) P[r * n + c] += K[r * n + m] * Kq[m * n + c];
+          K = P;
+        }
+        for (auto& w : wt) wp.push_back(w.data());
+        auto x = randn(n * batch, rng);
+        const int64_t nan_col = (off * 7 + 3) % batch;
+        // Buffers with room to place x and y at any offset from a 64-byte boundary, y guarded.
+        std::vector<T> xbuf(size_t(n * batch + 2 * kLine)), ybuf(size_t(n * batch + 4 * kLine), T(7));
+        auto line_start = [](T* p) {
+          const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+          return reinterpret_cast<T*>((a + 63) / 64 * 64);
+        };
+        T* xp = line_start(xbuf.data()) + (off + 3) % kLine;
+        T* yp = line_start(ybuf.data()) + kLine + off;
+        KSChainPlan<T> plan(ps, KSLayout::BatchLast, 0, KSSolver::Pairs);
+        for (int pass = 0; pass < 2; ++pass) {
+          if (pass == 1) x[size_t((n / 2) * batch + nan_col)] = NAN;
+          for (int64_t e = 0; e < n * batch; ++e) xp[e] = T(x[size_t(e)]);
+          plan.forward(xp, wp.data(), yp, batch);
+          for (T* g = ybuf.data(); g < yp; ++g) ASSERT_EQ(*g, T(7)) << "written before y";
+          for (T* g = yp + n * batch; g < ybuf.data() + ybuf.size(); ++g) ASSERT_EQ(*g, T(7)) << "written after y";
+          const std::vector<double> got(yp, yp + n * batch);
+          if (pass == 0) {
+            EXPECT_LT(rel_err(apply(K, n, n, false, x, batch, KSLayout::BatchLast), got), tol<T>());
+            continue;
+          }
+          bool hit = false;
+          for (int64_t r = 0; r < n; ++r)
+            for (int64_t t = 0; t < batch; ++t) {
+              if (t == nan_col) hit = hit || std::isnan(got[size_t(r * batch + t)]);
+              else ASSERT_FALSE(std::isnan(got[size_t(r * batch + t)])) << "row " << r << " column " << t;
+            }
+          EXPECT_TRUE(hit) << "the NaN in column " << nan_col << " reached no output";
+        }
+      }
+}
+
+TEST(KSChain, PairsBatchLastWholeLines) {
+  std::mt19937_64 rng(23);
+  check_pairs_bsl_lines<float>(rng);
+  check_pairs_bsl_lines<double>(rng);
+}
+
 TEST(KSChain, GrowsWorkspace) {
   std::mt19937_64 rng(5);
   KSChainPlan<double> plan({{1, 3, 3, 3}, {3, 3, 3, 1}}, KSLayout::BatchFirst, 2);

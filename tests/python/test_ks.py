@@ -373,7 +373,8 @@ def test_chain_pairs(patterns, layout):
     g = rng()
     for dtype, sfx in ((np.float32, "_f32"), (np.float64, "_f64")):
         ws = [g.standard_normal(p).astype(dtype) for p in patterns]
-        for batch in (1, 5, 37, 130):  # one row / column, a prime, several row blocks and column tiles
+        for batch in (1, 5, 37, 130, 208):  # one row / column, a prime, several row blocks and column
+            # tiles; 208: bsl rows of whole cache lines (streaming stores, a short tile before the grid)
             x = act(g, cols(patterns[-1]), batch, layout, dtype)
             dy = act(g, rows(patterns[0]), batch, layout, dtype)
             y = getattr(_ext, "ks_chain" + sfx)(x, ws, _flat(patterns), layout, "pairs")
@@ -387,13 +388,14 @@ def test_chain_pairs(patterns, layout):
                 assert relerr(d, d0) < 4 * TOL[dtype]
 
 
+@pytest.mark.parametrize("batch", [19, 208])  # 208: bsl rows of whole lines (streaming stores)
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_chain_pairs_public_api_non_contiguous(layout):
+def test_chain_pairs_public_api_non_contiguous(layout, batch):
     """ks_chain / ks_chain_vjp (the automatic rule picks the pair kernels) on strided views."""
     g = rng()
     ps = strux.patterns.butterfly(64, 2)
     ws = [g.standard_normal(p) for p in ps]
-    big = g.standard_normal((2 * 19, 2 * 64))
+    big = g.standard_normal((2 * batch, 2 * 64))
     x = big[::2, ::2] if layout == "bsf" else big[::2, ::2].T
     for dtype in DTYPES:
         bigd = big.astype(dtype)
@@ -402,7 +404,7 @@ def test_chain_pairs_public_api_non_contiguous(layout):
         wd = [w.astype(dtype) for w in ws]
         y = ks_chain(xd, wd, ps, layout=layout)
         assert relerr(y, ref.chain(x, ws, ps, layout)) < 2 * TOL[dtype]
-        dy = act(g, 64, 19, layout)[::-1]
+        dy = act(g, 64, batch, layout)[::-1]
         dx, dws = ks_chain_vjp(dy.astype(dtype), xd, wd, ps, layout=layout)
         dx0, dws0 = ks_chain_vjp(dy, x, ws, ps, layout=layout)  # float64 runs the same kernels
         K = ref.dense(ws[0], ps[0])

@@ -3,7 +3,10 @@
 // As in tiles.cpp, the build targets x86-64-v2, so each block's work is compiled three times
 // (target_clones: AVX-512, AVX2 + FMA, baseline); the 64-byte vectors below are GCC vector
 // types, one zmm register in the AVX-512 clone, two ymm / four xmm in the others.
+#include <immintrin.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "core/checked_size.hpp"
@@ -226,58 +229,96 @@ template <class T>
 constexpr int64_t kCols = 4 * kV<T>;
 
 // Rows of x and y are far apart (1024 rows: more streams than the hardware prefetchers follow),
-// so the passes that read x or write y fetch the rows of the pairs / quads kPf steps ahead.
-constexpr int64_t kPf = 16;
-template <class T, int RW>
-STRUX_INLINE void fetch_row(const T* p) {
-  for (int64_t o = 0; o < kCols<T>; o += kV<T>) __builtin_prefetch(p + o, RW, 3);
+// so the pass that reads x fetches the rows of the pairs / quads kPfRows rows ahead, into L2
+// only: rows 16 KiB apart share a handful of L1 sets, so lines fetched into L1 that far ahead are
+// evicted before use (Zen 4: 32 rows ahead into L2 ran the whole product 0.75x the time of 64
+// rows into L1, bench/NOTES-cpu.md "ks bsl"). The line of the row's last value too: x need not
+// start on a cache line.
+constexpr int64_t kPfRows = 32;
+template <class T>
+STRUX_INLINE void fetch_x(const T* p) {
+  for (int64_t o = 0; o < kCols<T>; o += kV<T>) __builtin_prefetch(p + o, 0, 2);
+  __builtin_prefetch(p + kCols<T> - 1, 0, 2);
+}
+template <class T>
+STRUX_INLINE void fetch_y(T* p) {
+  for (int64_t o = 0; o < kCols<T>; o += kV<T>) __builtin_prefetch(p + o, 1, 3);
+}
+
+// Where a pass writes: the tile, y (plain stores; its rows fetched for writing ahead), or y with
+// streaming stores where the tile's rows of y start on cache lines (the tile grid is laid so,
+// pairs_forward): each row's C values are whole lines, written without first reading them (a
+// third of the memory traffic) and without evicting the tile.
+enum Dst { kToTile, kToY, kToYStream };
+
+// A vector to memory with streaming stores, 16 bytes at a time: SSE's movntps / movntpd exist
+// in every clone (the AVX-512 clone extracts the four quarters of a register), and the 64-byte
+// vector lands on one line either way. Ordered before the call returns by an sfence.
+STRUX_INLINE void st_stream(float* p, vf v) {
+  for (int i = 0; i < 4; ++i) {
+    __m128 q;
+    std::memcpy(&q, reinterpret_cast<const char*>(&v) + 16 * i, 16);
+    _mm_stream_ps(p + 4 * i, q);
+  }
+}
+STRUX_INLINE void st_stream(double* p, vd v) {
+  for (int i = 0; i < 4; ++i) {
+    __m128d q;
+    std::memcpy(&q, reinterpret_cast<const char*>(&v) + 16 * i, 16);
+    _mm_stream_pd(p + 2 * i, q);
+  }
+}
+template <class T, int To>
+STRUX_INLINE void put(T* p, Vec<T> v) {
+  if constexpr (To == kToYStream) st_stream(p, v);
+  else st(p, v);
 }
 
 // One factor on the tile: rows p of the input at src + p ss, of the output at dst + p ds (the
 // tile itself: stride C, in place; the first pass reads x and the last writes y directly).
-template <class T, bool In, bool Out>  // In: src is x (prefetched), Out: dst is y
+template <class T, bool In, int To>  // In: src is x (prefetched); To: a Dst
 STRUX_INLINE void cols_one(int64_t n, int64_t d, const T* __restrict wd, const T* __restrict wo, const T* src,
                            int64_t ss, T* dst, int64_t ds) {
+  constexpr int64_t kPf = kPfRows / 2;
   for (int64_t q = 0; q < n / 2; ++q) {
     const int64_t p0 = spread(q, d), p1 = p0 + d;
-    if ((In || Out) && q + kPf < n / 2) {
+    if ((In || To == kToY) && q + kPf < n / 2) {
       const int64_t f0 = spread(q + kPf, d), f1 = f0 + d;
-      if (In) fetch_row<T, 0>(src + f0 * ss), fetch_row<T, 0>(src + f1 * ss);
-      if (Out) fetch_row<T, 1>(dst + f0 * ds), fetch_row<T, 1>(dst + f1 * ds);
+      if (In) fetch_x(src + f0 * ss), fetch_x(src + f1 * ss);
+      if (To == kToY) fetch_y(dst + f0 * ds), fetch_y(dst + f1 * ds);
     }
     const T a0 = wd[p0], b0 = wo[p0], a1 = wd[p1], b1 = wo[p1];
     for (int64_t o = 0; o < kCols<T>; o += kV<T>) {
       const Vec<T> x0 = ld(src + p0 * ss + o), x1 = ld(src + p1 * ss + o);
-      st(dst + p0 * ds + o, a0 * x0 + b0 * x1);
-      st(dst + p1 * ds + o, a1 * x1 + b1 * x0);
+      put<T, To>(dst + p0 * ds + o, a0 * x0 + b0 * x1);
+      put<T, To>(dst + p1 * ds + o, a1 * x1 + b1 * x0);
     }
   }
 }
 
 // Stage (d1; w1) then stage (d2; w2), d1 != d2, on each quad in registers.
-template <class T, bool In, bool Out>
+template <class T, bool In, int To>
 STRUX_INLINE void cols_two(int64_t n, int64_t d1, const T* __restrict wd1, const T* __restrict wo1, int64_t d2,
                            const T* __restrict wd2, const T* __restrict wo2, const T* src, int64_t ss, T* dst,
                            int64_t ds) {
+  constexpr int64_t kPf = kPfRows / 4;
   const int64_t lo = std::min(d1, d2), hi = std::max(d1, d2);
   for (int64_t q = 0; q < n / 4; ++q) {
     const int64_t p0 = spread(spread(q, lo), hi), p1 = p0 + d1, p2 = p0 + d2, p3 = p1 + d2;
-    if ((In || Out) && q + kPf < n / 4) {
+    if ((In || To == kToY) && q + kPf < n / 4) {
       const int64_t f0 = spread(spread(q + kPf, lo), hi), f1 = f0 + d1, f2 = f0 + d2, f3 = f1 + d2;
-      if (In) fetch_row<T, 0>(src + f0 * ss), fetch_row<T, 0>(src + f1 * ss), fetch_row<T, 0>(src + f2 * ss),
-          fetch_row<T, 0>(src + f3 * ss);
-      if (Out) fetch_row<T, 1>(dst + f0 * ds), fetch_row<T, 1>(dst + f1 * ds), fetch_row<T, 1>(dst + f2 * ds),
-          fetch_row<T, 1>(dst + f3 * ds);
+      if (In) fetch_x(src + f0 * ss), fetch_x(src + f1 * ss), fetch_x(src + f2 * ss), fetch_x(src + f3 * ss);
+      if (To == kToY) fetch_y(dst + f0 * ds), fetch_y(dst + f1 * ds), fetch_y(dst + f2 * ds), fetch_y(dst + f3 * ds);
     }
     for (int64_t o = 0; o < kCols<T>; o += kV<T>) {
       const Vec<T> x0 = ld(src + p0 * ss + o), x1 = ld(src + p1 * ss + o);
       const Vec<T> x2 = ld(src + p2 * ss + o), x3 = ld(src + p3 * ss + o);
       const Vec<T> y0 = wd1[p0] * x0 + wo1[p0] * x1, y1 = wd1[p1] * x1 + wo1[p1] * x0;  // pairs under d1
       const Vec<T> y2 = wd1[p2] * x2 + wo1[p2] * x3, y3 = wd1[p3] * x3 + wo1[p3] * x2;
-      st(dst + p0 * ds + o, wd2[p0] * y0 + wo2[p0] * y2);  // pairs under d2
-      st(dst + p2 * ds + o, wd2[p2] * y2 + wo2[p2] * y0);
-      st(dst + p1 * ds + o, wd2[p1] * y1 + wo2[p1] * y3);
-      st(dst + p3 * ds + o, wd2[p3] * y3 + wo2[p3] * y1);
+      put<T, To>(dst + p0 * ds + o, wd2[p0] * y0 + wo2[p0] * y2);  // pairs under d2
+      put<T, To>(dst + p2 * ds + o, wd2[p2] * y2 + wo2[p2] * y0);
+      put<T, To>(dst + p1 * ds + o, wd2[p1] * y1 + wo2[p1] * y3);
+      put<T, To>(dst + p3 * ds + o, wd2[p3] * y3 + wo2[p3] * y1);
     }
   }
 }
@@ -380,30 +421,36 @@ STRUX_INLINE void chain_bwd(const Stages<T>& S, const T* x, const T* dy, T* cons
   }
 }
 
+// One pass: k = 2 factors (cols_two) or 1 (cols_one) from stage s.
+template <class T, bool In, int To>
+STRUX_INLINE void cols_pass(const Stages<T>& S, int64_t s, int64_t k, const T* src, int64_t ss, T* dst, int64_t ds) {
+  const int64_t n = S.n;
+  const T *wd = S.w + 2 * s * n, *wo = wd + n;
+  if (k == 2) cols_two<T, In, To>(n, S.d[s], wd, wo, S.d[s + 1], wo + n, wo + 2 * n, src, ss, dst, ds);
+  else cols_one<T, In, To>(n, S.d[s], wd, wo, src, ss, dst, ds);
+}
+
 // Every factor on one tile of kCols columns: x rows at x + p xs, y rows at y + p ys; passes
-// between the first and the last run in `tile` (stride kCols).
+// between the first and the last run in `tile` (stride kCols). stream: y's rows of the tile
+// start on cache lines (streaming stores; the caller fences them).
 template <class T>
-STRUX_INLINE void chain_cols(const Stages<T>& S, const T* x, int64_t xs, T* y, int64_t ys, T* tile) {
-  const int64_t n = S.n, C = kCols<T>;
+STRUX_INLINE void chain_cols(const Stages<T>& S, const T* x, int64_t xs, T* y, int64_t ys, T* tile, bool stream) {
+  const int64_t C = kCols<T>;
   for (int64_t s = 0; s < S.P;) {
     const int64_t k = (s + 1 < S.P && S.d[s] != S.d[s + 1]) ? 2 : 1;
-    const T* src = s == 0 ? x : tile;
-    T* dst = s + k == S.P ? y : tile;
-    const int64_t ss = s == 0 ? xs : C, ds = s + k == S.P ? ys : C;
-    const T *wd = S.w + 2 * s * n, *wo = wd + n;
-    const bool in = src != tile, out = dst != tile;
-    if (k == 2) {
-      const int64_t d1 = S.d[s], d2 = S.d[s + 1];
-      const T *wd2 = wo + n, *wo2 = wo + 2 * n;
-      if (in && out) cols_two<T, true, true>(n, d1, wd, wo, d2, wd2, wo2, src, ss, dst, ds);
-      else if (in) cols_two<T, true, false>(n, d1, wd, wo, d2, wd2, wo2, src, ss, dst, ds);
-      else if (out) cols_two<T, false, true>(n, d1, wd, wo, d2, wd2, wo2, src, ss, dst, ds);
-      else cols_two<T, false, false>(n, d1, wd, wo, d2, wd2, wo2, src, ss, dst, ds);
+    const bool first = s == 0, last = s + k == S.P;
+    const T* src = first ? x : tile;
+    T* dst = last ? y : tile;
+    const int64_t ss = first ? xs : C, ds = last ? ys : C;
+    const bool in = src != tile, out = dst != tile;  // (a short tile runs in place on the tile)
+    if (in) {
+      if (!out) cols_pass<T, true, kToTile>(S, s, k, src, ss, dst, ds);
+      else if (stream) cols_pass<T, true, kToYStream>(S, s, k, src, ss, dst, ds);
+      else cols_pass<T, true, kToY>(S, s, k, src, ss, dst, ds);
     } else {
-      if (in && out) cols_one<T, true, true>(n, S.d[s], wd, wo, src, ss, dst, ds);
-      else if (in) cols_one<T, true, false>(n, S.d[s], wd, wo, src, ss, dst, ds);
-      else if (out) cols_one<T, false, true>(n, S.d[s], wd, wo, src, ss, dst, ds);
-      else cols_one<T, false, false>(n, S.d[s], wd, wo, src, ss, dst, ds);
+      if (!out) cols_pass<T, false, kToTile>(S, s, k, src, ss, dst, ds);
+      else if (stream) cols_pass<T, false, kToYStream>(S, s, k, src, ss, dst, ds);
+      else cols_pass<T, false, kToY>(S, s, k, src, ss, dst, ds);
     }
     s += k;
   }
@@ -424,12 +471,13 @@ STRUX_CLONES void block_bwd(const Stages<double>& S, const double* x, const doub
                             double* g, bool want_dx, double* dW, const unsigned char* want_dw, int64_t rows) {
   chain_bwd(S, x, dy, acts, g, want_dx, dW, want_dw, rows);
 }
-STRUX_CLONES void tile_cols(const Stages<float>& S, const float* x, int64_t xs, float* y, int64_t ys, float* tile) {
-  chain_cols(S, x, xs, y, ys, tile);
+STRUX_CLONES void tile_cols(const Stages<float>& S, const float* x, int64_t xs, float* y, int64_t ys, float* tile,
+                            bool stream) {
+  chain_cols(S, x, xs, y, ys, tile, stream);
 }
 STRUX_CLONES void tile_cols(const Stages<double>& S, const double* x, int64_t xs, double* y, int64_t ys,
-                            double* tile) {
-  chain_cols(S, x, xs, y, ys, tile);
+                            double* tile, bool stream) {
+  chain_cols(S, x, xs, y, ys, tile, stream);
 }
 #undef STRUX_CLONES
 
@@ -501,25 +549,33 @@ void pairs_forward(const std::vector<KSPattern>& ps, KSLayout layout, const T* x
     return;
   }
   constexpr int64_t C = kCols<T>;
-  const int64_t ntiles = (batch + C - 1) / C;
+  // Where y's rows all start at the same offset in a cache line (the row length a whole number of
+  // lines), the tile grid starts at the first column on a line boundary (`lead` columns before it
+  // form a short tile), so every full tile writes whole lines of y with streaming stores.
+  const uintptr_t line = 64, at = reinterpret_cast<uintptr_t>(y) % line;
+  const bool stream = (batch * int64_t(sizeof(T))) % int64_t(line) == 0 && at % sizeof(T) == 0;
+  const int64_t lead = stream ? std::min<int64_t>(batch, int64_t((line - at) % line / sizeof(T))) : 0;
+  const int64_t ntiles = (lead > 0) + (batch - lead + C - 1) / C;
   std::vector<T> bufs(size_t(checked_count("batch", {int64_t(nt), n, C})));  // before the region
 #pragma omp parallel num_threads(nt)
   {
     T* tile = bufs.data() + int64_t(thread_index()) * n * C;
-#pragma omp for schedule(dynamic, 2)
+#pragma omp for schedule(dynamic, 2) nowait
     for (int64_t t = 0; t < ntiles; ++t) {
-      const int64_t t0 = t * C, m = std::min(C, batch - t0);
+      const int64_t t0 = lead > 0 && t == 0 ? 0 : lead + (t - (lead > 0)) * C;
+      const int64_t m = lead > 0 && t == 0 ? lead : std::min(C, batch - t0);
       if (m == C) {  // the first pass reads x, the last writes y
-        tile_cols(S, x + t0, batch, y + t0, batch, tile);
+        tile_cols(S, x + t0, batch, y + t0, batch, tile, stream);
         continue;
       }
       for (int64_t p = 0; p < n; ++p) {  // a short tile: through zero-padded scratch
         std::memcpy(tile + p * C, x + p * batch + t0, size_t(m) * sizeof(T));
         std::fill(tile + p * C + m, tile + (p + 1) * C, T(0));
       }
-      tile_cols(S, tile, C, tile, C, tile);
+      tile_cols(S, tile, C, tile, C, tile, false);
       for (int64_t p = 0; p < n; ++p) std::memcpy(y + p * batch + t0, tile + p * C, size_t(m) * sizeof(T));
     }
+    _mm_sfence();  // this thread's streaming stores, before the region's closing barrier
   }
 }
 

@@ -14,8 +14,9 @@
 // K_1 to K_P, dwd[p] += g[p] a[p] and dwo[p] += g[p] a[p ^ d] lane-wise (positions are lanes:
 // no horizontal sums), and g <- g K_p, i.e. g'[p] = wd[p] g[p] + wo[p ^ d] g[p ^ d].
 // Batch-size-last (x (N, batch)): a row is a position, so a factor pairs whole rows, vectors
-// along the batch on tiles of a few batch columns copied into scratch (pairs.cpp says why);
-// its backward is the tile kernel's (tiles.hpp).
+// along the batch on tiles of a few batch columns copied into scratch (pairs.cpp says why),
+// y written with streaming stores where its rows are whole cache lines; its backward is the
+// tile kernel's (tiles.hpp).
 #pragma once
 
 #include <cstdint>
