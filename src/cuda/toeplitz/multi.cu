@@ -2,11 +2,15 @@
 // (16, 8, 4, 2, 1 for float32; 8, 4, 2, 1 for float64: the accumulators live in registers).
 //
 // One right-hand side (RC = 1) is a pure stream of F̂ (8 bytes per 8 FLOP): the kernels read F̂
-// with 16-byte loads (float4 = 2 complex; the plain complex when Nm is odd or F̂ unaligned),
-// several loads in flight per lane, the spectrum x̂ through L1 (no shared memory, no barriers).
-//   matvec:  a warp per (frequency, 2 rows), lanes along Nm, warp-shuffle reduction.
-//   adjoint: a thread per (frequency, 2 columns), loops over the Nd rows (column sums in
-//            registers, no reduction), x̂[f][d] read as a warp-uniform broadcast.
+// with 16-byte loads (float4 = 2 complex, 4 pairs of a 16-bit F̂; narrower where Nm or the
+// alignment does not allow it), about 128 bytes in flight per lane, the spectrum x̂ through L1
+// (no shared memory, no barriers in the unsplit kernels).
+//   matvec:  a warp per (frequency, 2 or 4 rows), lanes along Nm, warp-shuffle reduction; x̂ read
+//            16 bytes at a time where it is contiguous.
+//   adjoint: a thread per (frequency, K columns), loops over the Nd rows (column sums in
+//            registers), x̂[f][d] read as a warp-uniform broadcast; where those threads cannot fill
+//            the GPU, up to 8 threads of a CTA share a column's rows and add their sums in order.
+// Shapes and their measurements: bench/NOTES-toeplitz-precision.md ("one-rhs-variants").
 // Several right-hand sides (RC >= 2) make the product compute-bound (4·RC FMAs per F̂ element):
 //   matvec:  register tiles of 4 rows × RC, F̂ and X̂ tiles staged in shared memory by cp.async
 //            in a 3-stage pipeline (no registers held for loads in flight), lanes along Nm,
