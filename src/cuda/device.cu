@@ -1,8 +1,6 @@
 #include <cuda_runtime.h>
 
-#include <map>
-#include <mutex>
-#include <utility>
+#include <atomic>
 
 #include "cuda/check.hpp"
 #include "cuda/device.hpp"
@@ -29,22 +27,22 @@ std::string device_name(int device) {
   return p.name;
 }
 
-int current_device_attribute(int attr) {
-  static std::mutex mu;
-  static std::map<std::pair<int, int>, int> cache;
-  int dev = 0;
+namespace {
+// An attribute of the current device, read once per device (Slot: one cache per attribute used);
+// lock-free after the first read, as launch paths ask for it on every call.
+template <int Slot>
+int cached_attribute(cudaDeviceAttr attr) {
+  static std::atomic<int> cache[64] = {};
+  int dev = 0, v = 0;
   STRUX_CUDA(cudaGetDevice(&dev));
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (const auto it = cache.find({dev, attr}); it != cache.end()) return it->second;
-  }
-  int v = 0;
-  STRUX_CUDA(cudaDeviceGetAttribute(&v, cudaDeviceAttr(attr), dev));
-  std::lock_guard<std::mutex> lock(mu);
-  cache[{dev, attr}] = v;
+  if (dev < 64 && (v = cache[dev].load(std::memory_order_relaxed)) > 0) return v;
+  STRUX_CUDA(cudaDeviceGetAttribute(&v, attr, dev));
+  if (dev < 64) cache[dev].store(v, std::memory_order_relaxed);
   return v;
 }
+}  // namespace
 
-int current_sm_count() { return current_device_attribute(cudaDevAttrMultiProcessorCount); }
+int current_sm_count() { return cached_attribute<0>(cudaDevAttrMultiProcessorCount); }
+int current_smem_optin() { return cached_attribute<1>(cudaDevAttrMaxSharedMemoryPerBlockOptin); }
 
 }  // namespace strux::cuda

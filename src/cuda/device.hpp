@@ -5,8 +5,8 @@
 namespace strux::cuda {
 int device_count();                 // 0 when no driver or no device
 std::string device_name(int device);  // "" when out of range
-// An attribute (a cudaDeviceAttr value) of the current device, read once per device and attribute.
-int current_device_attribute(int attr);
-// Multiprocessors of the current device: sizes grids to fill the GPU.
+// Of the current device, read once per device: multiprocessors (sizes grids to fill the GPU) and
+// the opt-in shared memory per block.
 int current_sm_count();
+int current_smem_optin();
 }  // namespace strux::cuda

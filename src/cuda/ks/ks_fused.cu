@@ -56,7 +56,7 @@ Layout layout(KsPattern p1, KsPattern p2, DType t) {
   return L;
 }
 
-int smem_optin() { return current_device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin); }
+int smem_optin() { return current_smem_optin(); }
 int sm_count() { return current_sm_count(); }
 
 std::string pat(KsPattern p) {
