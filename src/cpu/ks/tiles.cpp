@@ -274,14 +274,11 @@ std::vector<T> pack_merged(const Merged& m, const std::vector<KSPattern>& ps, co
 // butterfly(1024, 2), batch 4096, ran 0.83-0.88x, a radix-4 forward 0.69-0.87x
 // (bench/NOTES-cpu.md "ks bsl").
 constexpr int64_t kAhead = 32;
-template <class T>
-STRUX_INLINE void fetch_run(const T* p, int64_t n, int rw) {
+template <int RW, class T>
+STRUX_INLINE void fetch_run(const T* p, int64_t n) {
   constexpr int64_t kLine = 64 / int64_t(sizeof(T));
-  for (int64_t o = 0; o < n; o += kLine)
-    if (rw) __builtin_prefetch(p + o, 1, 2);
-    else __builtin_prefetch(p + o, 0, 2);
-  if (rw) __builtin_prefetch(p + n - 1, 1, 2);
-  else __builtin_prefetch(p + n - 1, 0, 2);
+  for (int64_t o = 0; o < n; o += kLine) __builtin_prefetch(p + o, RW, 2);
+  __builtin_prefetch(p + n - 1, RW, 2);
 }
 
 // Tile <-> activation rows t0 .. t0 + n (n <= R; a short tile's other columns are zero).
@@ -294,7 +291,7 @@ void load_tile(const T* x, int64_t width, int64_t batch, KSLayout layout, int64_
     transpose(x + t0 * width, width, tile, R, n, width);  // tile[q R + r] = x[(t0 + r) width + q]
   else
     for (int64_t q = 0; q < width; ++q) {
-      if (q + kAhead < width) fetch_run(x + (q + kAhead) * batch + t0, n, 0);
+      if (q + kAhead < width) fetch_run<0>(x + (q + kAhead) * batch + t0, n);
       std::memcpy(tile + q * R, x + q * batch + t0, size_t(n) * sizeof(T));
     }
 }
@@ -307,7 +304,7 @@ void store_tile(const T* tile, int64_t width, int64_t batch, KSLayout layout, in
       transpose(tile + r0, R, y + (t0 + r0) * width, width, width, std::min<int64_t>(4, n - r0));
   else
     for (int64_t q = 0; q < width; ++q) {
-      if (q + kAhead < width) fetch_run(y + (q + kAhead) * batch + t0, n, 1);
+      if (q + kAhead < width) fetch_run<1>(y + (q + kAhead) * batch + t0, n);
       std::memcpy(y + q * batch + t0, tile + q * R, size_t(n) * sizeof(T));
     }
 }
