@@ -8,6 +8,7 @@
 //   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -Isrc -Iinclude \
 //        bench/gpu_toeplitz_half.cu src/cuda/device.cu -o build/gpu_toeplitz_half
 //   build/gpu_toeplitz_half [NFREQ ND NM ...]     one JSON line per kernel and shape
+// "library" lines run the launch the library makes (launch_one / launch_one_half) for the shape.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -123,8 +124,43 @@ int main(int argc, char** argv) {
       STRUX_LAUNCH("bench adjoint");
       report(name, true, nF * esize, ms, ref ? 0.0 : max_rel_diff(Y, Yref, size_t(nfreq) * Nm));
     };
+    // adjoint_shift (Nm % K != 0): ceil(Nm / K) threads per frequency, CTAs overlapping by one.
+    auto sv = [&](auto kernel, int K, const auto* Fp, const char* name, size_t esize) {
+      const int64_t threads = nfreq * ((Nm + K - 1) / K);
+      const unsigned grid = unsigned((threads + thr - 2) / (thr - 1));
+      auto go = [&] { kernel<<<grid, thr>>>(Fp, X, Y, nfreq, Nd, Nm, int64_t(1), int64_t(0), 1.0f); };
+      const float ms = median_ms(go, reps);
+      STRUX_LAUNCH("bench adjoint_shift");
+      report(name, true, nF * esize, ms, max_rel_diff(Y, Yref, size_t(nfreq) * Nm));
+    };
+    // The library's choice (launch_one / launch_one_half), against the reference left by the
+    // family's last `ref` launch of the same direction.
+    auto lib = [&](bool adj, bool half, const char* name) {
+      auto go = [&] {
+        if (half)
+          launch_one_half<float2, float>(Fh, X, Y, nfreq, Nd, Nm, int64_t(1), int64_t(0), adj, 1.0f, nullptr);
+        else
+          launch_one<float2, float>(F, X, Y, nfreq, Nd, Nm, int64_t(1), int64_t(0), adj, 1.0f, nullptr);
+      };
+      const float ms = median_ms(go, reps);
+      report(name, adj, nF * (half ? 4 : 8), ms, max_rel_diff(Y, Yref, size_t(nfreq) * (adj ? Nm : Nd)));
+    };
     using B = __nv_bfloat162;
-    if (Nm % 4 == 0) {
+    if (Nm % 4 == 0 && Nm <= 512) {  // short rows: lanes per row 32, 16, 8
+      mv(matvec_one<float2, float, 4, B, 2, 4, true>, 2, Fh, "bf16 r2 u4 xv g32", true, 4);
+      mv(matvec_one<float2, float, 4, B, 2, 4, true, 16>, 4, Fh, "bf16 r2 u4 xv g16", false, 4);
+      mv(matvec_one<float2, float, 4, B, 2, 4, true, 8>, 8, Fh, "bf16 r2 u4 xv g8", false, 4);
+      mv(matvec_one<float2, float, 4, B, 4, 2, true, 8>, 16, Fh, "bf16 r4 u2 xv g8", false, 4);
+      mv(matvec_one<float2, float, 4, B, 2, 2, true, 8>, 8, Fh, "bf16 r2 u2 xv g8", false, 4);
+      mv(matvec_one<float2, float, 4, B, 4, 1, true, 8>, 16, Fh, "bf16 r4 u1 xv g8", false, 4);
+      lib(false, true, "bf16 matvec library");
+      mv(matvec_one<float2, float, 2, float2, 4, 2, true>, 4, F, "c64 r4 u2 xv g32", true, 8);
+      mv(matvec_one<float2, float, 2, float2, 4, 2, true, 16>, 8, F, "c64 r4 u2 xv g16", false, 8);
+      mv(matvec_one<float2, float, 2, float2, 4, 2, true, 8>, 16, F, "c64 r4 u2 xv g8", false, 8);
+      lib(false, false, "c64 matvec library");
+      av(adjoint_one<float2, float, 4, B, 16>, 4, 1, Fh, "bf16 ud16", true, 4);
+      lib(true, true, "bf16 adjoint library");
+    } else if (Nm % 4 == 0) {
       mv(matvec_one<float2, float, 2, float2, 2, 4, false>, 2, F, "c64 r2 u4", true, 8);
       mv(matvec_one<float2, float, 2, float2, 2, 4, true>, 2, F, "c64 r2 u4 xv", false, 8);
       mv(matvec_one<float2, float, 2, float2, 4, 2, true>, 4, F, "c64 r4 u2 xv", false, 8);
@@ -158,6 +194,9 @@ int main(int argc, char** argv) {
       av(adjoint_one<float2, float, 2, float2, 8>, 2, 1, F, "c64 ud8", true, 8);
       av(adjoint_one<float2, float, 2, B, 8>, 2, 1, Fh, "bf16 k2 ud8", true, 4);
       av(adjoint_one<float2, float, 2, B, 16>, 2, 1, Fh, "bf16 k2 ud16", false, 4);
+      sv(adjoint_shift<float2, float, 4, B, 16>, 4, Fh, "bf16 shift4 ud16", 4);
+      sv(adjoint_shift<float2, float, 4, B, 8>, 4, Fh, "bf16 shift4 ud8", 4);
+      lib(true, true, "bf16 adjoint library");
     } else {  // odd Nm: the 1-complex (c64) and 1-pair (bf16) loads
       mv(matvec_one<float2, float, 1, float2, 2, 4, false>, 2, F, "c64 k1 r2 u4", true, 8);
       mv(matvec_one<float2, float, 1, float2, 4, 4, false>, 4, F, "c64 k1 r4 u4", false, 8);
@@ -170,6 +209,14 @@ int main(int argc, char** argv) {
       av(adjoint_one<float2, float, 1, float2, 8>, 1, 1, F, "c64 k1 ud8 (ref)", true, 8);
       av(adjoint_one<float2, float, 1, float2, 16>, 1, 1, F, "c64 k1 ud16", false, 8);
       av(adjoint_one<float2, float, 1, float2, 8, 2>, 1, 2, F, "c64 k1 ud8 split2", false, 8);
+      sv(adjoint_shift<float2, float, 2, float2, 8>, 2, F, "c64 shift2 ud8", 8);
+      sv(adjoint_shift<float2, float, 2, float2, 16>, 2, F, "c64 shift2 ud16", 8);
+      sv(adjoint_shift<float2, float, 2, float2, 4>, 2, F, "c64 shift2 ud4", 8);
+      lib(true, false, "c64 adjoint library");
+      av(adjoint_one<float2, float, 1, B, 16>, 1, 1, Fh, "bf16 k1 ud16 (ref)", true, 4);
+      sv(adjoint_shift<float2, float, 4, B, 16>, 4, Fh, "bf16 shift4 ud16", 4);
+      sv(adjoint_shift<float2, float, 4, B, 8>, 4, Fh, "bf16 shift4 ud8", 4);
+      lib(true, true, "bf16 adjoint library");
     }
     for (void* p : {(void*)F, (void*)Fh, (void*)X, (void*)Y, (void*)Yref}) STRUX_CUDA(cudaFree(p));
   }

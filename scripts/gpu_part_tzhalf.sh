@@ -10,6 +10,6 @@ nvcc -O3 -std=c++17 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_9
   bench/gpu_toeplitz_half.cu src/cuda/device.cu -o build/gpu_toeplitz_half > "$OUT/nvcc.log" 2>&1 \
   || { echo "tzhalf: nvcc FAILED"; tail -20 "$OUT/nvcc.log"; exit 1; }
 echo "tzhalf: built in $(( $(date +%s) - t0 )) s"
-SHAPES=(1001 100 5000 1001 100 4998 501 1024 1024 1001 100 4999 1001 16 8192 1001 2499 64 1001 1767 1767)
+SHAPES=(1001 1767 1767 501 2499 2499 1001 100 4999 1001 1024 1022 1001 2499 64 1001 2499 128 1001 2499 256 1001 100 5000)
 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} build/gpu_toeplitz_half "${SHAPES[@]}" | tee "$OUT/tzhalf.jsonl"
 echo "tzhalf: done in $(( $(date +%s) - t0 )) s"

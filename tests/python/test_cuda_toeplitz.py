@@ -9,8 +9,11 @@ from strux import _cuda_toeplitz as _cuda  # noqa: E402
 pytestmark = needs_gpu
 
 TOL = {"float32": 2e-5, "float64": 1e-12}
+# (3, 7, 100) and (3, 7, 101): the one-rhs matvec with 16 lanes per row; odd Nm with Nd < 32 (and
+# (3, 20, 1031) past its 8-row loop): the adjoint's aligned packs (adjoint_shift); the last: the
+# adjoint's rows split among threads.
 SIZES = [(1, 1, 1), (5, 3, 4), (7, 2, 3), (13, 4, 6), (32, 3, 5), (6, 37, 300), (4, 101, 131), (3, 10, 1031),
-         (3, 300, 9)]  # the last: the adjoint's rows split among threads
+         (3, 7, 100), (3, 7, 101), (3, 20, 1031), (3, 300, 9)]
 
 
 def to_layout(x, layout):

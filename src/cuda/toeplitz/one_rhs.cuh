@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/device.hpp"
 #include "cuda/elem.cuh"
@@ -39,17 +40,21 @@ __device__ __forceinline__ void ld_x(const C* p, int64_t R, C (&x)[K]) {
   }
 }
 
-// Y[f][d] = alpha · Σ_n F̂[f][d][n] X[f][n]. K complex per lane load (2: float4); ROWS rows per
-// warp share each x̂ load, U packs per row in flight per lane.
-template <class C, class T, int K, class S = C, int ROWS = kRows1, int U = kU1, bool XV = false>
+// Y[f][d] = alpha · Σ_n F̂[f][d][n] X[f][n]. K complex per lane load (2: float4); G lanes per row
+// (32: the whole warp; 16 or 8 where a row is too short to give a warp U packs per lane: a warp
+// then serves 32 / G row groups), ROWS rows per group share each x̂ load, U packs per row in
+// flight per lane.
+template <class C, class T, int K, class S = C, int ROWS = kRows1, int U = kU1, bool XV = false, int G = 32>
 __global__ void __launch_bounds__(kThreads) matvec_one(const S* __restrict__ F, const C* __restrict__ X,
                                                        C* __restrict__ Y, int64_t nfreq, int64_t Nd, int64_t Nm,
                                                        int64_t R, int64_t r0, T alpha) {
-  const int lane = threadIdx.x & 31;
-  const int64_t groups = (Nd + ROWS - 1) / ROWS;
+  static_assert(G == 32 || G == 16 || G == 8, "lanes per row: 32, 16 or 8");
+  constexpr int WR = ROWS * (32 / G);  // rows per warp
+  const int lane = threadIdx.x & 31, l = lane % G;
+  const int64_t groups = (Nd + WR - 1) / WR;
   const int64_t w = (int64_t(blockIdx.x) * kThreads + threadIdx.x) >> 5;
   if (w >= nfreq * groups) return;  // whole warps leave together
-  const int64_t f = w / groups, d0 = (w - f * groups) * ROWS;
+  const int64_t f = w / groups, d0 = (w - f * groups) * WR + (lane / G) * ROWS;
   const S* Fr[ROWS];
 #pragma unroll
   for (int i = 0; i < ROWS; ++i) Fr[i] = F + (f * Nd + imin(d0 + i, Nd - 1)) * Nm;
@@ -58,16 +63,16 @@ __global__ void __launch_bounds__(kThreads) matvec_one(const S* __restrict__ F, 
 #pragma unroll
   for (int i = 0; i < ROWS; ++i) acc[i] = C{0, 0};
   const int64_t npk = Nm / K;
-  int64_t p = lane;
-  for (; p + 32 * (U - 1) < npk; p += 32 * U) {
+  int64_t p = l;
+  for (; p + G * (U - 1) < npk; p += G * U) {
     S a[U][ROWS][K];
     C x[U][K];
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
-      for (int i = 0; i < ROWS; ++i) ld_stream<S, K>(Fr[i] + (p + 32 * u) * K, a[u][i]);
+      for (int i = 0; i < ROWS; ++i) ld_stream<S, K>(Fr[i] + (p + G * u) * K, a[u][i]);
 #pragma unroll
-    for (int u = 0; u < U; ++u) ld_x<C, K, XV>(xf + (p + 32 * u) * K * R, R, x[u]);
+    for (int u = 0; u < U; ++u) ld_x<C, K, XV>(xf + (p + G * u) * K * R, R, x[u]);
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -75,7 +80,7 @@ __global__ void __launch_bounds__(kThreads) matvec_one(const S* __restrict__ F, 
 #pragma unroll
         for (int k = 0; k < K; ++k) fma_c(acc[i], to_c(a[u][i][k]), x[u][k]);
   }
-  for (; p < npk; p += 32) {
+  for (; p < npk; p += G) {
     S a[ROWS][K];
     C x[K];
 #pragma unroll
@@ -87,10 +92,10 @@ __global__ void __launch_bounds__(kThreads) matvec_one(const S* __restrict__ F, 
       for (int k = 0; k < K; ++k) fma_c(acc[i], to_c(a[i][k]), x[k]);
   }
 #pragma unroll
-  for (int i = 0; i < ROWS; ++i) warp_sum(acc[i]);
+  for (int i = 0; i < ROWS; ++i) warp_sum<G>(acc[i]);
 #pragma unroll
   for (int i = 0; i < ROWS; ++i)
-    if (lane == i && d0 + i < Nd) Y[(f * Nd + d0 + i) * R + r0] = scale(acc[i], alpha);
+    if (l == i && d0 + i < Nd) Y[(f * Nd + d0 + i) * R + r0] = scale(acc[i], alpha);
 }
 
 // Y[f][n] = alpha · Σ_d conj(F̂[f][d][n]) X[f][d]; a thread per K consecutive columns, UD rows
@@ -152,25 +157,123 @@ __global__ void __launch_bounds__(kThreads) adjoint_one(const S* __restrict__ F,
   for (int k = 0; k < K; ++k) Y[(f * Nm + p * K + k) * R + r0] = scale(acc[k], alpha);
 }
 
+// The adjoint where Nm % K != 0 (odd Nm in complex64, K = 2; Nm % 4 != 0 in 16-bit pairs, K = 4):
+// rows then start at every alignment, which left the unpacked kernel 8- or 4-byte loads. Here each
+// row is read in the aligned 16-byte packs that cover it. Thread q of frequency f reads, in row d,
+// the pack that starts r = (offset of the row) mod K values before column K·q, and adds its K
+// products to the sums of columns K·q − r … K·q − r + K − 1: its own K columns and up to K − 1 to
+// their left, which are thread q − 1's. At the end each thread adds its right neighbour's left sums
+// to its own (a fixed order: deterministic) through shared memory. CTAs overlap by one thread, so
+// every right neighbour is in the CTA; the last thread of a CTA only supplies its left sums. Pack
+// values outside the row (the previous row's tail, the next row's head) feed sums of columns that
+// do not exist, never written; only past the end of F̂ are they not loaded.
+template <class C, class T, int K, class S, int UD>
+__global__ void __launch_bounds__(kThreads) adjoint_shift(const S* __restrict__ F, const C* __restrict__ X,
+                                                          C* __restrict__ Y, int64_t nfreq, int64_t Nd, int64_t Nm,
+                                                          int64_t R, int64_t r0, T alpha) {
+  static_assert(K == 2 || K == 4, "packs of 2 or 4 values");
+  constexpr int E = 2 * K - 1;  // sums of columns K·q − (K − 1) … K·q + K − 1
+  const int t = threadIdx.x;
+  const int64_t npk = (Nm + K - 1) / K;  // threads per frequency
+  const int64_t idx = int64_t(blockIdx.x) * (kThreads - 1) + t;
+  const bool live = idx < nfreq * npk;
+  const int64_t f = live ? idx / npk : 0, q = live ? idx - f * npk : 0;
+  const int64_t end = nfreq * Nd * Nm;  // F̂'s values
+  const int64_t o0 = f * Nd * Nm + K * q;
+  const C* xf = X + f * Nd * R + r0;
+  C acc[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) acc[e] = C{0, 0};
+  // One row: the pack at o (aligned), its offset r, the spectrum value x.
+  auto load = [&](int64_t d, S (&a)[K], int& r) {
+    const int64_t o = o0 + d * Nm;
+    r = int(o % K);
+    const int64_t b = o - r;
+    if (b + K <= end) {
+      ld_stream<S, K>(F + b, a);
+    } else {  // the last pack of F̂: its values past the end belong to no column
+#pragma unroll
+      for (int k = 0; k < K; ++k) a[k] = b + k < end ? __ldcs(F + b + k) : S{};
+    }
+  };
+  auto add = [&](const S (&a)[K], int r, C x) {
+#pragma unroll
+    for (int rr = 0; rr < K; ++rr)
+      if (r == rr) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) fma_cc(acc[k - rr + K - 1], to_c(a[k]), x);
+      }
+  };
+  int64_t d = 0;
+  const int64_t d_end = live ? Nd : 0;
+  for (; d + UD <= d_end; d += UD) {
+    S a[UD][K];
+    int r[UD];
+    C x[UD];
+#pragma unroll
+    for (int u = 0; u < UD; ++u) load(d + u, a[u], r[u]);
+#pragma unroll
+    for (int u = 0; u < UD; ++u) x[u] = __ldg(xf + (d + u) * R);
+#pragma unroll
+    for (int u = 0; u < UD; ++u) add(a[u], r[u], x[u]);
+  }
+  for (; d < d_end; ++d) {
+    S a[K];
+    int r;
+    load(d, a, r);
+    add(a, r, __ldg(xf + d * R));
+  }
+  __shared__ C left[K - 1][kThreads];
+#pragma unroll
+  for (int e = 0; e < K - 1; ++e) left[e][t] = acc[e];
+  __syncthreads();
+  if (!live || t == kThreads - 1) return;
+  const bool right = q + 1 < npk;  // the right neighbour is of the same frequency
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int64_t n = K * q + k;
+    if (n >= Nm) break;
+    C v = acc[K - 1 + k];
+    if (k > 0 && right) v.x += left[k - 1][t + 1].x, v.y += left[k - 1][t + 1].y;
+    Y[(f * Nm + n) * R + r0] = scale(v, alpha);
+  }
+}
+
 // ---- launches ---------------------------------------------------------------------------------
 
 
-// One right-hand side: a matvec_one launch with ROWS rows per warp and U loads per row in flight,
-// x̂ read 16 bytes at a time where it is contiguous (R = 1) and aligned.
+// Lanes per row of matvec_one: the whole warp where a row gives every lane U packs, else 16 or 8
+// (short rows: Nm = 64 in bfloat16 is 16 packs, which left half a warp idle and one pack in flight).
+int lanes_per_row(int64_t npk, int U) { return npk >= 32 * U ? 32 : npk >= 16 * U ? 16 : 8; }
+
+// One right-hand side: a matvec_one launch with ROWS rows per lane group and U loads per row in
+// flight, x̂ read 16 bytes at a time where it is contiguous (R = 1) and aligned.
+template <class C, class T, int K, class S, int ROWS, int U, bool XV, int G>
+void launch_matvec_g(const S* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t Nm, int64_t R, int64_t r0,
+                     T alpha, cudaStream_t s) {
+  constexpr int WR = ROWS * (32 / G);
+  const int64_t warps = nfreq * ((Nd + WR - 1) / WR);
+  const unsigned grid = unsigned((warps + kWarps - 1) / kWarps);
+  matvec_one<C, T, K, S, ROWS, U, XV, G><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+  STRUX_LAUNCH("toeplitz matvec_one");
+}
+
 template <class C, class T, int K, class S, int ROWS, int U>
 void launch_matvec(const S* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t Nm, int64_t R, int64_t r0,
                    T alpha, cudaStream_t s) {
-  const int64_t warps = nfreq * ((Nd + ROWS - 1) / ROWS);
-  const unsigned grid = unsigned((warps + kWarps - 1) / kWarps);
-  if constexpr (sizeof(C) == 8 && K % 2 == 0) {
-    if (R == 1 && reinterpret_cast<uintptr_t>(X) % 16 == 0) {  // Nm % K == 0: every x̂[f] row aligned too
-      matvec_one<C, T, K, S, ROWS, U, true><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
-      STRUX_LAUNCH("toeplitz matvec_one");
-      return;
+  auto go = [&](auto xv) {
+    constexpr bool XV = decltype(xv)::value;
+    switch (lanes_per_row(Nm / K, U)) {
+      case 32: return launch_matvec_g<C, T, K, S, ROWS, U, XV, 32>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
+      case 16: return launch_matvec_g<C, T, K, S, ROWS, U, XV, 16>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
+      default: return launch_matvec_g<C, T, K, S, ROWS, U, XV, 8>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
     }
+  };
+  // Nm % K == 0: every x̂[f] row is aligned where X is.
+  if constexpr (sizeof(C) == 8 && K % 2 == 0) {
+    if (R == 1 && reinterpret_cast<uintptr_t>(X) % 16 == 0) return go(std::true_type{});
   }
-  matvec_one<C, T, K, S, ROWS, U, false><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
-  STRUX_LAUNCH("toeplitz matvec_one");
+  go(std::false_type{});
 }
 
 // Row segments per column of adjoint_one: 1, or more where nfreq · Nm / K threads would not fill
@@ -202,6 +305,23 @@ void launch_adjoint(const S* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int
   STRUX_LAUNCH("toeplitz adjoint_one");
 }
 
+// adjoint_shift's launch: ceil(Nm / K) threads per frequency, CTAs overlapping by one thread.
+template <class C, class T, int K, class S, int UD>
+void launch_adjoint_shift(const S* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t Nm, int64_t R, int64_t r0,
+                          T alpha, cudaStream_t s) {
+  const int64_t threads = nfreq * ((Nm + K - 1) / K);
+  const unsigned grid = unsigned((threads + kThreads - 2) / (kThreads - 1));
+  adjoint_shift<C, T, K, S, UD><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
+  STRUX_LAUNCH("toeplitz adjoint_shift");
+}
+
+// adjoint_shift serves where the columns fill the GPU without splitting rows (adjoint_split 1)
+// and F̂ is 16-byte aligned; elsewhere the unpacked adjoint_one (which can split).
+template <int K>
+bool use_shift(const void* F, int64_t nfreq, int64_t Nd, int64_t Nm, int UD) {
+  return reinterpret_cast<uintptr_t>(F) % 16 == 0 && adjoint_split(nfreq * ((Nm + K - 1) / K), Nd, UD) == 1;
+}
+
 // A 16-bit F̂ (S a 4-byte pair): 4 values per 16-byte load where Nm % 4 == 0 and F̂ is 16-byte
 // aligned, else 2 per 8-byte load (Nm even, 8-byte aligned), else 1. Each shape keeps about 128
 // bytes of F̂ in flight per lane (ROWS × U × 4K; adjoint 16 rows): measured side by side against
@@ -221,6 +341,8 @@ void launch_one_half(const S* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, in
   } else {
     if (K == 4)
       launch_adjoint<C, T, 4, S, 16>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
+    else if (use_shift<4>(F, nfreq, Nd, Nm, 16))
+      launch_adjoint_shift<C, T, 4, S, 16>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
     else if (K == 2)
       launch_adjoint<C, T, 2, S, 16>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
     else
@@ -239,10 +361,12 @@ void launch_one(const C* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t
     else
       launch_matvec<C, T, 1, C, kRows1, kU1>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
   } else {
-    if (vec)
-      launch_adjoint<C, T, 2, C, kUd1>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
-    else
-      launch_adjoint<C, T, 1, C, kUd1>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
+    if constexpr (sizeof(C) == 8) {
+      if (vec) return launch_adjoint<C, T, 2, C, kUd1>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
+      if (use_shift<2>(F, nfreq, Nd, Nm, kUd1))  // odd Nm: aligned packs all the same
+        return launch_adjoint_shift<C, T, 2, C, kUd1>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
+    }
+    launch_adjoint<C, T, 1, C, kUd1>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
   }
 }
 

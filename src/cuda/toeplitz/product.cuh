@@ -59,10 +59,11 @@ __device__ __forceinline__ C scale(C v, decltype(C{}.x) a) {
   return C{a * v.x, a * v.y};
 }
 
-template <class C>
+// The sum over each aligned group of G lanes (G = 32: the whole warp), left in every lane of it.
+template <int G = 32, class C>
 __device__ __forceinline__ void warp_sum(C& v) {
 #pragma unroll
-  for (int o = 16; o > 0; o /= 2) {
+  for (int o = G / 2; o > 0; o /= 2) {
     v.x += __shfl_xor_sync(0xffffffffu, v.x, o);
     v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
   }
