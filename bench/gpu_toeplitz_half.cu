@@ -124,9 +124,9 @@ int main(int argc, char** argv) {
       STRUX_LAUNCH("bench adjoint");
       report(name, true, nF * esize, ms, ref ? 0.0 : max_rel_diff(Y, Yref, size_t(nfreq) * Nm));
     };
-    // adjoint_shift (Nm % K != 0): ceil(Nm / K) threads per frequency, CTAs overlapping by one.
+    // adjoint_shift (Nm % K != 0): shift_threads per frequency, CTAs overlapping by one.
     auto sv = [&](auto kernel, int K, const auto* Fp, const char* name, size_t esize) {
-      const int64_t threads = nfreq * ((Nm + K - 1) / K);
+      const int64_t threads = nfreq * shift_threads(Nm, K);
       const unsigned grid = unsigned((threads + thr - 2) / (thr - 1));
       auto go = [&] { kernel<<<grid, thr>>>(Fp, X, Y, nfreq, Nd, Nm, int64_t(1), int64_t(0), 1.0f); };
       const float ms = median_ms(go, reps);
@@ -194,8 +194,10 @@ int main(int argc, char** argv) {
       av(adjoint_one<float2, float, 2, float2, 8>, 2, 1, F, "c64 ud8", true, 8);
       av(adjoint_one<float2, float, 2, B, 8>, 2, 1, Fh, "bf16 k2 ud8", true, 4);
       av(adjoint_one<float2, float, 2, B, 16>, 2, 1, Fh, "bf16 k2 ud16", false, 4);
-      sv(adjoint_shift<float2, float, 4, B, 16>, 4, Fh, "bf16 shift4 ud16", 4);
       sv(adjoint_shift<float2, float, 4, B, 8>, 4, Fh, "bf16 shift4 ud8", 4);
+      sv(adjoint_shift<float2, float, 4, B, 4>, 4, Fh, "bf16 shift4 ud4", 4);
+      sv(adjoint_shift<float2, float, 2, B, 16>, 2, Fh, "bf16 shift2 ud16", 4);
+      sv(adjoint_shift<float2, float, 2, B, 8>, 2, Fh, "bf16 shift2 ud8", 4);
       lib(true, true, "bf16 adjoint library");
     } else {  // odd Nm: the 1-complex (c64) and 1-pair (bf16) loads
       mv(matvec_one<float2, float, 1, float2, 2, 4, false>, 2, F, "c64 k1 r2 u4", true, 8);
@@ -214,8 +216,10 @@ int main(int argc, char** argv) {
       sv(adjoint_shift<float2, float, 2, float2, 4>, 2, F, "c64 shift2 ud4", 8);
       lib(true, false, "c64 adjoint library");
       av(adjoint_one<float2, float, 1, B, 16>, 1, 1, Fh, "bf16 k1 ud16 (ref)", true, 4);
-      sv(adjoint_shift<float2, float, 4, B, 16>, 4, Fh, "bf16 shift4 ud16", 4);
       sv(adjoint_shift<float2, float, 4, B, 8>, 4, Fh, "bf16 shift4 ud8", 4);
+      sv(adjoint_shift<float2, float, 4, B, 4>, 4, Fh, "bf16 shift4 ud4", 4);
+      sv(adjoint_shift<float2, float, 2, B, 16>, 2, Fh, "bf16 shift2 ud16", 4);
+      sv(adjoint_shift<float2, float, 2, B, 8>, 2, Fh, "bf16 shift2 ud8", 4);
       lib(true, true, "bf16 adjoint library");
     }
     for (void* p : {(void*)F, (void*)Fh, (void*)X, (void*)Y, (void*)Yref}) STRUX_CUDA(cudaFree(p));

@@ -167,6 +167,11 @@ __global__ void __launch_bounds__(kThreads) adjoint_one(const S* __restrict__ F,
 // every right neighbour is in the CTA; the last thread of a CTA only supplies its left sums. Pack
 // values outside the row (the previous row's tail, the next row's head) feed sums of columns that
 // do not exist, never written; only past the end of F̂ are they not loaded.
+// adjoint_shift's threads per frequency: one per K columns, and one more (no columns of its own)
+// where the last thread's columns reach past the K − r of a pack with offset r ≥ 2, which the next
+// thread's left sums hold (Nm % K ≥ 2: with Nm % K == 1 the last thread has column K·q only).
+__host__ __device__ inline int64_t shift_threads(int64_t Nm, int K) { return Nm / K + 1 + (Nm % K > 1); }
+
 template <class C, class T, int K, class S, int UD>
 __global__ void __launch_bounds__(kThreads) adjoint_shift(const S* __restrict__ F, const C* __restrict__ X,
                                                           C* __restrict__ Y, int64_t nfreq, int64_t Nd, int64_t Nm,
@@ -174,7 +179,7 @@ __global__ void __launch_bounds__(kThreads) adjoint_shift(const S* __restrict__ 
   static_assert(K == 2 || K == 4, "packs of 2 or 4 values");
   constexpr int E = 2 * K - 1;  // sums of columns K·q − (K − 1) … K·q + K − 1
   const int t = threadIdx.x;
-  const int64_t npk = (Nm + K - 1) / K;  // threads per frequency
+  const int64_t npk = shift_threads(Nm, K);
   const int64_t idx = int64_t(blockIdx.x) * (kThreads - 1) + t;
   const bool live = idx < nfreq * npk;
   const int64_t f = live ? idx / npk : 0, q = live ? idx - f * npk : 0;
@@ -309,7 +314,7 @@ void launch_adjoint(const S* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int
 template <class C, class T, int K, class S, int UD>
 void launch_adjoint_shift(const S* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t Nm, int64_t R, int64_t r0,
                           T alpha, cudaStream_t s) {
-  const int64_t threads = nfreq * ((Nm + K - 1) / K);
+  const int64_t threads = nfreq * shift_threads(Nm, K);
   const unsigned grid = unsigned((threads + kThreads - 2) / (kThreads - 1));
   adjoint_shift<C, T, K, S, UD><<<grid, kThreads, 0, s>>>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha);
   STRUX_LAUNCH("toeplitz adjoint_shift");
@@ -319,7 +324,7 @@ void launch_adjoint_shift(const S* F, const C* X, C* Y, int64_t nfreq, int64_t N
 // and F̂ is 16-byte aligned; elsewhere the unpacked adjoint_one (which can split).
 template <int K>
 bool use_shift(const void* F, int64_t nfreq, int64_t Nd, int64_t Nm, int UD) {
-  return reinterpret_cast<uintptr_t>(F) % 16 == 0 && adjoint_split(nfreq * ((Nm + K - 1) / K), Nd, UD) == 1;
+  return reinterpret_cast<uintptr_t>(F) % 16 == 0 && adjoint_split(nfreq * shift_threads(Nm, K), Nd, UD) == 1;
 }
 
 // A 16-bit F̂ (S a 4-byte pair): 4 values per 16-byte load where Nm % 4 == 0 and F̂ is 16-byte
@@ -341,8 +346,8 @@ void launch_one_half(const S* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, in
   } else {
     if (K == 4)
       launch_adjoint<C, T, 4, S, 16>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
-    else if (use_shift<4>(F, nfreq, Nd, Nm, 16))
-      launch_adjoint_shift<C, T, 4, S, 16>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
+    else if (Nm % 4 == 2 && use_shift<4>(F, nfreq, Nd, Nm, 8))
+      launch_adjoint_shift<C, T, 4, S, 8>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
     else if (K == 2)
       launch_adjoint<C, T, 2, S, 16>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
     else
