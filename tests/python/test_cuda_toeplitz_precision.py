@@ -16,7 +16,7 @@ pytestmark = needs_gpu
 CANDIDATES = T.precision_candidates(cuda=True)
 DOUBLE = {k: "double" for k in ("broadcast", "fft", "product", "ifft", "reduce")}
 # (2, 7, 1028) to (3, 9, 1031) reach the 16-bit kernels' unrolled loops (4 pairs per load; Nm % 4 != 0
-# with Nd < 64: the adjoint's aligned packs, adjoint_shift, and (3, 40, 1030) past its 16-row loop);
+# with Nm % 4 == 2 and few rows: the adjoint's aligned packs, adjoint_shift, past its 4-row loop);
 # (40, 6, 20), (6, 37, 300): the matvec with 8 and 16 lanes per row; the last two have so few
 # (frequency, column) pairs that the adjoint splits the rows among threads.
 SIZES = [(1, 1, 1), (7, 3, 5), (13, 4, 6), (40, 6, 20), (6, 37, 300), (4, 101, 131), (9, 5, 7), (2, 7, 1028),

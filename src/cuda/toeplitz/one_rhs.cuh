@@ -320,17 +320,22 @@ void launch_adjoint_shift(const S* F, const C* X, C* Y, int64_t nfreq, int64_t N
   STRUX_LAUNCH("toeplitz adjoint_shift");
 }
 
-// adjoint_shift serves where the columns fill the GPU without splitting rows (adjoint_split 1)
-// and F̂ is 16-byte aligned; elsewhere the unpacked adjoint_one (which can split).
+// adjoint_shift serves where F̂ is 16-byte aligned and its threads fill half the GPU's thread slots
+// (16-byte loads keep enough bytes in flight there: at (1001, 1024, 1022) in 16 bits, 257K threads
+// ran at 0.85 of copy where the 8-byte loads with rows split in two ran at 0.71), or where the rows
+// are too few to split; elsewhere the unpacked adjoint_one, which can split the rows.
 template <int K>
 bool use_shift(const void* F, int64_t nfreq, int64_t Nd, int64_t Nm, int UD) {
-  return reinterpret_cast<uintptr_t>(F) % 16 == 0 && adjoint_split(nfreq * shift_threads(Nm, K), Nd, UD) == 1;
+  const int64_t threads = nfreq * shift_threads(Nm, K);
+  return reinterpret_cast<uintptr_t>(F) % 16 == 0 &&
+         (threads >= int64_t(current_sm_count()) * 1024 || adjoint_split(threads, Nd, UD) == 1);
 }
 
 // A 16-bit F̂ (S a 4-byte pair): 4 values per 16-byte load where Nm % 4 == 0 and F̂ is 16-byte
-// aligned, else 2 per 8-byte load (Nm even, 8-byte aligned), else 1. Each shape keeps about 128
-// bytes of F̂ in flight per lane (ROWS × U × 4K; adjoint 16 rows): measured side by side against
-// complex64 F̂ in bench/NOTES-toeplitz-precision.md ("one-rhs variants").
+// aligned, else 2 per 8-byte load (Nm even, 8-byte aligned), else 1; the adjoint with Nm % 4 == 2
+// reads aligned packs of 4 (adjoint_shift). Each shape keeps about 128 bytes of F̂ in flight per
+// lane (ROWS × U × 4K; adjoint 16 rows): measured side by side against complex64 F̂ in
+// bench/NOTES-toeplitz-precision.md ("one-rhs variants", "shifted packs").
 template <class C, class T, class S>
 void launch_one_half(const S* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t Nm, int64_t R, int64_t r0,
                      bool adjoint, T alpha, cudaStream_t s) {
@@ -346,8 +351,8 @@ void launch_one_half(const S* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, in
   } else {
     if (K == 4)
       launch_adjoint<C, T, 4, S, 16>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
-    else if (Nm % 4 == 2 && use_shift<4>(F, nfreq, Nd, Nm, 8))
-      launch_adjoint_shift<C, T, 4, S, 8>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
+    else if (Nm % 4 == 2 && use_shift<4>(F, nfreq, Nd, Nm, 4))  // odd Nm: single pairs measured faster
+      launch_adjoint_shift<C, T, 4, S, 4>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
     else if (K == 2)
       launch_adjoint<C, T, 2, S, 16>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
     else
