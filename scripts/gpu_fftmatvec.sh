@@ -76,3 +76,4 @@ run_pair() {  # np r c
 }
 run_pair 1 1 1
 if [ "$NGPU" -ge 2 ]; then run_pair 2 1 2; run_pair 2 2 1; fi
+if [ "$NGPU" -ge 4 ] && [ -z "${FM_NO4:-}" ]; then run_pair 4 2 2; fi  # FM_NO4: leave the 4-GPU grid out

@@ -11,7 +11,8 @@
 #   4. the inverse problem (examples/inverse_problem) on 1 GPU and on 2 GPUs (--gpus 2:
 #      strux.dist.BlockToeplitzGroup in one process): time per Hessian product through strux
 #      against time-stepping the PDE forward and adjoint with torch sparse on the same GPU.
-# On a machine with one GPU the 2-GPU steps are skipped (said so). Summary last; logs and JSON
+# On a machine with one GPU the 2-GPU steps are skipped (said so); with 4 GPUs, step 3 adds every
+# grid of 4 ranks side by side and weak scaling to 4 GPUs (Nd = Nm = twice the 1-GPU side). Summary last; logs and JSON
 # under $OUT.
 set -uo pipefail
 ROOT=$PWD
@@ -62,6 +63,10 @@ X=(-x LD_LIBRARY_PATH -x PYTHONPATH -x OMP_NUM_THREADS=4)
 NP=$(( NGPU >= 2 ? 2 : 1 ))
 step "cpp_tests_np$NP" 150 "${MPIRUN[@]}" -np $NP "${X[@]}" build/gpu/strux_dist_tests --cuda
 grep -E "passed|failed|FAIL" "$OUT/cpp_tests_np$NP.log" | tail -4
+if [ "$NGPU" -ge 4 ]; then
+  step cpp_tests_np4 150 "${MPIRUN[@]}" -np 4 "${X[@]}" build/gpu/strux_dist_tests --cuda
+  grep -E "passed|failed|FAIL" "$OUT/cpp_tests_np4.log" | tail -4
+fi
 # DIST_SKIP (environment): space-separated steps to leave out of a short round: pytest, inverse.
 skip() { [[ " ${DIST_SKIP:-} " == *" $1 "* ]]; }
 if skip pytest; then say "pytest_dist: skipped (DIST_SKIP)"; else
@@ -85,6 +90,11 @@ if [ "$NGPU" -ge 2 ]; then
 else
   say "bench 2 GPUs: skipped (this machine has $NGPU GPU)"
 fi
+if [ "$NGPU" -ge 4 ]; then  # 4 GPUs: every grid of 4 ranks side by side; weak: Nd = Nm = 2 × the 1-GPU side
+  step bench_np4_compare 90 bash -c "${MPIRUN[*]} -np 4 ${X[*]} ${CB[*]} --compare > $OUT/bench_np4.jsonl"
+  W4=(1000 $(( SHAPE[1] * 2 )) $(( SHAPE[2] * 2 )))
+  step bench_np4_weak 90 bash -c "${MPIRUN[*]} -np 4 ${X[*]} build/gpu/strux_dist_bench ${W4[*]} --cuda --reps 10 > $OUT/bench_np4_weak.json"
+fi
 python3 - "$OUT" <<'EOF' | tee "$OUT/bench_summary.txt"
 import json, os, sys
 out = sys.argv[1]
@@ -95,33 +105,37 @@ def lines(n):
     return [json.loads(l) for l in open(p) if l.strip().startswith("{")]
 one = lines("bench_np1.json")
 two = lines("bench_np2.jsonl")
-weak = lines("bench_np2_weak.json")
-if one and weak:
+four = lines("bench_np4.jsonl")
+for n, weak in ((2, lines("bench_np2_weak.json")), (4, lines("bench_np4_weak.json"))):
+    if not (one and weak):
+        continue
     for op in ("matvec", "rmatvec"):
         w = weak[0]
-        print(f"weak efficiency {op} (1 GPU {one[0]['shape']} / 2 GPUs {w['shape']} grid {w['grid'][0]}x{w['grid'][1]}, "
+        print(f"weak efficiency {op} (1 GPU {one[0]['shape']} / {n} GPUs {w['shape']} grid {w['grid'][0]}x{w['grid'][1]}, "
               f"F̂ {w.get('fhat_gb_per_rank', 0):.1f} GB per GPU): {one[0][op]['wall_s'] / w[op]['wall_s']:.3f}  (goal 0.9)")
 def ph(r):
     return " ".join(f"{k} {r[k + '_s'] * 1e3:.3f}" for k in ("broadcast", "fft", "product", "ifft", "reduce")
                     if r.get(k + "_s", 0) > 0)
-for run in one + two:
+for run in one + two + four:
     for op in ("matvec", "rmatvec"):
         r = run[op]
         print(f"{run['ranks']} GPU grid {run['grid'][0]}x{run['grid'][1]} chunks {run['chunks']} {op}: "
               f"{r['wall_s'] * 1e3:.3f} ms  [{ph(r)}]")
-if one and two:
-    m = two[0]
+def both(r):
+    return r["matvec"]["wall_s"] + r["rmatvec"]["wall_s"]
+for n, runs, goal in ((2, two, 1.8), (4, four, 3.4)):
+    if not (one and runs):
+        continue
+    m = runs[0]
     for op in ("matvec", "rmatvec"):
-        print(f"strong speedup {op} (1 GPU / 2 GPUs, model's grid and chunks): "
-              f"{one[0][op]['wall_s'] / m[op]['wall_s']:.3f}x  (goal 1.8x)")
-    def both(r):
-        return r["matvec"]["wall_s"] + r["rmatvec"]["wall_s"]
+        print(f"strong speedup {op} (1 GPU / {n} GPUs, model's grid and chunks): "
+              f"{one[0][op]['wall_s'] / m[op]['wall_s']:.3f}x  (goal {goal}x)")
     print(f"model picks grid {m['grid'][0]}x{m['grid'][1]} chunks {m['chunks']}: matvec+rmatvec "
           f"{both(m) * 1e3:.3f} ms (modelled {m.get('modelled_s', 0) * 1e3:.3f})")
-    for run in two[1:]:
+    for run in runs[1:]:
         print(f"  vs grid {run['grid'][0]}x{run['grid'][1]} chunks {run['chunks']}: {both(run) * 1e3:.3f} ms "
               f"(modelled {run.get('modelled_s', 0) * 1e3:.3f}) = {both(run) / both(m):.3f}x the pick's time")
-    best = min(two, key=both)
+    best = min(runs, key=both)
     print("model's pick is the fastest measured" if best is m else
           f"FASTEST measured: grid {best['grid'][0]}x{best['grid'][1]} chunks {best['chunks']}")
 EOF
