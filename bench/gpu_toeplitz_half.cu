@@ -184,6 +184,8 @@ int main(int argc, char** argv) {
       av(adjoint_one<float2, float, 2, float2, 8, 2>, 2, 2, F, "c64 ud8 split2", false, 8);
       av(adjoint_one<float2, float, 2, float2, 8, 4>, 2, 4, F, "c64 ud8 split4", false, 8);
       av(adjoint_one<float2, float, 2, float2, 8, 8>, 2, 8, F, "c64 ud8 split8", false, 8);
+      sv(adjoint_shift<float2, float, 2, float2, 8>, 2, F, "c64 shift2 ud8 (even Nm)", 8);
+      lib(true, false, "c64 adjoint library");
     } else if (Nm % 2 == 0) {  // 2 pairs per 8-byte bf16 load
       mv(matvec_one<float2, float, 2, float2, 2, 4, false>, 2, F, "c64 r2 u4", true, 8);
       mv(matvec_one<float2, float, 2, float2, 4, 2, true>, 4, F, "c64 r4 u2 xv", false, 8);
@@ -192,6 +194,8 @@ int main(int argc, char** argv) {
       mv(matvec_one<float2, float, 2, B, 4, 4, false>, 4, Fh, "bf16 k2 r4 u4", false, 4);
       mv(matvec_one<float2, float, 2, B, 2, 8, true>, 2, Fh, "bf16 k2 r2 u8 xv", false, 4);
       av(adjoint_one<float2, float, 2, float2, 8>, 2, 1, F, "c64 ud8", true, 8);
+      sv(adjoint_shift<float2, float, 2, float2, 8>, 2, F, "c64 shift2 ud8 (even Nm)", 8);
+      lib(true, false, "c64 adjoint library");
       av(adjoint_one<float2, float, 2, B, 8>, 2, 1, Fh, "bf16 k2 ud8", true, 4);
       av(adjoint_one<float2, float, 2, B, 16>, 2, 1, Fh, "bf16 k2 ud16", false, 4);
       sv(adjoint_shift<float2, float, 4, B, 8>, 4, Fh, "bf16 shift4 ud8", 4);

@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(kThreads) adjoint_one(const S* __restrict__ F,
 // adjoint_shift's threads per frequency: one per K columns, and one more (no columns of its own)
 // where the last thread's columns reach past the K − r of a pack with offset r ≥ 2, which the next
 // thread's left sums hold (Nm % K ≥ 2: with Nm % K == 1 the last thread has column K·q only).
-__host__ __device__ inline int64_t shift_threads(int64_t Nm, int K) { return Nm / K + 1 + (Nm % K > 1); }
+__host__ __device__ inline int64_t shift_threads(int64_t Nm, int K) { return Nm / K + (Nm % K > 0) + (Nm % K > 1); }
 
 template <class C, class T, int K, class S, int UD>
 __global__ void __launch_bounds__(kThreads) adjoint_shift(const S* __restrict__ F, const C* __restrict__ X,
