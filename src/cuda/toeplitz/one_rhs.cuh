@@ -372,9 +372,11 @@ void launch_one(const C* F, const C* X, C* Y, int64_t nfreq, int64_t Nd, int64_t
       launch_matvec<C, T, 1, C, kRows1, kU1>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
   } else {
     if constexpr (sizeof(C) == 8) {
-      if (vec) return launch_adjoint<C, T, 2, C, kUd1>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
-      if (use_shift<2>(F, nfreq, Nd, Nm, kUd1))  // odd Nm: aligned packs all the same
+      // adjoint_shift at even Nm too: there its sums are adjoint_one's (offset 0 in every row), but
+      // its CTAs (255 columns, not 256) ran 3-14% faster at four shapes ("shifted packs").
+      if (use_shift<2>(F, nfreq, Nd, Nm, kUd1))
         return launch_adjoint_shift<C, T, 2, C, kUd1>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
+      if (vec) return launch_adjoint<C, T, 2, C, kUd1>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
     }
     launch_adjoint<C, T, 1, C, kUd1>(F, X, Y, nfreq, Nd, Nm, R, r0, alpha, s);
   }
