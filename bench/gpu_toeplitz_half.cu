@@ -209,9 +209,13 @@ int main(int argc, char** argv) {
       mv(matvec_one<float2, float, 1, B, 2, 4, false>, 2, Fh, "bf16 k1 r2 u4", true, 4);
       mv(matvec_one<float2, float, 1, B, 4, 4, false>, 4, Fh, "bf16 k1 r4 u4", false, 4);
       mv(matvec_one<float2, float, 1, B, 4, 8, false>, 4, Fh, "bf16 k1 r4 u8", false, 4);
+      mv(matvec_one<float2, float, 1, B, 8, 8, false>, 8, Fh, "bf16 k1 r8 u8", false, 4);
+      mv(matvec_one<float2, float, 1, B, 4, 16, false>, 4, Fh, "bf16 k1 r4 u16", false, 4);
       av(adjoint_one<float2, float, 1, float2, 8>, 1, 1, F, "c64 k1 ud8", true, 8);
       av(adjoint_one<float2, float, 1, B, 8>, 1, 1, Fh, "bf16 k1 ud8", true, 4);
       av(adjoint_one<float2, float, 1, B, 16>, 1, 1, Fh, "bf16 k1 ud16", false, 4);
+      av(adjoint_one<float2, float, 1, B, 32>, 1, 1, Fh, "bf16 k1 ud32", false, 4);
+      av(adjoint_one<float2, float, 1, B, 24>, 1, 1, Fh, "bf16 k1 ud24", false, 4);
       av(adjoint_one<float2, float, 1, float2, 8>, 1, 1, F, "c64 k1 ud8 (ref)", true, 8);
       av(adjoint_one<float2, float, 1, float2, 16>, 1, 1, F, "c64 k1 ud16", false, 8);
       av(adjoint_one<float2, float, 1, float2, 8, 2>, 1, 2, F, "c64 k1 ud8 split2", false, 8);
