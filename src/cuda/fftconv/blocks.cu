@@ -173,7 +173,7 @@ Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular,
   x_.allocate(bytes);
   o_.allocate(bytes);
   taps_.allocate(taps_bytes);
-  skip_.allocate(size_t(H * ce));
+  skip_.allocate(size_t(checked_bytes("skip", {H}, ce)));
   if (with_backward) {
     z_.allocate(bytes);
     dtaps_.allocate(taps_bytes);
