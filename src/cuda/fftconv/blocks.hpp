@@ -51,7 +51,8 @@ int64_t fft_size(int64_t m);
 // (direct::kAutoTaps), a row past the fused kernels' (L + m − 1 > 32768, where the whole row
 // would go to the four-step kernels or cuFFT) and a block transform at most an eighth of the row
 // (8N <= L + m − 1), the CPU rule's ratio. A first rule from the operation counts, awaiting GPU
-// measurement (bench/gpu_fftconv_blocks.py); circular rows stay with the whole-row solvers until then.
+// measurement (bench/gpu_fftconv_blocks.py; bench/NOTES-gpu-fftconv-blocks.md "Automatic rule");
+// circular rows stay with the whole-row solvers until then.
 bool automatic(bool circular, DType dt, int64_t L, int64_t Lk);
 
 // The blocks of one plan: the whole host-to-kernel contract of blocks.cu's kernels. Block row
