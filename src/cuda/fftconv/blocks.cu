@@ -159,6 +159,10 @@ Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular,
     throw TypeError(msg("argument 'dtype': the blocks fftconv solver takes float16, bfloat16, float32 or float64, got ",
                         dtype_name(dt)));
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
+  // N <= 2^25 keeps the kernels' grid.y = N / (kThreads·kPer) within 65535.
+  static_assert((int64_t(1) << 25) / (kThreads * kPer) <= 65535, "grid.y of the largest block");
+  check_arg(m_ <= (int64_t(1) << 23), "k", "the blocks solver takes at most 2^23 taps used (block FFT <= 2^25), got ",
+            m_, " (L = ", L, ", Lk = ", Lk, ")");
   N_ = blocks::fft_size(m_);
   S_ = N_ - (m_ - 1);
   nb_ = (L + S_ - 1) / S_;
