@@ -2,8 +2,9 @@
 blocks solver (forced, options={"solver": "blocks"}, plan algo 10) against the automatic choice
 as it was before this solver ("whole": one transform of the padded row, the four-step kernels
 where they apply, else cuFFT; every case here has more than 32 taps, so not the direct kernels),
-the automatic choice now ("auto", what algo 0 takes named in the table) and the PyTorch rfft recipe (float32 rfft/irfft at n = L + Lk - 1
-rounded up to a 2·3·5·7-smooth size), all in this process, causal. Cases: B=1 H=64 L in
+the automatic choice now ("auto"; the table names what algo 0 takes) and the PyTorch rfft recipe
+(float32 rfft/irfft at n = L + Lk - 1 rounded up to a 2·3·5·7-smooth size), all in this process,
+causal. Cases: B=1 H=64 L in
 {2^18, 2^20, 2^22} and B=8 H=64 L=100000, Lk in {64, 256, 1024, 4096}, float32 and float16 (the
 recipe always computes in float32). CUDA events through strux.bench.timing, 3 warm-up calls,
 medians. Per case also: the relative error of each solver against float64 on two rows, and the

@@ -42,7 +42,8 @@ class FFTConvPlan {
   // circular plan of length N (its own choice: the fused kernels at N <= 32768), float32
   // arithmetic for the 16-bit types; every dtype, causal and circular, any L and Lk. Algo 0 takes
   // it, after the direct kernels, where it pays by the operation counts (causal,
-  // float32/float16/bfloat16, m > 32, L + m - 1 > 32768 and 8N <= L + m - 1; src/cuda/fftconv/blocks.hpp).
+  // float32/float16/bfloat16, m > 32, L + m - 1 > 32768 and 8N <= L + m - 1;
+  // src/cuda/fftconv/blocks.hpp).
   FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward,
               int algo = 0);
   ~FFTConvPlan();
