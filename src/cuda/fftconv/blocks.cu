@@ -142,7 +142,7 @@ int64_t fft_size(int64_t m) {
 bool automatic(bool circular, DType dt, int64_t L, int64_t Lk) {
   if (circular || !(dt == DType::f32 || dt == DType::f16 || dt == DType::bf16)) return false;
   const int64_t m = direct::taps(false, L, Lk), row = L + m - 1;
-  return m > direct::kAutoTaps && row > 2 * fused::kMaxN && kAutoRatio * fft_size(m) <= row;
+  return m > direct::kAutoTaps && m <= kMaxTaps && row > 2 * fused::kMaxN && kAutoRatio * fft_size(m) <= row;
 }
 
 Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward)
@@ -159,10 +159,9 @@ Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular,
     throw TypeError(msg("argument 'dtype': the blocks fftconv solver takes float16, bfloat16, float32 or float64, got ",
                         dtype_name(dt)));
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
-  // N <= 2^25 keeps the kernels' grid.y = N / (kThreads·kPer) within 65535.
-  static_assert((int64_t(1) << 25) / (kThreads * kPer) <= 65535, "grid.y of the largest block");
-  check_arg(m_ <= (int64_t(1) << 23), "k", "the blocks solver takes at most 2^23 taps used (block FFT <= 2^25), got ",
-            m_, " (L = ", L, ", Lk = ", Lk, ")");
+  static_assert(4 * kMaxTaps / (kThreads * kPer) <= 65535, "grid.y of the largest block");
+  check_arg(m_ <= kMaxTaps, "k", "the blocks solver takes at most ", kMaxTaps, " taps used (block FFT <= ",
+            4 * kMaxTaps, "), got ", m_, " (L = ", L, ", Lk = ", Lk, ")");
   N_ = blocks::fft_size(m_);
   S_ = N_ - (m_ - 1);
   nb_ = (L + S_ - 1) / S_;

@@ -40,6 +40,8 @@ constexpr int kAlgo = 10;
 constexpr int64_t kMinN = 1024;
 // The automatic rule's least ratio of the padded row L + m - 1 to the block transform N.
 constexpr int64_t kAutoRatio = 8;
+// The most taps used: N <= 2^25 keeps the kernels' grid.y (N / 1024 CTAs per block row) in range.
+constexpr int64_t kMaxTaps = int64_t(1) << 23;
 
 // Block transform size for m taps used: the power of two >= max(kMinN, 4m), so S >= 3N/4 + 1
 // (at most a third more transform work than outputs) while the transform stays in the fused
