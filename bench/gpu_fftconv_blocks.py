@@ -103,9 +103,9 @@ def run_case(B, H, L, Lk, res, bw, args):
             d["whole_over_blocks"] = whole / d["blocks_ms"] if whole else float("nan")
             d["recipe_over_blocks"] = case["recipe_f32_ms"] / d["blocks_ms"]
             d["auto_over_blocks"] = d.get("auto_ms", float("nan")) / d["blocks_ms"]
-        del u, k, ref
+        u = k = ref = None  # freed before the next dtype (the lambdas above are done with them)
         free()
-    del u32, k32
+    u32 = k32 = None
     free()
     return case
 

@@ -73,7 +73,7 @@ SIZES = [
     (1, 2, 65537, 257, "causal"),     # prime L, N = 2048
     (2, 1, 100003, 1000, "causal"),   # prime L, N = 4096
     (1, 2, 100003, 4096, "causal"),   # N = 16384, S = 12289
-    (3, 2, 40000, 4096, "causal"),    # L a multiple of nothing: the last block short
+    (3, 2, 40000, 4096, "causal"),    # 4 blocks, the last one part-filled
     (2, 2, 1, 1, "circular"),
     (1, 2, 1031, 1031, "circular"),   # Lk = L, one block (N = 8192 > L): the row's end wraps into it
     (2, 3, 5003, 257, "circular"),    # prime L, several blocks, block 0's head = the row's end
