@@ -223,6 +223,9 @@ void bind_cuda(nb::module_& m) {
       .def_prop_ro("tensor", [](const FFTConv& p) { return p.plan->tensor(); })
       .def_prop_ro("fourstep", [](const FFTConv& p) { return p.plan->fourstep(); })
       .def_prop_ro("direct", [](const FFTConv& p) { return p.plan->direct(); })
+      .def_prop_ro("blocks", [](const FFTConv& p) { return p.plan->blocks(); })
+      .def_prop_ro("blocks_per_row", [](const FFTConv& p) { return p.plan->blocks_per_row(); })
+      .def_prop_ro("inner_fused", [](const FFTConv& p) { return p.plan->inner() && p.plan->inner()->fused(); })
       .def_prop_ro("workspace_bytes", [](const FFTConv& p) { return p.plan->workspace_bytes(); });
   nb::class_<Toeplitz>(c, "ToeplitzPlan")
       .def(nb::init<int64_t, int64_t, int64_t, int64_t, const std::string&, const std::string&, int, int, int>(),

@@ -17,8 +17,10 @@ from ._arrays import solver_option
 from ._cuda import available  # noqa: F401  (the GPU modules answer available() alike)
 
 #: fftconv algorithm for new plans: 0 = automatic (9 where at most 32 taps are used, causal
-#: min(Lk, L), circular Lk; else 2 for float16/bfloat16 where its FFT size is 256 or 512, i.e.
-#: causal L + min(Lk, L) - 1 <= 512 or circular L in {256, 512}; else 4 where the
+#: min(Lk, L), circular Lk; else 10 for causal float32/float16/bfloat16 rows where m = min(Lk, L)
+#: > 32, L + m - 1 > 32768 and its block FFT N is at most (L + m - 1) / 8 (a first rule from the
+#: operation counts, awaiting GPU measurement); else 2 for float16/bfloat16 where its FFT size
+#: is 256 or 512, i.e. causal L + min(Lk, L) - 1 <= 512 or circular L in {256, 512}; else 4 where the
 #: fused kernels apply; else 8 where it applies (float32/float16/bfloat16, causal
 #: L + min(Lk, L) - 1 > 32768 or circular L a power of two >= 65536, nfft <= 4194304); else cuFFT);
 #: 1 = always the cuFFT path; 2 = the tensor-core kernels for the forward, forced
@@ -33,12 +35,14 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 #: causal nfft = the next power of two >= max(65536, L + min(Lk, L) - 1), circular L a power of
 #: two; nfft <= 4194304; ValueError elsewhere), gradients by the cuFFT path; 9 = the direct
 #: kernels (sums over the taps, no transform; at most 64 taps used: causal min(Lk, L), circular
-#: Lk; every dtype).
+#: Lk; every dtype); 10 = "blocks": overlap-save over blocks of N = the power of two
+#: >= max(1024, 4m) taps through an inner circular plan of length N (float32 inside for the 16-bit
+#: types; every dtype, causal and circular, any L and Lk; src/cuda/fftconv/blocks.hpp).
 #: Part of the plan cache key.
 fftconv_algo = 0
 
 #: options={"solver": name} of strux.fftconv on the GPU -> plan algo ("auto": fftconv_algo).
-GPU_SOLVERS = {"auto": None, "fused": 4, "cufft": 1, "tensor": 2, "fourstep": 8, "direct": 9}
+GPU_SOLVERS = {"auto": None, "fused": 4, "cufft": 1, "tensor": 2, "fourstep": 8, "direct": 9, "blocks": 10}
 
 
 def _algo(options) -> int:
@@ -206,7 +210,9 @@ class FFTConvCUDA:
         """What the plan chose, in words."""
         p = self._plan
         return (f"fftconv (B={self.B}, H={self.H}, L={self.L}, Lk={self.Lk}) {self.mode} {self.dtype}: "
-                + ("the direct kernels (sums over the taps)" if p.direct else "the tensor-core kernels" if p.tensor
+                + ("the direct kernels (sums over the taps)" if p.direct
+                   else f"blocks of {p.nfft} (overlap-save, {p.blocks_per_row} per row)" if p.blocks
+                   else "the tensor-core kernels" if p.tensor
                    else "the four-step kernels" if p.fourstep
                    else "the fused single-kernel path" if p.fused
                    else f"cuFFT, nfft {p.nfft}"))

@@ -182,7 +182,9 @@ def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=Non
     over blocks of a few times the taps, for short filters on long rows; "auto" takes it from
     L = 16384 where its block FFT is at most an eighth of the whole row's); on the GPU "auto" (the
     direct kernels where at most 32 taps are used, else the FFT kernels), "fused", "cufft",
-    "tensor", "fourstep" or "direct" (strux._cuda_fftconv.GPU_SOLVERS). A forced solver that does not apply raises ValueError.
+    "tensor", "fourstep", "direct" or "blocks" (overlap-save over blocks, for short filters on long
+    rows; "auto" takes it for long causal rows, float32/float16/bfloat16)
+    (strux._cuda_fftconv.GPU_SOLVERS). A forced solver that does not apply raises ValueError.
     """
     if options is None and type(u) in _gpu_types and u.is_cuda:
         return _cuda_fftconv.fftconv(u, k, mode, pregate, postgate, skip)

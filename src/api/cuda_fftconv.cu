@@ -7,16 +7,24 @@
 namespace strux::api {
 namespace {
 
+const char* inner_kind(const cuda::FFTConvPlan& p) {
+  return p.direct() ? "direct kernels" : p.tensor() ? "tensor-core kernels" : p.fourstep() ? "four-step kernels"
+         : p.fused() ? "fused kernels" : "cuFFT";
+}
+
 class CudaFFTConv final : public FFTConvBackend {
  public:
   CudaFFTConv(const op::FFTConvProblem& p, const Options& o) : p_(p), with_backward_(o.with_backward) {
-    // 0: automatic (plan algo 0: the direct kernels where at most 32 taps are used, else the tensor
-    // cores at small half-precision sizes, else the fused kernels where they apply, else cuFFT), 1: fused forced (plan algo 4, checked), 2: cuFFT,
+    // 0: automatic (plan algo 0: the direct kernels where at most 32 taps are used, else blocks for
+    // long causal rows with short filters, else the tensor cores at small half-precision sizes, else
+    // the fused kernels where they apply, else the four-step kernels or cuFFT), 1: fused forced
+    // (plan algo 4, checked), 2: cuFFT,
     // 3: tensor cores forced for the forward (the plan says when it does not apply), 4: the
     // four-step kernels forced for the forward (plan algo 8; the plan says when they do not apply),
-    // 5: the direct kernels (plan algo 9: sums over the taps, at most 64 taps used).
+    // 5: the direct kernels (plan algo 9: sums over the taps, at most 64 taps used), 6: blocks
+    // (plan algo 10: overlap-save over blocks through an inner circular plan).
     const int solver =
-        solver_index(o, "the CUDA fftconv", {"", "fused", "cufft", "tensor", "fourstep", "direct"});
+        solver_index(o, "the CUDA fftconv", {"", "fused", "cufft", "tensor", "fourstep", "direct", "blocks"});
     check_dtype<CudaReals>(p.dtype, "the CUDA fftconv");
     DeviceGuard g(p.device);
     plan_ = std::make_unique<cuda::FFTConvPlan>(p.B, p.H, p.L, p.Lk, p.mode == ConvMode::Circular,
@@ -26,6 +34,7 @@ class CudaFFTConv final : public FFTConvBackend {
                                                 : solver == 3 ? 2
                                                 : solver == 4 ? 8
                                                 : solver == 5 ? 9
+                                                : solver == 6 ? 10
                                                               : 0);
     if (solver == 1)
       check_arg(plan_->fused(), "options.solver",
@@ -37,6 +46,9 @@ class CudaFFTConv final : public FFTConvBackend {
     return msg("fftconv ", conv_mode_name(p_.mode), " (B, H, L) = ", dims({p_.B, p_.H, p_.L}), ", Lk = ", p_.Lk,
                ", ", dtype_name(p_.dtype), " on ", device_name(p_.device), ": ",
                plan_->direct()  ? "direct kernels (sums over the taps, no transform)"
+               : plan_->blocks() ? msg("blocks: overlap-save over ", plan_->blocks_per_row(),
+                                       " blocks per row through an inner circular plan (",
+                                       inner_kind(*plan_->inner()), ")")
                : plan_->tensor()  ? "tensor-core kernels (Monarch FFTs on mma.sync, one row per complex sequence; "
                                   "gradients by the fused kernels or cuFFT)"
                : plan_->fourstep() ? "four-step kernels (column, row-pair and column passes through one fp32 "

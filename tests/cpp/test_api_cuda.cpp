@@ -135,6 +135,18 @@ TEST(ApiCuda, FFTConv) {
   fftconv_case<float>(2, 3, 1024, 100, ConvMode::Circular, "fused");
   fftconv_case<float>(2, 3, 1024, 100, ConvMode::Circular, "cufft");
   fftconv_case<double>(1, 2, 29, 7, ConvMode::Circular, "");
+  // The blocks solver (overlap-save through an inner circular plan): several blocks per row
+  // (N = 1024, S = 925 at 100 taps; N = 4096 at 1000), Lk > L, circular with block 0's head
+  // wrapped from the row's end, and the inner plan's direct kernels at 5 taps.
+  fftconv_case<float>(2, 3, 5001, 100, ConvMode::Causal, "blocks");
+  fftconv_case<double>(1, 2, 20011, 1000, ConvMode::Causal, "blocks");
+  fftconv_case<float>(1, 2, 31, 40, ConvMode::Causal, "blocks");
+  fftconv_case<double>(2, 1, 3001, 257, ConvMode::Circular, "blocks");
+  fftconv_case<float>(1, 2, 2500, 5, ConvMode::Circular, "blocks");
+  EXPECT_NE(op::FFTConv({1, 1, 5001, 100, ConvMode::Causal, DType::f32, gpu0()}, strux::Options{"blocks"})
+                .describe()
+                .find("blocks: overlap-save over 6 blocks per row"),
+            std::string::npos);
   // "fused" where it does not apply (float64) is an error naming the option.
   EXPECT_THROW(op::FFTConv({1, 1, 1024, 10, ConvMode::Causal, DType::f64, gpu0()}, strux::Options{"fused"}),
                strux::ValueError);

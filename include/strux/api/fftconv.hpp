@@ -12,14 +12,20 @@
 // (FFTW), "direct" (sums over the taps, no transform; at most 64 taps used: causal min(Lk, L),
 // circular Lk; ValueError otherwise), "blocks" (overlap-save over blocks of FFT size N of a few
 // times the taps used, for filters much shorter than the row); CUDA "direct" (the direct kernels,
-// same limit, every dtype), "" (automatic: "direct" where at most 32 taps are used, else "tensor" for
-// float16/bfloat16 at nfft 256 and 512, else "fused" where it applies, else "fourstep" for
+// same limit, every dtype), "" (automatic: "direct" where at most 32 taps are used, else "blocks"
+// for causal float32/float16/bfloat16 rows with more than 32 taps used (m = min(Lk, L)) where
+// L + m - 1 > 32768 and the block FFT N is at most an eighth of L + m - 1 (a rule from the
+// operation counts, awaiting GPU measurement), else "tensor" for float16/bfloat16 at nfft 256
+// and 512, else "fused" where it applies, else "fourstep" for
 // float32/float16/bfloat16 where it applies (causal L + min(Lk, L) - 1 > 32768, circular L a power
 // of two >= 65536; nfft <= 4194304), else "cufft"), "fused" (one kernel with its FFTs in shared
 // memory; ValueError where it does not apply), "cufft", "tensor" (tensor-core kernels for the forward,
 // float16/bfloat16, nfft 256 … 16384, ValueError where it does not apply; gradients by "fused"
 // where it applies, else "cufft"), "fourstep" (four-step kernels for the forward at FFT sizes
-// 65536 … 4194304, float32/float16/bfloat16, ValueError elsewhere; gradients by "cufft").
+// 65536 … 4194304, float32/float16/bfloat16, ValueError elsewhere; gradients by "cufft"), "blocks"
+// (overlap-save over blocks of N = the power of two >= max(1024, 4m) through an inner circular
+// plan of length N, float32 arithmetic inside for the 16-bit types; every dtype, causal and
+// circular, any L and Lk; forward and gradients).
 #pragma once
 
 #include <cstdint>

@@ -37,7 +37,13 @@ class FFTConvPlan {
   // (f32/f16/bf16; causal nfft = the next power of two >= max(65536, L + min(Lk, L) - 1),
   // circular L a power of two; nfft <= 4194304; else an error) for the forward, cuFFT for the
   // gradients; algo 9: the direct kernels (sums over the taps, no transform; at most 64 taps
-  // used: causal min(Lk, L), circular Lk; all dtypes).
+  // used: causal min(Lk, L), circular Lk; all dtypes); algo 10: "blocks", overlap-save over blocks
+  // of a transform size N (the power of two >= max(1024, 4m), m taps used) through an inner
+  // circular plan of length N (its own choice: the fused kernels at N <= 32768), float32
+  // arithmetic for the 16-bit types; every dtype, causal and circular, any L and Lk. Algo 0 takes
+  // it, after the direct kernels, where it pays by the operation counts (causal,
+  // float32/float16/bfloat16, m > 32, L + m - 1 > 32768 and 8N <= L + m - 1;
+  // src/cuda/fftconv/blocks.hpp).
   FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward,
               int algo = 0);
   ~FFTConvPlan();
@@ -62,6 +68,9 @@ class FFTConvPlan {
   bool tensor() const;  // true when this plan runs the tensor-core kernels
   bool fourstep() const;  // true when this plan runs the four-step kernels
   bool direct() const;  // true when this plan runs the direct kernels (short filters; algo 9)
+  bool blocks() const;  // true when this plan runs the blocks solver (algo 10); nfft() is then N
+  int64_t blocks_per_row() const;       // the blocks solver's blocks per row, else 0
+  const FFTConvPlan* inner() const;     // the blocks solver's inner plan (B·nb, H, N), else null
   bool filter_set() const;
   size_t workspace_bytes() const;
 

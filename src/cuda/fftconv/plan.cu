@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "cuda/buffer.hpp"
+#include "cuda/fftconv/blocks.hpp"
 #include "cuda/fftconv/fourstep.hpp"
 #include "cuda/fftconv/direct.hpp"
 #include "cuda/fftconv/fused.hpp"
@@ -40,6 +41,9 @@ struct FFTConvPlan::Impl {
   bool fourstep = false;
   fourstep::Geometry fs;
   std::unique_ptr<direct::Plan> direct;  // direct sums for short filters (direct.hpp; algo 9)
+  // Overlap-save over blocks for filters much shorter than the row (blocks.hpp; algo 10, or algo 0
+  // by blocks::automatic); nfft is then the block transform size.
+  std::unique_ptr<blocks::Plan> blocks;
 
   template <class T>
   void set_filter(const T* kf, cudaStream_t s);
@@ -64,12 +68,18 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
     impl_->dtype = dtype, impl_->with_backward = with_backward, impl_->circular = circular;
     return;
   }
+  if (algo == blocks::kAlgo || (algo == 0 && blocks::automatic(circular, dtype, L, Lk))) {
+    impl_->blocks = std::make_unique<blocks::Plan>(dtype, B, H, L, Lk, circular, with_backward);
+    impl_->nfft = impl_->blocks->fft_size(), impl_->nf = 0;
+    impl_->dtype = dtype, impl_->with_backward = with_backward, impl_->circular = circular;
+    return;
+  }
   check_arg(algo >= 0 && algo <= 8, "algo",
             "expected 0 (automatic), 1 (cuFFT), 2 (tensor cores), 3 (tensor cores, one product per real "
             "product: a benchmark probe), 4 (fused kernels where they apply, else cuFFT), 5 (tensor cores, "
             "short mma chains), 6 (as 5 with the radix passes' indices out of their loops), 7 (as 2 with factored "
-            "twiddles), 8 (four-step kernels, FFT sizes 65536 to 4194304) or 9 (direct sums, at most 64 "
-            "taps), got ", algo);
+            "twiddles), 8 (four-step kernels, FFT sizes 65536 to 4194304), 9 (direct sums, at most 64 "
+            "taps) or 10 (blocks: overlap-save over blocks of a few times the taps), got ", algo);
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
   Impl& p = *impl_;
   p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);
@@ -172,6 +182,7 @@ bool FFTConvPlan::filter_set() const { return impl_->filter; }
 size_t FFTConvPlan::workspace_bytes() const {
   const Impl& p = *impl_;
   if (p.direct) return p.direct->workspace_bytes();
+  if (p.blocks) return p.blocks->workspace_bytes();
   return p.slotA.bytes() + p.slotB.bytes() + p.khat.bytes() + p.dkhat.bytes() + p.work.bytes() + p.dkpart.bytes() +
          p.vh.bytes() + p.tc.tw.bytes() + (p.grad ? p.grad->workspace_bytes() : 0);
 }
@@ -179,6 +190,9 @@ bool FFTConvPlan::fused() const { return impl_->fused; }
 bool FFTConvPlan::tensor() const { return impl_->tensor; }
 bool FFTConvPlan::fourstep() const { return impl_->fourstep; }
 bool FFTConvPlan::direct() const { return impl_->direct != nullptr; }
+bool FFTConvPlan::blocks() const { return impl_->blocks != nullptr; }
+int64_t FFTConvPlan::blocks_per_row() const { return impl_->blocks ? impl_->blocks->blocks_per_row() : 0; }
+const FFTConvPlan* FFTConvPlan::inner() const { return impl_->blocks ? &impl_->blocks->inner() : nullptr; }
 
 template <class T>
 void FFTConvPlan::Impl::set_filter(const T* kf, cudaStream_t s) {
@@ -186,6 +200,11 @@ void FFTConvPlan::Impl::set_filter(const T* kf, cudaStream_t s) {
   using F = Fft<Tc>;
   if (direct) {  // no spectrum: the taps are copied
     direct->set_filter(kf, s);
+    filter = true;
+    return;
+  }
+  if (blocks) {  // the inner plan's spectrum, of the taps used
+    blocks->set_filter(kf, s);
     filter = true;
     return;
   }
@@ -225,6 +244,7 @@ void FFTConvPlan::Impl::forward(const T* u, const T* pre, const T* post, const T
   using C = typename F::C;
   check_arg(filter || own.k, "k", "no filter set on this plan (call set_filter first)");
   if (direct) return direct->forward(u, pre, post, skip, y, s);
+  if (blocks) return blocks->forward(u, pre, post, skip, y, s);
   if (tensor) {
     tensor::forward(dtype, tc, u, pre, post, skip, khat.as<float2>(), y, B, H, L, tc_split, tc_variant, s);
     return;
@@ -262,6 +282,7 @@ void FFTConvPlan::Impl::backward(const T* dy, const T* u, const T* pre, const T*
   check_arg(filter, "k", "no filter set on this plan (call set_filter first)");
   check_arg(with_backward, "plan", "this plan was made without backward workspace");
   if (direct) return direct->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
+  if (blocks) return blocks->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
   if (tensor || fourstep) {  // gradients by the `grad` plan (these kernels run forward only)
     grad->set_filter(kf_last, s);
     grad->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);

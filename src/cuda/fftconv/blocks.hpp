@@ -1,0 +1,108 @@
+// The "blocks" solver of the CUDA fftconv plan (plan.cu, algo 10): a filter much shorter than the
+// row runs overlap-save over blocks of a transform size N of a few times the m taps used, instead
+// of one transform of the whole padded row (the CPU's src/cpu/fftconv/blocks.hpp, on the GPU).
+//
+// The blocks of a (B, H, L) problem form an inner problem (B·nb, H, N), block row
+// rb = (b·nb + j)·H + h (so rb mod H = h and the inner plan's filter row is the right one), which
+// an inner FFTConvPlan in circular mode of length N runs with its own solver choice (the fused
+// kernels at N = 1024 … 32768). With S = N − (m − 1) outputs per block and nb = ceil(L / S):
+//   forward:  x_j[i] = v[jS − (m − 1) + i], i < N (v = u ⊙ pregate; zero before 0 in causal mode,
+//             v[t + L] in circular mode; zero past L), then y[jS + q] = (k ⊛_N x_j)[m − 1 + q]
+//             for q < S: the outputs that no wrap-around reaches (the circular sum at position
+//             i ≥ m − 1 reads x_j[i − s], s < m, without wrapping).
+//   backward: the inner backward on the gathered dz = dy ⊙ postgate, zero at the discarded
+//             positions i < m − 1 (and past L), gives dk already summed over every block (its batch
+//             holds them) and dv per block; dv[t] is the sum of the (at most two: S > m − 1)
+//             blocks holding t, plus block 0's head for circular t ≥ L − (m − 1).
+// skip goes to the inner plan (its v at output position m − 1 + q is v[jS + q], and its dz is zero
+// where an output is discarded, so skip·v, skip·dz and dskip = dk[0] come out once per t). The
+// gates are applied here, in float32 (float64), around it.
+//
+// Why the blocks are float32 for float16/bfloat16 too: the contract's arithmetic is float32, so
+// v = u ⊙ pregate, the block outputs and their sums must not be rounded to 16 bits on the way;
+// the price is twice the block traffic of 16-bit blocks (a measured follow-up could trade that).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <cuda_runtime.h>
+
+#include "cuda/buffer.hpp"
+#include "strux/cuda/fftconv.hpp"
+
+namespace strux::cuda::blocks {
+
+// The plan algo code (strux/cuda/fftconv.hpp FFTConvPlan) that forces this solver.
+constexpr int kAlgo = 10;
+// Smallest block transform: the fused kernels' smallest circular size.
+constexpr int64_t kMinN = 1024;
+// The automatic rule's least ratio of the padded row L + m - 1 to the block transform N.
+constexpr int64_t kAutoRatio = 8;
+// The most taps used: N <= 2^25 keeps the kernels' grid.y (N / 1024 CTAs per block row) in range.
+constexpr int64_t kMaxTaps = int64_t(1) << 23;
+
+// Block transform size for m taps used: the power of two >= max(kMinN, 4m), so S >= 3N/4 + 1
+// (at most a third more transform work than outputs) while the transform stays in the fused
+// kernels' range (N <= 32768) up to m = 8192. Awaits GPU measurement (N = 8m, 16m may pay).
+int64_t fft_size(int64_t m);
+
+// Whether the automatic choice (plan algo 0) takes this solver: causal, float32/float16/bfloat16
+// (the inner plan then runs the fused kernels), more taps used than the direct kernels take
+// (direct::kAutoTaps), a row past the fused kernels' (L + m − 1 > 32768, where the whole row
+// would go to the four-step kernels or cuFFT) and a block transform at most an eighth of the row
+// (8N <= L + m − 1), the CPU rule's ratio. A first rule from the operation counts, awaiting GPU
+// measurement (bench/gpu_fftconv_blocks.py; bench/NOTES-gpu-fftconv-blocks.md "Automatic rule");
+// circular rows stay with the whole-row solvers until then.
+bool automatic(bool circular, DType dt, int64_t L, int64_t Lk);
+
+// The blocks of one plan: the whole host-to-kernel contract of blocks.cu's kernels. Block row
+// rb = (b·nb + j)·H + h holds x_j of row (b, h); block rows number fewer than 2^31 (the plan checks),
+// so the kernels split rb with 32-bit divisions.
+struct Geom {
+  int64_t L, N, S, m;  // row length, block transform size, outputs per block N - (m - 1), taps used
+  unsigned H, nb;      // channels, blocks per row
+  bool circular;
+};
+
+class Plan {
+ public:
+  Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward);
+  ~Plan();
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+
+  // The calls take T = the plan dtype's element type (float, double, __half, __nv_bfloat16;
+  // instantiated in blocks.cu): plan.cu's FFTConvPlan dispatches once, and this solver with it.
+  // k (H, Lk): its first m taps, in the compute type, go to the inner plan.
+  template <class T>
+  void set_filter(const T* k, cudaStream_t s);
+  template <class T>
+  void forward(const T* u, const T* pre, const T* post, const T* skip, T* y, cudaStream_t s);
+  // As FFTConvPlan::backward: du, dk (taps s >= m get 0) and, where not null, dpre, dpost, dskip.
+  template <class T>
+  void backward(const T* dy, const T* u, const T* pre, const T* post, const T* skip, T* du, T* dk, T* dpre,
+                T* dpost, T* dskip, cudaStream_t s);
+
+  int64_t fft_size() const { return N_; }
+  int64_t blocks_per_row() const { return nb_; }
+  const FFTConvPlan& inner() const { return *inner_; }
+  size_t workspace_bytes() const;
+
+ private:
+  template <class T>
+  const void* skip_c(const T* skip, cudaStream_t s);  // skip in the compute type (null stays null)
+
+  DType dt_, ct_;  // the plan's dtype; the blocks' compute type (float32, or float64 for float64)
+  int64_t B_, H_, L_, Lk_, m_, N_, S_, nb_, rows_;  // rows_ = B·nb·H block rows
+  bool circular_, with_backward_;
+  Geom geom_;
+  std::unique_ptr<FFTConvPlan> inner_;  // circular, (B·nb, H, N), m taps, dtype ct_
+  // (rows_, N) in ct_: x_, the blocks of v; z_, those of dz (backward), then of z + skip·v (for
+  // dpostgate); o_, the inner plan's output (the blocks of y or of dv).
+  DeviceBuffer x_, z_, o_;
+  DeviceBuffer taps_, dtaps_, skip_;  // (H, m), (H, m), (H,) in ct_
+};
+
+}  // namespace strux::cuda::blocks

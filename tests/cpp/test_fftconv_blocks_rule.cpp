@@ -1,0 +1,36 @@
+// The GPU blocks fftconv solver's host-side rules (src/cuda/fftconv/blocks.hpp): its block FFT
+// size and the automatic choice. Pure functions: CUDA builds run them without a GPU, so CI checks
+// the rule that tests/python/test_fftconv_blocks_gpu.py checks through real plans on a GPU.
+#ifdef STRUX_HAVE_CUDA
+#include <gtest/gtest.h>
+
+#include "cuda/fftconv/blocks.hpp"
+
+namespace blocks = strux::cuda::blocks;
+using strux::cuda::DType;
+
+TEST(FFTConvBlocksRule, FFTSize) {
+  // The power of two >= max(1024, 4m): S = N - m + 1 >= 3N/4 + 1.
+  EXPECT_EQ(blocks::fft_size(1), 1024);
+  EXPECT_EQ(blocks::fft_size(256), 1024);
+  EXPECT_EQ(blocks::fft_size(257), 2048);
+  EXPECT_EQ(blocks::fft_size(4096), 16384);
+  EXPECT_EQ(blocks::fft_size(8193), 65536);
+  EXPECT_EQ(blocks::fft_size(blocks::kMaxTaps), int64_t(1) << 25);
+}
+
+TEST(FFTConvBlocksRule, Automatic) {
+  const int64_t M = int64_t(1) << 20;
+  EXPECT_TRUE(blocks::automatic(false, DType::f32, M, 100));
+  EXPECT_TRUE(blocks::automatic(false, DType::f16, M, 100));
+  EXPECT_TRUE(blocks::automatic(false, DType::bf16, M, 33));
+  EXPECT_FALSE(blocks::automatic(false, DType::f32, M, 32));          // the direct kernels' taps
+  EXPECT_TRUE(blocks::automatic(false, DType::f32, 65537, 1000));     // N = 4096, 8N <= 66536
+  EXPECT_TRUE(blocks::automatic(false, DType::f32, 200000, 4096));    // N = 16384, 8N <= 204095
+  EXPECT_FALSE(blocks::automatic(false, DType::f16, 100000, 4096));   // 8N > L + m - 1
+  EXPECT_FALSE(blocks::automatic(false, DType::f32, 30000, 100));     // the fused kernels' rows
+  EXPECT_FALSE(blocks::automatic(true, DType::f32, M, 100));          // circular: forced only
+  EXPECT_FALSE(blocks::automatic(false, DType::f64, M, 100));
+  EXPECT_FALSE(blocks::automatic(false, DType::f32, M, 3 * M));       // m = L: one block would be the row
+}
+#endif  // STRUX_HAVE_CUDA
