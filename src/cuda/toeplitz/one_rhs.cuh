@@ -2,12 +2,15 @@
 // with 16-byte loads (float4 = 2 complex, 4 pairs of a 16-bit F̂; narrower where Nm or the
 // alignment does not allow it), about 128 bytes in flight per lane, the spectrum x̂ through L1
 // (no shared memory, no barriers in the unsplit kernels).
-//   matvec:  a warp per (frequency, 2 or 4 rows), lanes along Nm, warp-shuffle reduction; x̂ read
-//            16 bytes at a time where it is contiguous.
+//   matvec:  a warp per (frequency, rows), lanes along Nm (32 per row, 16 or 8 on short rows),
+//            shuffle reduction; x̂ read 16 bytes at a time where it is contiguous.
 //   adjoint: a thread per (frequency, K columns), loops over the Nd rows (column sums in
-//            registers), x̂[f][d] read as a warp-uniform broadcast; where those threads cannot fill
-//            the GPU, up to 8 threads of a CTA share a column's rows and add their sums in order.
-// Shapes and their measurements: bench/NOTES-toeplitz-precision.md ("one-rhs-variants").
+//            registers), x̂[f][d] read as a warp-uniform broadcast. adjoint_shift reads every row
+//            in aligned 16-byte packs whatever Nm (a pack's values go to the thread's columns and
+//            its left neighbour's); where too few threads would fill the GPU, adjoint_one lets up
+//            to 8 threads of a CTA share a column's rows and add their sums in order.
+// Shapes and their measurements: bench/NOTES-toeplitz-precision.md ("one-rhs-variants",
+// "shifted-packs").
 // Included by multi.cu only (one translation unit, internal linkage).
 #pragma once
 
