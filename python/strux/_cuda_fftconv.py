@@ -18,8 +18,8 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 
 #: fftconv algorithm for new plans: 0 = automatic (9 where at most 32 taps are used, causal
 #: min(Lk, L), circular Lk; else 10 for causal float32/float16/bfloat16 rows where m = min(Lk, L)
-#: > 32, L + m - 1 > 32768 and its block FFT N is at most (L + m - 1) / 8 (a first rule from the
-#: operation counts, awaiting GPU measurement); else 2 for float16/bfloat16 where its FFT size
+#: > 32, L + m - 1 > 32768 and its block FFT N is at most (L + m - 1) / 8 (measured 2.5-4.9x the
+#: whole-row solvers on an H200: bench/NOTES-gpu-fftconv-blocks.md); else 2 for float16/bfloat16 where its FFT size
 #: is 256 or 512, i.e. causal L + min(Lk, L) - 1 <= 512 or circular L in {256, 512}; else 4 where the
 #: fused kernels apply; else 8 where it applies (float32/float16/bfloat16, causal
 #: L + min(Lk, L) - 1 > 32768 or circular L a power of two >= 65536, nfft <= 4194304); else cuFFT);

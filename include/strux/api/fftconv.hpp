@@ -14,8 +14,8 @@
 // times the taps used, for filters much shorter than the row); CUDA "direct" (the direct kernels,
 // same limit, every dtype), "" (automatic: "direct" where at most 32 taps are used, else "blocks"
 // for causal float32/float16/bfloat16 rows with more than 32 taps used (m = min(Lk, L)) where
-// L + m - 1 > 32768 and the block FFT N is at most an eighth of L + m - 1 (a rule from the
-// operation counts, awaiting GPU measurement), else "tensor" for float16/bfloat16 at nfft 256
+// L + m - 1 > 32768 and the block FFT N is at most an eighth of L + m - 1 (measured 2.5-4.9x the
+// whole-row solvers on an H200: bench/NOTES-gpu-fftconv-blocks.md), else "tensor" for float16/bfloat16 at nfft 256
 // and 512, else "fused" where it applies, else "fourstep" for
 // float32/float16/bfloat16 where it applies (causal L + min(Lk, L) - 1 > 32768, circular L a power
 // of two >= 65536; nfft <= 4194304), else "cufft"), "fused" (one kernel with its FFTs in shared

@@ -45,16 +45,17 @@ constexpr int64_t kMaxTaps = int64_t(1) << 23;
 
 // Block transform size for m taps used: the power of two >= max(kMinN, 4m), so S >= 3N/4 + 1
 // (at most a third more transform work than outputs) while the transform stays in the fused
-// kernels' range (N <= 32768) up to m = 8192. Awaits GPU measurement (N = 8m, 16m may pay).
+// kernels' range (N <= 32768) up to m = 8192. N = 8m or 16m were not measured.
 int64_t fft_size(int64_t m);
 
 // Whether the automatic choice (plan algo 0) takes this solver: causal, float32/float16/bfloat16
 // (the inner plan then runs the fused kernels), more taps used than the direct kernels take
 // (direct::kAutoTaps), a row past the fused kernels' (L + m − 1 > 32768, where the whole row
 // would go to the four-step kernels or cuFFT) and a block transform at most an eighth of the row
-// (8N <= L + m − 1), the CPU rule's ratio. A first rule from the operation counts, awaiting GPU
-// measurement (bench/gpu_fftconv_blocks.py; bench/NOTES-gpu-fftconv-blocks.md "Automatic rule");
-// circular rows stay with the whole-row solvers until then.
+// (8N <= L + m − 1), the CPU rule's ratio. Measured on an H200 (bench/gpu_fftconv_blocks.py;
+// bench/NOTES-gpu-fftconv-blocks.md "Version 1: outcome (GPU)"): 2.5–4.9× the whole-row solvers
+// where it applies, 1.07× at the one measured row it leaves out. Circular rows are not measured
+// and stay with the whole-row solvers.
 bool automatic(bool circular, DType dt, int64_t L, int64_t Lk);
 
 // The blocks of one plan: the whole host-to-kernel contract of blocks.cu's kernels. Block row
