@@ -19,8 +19,13 @@ namespace {
 // Up to this length a GEMM of the DFT matrix beats FFTW's per-row calls (measured at k = 16 ..
 // 128, bench/NOTES-cpu.md); beyond, its k^2 work loses to the FFT's k log k.
 int64_t g_dft_gemm_max = 64;
-// Rows per GEMM call: enough for the BLAS kernel's blocking, several tasks per thread.
-constexpr int64_t kRowChunk = 256;
+// Rows per GEMM call: enough for the BLAS kernel's blocking, several tasks per thread, and
+// rows x cols x k under 2^19, where OpenBLAS still takes its small-matrix kernel (no packing of
+// the rows): at k = 64, 256 rows (1.08M) cost 137 ns a row, 128 rows 92 (bench/NOTES-cpu.md
+// "block-circulant p <= 4, 2026-11-27").
+int64_t row_chunk(int64_t k, int64_t nf) {
+  return std::clamp<int64_t>((int64_t(1) << 19) / (k * 2 * nf) / 16 * 16, 32, 256);
+}
 }  // namespace
 
 int64_t dft_gemm_max() { return g_dft_gemm_max; }
@@ -54,13 +59,13 @@ GemmDft<T>::GemmDft(int64_t k) : k_(k), nf_(k / 2 + 1), F_(k * 2 * (k / 2 + 1)),
 template <class T>
 void GemmDft<T>::forward(const T* src, int64_t src_stride, int64_t groups, int64_t rows, std::complex<T>* dst,
                          int64_t nfs) const {
-  const int64_t k = k_, nf = nf_, nch = (rows + kRowChunk - 1) / kRowChunk;
+  const int64_t k = k_, nf = nf_, chunk = row_chunk(k_, nf_), nch = (rows + chunk - 1) / chunk;
 #pragma omp parallel num_threads(num_threads())
   {
     serial_blas_in_region();
 #pragma omp for schedule(dynamic)
     for (int64_t it = 0; it < groups * nch; ++it) {
-      const int64_t g = it / nch, r0 = (it % nch) * kRowChunk, n = std::min(kRowChunk, rows - r0);
+      const int64_t g = it / nch, r0 = (it % nch) * chunk, n = std::min(chunk, rows - r0);
       std::complex<T>* out = dst + (g * rows + r0) * nfs;
       ks::blas_gemm(false, false, n, 2 * nf, k, T(1), src + g * src_stride + r0 * k, k, F_.data(), 2 * nf, T(0),
                     reinterpret_cast<T*>(out), 2 * nfs);
@@ -78,13 +83,13 @@ void GemmDft<T>::forward(const T* src, int64_t src_stride, int64_t groups, int64
 template <class T>
 void GemmDft<T>::inverse(const std::complex<T>* src, int64_t nfs, int64_t groups, int64_t rows, T* dst,
                          int64_t dst_stride, T scale) const {
-  const int64_t k = k_, nf = nf_, nch = (rows + kRowChunk - 1) / kRowChunk;
+  const int64_t k = k_, nf = nf_, chunk = row_chunk(k_, nf_), nch = (rows + chunk - 1) / chunk;
 #pragma omp parallel num_threads(num_threads())
   {
     serial_blas_in_region();
 #pragma omp for schedule(dynamic)
     for (int64_t it = 0; it < groups * nch; ++it) {
-      const int64_t g = it / nch, r0 = (it % nch) * kRowChunk, n = std::min(kRowChunk, rows - r0);
+      const int64_t g = it / nch, r0 = (it % nch) * chunk, n = std::min(chunk, rows - r0);
       ks::blas_gemm(false, false, n, k, 2 * nf, scale, reinterpret_cast<const T*>(src + (g * rows + r0) * nfs),
                     2 * nfs, Finv_.data(), k, T(0), dst + g * dst_stride + r0 * k, k);
     }
