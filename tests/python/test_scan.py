@@ -15,18 +15,22 @@ def rng():
     return np.random.default_rng()
 
 
-@pytest.fixture(params=[(0, 64), (2, 64), (0, 0), (2, 0)],
-                ids=["auto_block", "time_block_2", "auto_block_fftw", "time_block_2_fftw"])
+@pytest.fixture(params=[(0, 64, True), (2, 64, True), (0, 64, False), (2, 64, False), (0, 0, True), (2, 0, True)],
+                ids=["auto_block", "time_block_2", "auto_block_gemm", "time_block_2_gemm", "auto_block_fftw",
+                     "time_block_2_fftw"])
 def time_block(request):
     """Circulant pipelines run in blocks of time steps; 2 splits these small T into several
     blocks (carried state, checkpointed backward sweep); 0 = automatic (one block here).
-    Short transforms go through a GEMM with the DFT matrix by default; *_fftw forces FFTW."""
-    steps, dft_max = request.param
+    Short transforms go through the radix-2 FFT across rows (powers of two) or a GEMM with the
+    DFT matrix by default; *_gemm turns the radix-2 kernel off, *_fftw forces FFTW."""
+    steps, dft_max, radix2 = request.param
     strux._ext.scan_set_time_block(steps)
     strux._ext.scan_set_dft_gemm_max(dft_max)
+    strux._ext.scan_set_dft_radix2(radix2)
     yield steps
     strux._ext.scan_set_time_block(0)
     strux._ext.scan_set_dft_gemm_max(64)
+    strux._ext.scan_set_dft_radix2(True)
 
 
 SHAPES = [(1, 1, 1), (2, 7, 13), (3, 5, 33), (1, 1, 4), (2, 9, 1)]
@@ -208,7 +212,7 @@ def test_diag_scan_vjp_float32_close_to_float64():
 
 # ---- circulant_scan ----------------------------------------------------------------------------
 
-CIRC_N = [1, 2, 7, 8, 13]
+CIRC_N = [1, 2, 7, 8, 13, 16, 64]  # 16, 64: the radix-2 kernel with whole vectors of 16 floats
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -356,7 +360,7 @@ def test_circulant_scan_vjp_float32():
 
 # ---- block_circulant_scan ----------------------------------------------------------------------
 
-BLOCKS = [(1, 1), (1, 7), (3, 1), (2, 5), (3, 4), (2, 13)]
+BLOCKS = [(1, 1), (1, 7), (3, 1), (2, 5), (3, 4), (2, 13), (2, 16), (3, 32), (1, 64)]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

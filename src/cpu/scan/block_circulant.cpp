@@ -35,9 +35,14 @@ BlockCirculantScan<R>::BlockCirculantScan(int64_t B, int64_t T_, int64_t p, int6
   check_positive(T_, "T");
   check_positive(p, "p");
   check_positive(k, "k");
-  dft_ = kern::GemmDft<R>::get(k);
+  dft_ = kern::ShortDft<R>::get(k);
   kfs_ = kern::padded_stride<R>(k / 2 + 1, dft_ != nullptr);
   fft_ = RealFFT<R>::get(k);
+}
+
+template <class R>
+const char* BlockCirculantScan<R>::dft_name() const {
+  return dft_ ? dft_->describe() : "FFTW real FFTs";
 }
 
 namespace {

@@ -26,14 +26,14 @@ inline int64_t padded_stride(int64_t nf, bool gemm = false) {
 }
 
 template <class T>
-class GemmDft;
+class ShortDft;
 
 // The transforms of one plan: FFTW's, and the GEMM one where the length is short (null else),
 // both fixed when the plan is made.
 template <class T>
 struct Transform {
   const RealFFT<T>& fft;
-  const GemmDft<T>* dft;
+  const ShortDft<T>* dft;
   int64_t n() const { return fft.n(); }
 };
 
