@@ -92,17 +92,19 @@ def main():
             res[b].append(json.loads(r.stdout))
     print(f"load after {os.getloadavg()}")
     for p in ps:
+        # numpy's median over every child of every build: the same recipe, so one yardstick
+        # (a child's own numpy time moves with what the machine does during that child)
+        pooled = statistics.median([r[str(p)]["numpy_med"] for b in builds for r in res[b]])
         for b in builds:
             runs = [r[str(p)] for r in res[b]]
             med = statistics.median([r["strux_med"] for r in runs])
             mn = min(r["strux_min"] for r in runs)
             rm = statistics.median([r["ratio_med"] for r in runs])
-            rmin = max(r["ratio_min"] for r in runs)
             nm = statistics.median([r["numpy_med"] for r in runs])
             extra = f" vjp {statistics.median([r['vjp_med'] for r in runs]):.2f} ms" if args.vjp else ""
-            print(f"p={p:2d} {b:28s} strux med {med:6.2f} min {mn:6.2f} ms | numpy med {nm:6.2f} | "
-                  f"ratio med {rm:5.2f}x (per-run {[round(r['ratio_med'], 2) for r in runs]}) min-ratio {rmin:5.2f}x"
-                  + extra)
+            print(f"p={p:2d} {b:16s} strux med {med:6.2f} min {mn:6.2f} ms | numpy med {nm:6.2f} (all {pooled:6.2f}) | "
+                  f"all-numpy/strux {pooled / med:5.2f}x, same-child {rm:5.2f}x "
+                  f"{[round(r['ratio_med'], 2) for r in runs]}" + extra)
 
 
 if __name__ == "__main__":

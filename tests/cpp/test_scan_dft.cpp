@@ -47,7 +47,9 @@ void check(int64_t k, bool radix2, int64_t rows, int64_t nfs) {
   strux::set_scan_dft_radix2(radix2);
   const auto* d = strux::cpu::scan::ShortDft<T>::get(k);
   ASSERT_NE(d, nullptr);
-  EXPECT_EQ(d->radix2(), radix2 && (k & (k - 1)) == 0 && k >= 2);
+  const bool pow2 = (k & (k - 1)) == 0;
+  EXPECT_EQ(d->radix2_fwd(), radix2 && pow2 && k >= 16);
+  EXPECT_EQ(d->radix2_inv(), radix2 && pow2 && k >= 64);
   const double tol = sizeof(T) == 4 ? 2e-6 : 1e-14;
   const auto x = strux::test::randn<T>(g, rows * k);
   std::vector<std::complex<T>> X(size_t(rows * nfs), std::complex<T>(7, 7));

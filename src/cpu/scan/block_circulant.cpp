@@ -171,27 +171,59 @@ void copy_last(const C* H, int64_t B, int64_t tb, int64_t p, int64_t kfs, C* car
 }
 }  // namespace
 
-// Forward: blocks of tb steps (spectra stay in cache); the state at a block's end carries on.
+namespace {
+// The forward pipeline of B batch items (a, u, h0, h at their first item): blocks of tb steps
+// (spectra stay in cache), the state at a block's end carries on. Ah, Hh, carry: workspace of
+// Tb steps of the B items.
+template <class R>
+void forward_items(const kern::Transform<R>& fft, int64_t B, int64_t T, int64_t p, int64_t kfs, int64_t Tb,
+                   const R* a, const R* u, const R* h0, R* h, std::complex<R>* Ah, std::complex<R>* Hh,
+                   std::complex<R>* carry) {
+  if (h0) load_rows<R>(fft, h0, nullptr, B, 1, p, 0, 1, kfs, carry);
+  bool have_carry = h0 != nullptr;
+  for (int64_t t0 = 0; t0 < T; t0 += Tb) {
+    const int64_t tb = std::min(Tb, T - t0);
+    load_rows<R>(fft, a, nullptr, B, T, p * p, t0, tb, kfs, Ah);
+    load_rows<R>(fft, u, nullptr, B, T, p, t0, tb, kfs, Hh);
+    block_forward_scan(Spectra<R>{B, tb, p, kfs, Ah, Hh, have_carry ? carry : nullptr});
+    copy_last(Hh, B, tb, p, kfs, carry);
+    have_carry = true;
+    store_rows<R>(fft, Hh, B, T, p, t0, tb, kfs, h);
+  }
+}
+}  // namespace
+
+// With at least two items per team, each thread runs whole items through the pipeline by
+// itself: one parallel region per call instead of four per block of steps, each thread's
+// spectra in its own core's cache, and no barrier for a thread that a shared machine
+// descheduled to hold up (bench/NOTES-cpu.md "block-circulant p <= 4, 2026-11-27"). Otherwise
+// (B = 1, or one thread) the items share every stage, each stage split across the team.
 template <class R>
 void BlockCirculantScan<R>::forward(const R* a, const R* u, const R* h0, R* h) const {
   check_arg(a && u && h, "h", "expected non-null a, u and h");
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
-  const int64_t B = B_, T = T_, p = p_, kfs = kfs_;
+  const int64_t B = B_, T = T_, p = p_, kfs = kfs_, nth = team.size();
   const kern::Transform<R> fft{*fft_, dft_};
-  const int64_t Tb = kern::time_block(B, T, B * (p * p + p) * kfs * int64_t(sizeof(C)));
-  AlignedBuffer<C> Ah(B * Tb * p * p * kfs), Hh(B * Tb * p * kfs), carry(B * p * kfs);
-  if (h0) load_rows<R>(fft, h0, nullptr, B, 1, p, 0, 1, kfs, carry.data());
-  bool have_carry = h0 != nullptr;
-  for (int64_t t0 = 0; t0 < T; t0 += Tb) {
-    const int64_t tb = std::min(Tb, T - t0);
-    load_rows<R>(fft, a, nullptr, B, T, p * p, t0, tb, kfs, Ah.data());
-    load_rows<R>(fft, u, nullptr, B, T, p, t0, tb, kfs, Hh.data());
-    block_forward_scan(Spectra<R>{B, tb, p, kfs, Ah.data(), Hh.data(), have_carry ? carry.data() : nullptr});
-    copy_last(Hh.data(), B, tb, p, kfs, carry.data());
-    have_carry = true;
-    store_rows<R>(fft, Hh.data(), B, T, p, t0, tb, kfs, h);
+  const int64_t step = (p * p + p) * kfs * int64_t(sizeof(C));  // spectra bytes of one item and step
+  if (nth > 1 && B >= 2) {
+    const int64_t Tb = kern::time_block(1, T, step), na = Tb * p * p * kfs, nh = Tb * p * kfs;
+    AlignedBuffer<C> Ah(nth * na), Hh(nth * nh), carry(nth * p * kfs);
+#pragma omp parallel num_threads(int(nth))
+    {
+      const cpu::SerialScope serial;
+      const int64_t i = cpu::thread_index();
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t b = 0; b < B; ++b)
+        forward_items<R>(fft, 1, T, p, kfs, Tb, a + b * T * p * p * k_, u + b * T * p * k_,
+                         h0 ? h0 + b * p * k_ : nullptr, h + b * T * p * k_, Ah.data() + i * na,
+                         Hh.data() + i * nh, carry.data() + i * p * kfs);
+    }
+    return;
   }
+  const int64_t Tb = kern::time_block(B, T, B * step);
+  AlignedBuffer<C> Ah(B * Tb * p * p * kfs), Hh(B * Tb * p * kfs), carry(B * p * kfs);
+  forward_items<R>(fft, B, T, p, kfs, Tb, a, u, h0, h, Ah.data(), Hh.data(), carry.data());
 }
 
 // Backward: checkpoints of the state at each block start from a forward sweep; the reverse

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <memory>
 #include <mutex>
 
@@ -36,36 +37,38 @@ bool pow2(int64_t k) { return k >= 2 && (k & (k - 1)) == 0; }
 
 int64_t dft_gemm_max() { return g_dft_gemm_max; }
 
-// The kernel table: the radix-2 FFT where it applies (k = 2^j <= kRadix2MaxK), else the GEMM.
+// The kernel table, per direction: the radix-2 FFT where it applies and wins, else the GEMM.
+// Forward: k = 2^j >= 16 (whole vectors in the transposes; CPU time per row on one thread,
+// rows from memory into a cached block: k = 16 / 32 / 64 GEMM 11.4 / 23.5 / 86 ns, radix-2
+// 11.1 / 17.7 / 41 ns). Inverse: k = 64 only (GEMM 5.5 / 20 / 77, radix-2 14.4 / 22.7 / 60 ns;
+// bench/NOTES-cpu.md "block-circulant p <= 4, 2026-11-27").
 template <class T>
 const ShortDft<T>* ShortDft<T>::get(int64_t k) {
   if (k > g_dft_gemm_max) return nullptr;
-  const bool radix2 = g_dft_radix2 && pow2(k) && k <= kRadix2MaxK;
+  const bool r2 = g_dft_radix2 && pow2(k) && k <= kRadix2MaxK;
+  const bool fwd = r2 && k >= 16, inv = r2 && k >= 64;
   static std::mutex mu;
-  static std::map<std::pair<int64_t, bool>, std::unique_ptr<ShortDft>> cache;
+  static std::map<std::tuple<int64_t, bool, bool>, std::unique_ptr<ShortDft>> cache;
   const std::lock_guard<std::mutex> lock(mu);
-  auto& p = cache[{k, radix2}];
-  if (!p) p = std::make_unique<ShortDft>(k, radix2);
+  auto& p = cache[{k, fwd, inv}];
+  if (!p) p = std::make_unique<ShortDft>(k, fwd, inv);
   return p.get();
 }
 
 template <class T>
 const char* ShortDft<T>::describe() const {
-  return radix2_ ? "radix-2 real FFTs across rows" : "real DFTs as GEMMs";
+  if (radix2_fwd_) return radix2_inv_ ? "radix-2 real FFTs across rows" : "radix-2 real FFTs across rows (inverses as GEMMs)";
+  return "real DFTs as GEMMs";
 }
 
 template <class T>
-ShortDft<T>::ShortDft(int64_t k, bool radix2) : k_(k), nf_(k / 2 + 1), radix2_(radix2) {
+ShortDft<T>::ShortDft(int64_t k, bool radix2_fwd, bool radix2_inv)
+    : k_(k), nf_(k / 2 + 1), radix2_fwd_(radix2_fwd), radix2_inv_(radix2_inv) {
   const double two_pi = 2.0 * std::acos(-1.0);
-  if (radix2) {
+  if (radix2_fwd || radix2_inv) {
     const int64_t m = k / 2;
     tw_.k = k;
     tw_.m = m;
-    for (int64_t n = 0; n < m; ++n) {
-      int64_t r = 0;
-      for (int64_t b = 1, q = n; b < m; b *= 2, q /= 2) r = 2 * r + (q & 1);
-      tw_.rev.push_back(r);
-    }
     for (int64_t j = 0; j < m / 2; ++j) {
       tw_.cr.push_back(T(std::cos(two_pi * double(j) / double(m))));
       tw_.ci.push_back(T(-std::sin(two_pi * double(j) / double(m))));
@@ -75,9 +78,9 @@ ShortDft<T>::ShortDft(int64_t k, bool radix2) : k_(k), nf_(k / 2 + 1), radix2_(r
       tw_.pr.push_back(f == m ? T(-1) : T(std::cos(th)));
       tw_.pi.push_back(f == m ? T(0) : T(-std::sin(th)));
     }
-    return;
   }
-  F_ = AlignedBuffer<T>(k * 2 * nf_);
+  if (radix2_fwd && radix2_inv) return;
+  F_ = AlignedBuffer<T>(k * 2 * nf_);  // (both matrices where either is used: a few KiB)
   Finv_ = AlignedBuffer<T>(2 * nf_ * k);
   for (int64_t f = 0; f < nf_; ++f) {
     const double c = (f == 0 || 2 * f == k) ? 1.0 : 2.0;  // the Hermitian half counts twice
@@ -94,7 +97,7 @@ ShortDft<T>::ShortDft(int64_t k, bool radix2) : k_(k), nf_(k / 2 + 1), radix2_(r
 template <class T>
 void ShortDft<T>::forward(const T* src, int64_t src_stride, int64_t groups, int64_t rows, std::complex<T>* dst,
                           int64_t nfs) const {
-  if (radix2_) {
+  if (radix2_fwd_) {
     const int64_t nch = (rows + kRadix2Rows - 1) / kRadix2Rows;
 #pragma omp parallel for schedule(dynamic) num_threads(num_threads())
     for (int64_t it = 0; it < groups * nch; ++it) {
@@ -127,7 +130,7 @@ void ShortDft<T>::forward(const T* src, int64_t src_stride, int64_t groups, int6
 template <class T>
 void ShortDft<T>::inverse(const std::complex<T>* src, int64_t nfs, int64_t groups, int64_t rows, T* dst,
                           int64_t dst_stride, T scale) const {
-  if (radix2_) {
+  if (radix2_inv_) {
     const int64_t nch = (rows + kRadix2Rows - 1) / kRadix2Rows;
 #pragma omp parallel for schedule(dynamic) num_threads(num_threads())
     for (int64_t it = 0; it < groups * nch; ++it) {

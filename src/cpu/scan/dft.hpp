@@ -25,11 +25,10 @@ int64_t dft_gemm_max();
 // Longest radix-2 length (the per-block lane buffers are sized by it).
 inline constexpr int64_t kRadix2MaxK = 64;
 
-// Tables of the radix-2 real FFT of length k = 2m (radix2.cpp).
+// Tables of the radix-2 real FFT of length k = 2m, 16 <= k <= kRadix2MaxK (radix2.cpp).
 template <class T>
 struct Radix2Tables {
   int64_t k = 0, m = 0;
-  std::vector<int64_t> rev;  // m: bit reversal of 0 .. m-1
   std::vector<T> cr, ci;     // m/2: e^{-2 pi i j / m}
   std::vector<T> pr, pi;     // m+1: e^{-2 pi i f / k}
 };
@@ -48,11 +47,12 @@ void radix2_inverse(const Radix2Tables<double>& w, const std::complex<double>* s
 template <class T>
 class ShortDft {
  public:
-  // The plan for length k (cached per k and kernel, never freed); null when k > dft_gemm_max().
+  // The plan for length k (cached per k and kernels, never freed); null when k > dft_gemm_max().
   static const ShortDft* get(int64_t k);
-  ShortDft(int64_t k, bool radix2);
+  ShortDft(int64_t k, bool radix2_fwd, bool radix2_inv);  // radix-2: k = 2^j, 16 <= k <= kRadix2MaxK
   int64_t k() const { return k_; }
-  bool radix2() const { return radix2_; }
+  bool radix2_fwd() const { return radix2_fwd_; }
+  bool radix2_inv() const { return radix2_inv_; }
   const char* describe() const;
 
   // groups x rows of length k, group g's rows at src + g * src_stride (contiguous), into
@@ -66,10 +66,10 @@ class ShortDft {
 
  private:
   int64_t k_, nf_;
-  bool radix2_;
+  bool radix2_fwd_, radix2_inv_;
   Radix2Tables<T> tw_;     // radix-2 only
-  AlignedBuffer<T> F_;     // GEMM only: k x 2 nf, [j, 2f] = cos(2 pi j f / k), [j, 2f + 1] = -sin(...)
-  AlignedBuffer<T> Finv_;  // GEMM only: 2 nf x k, [2f, j] = c_f cos(2 pi f j / k), [2f + 1, j] = -c_f sin(...)
+  AlignedBuffer<T> F_;     // GEMM: k x 2 nf, [j, 2f] = cos(2 pi j f / k), [j, 2f + 1] = -sin(...)
+  AlignedBuffer<T> Finv_;  // GEMM: 2 nf x k, [2f, j] = c_f cos(2 pi f j / k), [2f + 1, j] = -c_f sin(...)
 };
 
 }  // namespace strux::cpu::scan

@@ -114,6 +114,14 @@ template <class T>
     for (int64_t c = 0; c < cols; ++c) dst[l * stride + c] = R[l][c];
 }
 
+// n with its log2(m) bits reversed (a constant wherever the kernels use it: unrolled loops).
+template <int64_t m>
+constexpr int64_t bitrev(int64_t n) {
+  int64_t r = 0;
+  for (int64_t b = 1; b < m; b *= 2, n /= 2) r = 2 * r + (n & 1);
+  return r;
+}
+
 // Complex vectors of L lanes and their products with a scalar twiddle (c = e^{-2 pi i t}, or
 // its conjugate for Inv).
 template <class V>
@@ -130,15 +138,16 @@ template <bool Inv, class T, class V>
 // time); Inv: e^{+2 pi i}. Two radix-2 stages per pass (stages h and 2h over 4 values kept in
 // registers): the stores, not the arithmetic, bound these kernels (one 64-byte store takes two
 // cycles on this VM's CPU), so a pass per stage pair halves them.
-template <bool Inv, class T, class V>
+template <bool Inv, int64_t m, class T, class V>
 [[gnu::always_inline]] inline void cfft(const Radix2Tables<T>& w, V* __restrict zr, V* __restrict zi) {
-  const int64_t m = w.m;
   const T* __restrict cr = w.cr.data();
   const T* __restrict ci = w.ci.data();
-  int64_t h = 1;
-  for (; 4 * h <= m; h *= 4) {
+#pragma GCC unroll 4
+  for (int64_t h = 1; 4 * h <= m; h *= 4) {
     const int64_t s1 = m / (2 * h), s2 = m / (4 * h);  // twiddle strides of stages h and 2h
+#pragma GCC unroll 32
     for (int64_t b = 0; b < m; b += 4 * h)
+#pragma GCC unroll 32
       for (int64_t j = 0; j < h; ++j) {
         const int64_t q = b + j;
         const Cv<V> a0{zr[q], zi[q]}, a2{zr[q + 2 * h], zi[q + 2 * h]};
@@ -157,7 +166,9 @@ template <bool Inv, class T, class V>
         zi[q + 3 * h] = b1.i - b3.i;
       }
   }
-  if (h < m)  // one radix-2 stage left (log2 m odd)
+  if constexpr ((m & 0xAAAAAAAA) != 0) {  // log2 m odd: one radix-2 stage left, h = m / 2
+    constexpr int64_t h = m / 2;
+#pragma GCC unroll 32
     for (int64_t j = 0; j < h; ++j) {
       const Cv<V> a1 = twiddle<Inv>(cr, ci, j, Cv<V>{zr[j + h], zi[j + h]});
       const V r0 = zr[j], i0 = zi[j];
@@ -166,46 +177,35 @@ template <bool Inv, class T, class V>
       zr[j + h] = r0 - a1.r;
       zi[j + h] = i0 - a1.i;
     }
+  }
 }
 
 // Forward of `rows` rows (src row stride k) into spectra rows of stride nfs (padding zeroed).
-// Rows go into lanes and back by L x L transposes of whole vectors (k >= L; shorter rows lane
-// by lane): z_n = x_{2n} + i x_{2n+1} is stored at rev(n) as it comes out of the transpose,
+// Rows go into lanes and back by L x L transposes of whole vectors (k >= L): z_n = x_{2n} + i x_{2n+1} is stored at rev(n) as it comes out of the transpose,
 // and each group of L/2 frequencies goes back to the rows as soon as it is made.
-template <class T>
+template <int64_t m, class T>
 [[gnu::always_inline]] inline void fwd_rows(const Radix2Tables<T>& w, const T* src, int64_t rows,
                                             std::complex<T>* dst, int64_t nfs) {
   using V = typename Lanes<T>::V;
-  constexpr int64_t L = Lanes<T>::L;
-  const int64_t k = w.k, m = w.m;
-  const int64_t* rev = w.rev.data();
+  constexpr int64_t L = Lanes<T>::L, k = 2 * m;
+  static_assert(k >= L, "rows of whole vectors");
   const T* pr = w.pr.data();
   const T* pi = w.pi.data();
-  alignas(64) V zr[kRadix2MaxK / 2], zi[kRadix2MaxK / 2], R[L];
+  alignas(64) V zr[m], zi[m], R[L];
   for (int64_t r0 = 0; r0 < rows; r0 += L) {
     const int64_t nl = std::min(L, rows - r0);
     const T* s0 = src + r0 * k;
     prefetch_next(s0 + L * k, std::min(L, rows - r0 - L) * k);
-    if (k >= L) {
-      for (int64_t c0 = 0; c0 < k; c0 += L) {
-        load_rows(s0 + c0, k, nl, R);
-        transpose<T>(R);  // R[c] = x_{c0 + c} of the L rows
-        #pragma GCC unroll 16
-        for (int64_t c = 0; c < L; c += 2) {
-          zr[rev[(c0 + c) / 2]] = R[c];
-          zi[rev[(c0 + c) / 2]] = R[c + 1];
-        }
+    for (int64_t c0 = 0; c0 < k; c0 += L) {
+      load_rows(s0 + c0, k, nl, R);
+      transpose<T>(R);  // R[c] = x_{c0 + c} of the L rows
+#pragma GCC unroll 16
+      for (int64_t c = 0; c < L; c += 2) {
+        zr[bitrev<m>((c0 + c) / 2)] = R[c];
+        zi[bitrev<m>((c0 + c) / 2)] = R[c + 1];
       }
-    } else {
-      T* zrs = reinterpret_cast<T*>(zr);
-      T* zis = reinterpret_cast<T*>(zi);
-      for (int64_t l = 0; l < L; ++l)
-        for (int64_t n = 0; n < m; ++n) {
-          zrs[rev[n] * L + l] = l < nl ? s0[l * k + 2 * n] : T(0);
-          zis[rev[n] * L + l] = l < nl ? s0[l * k + 2 * n + 1] : T(0);
-        }
     }
-    cfft<false>(w, zr, zi);
+    cfft<false, m>(w, zr, zi);
     T* d0 = reinterpret_cast<T*>(dst + r0 * nfs);
     for (int64_t c0 = 0; c0 < 2 * nfs; c0 += L) {  // R[2g], R[2g + 1] = X_f, f = c0 / 2 + g
       #pragma GCC unroll 16
@@ -229,16 +229,15 @@ template <class T>
 
 // Inverse of `rows` spectra rows (stride nfs; imaginary parts at 0 and m ignored) into rows of
 // length k at dst (row stride k), times scale.
-template <class T>
+template <int64_t m, class T>
 [[gnu::always_inline]] inline void inv_rows(const Radix2Tables<T>& w, const std::complex<T>* src, int64_t nfs,
                                             int64_t rows, T* dst, T scale) {
   using V = typename Lanes<T>::V;
-  constexpr int64_t L = Lanes<T>::L;
-  const int64_t k = w.k, m = w.m, nc = 2 * m + 2;
-  const int64_t* rev = w.rev.data();
+  constexpr int64_t L = Lanes<T>::L, k = 2 * m, nc = 2 * m + 2;
+  static_assert(k >= L, "rows of whole vectors");
   const T* pr = w.pr.data();
   const T* pi = w.pi.data();
-  alignas(64) V zr[kRadix2MaxK / 2], zi[kRadix2MaxK / 2], x[kRadix2MaxK + L], R[L];
+  alignas(64) V zr[m], zi[m], x[2 * m + L], R[L];
   for (int64_t r0 = 0; r0 < rows; r0 += L) {
     const int64_t nl = std::min(L, rows - r0);
     const T* s0 = reinterpret_cast<const T*>(src + r0 * nfs);
@@ -262,51 +261,65 @@ template <class T>
       const V dr = x[2 * f] - x[2 * (m - f)], di = x[2 * f + 1] + x[2 * (m - f) + 1];  // X_f - conj X_{m-f}
       const T c = pr[f], s = -pi[f];                                                   // W^{-f}
       const V qr = c * dr - s * di, qi = c * di + s * dr;
-      zr[rev[f]] = ar - qi;
-      zi[rev[f]] = ai + qr;
+      zr[bitrev<m>(f)] = ar - qi;
+      zi[bitrev<m>(f)] = ai + qr;
     }
-    cfft<true>(w, zr, zi);
+    cfft<true, m>(w, zr, zi);
     T* d0 = dst + r0 * k;
-    if (k >= L) {
-      for (int64_t c0 = 0; c0 < k; c0 += L) {
-        #pragma GCC unroll 16
-        for (int64_t c = 0; c < L; c += 2) {
-          R[c] = scale * zr[(c0 + c) / 2];
-          R[c + 1] = scale * zi[(c0 + c) / 2];
-        }
-        transpose<T>(R);
-        store_rows<T>(R, nl, L, d0 + c0, k);
+    for (int64_t c0 = 0; c0 < k; c0 += L) {
+#pragma GCC unroll 16
+      for (int64_t c = 0; c < L; c += 2) {
+        R[c] = scale * zr[(c0 + c) / 2];
+        R[c + 1] = scale * zi[(c0 + c) / 2];
       }
-    } else {
-      const T* zrs = reinterpret_cast<const T*>(zr);
-      const T* zis = reinterpret_cast<const T*>(zi);
-      for (int64_t l = 0; l < nl; ++l)
-        for (int64_t n = 0; n < m; ++n) {
-          d0[l * k + 2 * n] = scale * zrs[n * L + l];
-          d0[l * k + 2 * n + 1] = scale * zis[n * L + l];
-        }
+      transpose<T>(R);
+      store_rows<T>(R, nl, L, d0 + c0, k);
     }
   }
 }
+
+// The length as a template argument (every loop of the kernels unrolled, every index a
+// constant): the one switch from the run-time m. Always inlined into the clones below (a
+// lambda here would be compiled for the baseline target only: 64-byte vectors in SSE, 10x
+// slower).
+template <class T>
+[[gnu::always_inline]] inline void fwd_any(const Radix2Tables<T>& w, const T* src, int64_t rows,
+                                           std::complex<T>* dst, int64_t nfs) {
+  switch (w.m) {
+    case 8: return fwd_rows<8>(w, src, rows, dst, nfs);
+    case 16: return fwd_rows<16>(w, src, rows, dst, nfs);
+    default: return fwd_rows<32>(w, src, rows, dst, nfs);
+  }
+}
+template <class T>
+[[gnu::always_inline]] inline void inv_any(const Radix2Tables<T>& w, const std::complex<T>* src, int64_t nfs,
+                                           int64_t rows, T* dst, T scale) {
+  switch (w.m) {
+    case 8: return inv_rows<8>(w, src, nfs, rows, dst, scale);
+    case 16: return inv_rows<16>(w, src, nfs, rows, dst, scale);
+    default: return inv_rows<32>(w, src, nfs, rows, dst, scale);
+  }
+}
+static_assert(kRadix2MaxK == 64, "the switches cover k = 16, 32, 64");
 
 }  // namespace
 
 #define STRUX_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 STRUX_CLONES void radix2_forward(const Radix2Tables<float>& w, const float* src, int64_t rows,
                                  std::complex<float>* dst, int64_t nfs) {
-  fwd_rows(w, src, rows, dst, nfs);
+  fwd_any(w, src, rows, dst, nfs);
 }
 STRUX_CLONES void radix2_forward(const Radix2Tables<double>& w, const double* src, int64_t rows,
                                  std::complex<double>* dst, int64_t nfs) {
-  fwd_rows(w, src, rows, dst, nfs);
+  fwd_any(w, src, rows, dst, nfs);
 }
 STRUX_CLONES void radix2_inverse(const Radix2Tables<float>& w, const std::complex<float>* src, int64_t nfs,
                                  int64_t rows, float* dst, float scale) {
-  inv_rows(w, src, nfs, rows, dst, scale);
+  inv_any(w, src, nfs, rows, dst, scale);
 }
 STRUX_CLONES void radix2_inverse(const Radix2Tables<double>& w, const std::complex<double>* src, int64_t nfs,
                                  int64_t rows, double* dst, double scale) {
-  inv_rows(w, src, nfs, rows, dst, scale);
+  inv_any(w, src, nfs, rows, dst, scale);
 }
 #undef STRUX_CLONES
 
