@@ -431,6 +431,50 @@ def test_block_circulant_scan_vjp_dot_product(pk, with_h0, time_block):
     assert abs(lhs - rhs) <= 1e-10 * (abs(lhs) + 1), (lhs, rhs)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("B", [1, 2, 5])
+@pytest.mark.parametrize("k", [7, 32, 64])
+def test_block_circulant_scan_threads(threads, B, k):
+    """With two or more threads and items each thread runs whole items (one region per call);
+    with one thread or B = 1 the items share every stage. Forward against the dense loop, the
+    gradients against the single-thread run, time blocks of a prime length."""
+    r = rng()
+    p, T = 2, 11
+    a, u = rand(r, (B, T, p, p, k), np.float64, 0.3), rand(r, (B, T, p * k), np.float64)
+    h0, dh, dl = rand(r, (B, p * k), np.float64), rand(r, (B, T, p * k), np.float64), rand(r, (B, p * k), np.float64)
+    old = strux.get_num_threads()
+    strux._ext.scan_set_time_block(3)
+    try:
+        strux.set_num_threads(1)
+        g1 = strux.block_circulant_scan_vjp(dh, a, u, h0=h0, dh_last=dl)
+        strux.set_num_threads(threads)
+        for hh in (None, h0):
+            assert relerr(strux.block_circulant_scan(a, u, h0=hh), ref_block_circulant_scan(a, u, hh)) < 1e-12
+        for x, y in zip(strux.block_circulant_scan_vjp(dh, a, u, h0=h0, dh_last=dl), g1):
+            assert relerr(x, y) < 1e-12
+    finally:
+        strux.set_num_threads(old)
+        strux._ext.scan_set_time_block(0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_block_circulant_scan_radix2_layouts(dtype):
+    """k = 64 (the radix-2 kernels both ways): non-contiguous and byte-swapped inputs, rows that
+    leave part of a lane block (B T p^2 = 3 * 5 * 9), NaN in one row of a."""
+    r = rng()
+    B, T, p, k = 3, 5, 3, 64
+    a = rand(r, (B, 2 * T, p, p, k), dtype, 0.3)[:, ::2]
+    u = rand(r, (p * k, T, B), dtype).transpose(2, 1, 0)
+    h0 = rand(r, (B, p * k), dtype).astype(np.dtype(dtype).newbyteorder(">"))
+    want = ref_block_circulant_scan(a.astype(np.float64), u.astype(np.float64), h0.astype(np.float64))
+    assert relerr(strux.block_circulant_scan(a, u, h0=h0), want) < TOL[dtype]
+    a = np.ascontiguousarray(a)
+    a[1, 2, 0, 1, 5] = np.nan  # block (0, 1) of item 1, step 2: block row 0 from there, then all
+    h = strux.block_circulant_scan(a, u, h0=h0)
+    assert np.isnan(h[1, 2, :k]).all() and not np.isnan(h[1, 2, k:]).any() and np.isnan(h[1, 3:]).all()
+    assert not np.isnan(h[0]).any() and not np.isnan(h[2]).any() and not np.isnan(h[1, :2]).any()
+
+
 def test_block_circulant_scan_vjp_float32():
     r = rng()
     a, u, dh = rand(r, (2, 5, 2, 2, 4), np.float64, 0.3), rand(r, (2, 5, 8), np.float64), rand(r, (2, 5, 8), np.float64)

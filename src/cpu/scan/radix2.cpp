@@ -110,8 +110,12 @@ template <class T>
     for (int64_t l = 0; l < nl; ++l) std::memcpy(dst + l * stride, &R[l], sizeof(R[l]));
     return;
   }
-  for (int64_t l = 0; l < nl; ++l)
-    for (int64_t c = 0; c < cols; ++c) dst[l * stride + c] = R[l][c];
+  constexpr int64_t q = 16 / int64_t(sizeof(T));  // values of 16 bytes
+  const int64_t cq = cols / q * q;
+  for (int64_t l = 0; l < nl; ++l) {  // the last columns of a spectrum row (2 nfs = 4 mod 16 at k = 16 .. 64)
+    for (int64_t c = 0; c < cq; c += q) std::memcpy(dst + l * stride + c, reinterpret_cast<const T*>(&R[l]) + c, 16);
+    for (int64_t c = cq; c < cols; ++c) dst[l * stride + c] = R[l][c];
+  }
 }
 
 // n with its log2(m) bits reversed (a constant wherever the kernels use it: unrolled loops).
