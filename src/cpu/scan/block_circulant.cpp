@@ -172,6 +172,11 @@ void copy_last(const C* H, int64_t B, int64_t tb, int64_t p, int64_t kfs, C* car
 }  // namespace
 
 namespace {
+// Spectra bytes of a block of steps of one item when each thread runs whole items: 256 KiB
+// beat 1 MiB by 6-10% at p = 2, 4, 8 (equal at p = 16; bench/NOTES-cpu.md "block-circulant
+// p <= 4, 2026-11-27").
+constexpr int64_t kItemBlockBytes = int64_t(1) << 18;
+
 // The forward pipeline of B batch items (a, u, h0, h at their first item): blocks of tb steps
 // (spectra stay in cache), the state at a block's end carries on. Ah, Hh, carry: workspace of
 // Tb steps of the B items.
@@ -207,7 +212,7 @@ void BlockCirculantScan<R>::forward(const R* a, const R* u, const R* h0, R* h) c
   const kern::Transform<R> fft{*fft_, dft_};
   const int64_t step = (p * p + p) * kfs * int64_t(sizeof(C));  // spectra bytes of one item and step
   if (nth > 1 && B >= 2) {
-    const int64_t Tb = kern::time_block(1, T, step), na = Tb * p * p * kfs, nh = Tb * p * kfs;
+    const int64_t Tb = kern::time_block(1, T, step, kItemBlockBytes), na = Tb * p * p * kfs, nh = Tb * p * kfs;
     AlignedBuffer<C> Ah(nth * na), Hh(nth * nh), carry(nth * p * kfs);
 #pragma omp parallel num_threads(int(nth))
     {
@@ -295,7 +300,7 @@ void BlockCirculantScan<R>::backward(const R* dh, const R* dh_last, const R* a, 
   const kern::Transform<R> fft{*fft_, dft_};
   const int64_t step = (p * p + 2 * p) * kfs * int64_t(sizeof(C));  // spectra bytes of one item and step
   if (nth > 1 && B >= 2) {
-    const int64_t Tb = kern::time_block(1, T, step), nw = backward_workspace(1, T, Tb, p, kfs);
+    const int64_t Tb = kern::time_block(1, T, step, kItemBlockBytes), nw = backward_workspace(1, T, Tb, p, kfs);
     AlignedBuffer<C> ws(nth * nw);
 #pragma omp parallel num_threads(int(nth))
     {
