@@ -2,9 +2,10 @@
 // time, row l in lane l of 64-byte vectors (L = 16 floats / 8 doubles), so every butterfly is
 // one vector operation on L rows and no shuffles are needed inside the transform.
 //
-// Why: a row of 64 costs the GEMM with the DFT matrix 8.4K FLOPs (~92 ns at the BLAS rate) and
-// a batched FFTW plan ~60 ns (FFTW_MEASURE); the FFT is ~400 FLOPs, so across 16 lanes the
-// transform itself is a few ns a row and the cost is moving the rows into and out of lanes
+// Why: a row of 64 costs the GEMM with the DFT matrix 8.4K FLOPs (78 ns from L2 at the BLAS
+// rate) and a batched FFTW plan ~60 ns (FFTW_MEASURE); the FFT is ~400 FLOPs. Measured, 1
+// thread, from L2: 34 ns a row forward at k = 64, 17 at 32; what bounds it is stores (the passes
+// over the lane block, the transposes), and from memory the column-wise reads of a block
 // (bench/NOTES-cpu.md "block-circulant p <= 4, 2026-11-27").
 //
 // The real transform of length k = 2m packs z_n = x_{2n} + i x_{2n+1} and runs one complex FFT
