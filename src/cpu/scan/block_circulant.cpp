@@ -42,7 +42,7 @@ BlockCirculantScan<R>::BlockCirculantScan(int64_t B, int64_t T_, int64_t p, int6
 
 template <class R>
 const char* BlockCirculantScan<R>::dft_name() const {
-  return dft_ ? dft_->describe() : "FFTW real FFTs";
+  return dft_ ? dft_->describe() : "FFTW";
 }
 
 namespace {

@@ -38,7 +38,7 @@ CirculantScan<R>::CirculantScan(int64_t B, int64_t T_, int64_t n) : B_(B), T_(T_
 
 template <class R>
 const char* CirculantScan<R>::dft_name() const {
-  return dft_ ? dft_->describe() : "FFTW real FFTs";
+  return dft_ ? dft_->describe() : "FFTW";
 }
 
 namespace {

@@ -57,8 +57,8 @@ const ShortDft<T>* ShortDft<T>::get(int64_t k) {
 
 template <class T>
 const char* ShortDft<T>::describe() const {
-  if (radix2_fwd_) return radix2_inv_ ? "radix-2 real FFTs across rows" : "radix-2 real FFTs across rows (inverses as GEMMs)";
-  return "real DFTs as GEMMs";
+  if (radix2_fwd_) return radix2_inv_ ? "radix-2 FFTs across rows" : "radix-2 FFTs across rows (inverses: GEMMs)";
+  return "GEMMs with the DFT matrix";
 }
 
 template <class T>

@@ -52,18 +52,26 @@ struct Lanes<double> {
 // 2D x 2D block, rows i and i + D: lanes with bit D set of row i <-> lanes without it of row
 // i + D. The levels D = L/2 .. 1 together transpose (two-source permutes, one instruction each
 // in the AVX-512 clone; a gather or scatter of the same lanes is microcoded on AMD).
+// (GCC's __builtin_shuffle takes a mask vector, clang's __builtin_shufflevector the indices.)
 template <class T, int64_t D, size_t... I>
 [[gnu::always_inline]] inline void transpose_level(typename Lanes<T>::V* R, std::index_sequence<I...>) {
-  using M = typename Lanes<T>::M;
   constexpr int64_t L = Lanes<T>::L;
+#if !defined(__clang__)
+  using M = typename Lanes<T>::M;
   constexpr M lo = {typename Lanes<T>::Ix((int64_t(I) & D) ? L + int64_t(I) - D : int64_t(I))...};
   constexpr M hi = {typename Lanes<T>::Ix((int64_t(I) & D) ? L + int64_t(I) : int64_t(I) + D)...};
-  #pragma GCC unroll 16
+#endif
+#pragma GCC unroll 16
   for (int64_t i = 0; i < L; ++i)
     if (!(i & D)) {
       const auto a = R[i], b = R[i + D];
+#if defined(__clang__)
+      R[i] = __builtin_shufflevector(a, b, ((int64_t(I) & D) ? L + int64_t(I) - D : int64_t(I))...);
+      R[i + D] = __builtin_shufflevector(a, b, ((int64_t(I) & D) ? L + int64_t(I) : int64_t(I) + D)...);
+#else
       R[i] = __builtin_shuffle(a, b, lo);
       R[i + D] = __builtin_shuffle(a, b, hi);
+#endif
     }
 }
 
