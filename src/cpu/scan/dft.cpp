@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <tuple>
 #include <memory>
 #include <mutex>
+#include <tuple>
 
 #include "cpu/ks/gemm.hpp"
 #include "cpu/threads.hpp"
@@ -38,10 +38,10 @@ bool pow2(int64_t k) { return k >= 2 && (k & (k - 1)) == 0; }
 int64_t dft_gemm_max() { return g_dft_gemm_max; }
 
 // The kernel table, per direction: the radix-2 FFT where it applies and wins, else the GEMM.
-// Forward: k = 2^j >= 16 (whole vectors in the transposes; CPU time per row on one thread,
-// rows from memory into a cached block: k = 16 / 32 / 64 GEMM 11.4 / 23.5 / 86 ns, radix-2
-// 11.1 / 17.7 / 41 ns). Inverse: k = 64 only (GEMM 5.5 / 20 / 77, radix-2 14.4 / 22.7 / 60 ns;
-// bench/NOTES-cpu.md "block-circulant p <= 4, 2026-11-27").
+// CPU time per row, 1 thread, rows in L2, k = 16 / 32 / 64: forward GEMM 11.7 / 24 / 78 ns,
+// radix-2 11.2 / 17.2 / 34 (k = 2^j >= 16: whole vectors in the transposes); inverse GEMM 6.0 /
+// 20 / 74, radix-2 13.4 / 24 / 37: radix-2 at k = 64 only. Rows streamed from memory narrow
+// the forward's gap (bench/NOTES-cpu.md "block-circulant p <= 4, 2026-11-27").
 template <class T>
 const ShortDft<T>* ShortDft<T>::get(int64_t k) {
   if (k > g_dft_gemm_max) return nullptr;
