@@ -101,14 +101,6 @@ template <class T>
   }
 }
 
-// The next block's rows into cache while this one is transformed. Why: the transposes read a
-// block column by column (L lines 4 KiB apart at k = 64), which the hardware prefetcher does
-// not follow: from memory the forward took 139 ns a row against 52 from L2, 2026-11-27.
-template <class T>
-[[gnu::always_inline]] inline void prefetch_next(const T* p, int64_t n) {
-  for (int64_t i = 0; i < n; i += 64 / int64_t(sizeof(T))) __builtin_prefetch(p + i);
-}
-
 // The first `cols` values of R[l] to dst + l * stride, l < nl (whole vectors by fixed-size
 // copies: a copy of a run-time size becomes `rep movs`, 20% of the forward's time).
 template <class T>
@@ -208,7 +200,6 @@ template <int64_t m, class T>
   for (int64_t r0 = 0; r0 < rows; r0 += L) {
     const int64_t nl = std::min(L, rows - r0);
     const T* s0 = src + r0 * k;
-    prefetch_next(s0 + L * k, std::min(L, rows - r0 - L) * k);
     for (int64_t c0 = 0; c0 < k; c0 += L) {
       load_rows(s0 + c0, k, nl, R);
       transpose<T>(R);  // R[c] = x_{c0 + c} of the L rows
@@ -254,7 +245,6 @@ template <int64_t m, class T>
   for (int64_t r0 = 0; r0 < rows; r0 += L) {
     const int64_t nl = std::min(L, rows - r0);
     const T* s0 = reinterpret_cast<const T*>(src + r0 * nfs);
-    prefetch_next(s0 + L * 2 * nfs, std::min(L, rows - r0 - L) * 2 * nfs);
     for (int64_t c0 = 0; c0 < nc; c0 += L) {  // x[2f], x[2f + 1] = X_f
       if (c0 + L <= 2 * nfs) {
         load_rows(s0 + c0, 2 * nfs, nl, R);
