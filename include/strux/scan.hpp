@@ -47,7 +47,7 @@ template <class T>
 class RealFFT;
 namespace scan {
 template <class T>
-class GemmDft;
+class ShortDft;
 }
 }
 
@@ -105,7 +105,7 @@ class CirculantScan {
   int64_t T() const { return T_; }
   int64_t n() const { return n_; }
   int64_t nfreq() const { return n_ / 2 + 1; }
-  bool gemm_dft() const { return dft_ != nullptr; }  // the real DFTs as GEMMs (else FFTW)
+  const char* dft_name() const;  // which kernel runs the real DFTs (dft.hpp's, else FFTW)
   // Spatial form. a, u, h: (B, T, n); h0: (B, n) or null.
   void forward(const R* a, const R* u, const R* h0, R* h) const;
   // Fourier form. a_hat: (B, T, n/2 + 1).
@@ -125,7 +125,7 @@ class CirculantScan {
                     R* du, R* dh0) const;
   int64_t B_, T_, n_, nfs_;  // nfs_: padded row stride of spectra (keeps rows SIMD-aligned)
   std::shared_ptr<const cpu::RealFFT<R>> fft_;
-  const cpu::scan::GemmDft<R>* dft_ = nullptr;  // the transforms as GEMMs (short n), else FFTW
+  const cpu::scan::ShortDft<R>* dft_ = nullptr;  // the short transforms (dft.hpp), else FFTW
 };
 
 template <class R>
@@ -138,7 +138,7 @@ class BlockCirculantScan {
   int64_t p() const { return p_; }
   int64_t k() const { return k_; }
   int64_t n() const { return p_ * k_; }
-  bool gemm_dft() const { return dft_ != nullptr; }  // the real DFTs as GEMMs (else FFTW)
+  const char* dft_name() const;  // which kernel runs the real DFTs (dft.hpp's, else FFTW)
   // a: (B, T, p, p, k); u, h: (B, T, p*k); h0: (B, p*k) or null.
   void forward(const R* a, const R* u, const R* h0, R* h) const;
   // dh: (B, T, p*k); dh_last: (B, p*k) or null. da like a, du like u, dh0 (B, p*k) or null.
@@ -148,15 +148,19 @@ class BlockCirculantScan {
  private:
   int64_t B_, T_, p_, k_, kfs_;  // kfs_: padded row stride of spectra
   std::shared_ptr<const cpu::RealFFT<R>> fft_;
-  const cpu::scan::GemmDft<R>* dft_ = nullptr;  // the transforms as GEMMs (short k), else FFTW
+  const cpu::scan::ShortDft<R>* dft_ = nullptr;  // the short transforms (dft.hpp), else FFTW
 };
 
 // Time steps per block of the circulant pipelines (rfft, scan and irfft of one block of steps
 // at a time, so spectra stay in cache): 0 = automatic (about 1 MiB of spectra per block).
 // A tuning and testing knob (process-wide, not thread-safe against running plans).
 void set_scan_time_block(int64_t steps);
-// Largest transform length of the circulant scans done as a GEMM with the DFT matrix instead
-// of FFTW (default 64; 0 = always FFTW). A tuning and testing knob, like the one above.
+// Largest transform length of the circulant scans done by the short-DFT kernels (a radix-2 FFT
+// across rows for powers of two, else a GEMM with the DFT matrix) instead of FFTW (default 64;
+// 0 = always FFTW). A tuning and testing knob, like the one above.
 void set_scan_dft_gemm_max(int64_t k);
+// Powers of two among those by the radix-2 FFT (default) or, off, by the GEMM. Plans made
+// from then on; a testing knob.
+void set_scan_dft_radix2(bool on);
 
 }  // namespace strux

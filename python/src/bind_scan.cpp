@@ -247,4 +247,7 @@ void bind_scan(nb::module_& m) {
   m.def("scan_set_dft_gemm_max", &strux::set_scan_dft_gemm_max, nb::arg("k"),
         "Largest transform length of the circulant scans done by GEMM (default 64, 0 = always FFTW); a "
         "tuning/testing knob.");
+  m.def("scan_set_dft_radix2", &strux::set_scan_dft_radix2, nb::arg("on"),
+        "Powers of two among the short transforms by the radix-2 FFT (default True) or by GEMM; a "
+        "testing knob.");
 }

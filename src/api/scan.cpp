@@ -55,7 +55,7 @@ class CpuCirculantScan final : public ScanBackend {
   std::string describe() const override {
     return msg("circulant scan (B, T, n) = ", api::dims({p_.B, p_.T, p_.n}), ", ", dtype_name(p_.dtype),
                p_.fourier ? ", a as half spectra" : ", a spatial",
-               " on cpu: ", plan_.gemm_dft() ? "real DFTs of length n as GEMMs" : "FFTW real FFTs of length n",
+               " on cpu: real DFTs of length n by ", plan_.dft_name(),
                ", a complex diagonal scan over the ", plan_.nfreq(),
                " frequencies, blocks of time steps kept in cache; workspace: none");
   }
@@ -86,7 +86,7 @@ class CpuBlockCirculantScan final : public ScanBackend {
   std::string describe() const override {
     return msg("block-circulant scan (B, T, p, k) = ", api::dims({p_.B, p_.T, p_.p, p_.k}), ", ",
                dtype_name(p_.dtype), " on cpu: ",
-               plan_.gemm_dft() ? "real DFTs of length k as GEMMs" : "FFTW real FFTs of length k", ", a ", p_.p, " x ", p_.p,
+               "real DFTs of length k by ", plan_.dft_name(), ", a ", p_.p, " x ", p_.p,
                " complex recurrence per frequency; workspace: none");
   }
   void forward(const op::ScanForward& a, void*, Stream) override { plan_forward<R>(plan_, a); }

@@ -138,6 +138,9 @@ Team::~Team() {
     tuner_->record(size_, seconds(CLOCK_MONOTONIC) - wall0_, seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0_);
 }
 
+SerialScope::SerialScope() : saved_(t_team) { t_team = 1; }
+SerialScope::~SerialScope() { t_team = saved_; }
+
 BlasThreads::BlasThreads() {
 #ifdef _OPENMP
   saved_ = omp_get_max_threads();

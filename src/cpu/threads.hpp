@@ -93,6 +93,20 @@ class Team {
   double wall0_ = 0, cpu0_ = 0;
 };
 
+// Inside a parallel region whose threads each run a whole piece of work (one batch item),
+// makes num_threads() return 1 on the calling thread for the guard's lifetime, so the kernels
+// that piece calls open no teams of their own.
+class SerialScope {
+ public:
+  SerialScope();
+  ~SerialScope();
+  SerialScope(const SerialScope&) = delete;
+  SerialScope& operator=(const SerialScope&) = delete;
+
+ private:
+  int saved_;
+};
+
 class BlasThreads {
  public:
   BlasThreads();

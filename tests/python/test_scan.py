@@ -15,18 +15,22 @@ def rng():
     return np.random.default_rng()
 
 
-@pytest.fixture(params=[(0, 64), (2, 64), (0, 0), (2, 0)],
-                ids=["auto_block", "time_block_2", "auto_block_fftw", "time_block_2_fftw"])
+@pytest.fixture(params=[(0, 64, True), (2, 64, True), (0, 64, False), (2, 64, False), (0, 0, True), (2, 0, True)],
+                ids=["auto_block", "time_block_2", "auto_block_gemm", "time_block_2_gemm", "auto_block_fftw",
+                     "time_block_2_fftw"])
 def time_block(request):
     """Circulant pipelines run in blocks of time steps; 2 splits these small T into several
     blocks (carried state, checkpointed backward sweep); 0 = automatic (one block here).
-    Short transforms go through a GEMM with the DFT matrix by default; *_fftw forces FFTW."""
-    steps, dft_max = request.param
+    Short transforms go through the radix-2 FFT across rows (powers of two) or a GEMM with the
+    DFT matrix by default; *_gemm turns the radix-2 kernel off, *_fftw forces FFTW."""
+    steps, dft_max, radix2 = request.param
     strux._ext.scan_set_time_block(steps)
     strux._ext.scan_set_dft_gemm_max(dft_max)
+    strux._ext.scan_set_dft_radix2(radix2)
     yield steps
     strux._ext.scan_set_time_block(0)
     strux._ext.scan_set_dft_gemm_max(64)
+    strux._ext.scan_set_dft_radix2(True)
 
 
 SHAPES = [(1, 1, 1), (2, 7, 13), (3, 5, 33), (1, 1, 4), (2, 9, 1)]
@@ -208,7 +212,7 @@ def test_diag_scan_vjp_float32_close_to_float64():
 
 # ---- circulant_scan ----------------------------------------------------------------------------
 
-CIRC_N = [1, 2, 7, 8, 13]
+CIRC_N = [1, 2, 7, 8, 13, 16, 64]  # 16, 64: the radix-2 kernel with whole vectors of 16 floats
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -356,7 +360,7 @@ def test_circulant_scan_vjp_float32():
 
 # ---- block_circulant_scan ----------------------------------------------------------------------
 
-BLOCKS = [(1, 1), (1, 7), (3, 1), (2, 5), (3, 4), (2, 13)]
+BLOCKS = [(1, 1), (1, 7), (3, 1), (2, 5), (3, 4), (2, 13), (2, 16), (3, 32), (1, 64)]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -425,6 +429,51 @@ def test_block_circulant_scan_vjp_dot_product(pk, with_h0, time_block):
     lhs = re_dot(dh, j) + re_dot(dl, j[:, -1])
     rhs = re_dot(da, xa) + re_dot(du, xu) + (re_dot(dh0, xh0) if with_h0 else 0.0)
     assert abs(lhs - rhs) <= 1e-10 * (abs(lhs) + 1), (lhs, rhs)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("B", [1, 2, 5])
+@pytest.mark.parametrize("k", [7, 32, 64, 100])
+def test_block_circulant_scan_threads(threads, B, k):
+    """With two or more threads and items each thread runs whole items (one region per call);
+    with one thread or B = 1 the items share every stage. Forward against the dense loop, the
+    gradients against the single-thread run, time blocks of a prime length; k = 7 GEMM, 32 and
+    64 radix-2, 100 FFTW."""
+    r = rng()
+    p, T = 2, 11
+    a, u = rand(r, (B, T, p, p, k), np.float64, 0.3), rand(r, (B, T, p * k), np.float64)
+    h0, dh, dl = rand(r, (B, p * k), np.float64), rand(r, (B, T, p * k), np.float64), rand(r, (B, p * k), np.float64)
+    old = strux.get_num_threads()
+    strux._ext.scan_set_time_block(3)
+    try:
+        strux.set_num_threads(1)
+        g1 = strux.block_circulant_scan_vjp(dh, a, u, h0=h0, dh_last=dl)
+        strux.set_num_threads(threads)
+        for hh in (None, h0):
+            assert relerr(strux.block_circulant_scan(a, u, h0=hh), ref_block_circulant_scan(a, u, hh)) < 1e-12
+        for x, y in zip(strux.block_circulant_scan_vjp(dh, a, u, h0=h0, dh_last=dl), g1):
+            assert relerr(x, y) < 1e-12
+    finally:
+        strux.set_num_threads(old)
+        strux._ext.scan_set_time_block(0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_block_circulant_scan_radix2_layouts(dtype):
+    """k = 64 (the radix-2 kernels both ways): non-contiguous and byte-swapped inputs, rows that
+    leave part of a lane block (B T p^2 = 3 * 5 * 9), NaN in one row of a."""
+    r = rng()
+    B, T, p, k = 3, 5, 3, 64
+    a = rand(r, (B, 2 * T, p, p, k), dtype, 0.3)[:, ::2]
+    u = rand(r, (p * k, T, B), dtype).transpose(2, 1, 0)
+    h0 = rand(r, (B, p * k), dtype).astype(np.dtype(dtype).newbyteorder(">"))
+    want = ref_block_circulant_scan(a.astype(np.float64), u.astype(np.float64), h0.astype(np.float64))
+    assert relerr(strux.block_circulant_scan(a, u, h0=h0), want) < TOL[dtype]
+    a = np.ascontiguousarray(a)
+    a[1, 2, 0, 1, 5] = np.nan  # block (0, 1) of item 1, step 2: block row 0 from there, then all
+    h = strux.block_circulant_scan(a, u, h0=h0)
+    assert np.isnan(h[1, 2, :k]).all() and not np.isnan(h[1, 2, k:]).any() and np.isnan(h[1, 3:]).all()
+    assert not np.isnan(h[0]).any() and not np.isnan(h[2]).any() and not np.isnan(h[1, :2]).any()
 
 
 def test_block_circulant_scan_vjp_float32():

@@ -35,9 +35,14 @@ BlockCirculantScan<R>::BlockCirculantScan(int64_t B, int64_t T_, int64_t p, int6
   check_positive(T_, "T");
   check_positive(p, "p");
   check_positive(k, "k");
-  dft_ = kern::GemmDft<R>::get(k);
+  dft_ = kern::ShortDft<R>::get(k);
   kfs_ = kern::padded_stride<R>(k / 2 + 1, dft_ != nullptr);
   fft_ = RealFFT<R>::get(k);
+}
+
+template <class R>
+const char* BlockCirculantScan<R>::dft_name() const {
+  return dft_ ? dft_->describe() : "FFTW";
 }
 
 namespace {
@@ -166,75 +171,153 @@ void copy_last(const C* H, int64_t B, int64_t tb, int64_t p, int64_t kfs, C* car
 }
 }  // namespace
 
-// Forward: blocks of tb steps (spectra stay in cache); the state at a block's end carries on.
+namespace {
+// Spectra bytes of a block of steps of one item when each thread runs whole items: 256 KiB
+// beat 1 MiB by 6-10% at p = 2, 4, 8 (equal at p = 16; bench/NOTES-cpu.md "block-circulant
+// p <= 4, 2026-11-27").
+constexpr int64_t kItemBlockBytes = int64_t(1) << 18;
+
+// The forward pipeline of B batch items (a, u, h0, h at their first item): blocks of tb steps
+// (spectra stay in cache), the state at a block's end carries on. Ah, Hh, carry: workspace of
+// Tb steps of the B items.
+template <class R>
+void forward_items(const kern::Transform<R>& fft, int64_t B, int64_t T, int64_t p, int64_t kfs, int64_t Tb,
+                   const R* a, const R* u, const R* h0, R* h, std::complex<R>* Ah, std::complex<R>* Hh,
+                   std::complex<R>* carry) {
+  if (h0) load_rows<R>(fft, h0, nullptr, B, 1, p, 0, 1, kfs, carry);
+  bool have_carry = h0 != nullptr;
+  for (int64_t t0 = 0; t0 < T; t0 += Tb) {
+    const int64_t tb = std::min(Tb, T - t0);
+    load_rows<R>(fft, a, nullptr, B, T, p * p, t0, tb, kfs, Ah);
+    load_rows<R>(fft, u, nullptr, B, T, p, t0, tb, kfs, Hh);
+    block_forward_scan(Spectra<R>{B, tb, p, kfs, Ah, Hh, have_carry ? carry : nullptr});
+    copy_last(Hh, B, tb, p, kfs, carry);
+    have_carry = true;
+    store_rows<R>(fft, Hh, B, T, p, t0, tb, kfs, h);
+  }
+}
+}  // namespace
+
+// With at least two items per team, each thread runs whole items through the pipeline by
+// itself: one parallel region per call instead of four per block of steps, each thread's
+// spectra in its own core's cache, and no barrier for a thread that a shared machine
+// descheduled to hold up (bench/NOTES-cpu.md "block-circulant p <= 4, 2026-11-27"). Otherwise
+// (B = 1, or one thread) the items share every stage, each stage split across the team.
 template <class R>
 void BlockCirculantScan<R>::forward(const R* a, const R* u, const R* h0, R* h) const {
   check_arg(a && u && h, "h", "expected non-null a, u and h");
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
-  const int64_t B = B_, T = T_, p = p_, kfs = kfs_;
+  const int64_t B = B_, T = T_, p = p_, kfs = kfs_, nth = team.size();
   const kern::Transform<R> fft{*fft_, dft_};
-  const int64_t Tb = kern::time_block(B, T, B * (p * p + p) * kfs * int64_t(sizeof(C)));
-  AlignedBuffer<C> Ah(B * Tb * p * p * kfs), Hh(B * Tb * p * kfs), carry(B * p * kfs);
-  if (h0) load_rows<R>(fft, h0, nullptr, B, 1, p, 0, 1, kfs, carry.data());
-  bool have_carry = h0 != nullptr;
-  for (int64_t t0 = 0; t0 < T; t0 += Tb) {
-    const int64_t tb = std::min(Tb, T - t0);
-    load_rows<R>(fft, a, nullptr, B, T, p * p, t0, tb, kfs, Ah.data());
-    load_rows<R>(fft, u, nullptr, B, T, p, t0, tb, kfs, Hh.data());
-    block_forward_scan(Spectra<R>{B, tb, p, kfs, Ah.data(), Hh.data(), have_carry ? carry.data() : nullptr});
-    copy_last(Hh.data(), B, tb, p, kfs, carry.data());
-    have_carry = true;
-    store_rows<R>(fft, Hh.data(), B, T, p, t0, tb, kfs, h);
+  const int64_t step = (p * p + p) * kfs * int64_t(sizeof(C));  // spectra bytes of one item and step
+  if (nth > 1 && B >= 2) {
+    const int64_t Tb = kern::time_block(1, T, step, kItemBlockBytes), na = Tb * p * p * kfs, nh = Tb * p * kfs;
+    AlignedBuffer<C> Ah(nth * na), Hh(nth * nh), carry(nth * p * kfs);
+#pragma omp parallel num_threads(int(nth))
+    {
+      const cpu::SerialScope serial;
+      const int64_t i = cpu::thread_index();
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t b = 0; b < B; ++b)
+        forward_items<R>(fft, 1, T, p, kfs, Tb, a + b * T * p * p * k_, u + b * T * p * k_,
+                         h0 ? h0 + b * p * k_ : nullptr, h + b * T * p * k_, Ah.data() + i * na,
+                         Hh.data() + i * nh, carry.data() + i * p * kfs);  // item b
+    }
+    return;
   }
+  const int64_t Tb = kern::time_block(B, T, B * step);
+  AlignedBuffer<C> Ah(B * Tb * p * p * kfs), Hh(B * Tb * p * kfs), carry(B * p * kfs);
+  forward_items<R>(fft, B, T, p, kfs, Tb, a, u, h0, h, Ah.data(), Hh.data(), carry.data());
 }
 
-// Backward: checkpoints of the state at each block start from a forward sweep; the reverse
-// sweep recomputes a block's states from its checkpoint, adds A_{t1}^H G_{t1} (the later
-// block's "dH0") to its last step, and runs the block backward pass.
+namespace {
+// Complex values of the backward pipeline's workspace for B items and blocks of Tb steps:
+// A, H and G spectra of a block, a checkpoint per block, two carries.
+int64_t backward_workspace(int64_t B, int64_t T, int64_t Tb, int64_t p, int64_t kfs) {
+  const int64_t nblk = (T + Tb - 1) / Tb;
+  return B * kfs * (Tb * (p * p + 2 * p) + (nblk + 2) * p);
+}
+
+// The backward pipeline of B items (every array at its first item): checkpoints of the state
+// at each block start from a forward sweep; the reverse sweep recomputes a block's states from
+// its checkpoint, adds A_{t1}^H G_{t1} (the later block's "dH0") to its last step, and runs
+// the block backward pass.
+template <class R>
+void backward_items(const kern::Transform<R>& fft, int64_t B, int64_t T, int64_t p, int64_t kfs, int64_t Tb,
+                    const R* dh, const R* dh_last, const R* a, const R* u, const R* h0, R* da, R* du, R* dh0,
+                    std::complex<R>* ws) {
+  using C = std::complex<R>;
+  const int64_t sp = p * kfs, nblk = (T + Tb - 1) / Tb;  // sp: one step's state spectra
+  C* Ah = ws;
+  C* Hh = Ah + B * Tb * p * p * kfs;
+  C* G = Hh + B * Tb * sp;
+  C* ckpt = G + B * Tb * sp;
+  C* gin = ckpt + nblk * B * sp;
+  C* gout = gin + B * sp;
+  if (h0) load_rows<R>(fft, h0, nullptr, B, 1, p, 0, 1, kfs, ckpt);
+  for (int64_t j = 0; j + 1 < nblk; ++j) {
+    const int64_t t0 = j * Tb, tb = Tb;
+    const C* prev = (j > 0 || h0) ? ckpt + j * B * sp : nullptr;
+    load_rows<R>(fft, a, nullptr, B, T, p * p, t0, tb, kfs, Ah);
+    load_rows<R>(fft, u, nullptr, B, T, p, t0, tb, kfs, Hh);
+    block_forward_scan(Spectra<R>{B, tb, p, kfs, Ah, Hh, prev});
+    copy_last(Hh, B, tb, p, kfs, ckpt + (j + 1) * B * sp);
+  }
+  C* carry_in = nullptr;
+  for (int64_t j = nblk - 1; j >= 0; --j) {
+    const int64_t t0 = j * Tb, tb = std::min(Tb, T - t0);
+    const C* prev = (j > 0 || h0) ? ckpt + j * B * sp : nullptr;
+    load_rows<R>(fft, a, nullptr, B, T, p * p, t0, tb, kfs, Ah);
+    load_rows<R>(fft, u, nullptr, B, T, p, t0, tb, kfs, Hh);
+    load_rows<R>(fft, dh, dh_last, B, T, p, t0, tb, kfs, G);
+    if (carry_in)
+      for (int64_t b = 0; b < B; ++b) {
+        C* g = G + (b * tb + tb - 1) * sp;
+        const C* c = carry_in + b * sp;
+        for (int64_t i = 0; i < sp; ++i) g[i] += c[i];
+      }
+    const Spectra<R> s{B, tb, p, kfs, Ah, Hh, prev};
+    block_forward_scan(s);
+    C* carry_out = (carry_in == gout) ? gin : gout;
+    block_backward_scan(s, G, (j > 0 || dh0) ? carry_out : nullptr);
+    carry_in = carry_out;
+    store_rows<R>(fft, G, B, T, p, t0, tb, kfs, du);
+    store_rows<R>(fft, Ah, B, T, p * p, t0, tb, kfs, da);
+  }
+  if (dh0) store_rows<R>(fft, carry_in, B, 1, p, 0, 1, kfs, dh0);
+}
+}  // namespace
+
+// Whole items per thread where there are at least two, as in forward().
 template <class R>
 void BlockCirculantScan<R>::backward(const R* dh, const R* dh_last, const R* a, const R* u,
                                      const R* h0, R* da, R* du, R* dh0) const {
   check_arg(dh && a && u && da && du, "dh", "expected non-null dh, a, u, da and du");
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
-  const int64_t B = B_, T = T_, p = p_, kfs = kfs_, sp = p * kfs;  // sp: one step's state spectra
+  const int64_t B = B_, T = T_, p = p_, k = k_, kfs = kfs_, nth = team.size();
   const kern::Transform<R> fft{*fft_, dft_};
-  const int64_t Tb = kern::time_block(B, T, B * (p * p + 2 * p) * kfs * int64_t(sizeof(C)));
-  const int64_t nblk = (T + Tb - 1) / Tb;
-  AlignedBuffer<C> Ah(B * Tb * p * p * kfs), Hh(B * Tb * sp), G(B * Tb * sp);
-  AlignedBuffer<C> ckpt(nblk * B * sp), gin(B * sp), gout(B * sp);
-  if (h0) load_rows<R>(fft, h0, nullptr, B, 1, p, 0, 1, kfs, ckpt.data());
-  for (int64_t j = 0; j + 1 < nblk; ++j) {
-    const int64_t t0 = j * Tb, tb = Tb;
-    const C* prev = (j > 0 || h0) ? ckpt.data() + j * B * sp : nullptr;
-    load_rows<R>(fft, a, nullptr, B, T, p * p, t0, tb, kfs, Ah.data());
-    load_rows<R>(fft, u, nullptr, B, T, p, t0, tb, kfs, Hh.data());
-    block_forward_scan(Spectra<R>{B, tb, p, kfs, Ah.data(), Hh.data(), prev});
-    copy_last(Hh.data(), B, tb, p, kfs, ckpt.data() + (j + 1) * B * sp);
-  }
-  C* carry_in = nullptr;
-  for (int64_t j = nblk - 1; j >= 0; --j) {
-    const int64_t t0 = j * Tb, tb = std::min(Tb, T - t0);
-    const C* prev = (j > 0 || h0) ? ckpt.data() + j * B * sp : nullptr;
-    load_rows<R>(fft, a, nullptr, B, T, p * p, t0, tb, kfs, Ah.data());
-    load_rows<R>(fft, u, nullptr, B, T, p, t0, tb, kfs, Hh.data());
-    load_rows<R>(fft, dh, dh_last, B, T, p, t0, tb, kfs, G.data());
-    if (carry_in)
+  const int64_t step = (p * p + 2 * p) * kfs * int64_t(sizeof(C));  // spectra bytes of one item and step
+  if (nth > 1 && B >= 2) {
+    const int64_t Tb = kern::time_block(1, T, step, kItemBlockBytes), nw = backward_workspace(1, T, Tb, p, kfs);
+    AlignedBuffer<C> ws(nth * nw);
+#pragma omp parallel num_threads(int(nth))
+    {
+      const cpu::SerialScope serial;
+      C* mine = ws.data() + cpu::thread_index() * nw;
+#pragma omp for schedule(dynamic, 1)
       for (int64_t b = 0; b < B; ++b) {
-        C* g = G.data() + (b * tb + tb - 1) * sp;
-        const C* c = carry_in + b * sp;
-        for (int64_t i = 0; i < sp; ++i) g[i] += c[i];
+        const int64_t x = b * T * p * k, xa = x * p, x0 = b * p * k;  // item b of (B, T, n), a, (B, n)
+        backward_items<R>(fft, 1, T, p, kfs, Tb, dh + x, dh_last ? dh_last + x0 : nullptr, a + xa, u + x,
+                          h0 ? h0 + x0 : nullptr, da + xa, du + x, dh0 ? dh0 + x0 : nullptr, mine);
       }
-    const Spectra<R> s{B, tb, p, kfs, Ah.data(), Hh.data(), prev};
-    block_forward_scan(s);
-    C* carry_out = (carry_in == gout.data()) ? gin.data() : gout.data();
-    block_backward_scan(s, G.data(), (j > 0 || dh0) ? carry_out : nullptr);
-    carry_in = carry_out;
-    store_rows<R>(fft, G.data(), B, T, p, t0, tb, kfs, du);
-    store_rows<R>(fft, Ah.data(), B, T, p * p, t0, tb, kfs, da);
+    }
+    return;
   }
-  if (dh0) store_rows<R>(fft, carry_in, B, 1, p, 0, 1, kfs, dh0);
+  const int64_t Tb = kern::time_block(B, T, B * step);
+  AlignedBuffer<C> ws(backward_workspace(B, T, Tb, p, kfs));
+  backward_items<R>(fft, B, T, p, kfs, Tb, dh, dh_last, a, u, h0, da, du, dh0, ws.data());
 }
 
 template class BlockCirculantScan<float>;

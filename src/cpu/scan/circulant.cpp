@@ -31,9 +31,14 @@ CirculantScan<R>::CirculantScan(int64_t B, int64_t T_, int64_t n) : B_(B), T_(T_
   check_positive(B, "B");
   check_positive(T_, "T");
   check_positive(n, "n");
-  dft_ = kern::GemmDft<R>::get(n);
+  dft_ = kern::ShortDft<R>::get(n);
   nfs_ = kern::padded_stride<R>(n / 2 + 1, dft_ != nullptr);
   fft_ = RealFFT<R>::get(n);
+}
+
+template <class R>
+const char* CirculantScan<R>::dft_name() const {
+  return dft_ ? dft_->describe() : "FFTW";
 }
 
 namespace {

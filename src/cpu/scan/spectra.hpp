@@ -26,14 +26,14 @@ inline int64_t padded_stride(int64_t nf, bool gemm = false) {
 }
 
 template <class T>
-class GemmDft;
+class ShortDft;
 
 // The transforms of one plan: FFTW's, and the GEMM one where the length is short (null else),
 // both fixed when the plan is made.
 template <class T>
 struct Transform {
   const RealFFT<T>& fft;
-  const GemmDft<T>* dft;
+  const ShortDft<T>* dft;
   int64_t n() const { return fft.n(); }
 };
 
@@ -80,11 +80,13 @@ namespace strux::cpu::scan {
 // Time steps per block of the blocked pipelines (rfft block -> scan block -> irfft block):
 // about 1 MiB of spectra per block, so they stay in cache instead of making a round trip to
 // memory (and fresh pages) for the whole (B, T) sequence; at least enough FFT rows per block
-// to keep every thread busy. `step_bytes` = bytes of spectra one time step of all B items needs.
+// to keep every thread busy. `step_bytes` = bytes of spectra one time step of all B items needs;
+// `budget`: spectra bytes per block (a pipeline of its own per thread takes less, so that the
+// rows streaming in stay beside it in the core's L2).
 int64_t time_block_override();  // set_scan_time_block(); 0 = automatic
-inline int64_t time_block(int64_t B, int64_t T, int64_t step_bytes) {
+inline int64_t time_block(int64_t B, int64_t T, int64_t step_bytes, int64_t budget = int64_t(1) << 20) {
   if (time_block_override() > 0) return std::min(time_block_override(), T);
-  int64_t tb = (int64_t(1) << 20) / std::max<int64_t>(1, step_bytes);
+  int64_t tb = budget / std::max<int64_t>(1, step_bytes);
   const int64_t min_rows = 4 * int64_t(num_threads());
   tb = std::max(tb, (min_rows + B - 1) / B);
   tb = std::max<int64_t>(tb, 8);
