@@ -74,6 +74,11 @@ run_pair() {  # np r c
       2>&1 | tee "$OUT/strux_np$1_$2x$3.json" | cut -c1-400
   fi
 }
-run_pair 1 1 1
-if [ "$NGPU" -ge 2 ]; then run_pair 2 1 2; run_pair 2 2 1; fi
-if [ "$NGPU" -ge 4 ] && [ -z "${FM_NO4:-}" ]; then run_pair 4 2 2; fi  # FM_NO4: leave the 4-GPU grid out
+if [ -n "${FM_PAIRS:-}" ]; then  # FM_PAIRS="np r c ...": only these runs (a short round)
+  set -- $FM_PAIRS
+  while [ $# -ge 3 ]; do run_pair "$1" "$2" "$3"; shift 3; done
+else
+  run_pair 1 1 1
+  if [ "$NGPU" -ge 2 ]; then run_pair 2 1 2; run_pair 2 2 1; fi
+  if [ "$NGPU" -ge 4 ] && [ -z "${FM_NO4:-}" ]; then run_pair 4 2 2; fi  # FM_NO4: leave the 4-GPU grid out
+fi
