@@ -7,6 +7,7 @@
 //            X̂ rows padded so the 16-byte shared loads of 8 lanes hit distinct banks.
 //   adjoint: register tiles of 2 columns × RC, F̂ straight from HBM (4 rows in flight), the X̂[f]
 //            rows as shared-memory broadcasts; no reduction.
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -256,6 +257,8 @@ __global__ void __launch_bounds__(kThreads, 2) adjoint_tiled(const C* __restrict
 }
 
 // ---- launches ---------------------------------------------------------------------------------
+
+unsigned freq_grid(int64_t nfreq) { return unsigned(std::min<int64_t>(nfreq, 65535)); }
 
 // Column split S of matvec_tiled: 8/S row groups of kDT rows per CTA. S = 2 when it pads Nd
 // with clearly fewer idle rows (Nd = 100: 112 instead of 128 row slots).

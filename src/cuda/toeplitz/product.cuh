@@ -3,7 +3,6 @@
 // warp reduction. Included by multi.cu only (one translation unit, internal linkage).
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -68,8 +67,6 @@ __device__ __forceinline__ void warp_sum(C& v) {
     v.y += __shfl_xor_sync(0xffffffffu, v.y, o);
   }
 }
-
-unsigned freq_grid(int64_t nfreq) { return unsigned(std::min<int64_t>(nfreq, 65535)); }
 
 }  // namespace
 }  // namespace strux::cuda::toeplitz_detail
