@@ -8,7 +8,8 @@
 # dependency (einops) as a wheel in .deps/peers/wheels. The CUDA extension `monarch_cuda` is built
 # with torch.utils.cpp_extension from the same source list as its setup.py, for this machine's chip
 # only (its setup.py asks for compute_80 PTX, which the driver would JIT at first use), into
-# build/flashfftconv; a build already there (same machine, warm) is reused.
+# build/flashfftconv; a build already there (same machine, warm) is reused. (CC is the host
+# compiler to cpp_extension: the capability goes in CAP.)
 #   FLASH_ARGS: extra arguments of the bench (default --quick: float16 only)
 set -uo pipefail
 ROOT=$PWD
@@ -21,10 +22,10 @@ BUILD=$ROOT/build/flashfftconv
 mkdir -p "$BUILD/pylib"
 python3 -c "import einops" 2> /dev/null || python3 -m zipfile -e "$(ls "$P"/wheels/einops-*.whl | head -1)" "$BUILD/pylib"
 export PYTHONPATH=$BUILD:$BUILD/pylib:$FF:${PYTHONPATH:-$ROOT/python:$ROOT/tests/python}
-CC=$(python3 -c "import torch; print('.'.join(map(str, torch.cuda.get_device_capability())))")
+CAP=$(python3 -c "import torch; print('.'.join(map(str, torch.cuda.get_device_capability())))")
 t0=$(date +%s)
 if ! ls "$BUILD"/monarch_cuda*.so > /dev/null 2>&1; then
-  MAX_JOBS=${MAX_JOBS:-$(nproc)} TORCH_CUDA_ARCH_LIST=$CC python3 - "$FF/csrc/flashfftconv" "$BUILD" \
+  MAX_JOBS=${MAX_JOBS:-$(nproc)} TORCH_CUDA_ARCH_LIST=$CAP python3 - "$FF/csrc/flashfftconv" "$BUILD" \
     > "$OUT/build.log" 2>&1 <<'PY'
 import glob, sys
 from torch.utils.cpp_extension import load
@@ -35,7 +36,7 @@ load("monarch_cuda", sources, extra_cflags=["-O3"], extra_cuda_cflags=["-O3", "-
      build_directory=build, verbose=True)
 PY
   r=$?
-  echo "== FlashFFTConv build rc=$r in $(( $(date +%s) - t0 )) s (sm ${CC})"
+  echo "== FlashFFTConv build rc=$r in $(( $(date +%s) - t0 )) s (sm ${CAP})"
   [ $r = 0 ] || { grep -E "error|Error" -A3 "$OUT/build.log" | tail -20; exit 1; }
 fi
 ls -la "$BUILD"/monarch_cuda*.so
