@@ -19,7 +19,13 @@ said so. --max-seconds: every pattern's time is estimated from its bytes and FLO
 whole list does not fit, patterns are taken evenly from it (every k-th, deterministic) and the
 output says how many ran.
 
+--focus tr-large: only the batch-first d > 1 patterns whose float32 row segments are over 48 KB
+(the rows the large-segment tr rule decides, both sides of it: bench/NOTES-gpu-ks-scan.md
+"ks-path-rule"), sampled evenly to fit, plus --rest N patterns taken evenly from the others (their
+time counted first).
+
 Run: python bench/gpu_ks_sweep.py --out DIR [--max-seconds S] [--batch B] [--dtypes float32,bfloat16]
+     [--focus tr-large --rest N]
 (PYTHONPATH=python, as scripts/gpu_build.sh sets). Writes DIR/ks_sweep.json and prints a summary.
 """
 from __future__ import annotations
@@ -50,6 +56,9 @@ DENSE_MAX_RATIO = 16  # dense does a*d times the FLOPs of the ks product
 BW = 2.0e12
 PEAK = {"float32": 4.0e13, "bfloat16": 4.0e14}
 FIXED_S = 0.06
+# The fused kernels' FLOP rate where they are the forced alternative (FFMA for halves: 6-12
+# TFLOP/s measured on the H200 at (1,1024,256,64) and (1,1024,1024,16) bf16)
+KPEAK = {"float32": 2.0e13, "bfloat16": 6.0e12}
 WARM, REPS = 2, 5
 ALT_PATHS = ("kernels", "tr")  # the choice the batch-first d > 1 rule makes (src/cuda/ks/ks_plan.cu)
 
@@ -91,8 +100,8 @@ def estimate_s(p, batch, dtypes, layouts):
         dense = 2.0 * batch * M * N / PEAK[dt] + xy / BW if dense_ok(p) else 0.0
         per_layout = FIXED_S + (WARM + REPS + 1) * (call + bmm + dense)
         t += len(layouts) * per_layout
-        if d > 1 and "bsf" in layouts:  # the forced alternative (the fused kernels may be ~10x)
-            t += 4 * 5 * call
+        if d > 1 and "bsf" in layouts:  # the forced alternative: tr or the fused kernels
+            t += 4 * max(call, 2.0 * batch * nnz / KPEAK[dt] + xy / BW)
     return t
 
 
@@ -110,6 +119,31 @@ def sample(pats, est, max_s):
             return idx, t
         k = max(1, int(k * 0.9))
     return [0], est[0]
+
+
+def seg_bytes(P, Q, es):
+    """Bytes of a P x Q row segment in the transposition kernel's shared memory (ks_tr.cu pick_qs)."""
+    want = (32 + P - 1) // P
+    qs = Q | 1 if P >= 32 else next(q for q in range(Q, Q + 32) if q % 32 == want % 32)
+    return P * qs * es
+
+
+def tr_large(p):
+    """Batch-first d > 1 with a float32 forward segment (x's c x d, y's d x b) over 48 KB."""
+    a, b, c, d = p
+    return d > 1 and max(seg_bytes(c, d, 4), seg_bytes(d, b, 4)) > 48 * 1024
+
+
+def focus_sample(pats, est, max_s, rest):
+    """(indices, seconds): `rest` patterns evenly from those not tr_large, then the tr_large ones
+    sampled to fit what is left of max_s."""
+    big = [i for i, p in enumerate(pats) if tr_large(p)]
+    other = [i for i, p in enumerate(pats) if not tr_large(p)]
+    pick = sorted({other[(j * len(other)) // rest] for j in range(rest)}) if rest and other else []
+    t_rest = sum(est[i] for i in pick)
+    sub, t = sample([pats[i] for i in big], [est[i] for i in big], max(max_s - t_rest, 1e-9)
+                    if max_s > 0 else 0)
+    return sorted(pick + [big[j] for j in sub]), t_rest + t
 
 
 def dense_matrix(w, p):
@@ -236,11 +270,16 @@ def main():
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--layouts", default="bsf,bsl")
     ap.add_argument("--patterns", default=PATTERN_FILE)
+    ap.add_argument("--focus", choices=["tr-large"], help="only the rows the large-segment tr rule decides")
+    ap.add_argument("--rest", type=int, default=6, help="with --focus: other patterns to add")
     args = ap.parse_args()
     dtypes, layouts = args.dtypes.split(","), args.layouts.split(",")
     pats = load_patterns(args.patterns)
     est = [estimate_s(p, args.batch, dtypes, layouts) for p in pats]
-    idx, est_s = sample(pats, est, args.max_seconds)
+    if args.focus:
+        idx, est_s = focus_sample(pats, est, args.max_seconds, args.rest)
+    else:
+        idx, est_s = sample(pats, est, args.max_seconds)
     t0 = time.time()
     rows, skipped, done = [], [], 0
     mem = int(args.mem_gb * 2**30)
@@ -259,7 +298,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     meta = {"batch": args.batch, "n_patterns": len(pats), "n_sampled": len(idx), "n_run": done,
             "estimated_s": est_s, "wall_s": wall, "device": torch.cuda.get_device_name(),
-            "allow_tf32": torch.backends.cuda.matmul.allow_tf32, "mem_gb": args.mem_gb}
+            "allow_tf32": torch.backends.cuda.matmul.allow_tf32, "mem_gb": args.mem_gb,
+            "focus": args.focus, "rest": args.rest if args.focus else None}
     with open(os.path.join(args.out, "ks_sweep.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows, "skipped": skipped}, f, indent=1)
     if done < len(idx):

@@ -1,22 +1,22 @@
-"""Offline check of ks product rules against a sweep JSON (bench/gpu_ks_sweep.py).
+"""Offline check of the ks product rules against a sweep JSON (bench/gpu_ks_sweep.py).
 
-The tr part is a PROPOSAL, not the library's rule: src/cuda/ks/ks_plan.cu keeps round 1's tr
-rule (tr from batch 1024 on segments up to 48 KB, large segments forced only); this script
-mirrors the proposal in bench/NOTES-gpu-ks-scan.md ("tr on large segments"), to be checked against
-the next GPU session's sweep (its alt_ms timings of the forced alternative). The small-batch part
-(--small) is the landed rule (bench/NOTES-gpu-ks-small.md).
-
-For every measured (pattern, dtype, layout) row: the path the proposed rule picks (its
-batch-first d > 1 choice, the only part the sweep's batch reaches that would change), and whether that path measured >= 0.95 x min(bmm, dense).
-Rows whose path changes have no measurement of the new path: they are reported separately with
-the bmm-relative ratio that path reached on the rows where the sweep did run it.
---small ks_small.json (bench/gpu_ks_small.py): the same check of the small-batch rule per factor
-(the proposal's wider small_batch) against min(small, default).
+The large-segment tr rule (bench/NOTES-gpu-ks-scan.md "ks-path-rule"; src/cuda/ks/ks_plan.cu
+tr_product) is in the code as a PREDICTION awaiting its GPU run: batch-first d > 1 from batch
+1024, tr on row segments up to 48 KB (round 1 capped them at 12288 elements: 48 KB float32, 24 KB
+halves); larger ones tr where min(b, c) >= 16 and, for float32, not (b <= c and b < 256). The
+sweep's default (strux_ms, row["path"]) is the new rule; its forced alternative (alt_ms) on every
+bsf d > 1 row is the other path, i.e. round 1's ("old") path on every moved row. For each row
+whose forward the rule moved: new default vs forced old path, and both vs bmm. Also: whether
+new_path() below (the rule mirrored in Python) agrees with the path the code chose, and the
+rows the new rule keeps on the kernels where forced tr was faster.
+The small-batch part (--small) is the landed rule (bench/NOTES-gpu-ks-small.md).
 
   python3 bench/ks_rule_check.py ks_sweep.json [--small ks_small.json] [--smem-optin 232448]
+      [--table FILE]   (one line per moved row, written to FILE)
 """
 import argparse
 import json
+import statistics
 from collections import defaultdict
 
 
@@ -38,20 +38,24 @@ def tr_seg_bytes(b, c, d, es):
     return max(seg_bytes(c, d, es), seg_bytes(d, b, es))
 
 
-def new_path(row, smem_optin):
-    """The proposed rule's product path for a batch-first d > 1 forward (None: not this rule's case)."""
+def old_path(row):
+    """Round 1's rule: tr from batch 1024 where both segments fit 12288 elements (padded)."""
     a, b, c, d = row["pattern"]
-    if row["layout"] != "bsf" or d < 2:
-        return None
+    fits = all(P * Q <= 12288 and P * pick_qs(P, Q) <= 12288 for P, Q in ((c, d), (d, b)))
+    return "tr" if fits and row["batch"] >= 1024 else "kernels"
+
+
+def new_path(row, smem_optin):
+    """The code's rule (ks_plan.cu tr_product) for a batch-first d > 1 forward."""
+    a, b, c, d = row["pattern"]
     es = 4 if row["dtype"] == "float32" else 2
     sb = tr_seg_bytes(b, c, d, es)
     if sb > smem_optin or row["batch"] < 1024:
         return "kernels"
     if sb <= 48 * 1024:
         return "tr"
-    if row["dtype"] == "float32":
-        return "kernels" if (b <= c and b < 256) else "tr"
-    return "tr" if min(b, c) >= 16 else "kernels"
+    ok = min(b, c) >= 16 and not (es == 4 and b <= c and b < 256)
+    return "tr" if ok else "kernels"
 
 
 def small_batch(p, batch, dtype):
@@ -78,47 +82,60 @@ def check_small(path):
         print(f"  {dt} batch {batch} {p}: x{v:.2f}")
 
 
+def fmt(r, alt):
+    return (f"{tuple(r['pattern'])} {r['dtype']} {r['path']} {r['strux_ms']:.3f} ms, forced {alt[0]} "
+            f"{alt[1]:.3f} ms (x{alt[1] / r['strux_ms']:.2f}), bmm {r['bmm_ms']:.3f} (x{r['bmm_ms'] / r['strux_ms']:.2f})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("json")
     ap.add_argument("--small", help="ks_small.json: check the small-batch rule too")
     ap.add_argument("--smem-optin", type=int, default=232448, help="H100/H200: 227 KB")
+    ap.add_argument("--table", help="write one line per moved row here")
     args = ap.parse_args()
     rows = [r for r in json.load(open(args.json))["rows"] if "strux_ms" in r]
-    # bmm-relative speed of each measured path, by dtype (for the rows whose path changes)
-    rel = defaultdict(list)
-    for r in rows:
-        if r["layout"] == "bsf":
-            rel[(r["dtype"], r["path"])].append(r["bmm_ms"] / r["strux_ms"])
-    kept_ok = kept_bad = 0
-    bad, changed = [], []
-    for r in rows:
-        best = min(x for x in (r["bmm_ms"], r.get("dense_ms")) if x)
-        p = new_path(r, args.smem_optin) or r["path"]
-        # the sweep's forced alternative (alt_ms) measures the new path where it ran
-        ms = r["strux_ms"] if p == r["path"] else r.get("alt_ms", {}).get(p)
-        if ms is not None:
-            if ms <= best / 0.95:
-                kept_ok += 1
-            else:
-                kept_bad += 1
-                bad.append((r, p, ms, best))
-        else:
-            changed.append((r, p, best))
-    print(f"{len(rows)} rows; path unchanged or timed as the alternative: {kept_ok} >= 0.95 x min(bmm, dense), {kept_bad} below")
-    for (dt, p), v in sorted(rel.items()):
-        v.sort()
-        print(f"  measured bsf {dt} {p}: bmm/strux min {v[0]:.2f} median {v[len(v) // 2]:.2f} (n {len(v)})")
-    print(f"path changed ({len(changed)}), unmeasured; old ratio -> needs >= 0.95 x best:")
-    for r, p, best in changed:
-        dense = r.get("dense_ms")
-        need = "bmm" if not dense or dense >= r["bmm_ms"] else f"dense {dense:.3f}"
-        print(f"  {tuple(r['pattern'])} {r['dtype']} {r['path']} -> {p}: old x{best / r['strux_ms']:.2f},"
-              f" bmm {r['bmm_ms']:.3f} ms, to beat: {need}")
-    print("measured and below 0.95 (path: the proposed rule's):")
-    for r, p, ms, best in sorted(bad, key=lambda t: t[3] / t[2]):
-        print(f"  {tuple(r['pattern'])} {r['dtype']} {r['layout']} {p}: x{best / ms:.2f}"
-              f" (strux {ms:.3f}, bmm {r['bmm_ms']:.3f}, dense {r.get('dense_ms')})")
+    bsf = [r for r in rows if r["layout"] == "bsf" and r["pattern"][3] > 1]
+    mism = [r for r in bsf if new_path(r, args.smem_optin) != r["path"]]
+    print(f"ks rule check: {len(rows)} rows, {len(bsf)} bsf d > 1; the Python mirror of the rule "
+          f"disagrees with the code's path on {len(mism)}"
+          + ("".join(f"\n  MISMATCH {tuple(r['pattern'])} {r['dtype']}: code {r['path']}, mirror "
+                     f"{new_path(r, args.smem_optin)}" for r in mism[:3])))
+    moved, kept = defaultdict(list), []
+    for r in bsf:
+        alt = next(iter(r.get("alt_ms", {}).items()), None)
+        if old_path(r) != r["path"]:
+            moved[r["dtype"]].append((r, alt))
+        elif r["path"] == "kernels" and alt and tr_seg_bytes(r["pattern"][1], r["pattern"][2], r["pattern"][3],
+                                                              4 if r["dtype"] == "float32" else 2) > 48 * 1024:
+            kept.append((r, alt))
+    lines, losers = [], []
+    for dt, ms in sorted(moved.items()):
+        timed = [(r, a) for r, a in ms if a]
+        sp = sorted(a[1] / r["strux_ms"] for r, a in timed)
+        vb = sorted(r["bmm_ms"] / r["strux_ms"] for r, _ in ms)
+        win = sum(v > 1 for v in sp)
+        print(f"moved {dt}: {len(ms)} rows ({len(timed)} with the forced old path timed): new default faster "
+              f"on {win}, >5% slower on {sum(v < 1 / 1.05 for v in sp)}; old/new median x{statistics.median(sp):.2f} "
+              f"min x{sp[0]:.2f}; new vs bmm median x{statistics.median(vb):.2f} min x{vb[0]:.2f}"
+              if sp else f"moved {dt}: {len(ms)} rows, none with the old path timed")
+        losers += [(r, a) for r, a in timed if a[1] * 1.05 < r["strux_ms"]]
+        lines += [fmt(r, a) if a else f"{tuple(r['pattern'])} {r['dtype']} {r['path']} (old path not timed)"
+                  for r, a in ms]
+    if not moved:
+        print("no moved rows in this sweep (every row on round 1's path)")
+    print(f"moved rows where the forced old path was > 5% faster ({len(losers)}):")
+    for r, a in sorted(losers, key=lambda t: t[1][1] / t[0]["strux_ms"])[:10]:
+        print("  " + fmt(r, a))
+    kb = [(r, a) for r, a in kept if a[1] * 1.05 < r["strux_ms"]]
+    print(f"large-segment rows the rule keeps on the kernels: {len(kept)}, forced tr > 5% faster on {len(kb)}:")
+    for r, a in sorted(kb, key=lambda t: t[1][1] / t[0]["strux_ms"])[:5]:
+        print("  " + fmt(r, a))
+    below = [r for r in rows if min(x for x in (r["bmm_ms"], r.get("dense_ms")) if x) / r["strux_ms"] < 0.95]
+    print(f"all rows below 0.95 x min(bmm, dense): {len(below)} of {len(rows)}")
+    if args.table:
+        with open(args.table, "w") as f:
+            f.write("\n".join(lines) + "\n")
     if args.small:
         check_small(args.small)
 

@@ -319,9 +319,8 @@ def test_float32_tr_path(p, monkeypatch):
 def test_tr_rule_and_limits(monkeypatch):
     """The default rule takes tr for the bench's batch-first d > 1 patterns at batch 25088, every
     dtype, forward, dx and dw (halves and dw too; not for d == 1 or batch-last), the
-    kernels below batch 1024; segments over 48 KB (12288 elements) keep the kernels by default
-    and take tr only when forced (not yet measured there); segments too large for one block's
-    opt-in shared memory keep the kernels and forcing tr there is a ValueError."""
+    kernels below batch 1024 (segments over 48 KB: test_tr_large_rule); segments too large for
+    one block's opt-in shared memory keep the kernels and forcing tr there is a ValueError."""
     for p in [(1, 48, 48, 16), (2, 96, 384, 4), (2, 192, 48, 4), (1, 768, 192, 2), (4, 64, 64, 4),
               (1, 256, 256, 4), (4, 96, 96, 2)]:
         for dt in ("float32", "float16", "bfloat16"):
@@ -331,30 +330,91 @@ def test_tr_rule_and_limits(monkeypatch):
             assert dw_path(p, 1000, "bsf", dt) == ("kernels", 0), (p, dt)
             assert "tr" not in ks_path(p, 25088, "bsl", dt) and dw_path(p, 25088, "bsl", dt)[0] == "blas"
     assert ks_path((1, 768, 768, 1), 25088, "bsf")[0] != "tr"
-    large = [(1, 1024, 1024, 16), (1, 96, 96, 128), (1, 192, 768, 16)]  # x segments over 12288
-    for p in large:
-        for dt in ("float32", "bfloat16"):
-            assert ks_path(p, 25088, "bsf", dt) == ("kernels", "kernels"), (p, dt)
-            assert dw_path(p, 25088, "bsf", dt) == ("kernels", 0), (p, dt)
-    force(monkeypatch, path="tr")
-    for p in large:
-        for dt in ("float32", "bfloat16"):
-            assert ks_path(p, 25088, "bsf", dt) == ("tr", "tr"), (p, dt)
-            assert dw_path(p, 25088, "bsf", dt)[0] == "tr", (p, dt)
     big = (1, 40000, 7, 2)  # y segment 2 x 40000 floats > 227 KB: no tr forward, dx or dw
+    force(monkeypatch, path="tr")
     with pytest.raises(ValueError, match="path"):
         ks_path(big, 7, "bsf")
     force(monkeypatch)
-    assert ks_path(big, 100, "bsf")[0] == "kernels"
+    assert ks_path(big, 2048, "bsf")[0] == "kernels"
     x, w = rnd(3, 14), rnd(*big)
     assert rel(K.ks_matmul(x, w, big), x.double() @ dense(w, big).T) < 2e-6
+
+
+# Segments over 48 KB (padded; x's c x d, y's d x b, dy's b x d), from batch 1024 (ks_plan.cu
+# tr_product / tr_dw_rule, bench/NOTES-gpu-ks-scan.md "ks-path-rule"): pattern -> {dtype:
+# ((forward, dx), dw)}. Halves tr where min(b, c) >= 16 (segments up to 48 KB of halves: tr
+# always); float32 the kernels where the product's b <= c and b < 256 (dx: the (a, c, b, d)
+# product), tr elsewhere with min(b, c) >= 16; dw tr where min(b, c) >= 16.
+TR_LARGE_RULE = {
+    (1, 1024, 1024, 16): {"float32": (("tr", "tr"), "tr"), "bfloat16": (("tr", "tr"), "tr")},
+    (1, 96, 96, 128): {"float32": (("kernels", "kernels"), "tr"), "bfloat16": (("tr", "tr"), "tr")},
+    (1, 192, 768, 16): {"float32": (("kernels", "tr"), "tr"), "bfloat16": (("tr", "tr"), "tr")},
+    (1, 512, 128, 64): {"float32": (("tr", "kernels"), "tr"), "bfloat16": (("tr", "tr"), "tr")},
+    (1, 1024, 256, 64): {"float32": (("kernels", "kernels"), "kernels"),  # over the opt-in smem
+                         "bfloat16": (("tr", "tr"), "tr")},
+    (1, 1, 2, 14336): {"float32": (("kernels", "kernels"), "kernels"),
+                       "bfloat16": (("kernels", "kernels"), "kernels")},
+    (1, 14, 28, 1024): {"float32": (("kernels", "kernels"), "kernels"),
+                        "bfloat16": (("kernels", "kernels"), "kernels")},
+}
+
+
+def test_tr_large_rule(monkeypatch):
+    """The rule for segments over 48 KB (TR_LARGE_RULE) at batches 1024 and 25088 (float16 as
+    bfloat16); below 1024 the kernels; forced tr applies wherever the segments fit the opt-in
+    shared memory."""
+    for p, want in TR_LARGE_RULE.items():
+        for dt, (prod, dw) in want.items():
+            for name in (dt,) if dt == "float32" else (dt, "float16"):
+                for batch in (1024, 25088):
+                    assert ks_path(p, batch, "bsf", name) == prod, (p, name, batch)
+                    assert dw_path(p, batch, "bsf", name)[0] == dw, (p, name, batch)
+                assert ks_path(p, 1000, "bsf", name) == ("kernels", "kernels"), (p, name)
+                assert dw_path(p, 1000, "bsf", name)[0] == "kernels", (p, name)
+    force(monkeypatch, path="tr")
+    for p in TR_LARGE_RULE:
+        for dt in ("float32", "bfloat16"):
+            if p == (1, 1024, 256, 64) and dt == "float32":
+                with pytest.raises(ValueError, match="path"):
+                    ks_path(p, 1024, "bsf", dt)
+            else:
+                assert ks_path(p, 1024, "bsf", dt) == ("tr", "tr"), (p, dt)
+                assert dw_path(p, 1024, "bsf", dt)[0] == "tr", (p, dt)
+
+
+@pytest.mark.parametrize("p,dtype", [((1, 1024, 1024, 16), torch.float32),
+                                     ((1, 64, 32, 512), torch.bfloat16),
+                                     ((1, 64, 32, 512), torch.float32)])
+def test_tr_large_default_results(p, dtype):
+    """The default choice on segments over 48 KB at batch 1024 (tr forward, dx and dw in bfloat16
+    and for float32 (1, 1024, 1024, 16); float32 (1, 64, 32, 512): tr forward and dw, kernels dx)
+    against float64 by the index formula (einsum), every output written (NaN-poisoned pool)."""
+    name = str(dtype)[6:]
+    a, b, c, d = p
+    batch = 1024
+    want = ("tr", "kernels") if (p, dtype) == ((1, 64, 32, 512), torch.float32) else ("tr", "tr")
+    assert ks_path(p, batch, "bsf", name) == want and dw_path(p, batch, "bsf", name)[0] == "tr"
+    w = (rnd(*p) / c ** 0.5).to(dtype)
+    x, dy = rnd(batch, a * c * d, dtype=dtype), rnd(batch, a * b * d, dtype=dtype)
+    poisoned_pool(dtype.itemsize * batch * a * b * d)
+    y = K.ks_matmul(x, w, p)
+    poisoned_pool(dtype.itemsize * x.numel())
+    dx, dw = K.ks_matmul_vjp(dy, x, w, p)
+    wd, xd, dyd = w.double(), x.double().view(batch, a, c, d), dy.double().view(batch, a, b, d)
+    ry = torch.einsum("iklj,nilj->nikj", wd, xd).reshape(batch, -1)
+    rdx = torch.einsum("iklj,nikj->nilj", wd, dyd).reshape(batch, -1)
+    rdw = torch.einsum("nikj,nilj->iklj", dyd, xd)
+    tol = 1e-5 if dtype == torch.float32 else TOL[dtype]
+    for t, r, what in ((y, ry, "y"), (dx, rdx, "dx"), (dw, rdw, "dw")):
+        assert not torch.isnan(t).any(), what
+        assert rel(t, r) < tol, (what, rel(t, r))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("p", [(1, 4, 200, 124), (1, 200, 4, 124), (2, 24, 400, 64)])
 def test_tr_large_segments(p, dtype, monkeypatch):
     """Row segments over 48 KB (x's c x d, y's d x b; padded) run one per block on opt-in shared
-    memory (forced only, not yet measured): forced tr gives the forced kernels' forward, dx and dw (to the dtype's accuracy) at
+    memory: forced tr gives the forced kernels' forward, dx and dw (to the dtype's accuracy) at
     batches 1 and 37, every output written (NaN-poisoned pool)."""
     name = str(dtype)[6:]
     a, b, c, d = p

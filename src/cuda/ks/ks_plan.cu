@@ -48,7 +48,21 @@ struct Solver {
 bool always(const Problem&) { return true; }
 bool stream_size(const Problem& q) { return q.b >= 32 && q.c >= 32 && q.b * q.c <= 96 * 96; }
 bool big_group(const Problem& q) { return q.a * q.d == 1 && q.b * q.c >= (int64_t(1) << 19); }
-bool tr_batch(const Problem& q) { return q.batch >= 1024; }
+// tr (batch-first d > 1) from batch 1024 (bench/NOTES-gpu-ks-scan.md "ks-path-rule"): row
+// segments up to 48 KB measured; larger ones a prediction awaiting its GPU run: where
+// min(b, c) >= 16 (a GEMM worth the passes), halves always (FFMA kernels vs a tensor-core GEMM),
+// float32 unless b <= c and b < 256 (there the 3xTF32 kernels held their own). backward_w, whose
+// kernel is FFMA + atomics in every dtype ("ks-dw-rule"): larger segments where min(b, c) >= 16.
+constexpr int64_t kTrSmallSeg = 48 * 1024;
+bool tr_product(const Problem& q) {
+  if (q.batch < 1024) return false;
+  if (ks::tr_seg_bytes(q.b, q.c, q.d, q.es, false) <= kTrSmallSeg) return true;
+  return std::min(q.b, q.c) >= 16 && !(q.f32 && q.b <= q.c && q.b < 256);
+}
+bool tr_dw_rule(const Problem& q) {
+  if (q.batch < 1024) return false;
+  return ks::tr_seg_bytes(q.b, q.c, q.d, q.es, true) <= kTrSmallSeg || std::min(q.b, q.c) >= 16;
+}
 // Small batches, batch-first forwards, where the path measured faster than the default per
 // factor on the H200 and again on the H100 (bench/NOTES-gpu-ks-small.md): float32 up to batch 8,
 // and up to 64 where d > 1 (a d == 1 factor's cuBLAS default wins at 64); halves at batch 1, but
@@ -76,31 +90,24 @@ const Solver kProducts[] = {
     {KsPath::blas,
      [](const Problem& q) { return ks::blas_applies(q.a, q.b, q.c, q.d, q.batch, q.bl); },
      [](const Problem& q) { return !q.f32 || q.dx || (q.bl && !big_group(q)); }},
-    // batch-first d > 1: in-row transpositions around cuBLAS, from batch 1024
-    {KsPath::tr, [](const Problem& q) { return ks::tr_applies(q.a, q.b, q.c, q.d, q.batch, q.bl); },
-     tr_batch},
-    {KsPath::kernels, always, always},
-    // after the last default: tr on row segments over 48 KB, forced only (not yet measured)
+    // batch-first d > 1: in-row transpositions around cuBLAS (segments up to the opt-in smem)
     {KsPath::tr,
      [](const Problem& q) {
-       return ks::tr_large_applies(q.a, q.b, q.c, q.d, q.batch, q.bl, q.es, false);
+       return ks::tr_applies(q.a, q.b, q.c, q.d, q.batch, q.bl, q.es, false);
      },
-     always},
+     tr_product},
+    {KsPath::kernels, always, always},
 };
 
 const Solver kBackwardW[] = {
     {KsPath::blas,
      [](const Problem& q) { return ks::blas_applies(q.a, q.b, q.c, q.d, q.batch, q.bl); }, always},
     {KsPath::tr,
-     [](const Problem& q) { return ks::tr_dw_applies(q.a, q.b, q.c, q.d, q.batch, q.bl); },
-     tr_batch},
-    {KsPath::kernels, always, always},
-    // after the last default: tr on row segments over 48 KB, forced only (not yet measured)
-    {KsPath::tr,
      [](const Problem& q) {
-       return ks::tr_large_applies(q.a, q.b, q.c, q.d, q.batch, q.bl, q.es, true);
+       return ks::tr_applies(q.a, q.b, q.c, q.d, q.batch, q.bl, q.es, true);
      },
-     always},
+     tr_dw_rule},
+    {KsPath::kernels, always, always},
 };
 
 // The table's entry for q, or the forced path where it applies (nullopt where it does not).

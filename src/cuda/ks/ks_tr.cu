@@ -41,7 +41,6 @@ namespace strux::cuda::ks {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kMaxSegElems = 12288;  // one segment (padded) per block at most: <= 48 KB of smem
 constexpr int64_t kSmemDefault = 48 * 1024;  // dynamic smem without the opt-in attribute
 constexpr int kBlockBytes = 16384;   // several small segments per block up to this
 constexpr int64_t kWsBytes = int64_t(1) << 28;  // workspace cap: 256 MB (then batch passes)
@@ -180,7 +179,7 @@ void launch_seg_transpose_t(const void* in_, void* out_, int64_t nseg, int64_t P
   const bool vec = (P * Q * int64_t(sizeof(T))) % 16 == 0 && al(in) && al(out);
   const unsigned blocks = unsigned(cdiv_tr(nseg, spb));
   const FastDiv fq = make_fastdiv(uint32_t(Q)), fp = make_fastdiv(uint32_t(P));
-  // A segment over 48 KB (only a forced tr on tr_large_applies's patterns) runs one per block.
+  // A segment over 48 KB runs one per block, on opt-in shared memory.
   if (int64_t(smem) > kSmemDefault) {
     const int v = int(smem);
     if (vec)
@@ -223,11 +222,6 @@ TrRes& tr_res() {
 
 int64_t round_up(int64_t v, int64_t m) { return cdiv_tr(v, m) * m; }
 
-// A P x Q segment (padded rows) fits one block's shared memory.
-bool seg_fits(int64_t P, int64_t Q) {
-  return P * Q <= kMaxSegElems && P * pick_qs(int(P), int(Q)) <= kMaxSegElems;
-}
-
 // Bytes of one padded P x Q segment of es-byte elements in shared memory.
 int64_t seg_bytes(int64_t P, int64_t Q, int64_t es) {
   if (P >= (int64_t(1) << 24) || Q >= (int64_t(1) << 24)) return INT64_MAX;
@@ -240,27 +234,15 @@ bool sizes_ok(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl
   return fits_int_tr(a * b * d) && fits_int_tr(a * c * d) && fits_int_tr(a * d);
 }
 
-// Bytes of the largest (padded) row segment of one pass: product (dw false) c x d in and d x b
-// out; backward_w (dw true) c x d and b x d.
+}  // namespace
+
 int64_t tr_seg_bytes(int64_t b, int64_t c, int64_t d, int64_t es, bool dw) {
   // product: x segments c x d and y' segments d x b; dw: x segments c x d and dy segments b x d.
   return std::max(seg_bytes(c, d, es), dw ? seg_bytes(b, d, es) : seg_bytes(d, b, es));
 }
 
-}  // namespace
-
-bool tr_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
-  // x segments c x d and y' segments d x b in one block's shared memory.
-  return sizes_ok(a, b, c, d, batch, bl) && seg_fits(c, d) && seg_fits(d, b);
-}
-
-bool tr_dw_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl) {
-  // x segments c x d and dy segments b x d.
-  return sizes_ok(a, b, c, d, batch, bl) && seg_fits(c, d) && seg_fits(b, d);
-}
-
-bool tr_large_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl,
-                      int64_t es, bool dw) {
+bool tr_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool bl, int64_t es,
+                bool dw) {
   return sizes_ok(a, b, c, d, batch, bl) && tr_seg_bytes(b, c, d, es, dw) <= smem_optin_tr();
 }
 

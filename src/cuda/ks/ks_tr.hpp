@@ -12,17 +12,15 @@
 
 namespace strux::cuda::ks {
 
-// Whether the product path applies: batch-first, d > 1, every (i) segment of a row (c x d in,
-// d x b out) fits one block's shared memory (up to 48 KB, 12288 elements), all sizes within
-// cuBLAS's int arguments.
-bool tr_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool batch_last);
-// The same for backward_w (x segments c x d and dy segments b x d transposed).
-bool tr_dw_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool batch_last);
-// Forced tr only (not yet measured on a GPU, never a default): the product (dw false) or
-// backward_w (dw true) with row segments over 48 KB of es-byte elements, one segment per block
-// up to the device's opt-in shared memory.
-bool tr_large_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool batch_last,
-                      int64_t es, bool dw);
+// Whether the path applies: batch-first, d > 1, every row segment of one pass fits one block's
+// opt-in shared memory (227 KB on H100/H200), all sizes within cuBLAS's int arguments. Product
+// (dw false): x segments c x d in, y' segments d x b out; backward_w (dw true): x segments c x d
+// and dy segments b x d. es: element bytes.
+bool tr_applies(int64_t a, int64_t b, int64_t c, int64_t d, int64_t batch, bool batch_last,
+                int64_t es, bool dw);
+// Bytes of the largest (padded) row segment of those: up to 48 KB several segments share a block;
+// above, one segment per block on opt-in shared memory.
+int64_t tr_seg_bytes(int64_t b, int64_t c, int64_t d, int64_t es, bool dw);
 // Makes the calling thread's transposition buffer for the current device hold `rows` rows of
 // row_bytes each (plus alignment) and returns rows: the batch in equal passes, each under a
 // 256 MB buffer (row_bytes: a*cin*d elements for a product, a*(b + c)*d for backward_w).
