@@ -214,7 +214,8 @@ __global__ void rows_kernel(const T* __restrict__ in, int64_t ld_in, int64_t n, 
                             T* __restrict__ out) {
   const int64_t s = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (s >= ld_out) return;
-  for (int64_t h = blockIdx.y; h < H; h += gridDim.y) out[h * ld_out + s] = s < n ? in[h * ld_in + s] : From<T>::of(0.f);
+  for (int64_t h = blockIdx.y; h < H; h += gridDim.y)
+    out[h * ld_out + s] = s < n ? in[h * ld_in + s] : From<T>::of(0.f);
 }
 
 }  // namespace

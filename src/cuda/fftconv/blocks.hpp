@@ -12,8 +12,9 @@
 //             i ≥ m − 1 reads x_j[i − s], s < m, without wrapping).
 //   backward (float32 / float64; the 16-bit one below): the inner backward on the gathered
 //             dz = dy ⊙ postgate, zero at the discarded positions i < m − 1 (and past L), gives dk
-//             already summed over every block (its batch holds them) and dv per block; dv[t] is the sum of the (at most two: S > m − 1)
-//             blocks holding t, plus block 0's head for circular t ≥ L − (m − 1).
+//             already summed over every block (its batch holds them) and dv per block; dv[t] is
+//             the sum of the (at most two: S > m − 1) blocks holding t, plus block 0's head for
+//             circular t ≥ L − (m − 1).
 // skip goes to the inner plan (its v at output position m − 1 + q is v[jS + q], and its dz is zero
 // where an output is discarded, so skip·v, skip·dz and dskip = dk[0] come out once per t).
 //
