@@ -16,7 +16,7 @@ With --backward, fftconv_vjp (every gradient, no gates) of blocks (and the probe
 whole-row solver too.
 
     python bench/gpu_fftconv_blocks.py [--json PATH] [--backward] [--probes] [--reps N]
-        [--modes causal,circular] [--dtypes float16,bfloat16,float32] [--taps 64,1024] [--all]
+        [--modes causal,circular] [--dtypes float16,bfloat16,float32] [--taps 64,256,1024] [--all]
 
 Prints a table; writes the results as JSON to PATH (after every case, so a timeout keeps the rest).
 """
@@ -157,7 +157,7 @@ def main():
     ap.add_argument("--probes", action="store_true", help="time the block sizes 8m and 16m too (algos 11, 12)")
     ap.add_argument("--modes", default="causal,circular")
     ap.add_argument("--dtypes", default="float16,bfloat16,float32")
-    ap.add_argument("--taps", default="64,1024")
+    ap.add_argument("--taps", default="64,256,1024")
     ap.add_argument("--all", action="store_true", help="also L = 2^18 (B=1, H=64)")
     ap.add_argument("--reps", type=int, default=10)
     args = ap.parse_args()
@@ -177,9 +177,9 @@ def main():
         if args.probes:
             head += f" {'vjp b8':>7} {'vjp b16':>7}"
     print(head, flush=True)
-    for mode in args.modes.split(","):
-        for B, H, L in cases:
-            for Lk in taps:
+    for B, H, L in cases:  # shapes outermost: a timeout drops the last shape, not a mode
+        for Lk in taps:
+            for mode in args.modes.split(","):
                 try:
                     case = run_case(B, H, L, Lk, mode, res, bw, args)
                 except Exception:  # noqa: BLE001  (out of memory at one size must not end the run)
