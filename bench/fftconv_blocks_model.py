@@ -2,7 +2,9 @@
 geometry (fft_size), the gather of the blocks, the inner circular plan (as the FFT of length N it
 computes), the scatter of the outputs and the backward's overlap sum, each with the kernels' flat
 indices (block row rb = (b·nb + j)·H + h of stride N; own, next and first offsets of finish_kernel),
-so a wrong index here is a wrong index there. Checked against tests/python/ref_fftconv.py.
+so a wrong index here is a wrong index there; and the float16 / bfloat16 path (blocks16_fftconv:
+copy_in_kernel's three layouts, the gates inside the inner plan, copy_out_kernel, the backward on
+blocks laid out ahead). Checked against tests/python/ref_fftconv.py.
     python bench/fftconv_blocks_model.py        (exit status 0 when every case matches)
 """
 import pathlib
@@ -133,8 +135,74 @@ def blocks_fftconv(u, k, circular, pre=None, post=None, skip=None, dy=None, N=No
             None if post is None else dpost.reshape(shape), None if skip is None else dtaps[:, 0].copy())
 
 
-def check(B, H, L, Lk, circular, gates=("pre", "post", "skip"), N=None, seed=0):
-    """Largest relative error (max norm) of the model's y and gradients against ref_fftconv."""
+# ---- the 16-bit path (blocks.hpp; copy_in_kernel / copy_out_kernel): gates inside the inner plan
+def gather_ahead(x, g, v):
+    """copy_in_kernel's kAheadV (v: only i < S) and kAheadDz (every i < N, circular t - L past L)
+    layouts: block row rb holds x at t = j·S + i."""
+    if x is None:
+        return None
+    B, H, L, m, N, S, nb, circ = g
+    rb, b, j, h = _rows(B, H, nb)
+    i = np.arange(N)[None, :]
+    t = j * S + i
+    if circ and not v:
+        t = np.where(t >= L, t - L, t)
+    ok = (t < L) & ((i < S) if v else True)
+    return np.where(ok, x[(b * H + h) * L + np.clip(t, 0, L - 1)], 0.0)
+
+
+def inner_forward16(xb, pb, qb, taps, skip, H):
+    """The inner plan's forward with its own gates: ((k ⊛ v) + skip·v) ⊙ post, v = x ⊙ pre."""
+    v = xb if pb is None else xb * pb
+    y = inner_forward(v, taps, skip, H)
+    return y if qb is None else y * qb
+
+
+def inner_backward16(gb, xb, pb, qb, taps, skip, H):
+    """The inner plan's gradients with its own gates: du, dpre blocks and dk (H, m)."""
+    v = xb if pb is None else xb * pb
+    dz = gb if qb is None else gb * qb
+    dv, dk = inner_backward(dz, v, taps, skip, H)
+    return (dv if pb is None else dv * pb), dv * xb, dk
+
+
+def copy_out(ob, g, off, L_all):
+    """copy_out_kernel: out[b, h, j·S + q] = ob[rb][off + q] for q < S, j·S + q < L."""
+    N = g[4]
+    rb, j, q, t, dst, ok = _outputs(g)
+    y = np.zeros(L_all)
+    y[dst[ok]] = ob.reshape(-1)[rb * N + off + q][ok]
+    return y
+
+
+def blocks16_fftconv(u, k, circular, pre=None, post=None, skip=None, dy=None, N=None):
+    """As blocks_fftconv, by the 16-bit path's indices (in float64: the model checks the indices)."""
+    B, H, L = u.shape
+    Lk = k.shape[1]
+    m, N, S, nb = geometry(L, Lk, circular, N)
+    g = (B, H, L, m, N, S, nb, circular)
+    uf, pf, qf, dyf = [None if a is None else a.reshape(-1) for a in (u, pre, post, dy)]
+    taps = k[:, :m]
+    hist = [None if a is None else gather(a, None, g) for a in (uf, pf, qf)]
+    y = copy_out(inner_forward16(*hist, taps, skip, H), g, m - 1, u.size).reshape(u.shape)
+    if dy is None:
+        return y
+    dpost = None
+    if post is not None:  # the forward with dy as its postgate
+        dpost = copy_out(inner_forward16(hist[0], hist[1], gather(dyf, None, g), taps, skip, H), g, m - 1, u.size)
+    dub, dpb, dtaps = inner_backward16(gather_ahead(dyf, g, False), gather_ahead(uf, g, True),
+                                       gather_ahead(pf, g, True), gather_ahead(qf, g, False), taps, skip, H)
+    dk = np.zeros((H, Lk))
+    dk[:, :m] = dtaps
+    shape = u.shape
+    return (y, copy_out(dub, g, 0, u.size).reshape(shape), dk,
+            None if pre is None else copy_out(dpb, g, 0, u.size).reshape(shape),
+            None if post is None else dpost.reshape(shape), None if skip is None else dtaps[:, 0].copy())
+
+
+def check(B, H, L, Lk, circular, gates=("pre", "post", "skip"), N=None, seed=0, path=None):
+    """Largest relative error (max norm) of the model's y and gradients against ref_fftconv
+    (path "16": the 16-bit path's model, else the float32 / float64 one)."""
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "python"))
     from ref_fftconv import ref_fftconv, ref_fftconv_vjp
     rng = np.random.default_rng(seed)
@@ -143,7 +211,7 @@ def check(B, H, L, Lk, circular, gates=("pre", "post", "skip"), N=None, seed=0):
     post = rng.standard_normal((B, H, L)) if "post" in gates else None
     skip = rng.standard_normal(H) if "skip" in gates else None
     mode = "circular" if circular else "causal"
-    got = blocks_fftconv(u, k, circular, pre, post, skip, dy, N)
+    got = (blocks16_fftconv if path == "16" else blocks_fftconv)(u, k, circular, pre, post, skip, dy, N)
     want = (ref_fftconv(u, k, mode, pre, post, skip),) + tuple(ref_fftconv_vjp(dy, u, k, mode, pre, post, skip))
     err = 0.0
     for a, w in zip(got, want):
@@ -167,9 +235,11 @@ def main():
     worst = 0.0
     for B, H, L, Lk, circ, N in CASES:
         for gates in [(), ("pre",), ("post",), ("skip",), ("pre", "post", "skip")]:
-            e = check(B, H, L, Lk, circ, gates, N)
-            worst = max(worst, e)
-            print(f"B={B} H={H} L={L} Lk={Lk} {'circular' if circ else 'causal'} N={N or 'auto'} {gates}: {e:.1e}")
+            for path in (None, "16"):
+                e = check(B, H, L, Lk, circ, gates, N, path=path)
+                worst = max(worst, e)
+                print(f"B={B} H={H} L={L} Lk={Lk} {'circular' if circ else 'causal'} N={N or 'auto'} {gates} "
+                      f"{path or '32'}: {e:.1e}")
     print(f"worst {worst:.1e}")
     return 0 if worst < 1e-10 else 1
 

@@ -17,6 +17,15 @@ TEST(FFTConvBlocksRule, FFTSize) {
   EXPECT_EQ(blocks::fft_size(4096), 16384);
   EXPECT_EQ(blocks::fft_size(8193), 65536);
   EXPECT_EQ(blocks::fft_size(blocks::kMaxTaps), int64_t(1) << 25);
+  // The block-size probes: algos 11 and 12 force N >= 8m and 16m.
+  EXPECT_EQ(blocks::ratio_of(blocks::kAlgo), 4);
+  EXPECT_EQ(blocks::ratio_of(11), 8);
+  EXPECT_EQ(blocks::ratio_of(12), 16);
+  EXPECT_EQ(blocks::ratio_of(9), 0);
+  EXPECT_EQ(blocks::fft_size(128, 8), 1024);
+  EXPECT_EQ(blocks::fft_size(257, 8), 4096);
+  EXPECT_EQ(blocks::fft_size(257, 16), 8192);
+  EXPECT_EQ(blocks::fft_size(blocks::kMaxN / 16, 16), blocks::kMaxN);
 }
 
 TEST(FFTConvBlocksRule, Automatic) {

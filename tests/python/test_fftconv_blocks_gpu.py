@@ -8,6 +8,13 @@ Tolerances (norm-wise relative error against float64) are cuda_common.TOL, doubl
 gradients as cuda_common.check_fftconv_vjp does: the blocks compute in float32 (float64 for
 float64) and round once to the input dtype, so float32 errors are those of length-N float32 FFTs
 (about 1e-7·log2 N, summed over the blocks for dk) and the 16-bit types' are their output rounding.
+
+The 16-bit path (16-bit blocks, gates inside the inner plan, backward on blocks laid out ahead) has
+tests of its own whose bounds follow that arithmetic: every output and gradient element is one
+rounding of a float32 value, so its norm-wise error against float64 is at most the unit roundoff u
+(2^-11 float16, 2^-8 bfloat16) plus the float32 error, and each element is within u·|x| of the
+float32 path's x on the same (16-bit) inputs, plus the float32 error; a value rounded twice (a
+16-bit intermediate) breaks the second bound.
 """
 import math
 
@@ -197,10 +204,86 @@ def test_errors():
     with pytest.raises(ValueError, match="'k'"):
         plan_of(1, 1, 100, 200, "circular", "float32")
     with pytest.raises(ValueError, match="'algo'"):
-        plan_of(1, 1, 100, 10, "causal", "float32", algo=11)
+        plan_of(1, 1, 100, 10, "causal", "float32", algo=13)
     u = rand((1, 1, 100), "float32")
     with pytest.raises(ValueError, match="solver"):
         _cuda.fftconv(u, rand((1, 10), "float32"), options={"solver": "block"})
+
+
+# ---- the 16-bit path ------------------------------------------------------------------------------
+U16 = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}  # unit roundoff
+F32 = 2e-5  # float32 error of the blocks (norm-wise, and element-wise against the largest element)
+ALL = ("pre", "post", "skip")
+# (B, H, L, Lk, mode): odd and prime L, Lk = 1 and 2 (inner direct kernels), 63, 64, 65 (inner fused
+# kernels, N = 1024), several blocks per row (S = 1024 - (m - 1)); a part-filled last block; Lk = L.
+SIZES16 = [
+    (2, 2, 2053, 1, "causal"),
+    (1, 2, 3001, 2, "circular"),
+    (2, 2, 4099, 63, "causal"),
+    (1, 3, 5003, 64, "circular"),
+    (2, 1, 6007, 65, "causal"),
+    (1, 2, 2003, 65, "circular"),
+    (1, 2, 65, 65, "circular"),       # one block, Lk = L: its head is the whole row
+    (1, 2, 100003, 64, "causal"),     # 105 blocks per row
+]
+
+
+def up(*xs):
+    return [None if x is None else x.float() for x in xs]
+
+
+def check16(B, H, L, Lk, mode, dtype, gates, algo=None):
+    """Forward and every gradient of the 16-bit path: against float64 (norm-wise, <= u + float32 error)
+    and element-wise against the float32 path on the same inputs (one rounding)."""
+    u, k, pre, post, skip = make(B, H, L, Lk, dtype, gates)
+    dy = rand((B, H, L), dtype)
+    opts = BLOCKS if algo is None else None
+    if algo is not None:  # the block-size probes (algos 11, 12): no solver name, the plan algo itself
+        r = _cuda._fast(u, k, mode, pre, post, skip)
+        y = _cuda.forward_torch(u, k, pre, post, skip, r, algo)
+        got = _cuda._vjp(dy, u, k, pre, post, skip, r, u.new_empty, algo)
+    else:
+        y = _cuda.fftconv(u, k, mode, pre, post, skip, options=opts)
+        got = _cuda.fftconv_vjp(dy, u, k, mode, pre, post, skip, options=opts)
+    y32 = _cuda.fftconv(*up(u, k), mode, *up(pre, post, skip), options=BLOCKS)
+    got32 = _cuda.fftconv_vjp(*up(dy, u, k), mode, *up(pre, post, skip), options=BLOCKS)
+    args = [x.requires_grad_(True) if x is not None else None for x in cpu64(u, k, pre, post, skip)]
+    ref = fft_ref(args[0], args[1], mode, *args[2:])
+    live = [a for a in args if a is not None]
+    want = iter(torch.autograd.grad(ref, live, dy.double().cpu()))
+    uu = U16[dtype]
+    outs = [("y", y, y32, ref.detach())]
+    for name, g, g32, a in zip(NAMES, got, got32, args):
+        if a is None:
+            assert g is None, name
+            continue
+        outs.append((name, g, g32, next(want)))
+    for name, g, g32, w in outs:
+        assert g.dtype == u.dtype and tuple(g.shape) == tuple(w.shape), name
+        err = rel(g, w)
+        assert err < uu + F32, (name, B, H, L, Lk, mode, dtype, gates, err)
+        g, g32 = g.double(), g32.double()
+        over = (g - g32).abs() - uu * g32.abs() - F32 * float(g32.abs().max())
+        assert float(over.max()) <= 0, (name, B, H, L, Lk, mode, dtype, gates, "rounded twice?", float(over.max()))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("size", SIZES16, ids=str)
+def test_16bit(size, dtype):
+    for gates in GATES:
+        check16(*size, dtype, gates)
+
+
+@pytest.mark.parametrize("algo, ratio", [(11, 8), (12, 16)])
+def test_block_size_probes(algo, ratio):
+    """Algos 11 and 12: N = the power of two >= max(1024, 8m) / 16m; the same answers."""
+    for L, Lk, mode in [(20011, 300, "causal"), (9001, 65, "circular")]:
+        p = plan_of(1, 2, L, Lk, mode, "float32", True, algo=algo)
+        N = 1024
+        while N < ratio * Lk:
+            N *= 2
+        assert p.blocks and p.nfft == N and p.blocks_per_row == -(-L // (N - Lk + 1))
+        check16(1, 2, L, Lk, mode, "float16", ALL, algo=algo)
 
 
 def test_block_fft_model():

@@ -39,8 +39,9 @@ class FFTConvPlan {
   // gradients; algo 9: the direct kernels (sums over the taps, no transform; at most 64 taps
   // used: causal min(Lk, L), circular Lk; all dtypes); algo 10: "blocks", overlap-save over blocks
   // of a transform size N (the power of two >= max(1024, 4m), m taps used) through an inner
-  // circular plan of length N (its own choice: the fused kernels at N <= 32768), float32
-  // arithmetic for the 16-bit types; every dtype, causal and circular, any L and Lk. Algo 0 takes
+  // circular plan of length N (its own choice: the fused kernels at N <= 32768), blocks in the
+  // input dtype with float32 arithmetic for the 16-bit types; every dtype, causal and circular,
+  // any L and Lk; algos 11 and 12: as 10 with N >= 8m and 16m (probes of the block size). Algo 0 takes
   // it, after the direct kernels, where it pays by the operation counts (causal,
   // float32/float16/bfloat16, m > 32, L + m - 1 > 32768 and 8N <= L + m - 1;
   // src/cuda/fftconv/blocks.hpp).

@@ -1,5 +1,7 @@
-// The blocks solver (blocks.hpp): its three kernels (gather of the blocks, scatter of the outputs,
-// the backward's overlap sum) around an inner circular FFTConvPlan, and its plan.
+// The blocks solver (blocks.hpp): its kernels around an inner circular FFTConvPlan, and its plan.
+// float32 / float64: gather of the blocks (gates applied), scatter of the outputs, the backward's
+// overlap sum. float16 / bfloat16: copies of the arrays into blocks and of the outputs out of them
+// (no arithmetic: the inner plan applies the gates in float32).
 //
 // Every kernel runs one grid row per block row rb (grid.x) and kPer·kThreads positions of it per
 // CTA (grid.y): the block row's (b, j, h) is worked out once per thread for kPer elements, and
@@ -131,13 +133,100 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- the 16-bit path (blocks.hpp): copies only, no arithmetic --------------------------------
+// Which t block j's position i holds, in one of three layouts (-1: a zero there):
+//   kHist:    the forward's, t = j·S - (m - 1) + i (before 0: zero, or circular t + L);
+//   kAheadV:  the 16-bit backward's u and pregate, t = j·S + i at i < S only (each v[t] in one
+//             block, so dk counts it once and the correlation at i < S never wraps);
+//   kAheadDz: its dy and postgate, t = j·S + i at every i < N (circular: t - L past L, the row's
+//             start; one wrap reaches every t + s < L + m - 1 an output at i < S reads).
+enum Lay : int { kHist, kAheadV, kAheadDz };
+
+__device__ __forceinline__ int64_t src_t(const Geom& g, int lay, int64_t t0, int64_t i) {
+  int64_t t;
+  if (lay == kHist) {
+    t = t0 - (g.m - 1) + i;
+    if (g.circular && t < 0) t += g.L;
+  } else {
+    if (lay == kAheadV && i >= g.S) return -1;
+    t = t0 + i;
+    if (lay == kAheadDz && g.circular && t >= g.L) t -= g.L;
+  }
+  return t >= 0 && t < g.L ? t : -1;
+}
+
+// Up to four arrays moved by one launch: rows (B, H, L) on one side, blocks (rows, N) on the other.
+template <class T>
+struct Arrays {
+  const T* src[4];
+  T* dst[4];
+  int lay[4];  // copy_in_kernel: each array's layout
+  int n = 0;
+  void add(const T* from, T* to, int layout) {
+    src[n] = from, dst[n] = to, lay[n] = layout;
+    ++n;
+  }
+};
+
+// dst[k][rb][i] = src[k][b, h, t] at t = src_t(lay[k], i), else 0: the blocks of each array.
+template <class T>
+__global__ void __launch_bounds__(kThreads) copy_in_kernel(Geom g, Arrays<T> a) {
+  const unsigned rb = blockIdx.x;
+  const Row r = row_of(g, rb);
+  const int64_t o = int64_t(rb) * g.N;
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    const int64_t i = pos(e);
+    if (i >= g.N) return;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (k >= a.n) break;
+      const int64_t t = src_t(g, a.lay[k], r.t0, i);
+      a.dst[k][o + i] = t >= 0 ? a.src[k][r.base + t] : From<T>::of(0.f);
+    }
+  }
+}
+
+// dst[k][b, h, j·S + q] = src[k][rb][off + q] for q < S, j·S + q < L: each t's output from the
+// one block that holds it (off = m - 1 for the forward's layout, 0 for the backward's).
+template <class T>
+__global__ void __launch_bounds__(kThreads) copy_out_kernel(Geom g, int64_t off, Arrays<T> a) {
+  const unsigned rb = blockIdx.x;
+  const Row r = row_of(g, rb);
+  const int64_t n = g.L - r.t0 < g.S ? g.L - r.t0 : g.S;  // outputs of this block
+  const int64_t from = int64_t(rb) * g.N + off, to = r.base + r.t0;
+#pragma unroll
+  for (int e = 0; e < kPer; ++e) {
+    const int64_t q = pos(e);
+    if (q >= n) return;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (k >= a.n) break;
+      a.dst[k][to + q] = a.src[k][from + q];
+    }
+  }
+}
+
+// out[h, s] = in[h, s] for s < n, 0 for n <= s < ld_out (rows of stride ld_in): the taps used,
+// and dk from the inner plan's (H, m) (taps past m never matter).
+template <class T>
+__global__ void rows_kernel(const T* __restrict__ in, int64_t ld_in, int64_t n, int64_t H, int64_t ld_out,
+                            T* __restrict__ out) {
+  const int64_t s = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (s >= ld_out) return;
+  for (int64_t h = blockIdx.y; h < H; h += gridDim.y)
+    out[h * ld_out + s] = s < n ? in[h * ld_in + s] : From<T>::of(0.f);
+}
+
 }  // namespace
 
-int64_t fft_size(int64_t m) {
+int64_t fft_size(int64_t m, int ratio) {
   int64_t n = kMinN;
-  while (n / 4 < m) n *= 2;  // n >= 4m without forming 4m
+  while (n / ratio < m) n *= 2;  // n >= ratio · m without forming it
   return n;
 }
+
+int ratio_of(int algo) { return algo == kAlgo ? kRatio : algo == kAlgo + 1 ? 8 : algo == kAlgo + 2 ? 16 : 0; }
 
 bool automatic(bool circular, DType dt, int64_t L, int64_t Lk) {
   if (circular || !(dt == DType::f32 || dt == DType::f16 || dt == DType::bf16)) return false;
@@ -145,9 +234,8 @@ bool automatic(bool circular, DType dt, int64_t L, int64_t Lk) {
   return m > direct::kAutoTaps && m <= kMaxTaps && row > 2 * fused::kMaxN && kAutoRatio * fft_size(m) <= row;
 }
 
-Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward)
+Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward, int ratio)
     : dt_(dt),
-      ct_(dt == DType::f64 ? DType::f64 : DType::f32),
       B_(B),
       H_(H),
       L_(L),
@@ -159,87 +247,129 @@ Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular,
     throw TypeError(msg("argument 'dtype': the blocks fftconv solver takes float16, bfloat16, float32 or float64, got ",
                         dtype_name(dt)));
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
-  static_assert(4 * kMaxTaps / (kThreads * kPer) <= 65535, "grid.y of the largest block");
-  check_arg(m_ <= kMaxTaps, "k", "the blocks solver takes at most ", kMaxTaps, " taps used (block FFT <= ",
-            4 * kMaxTaps, "), got ", m_, " (L = ", L, ", Lk = ", Lk, ")");
-  N_ = blocks::fft_size(m_);
+  static_assert(kMaxN / (kThreads * kPer) <= 65535, "grid.y of the largest block");
+  check_arg(m_ <= kMaxN / ratio, "k", "the blocks solver takes at most ", kMaxN / ratio, " taps used (block FFT <= ",
+            kMaxN, ", ", ratio, " times the taps), got ", m_, " (L = ", L, ", Lk = ", Lk, ")");
+  N_ = blocks::fft_size(m_, ratio);
   S_ = N_ - (m_ - 1);
   nb_ = (L + S_ - 1) / S_;
   rows_ = checked_count("L", {B, nb_, H});
   check_arg(rows_ <= INT_MAX, "L", "the blocks solver takes fewer than 2^31 blocks in all, got B·H·ceil(L / S) = ",
             rows_, " (S = ", S_, " outputs per block of ", N_, ")");
   geom_ = Geom{L, N_, S_, m_, unsigned(H), unsigned(nb_), circular};
-  const int64_t ce = ct_ == DType::f64 ? 8 : 4;
-  const size_t bytes = size_t(checked_bytes("L", {rows_, N_}, ce));
-  const size_t taps_bytes = size_t(checked_bytes("k", {H, m_}, ce));
-  inner_ = std::make_unique<FFTConvPlan>(B * nb_, H, N_, m_, true, ct_, with_backward);
+  const int64_t e = dt == DType::f64 ? 8 : dt == DType::f32 ? 4 : 2;
+  const size_t bytes = size_t(checked_bytes("L", {rows_, N_}, e));
+  const size_t taps_bytes = size_t(checked_bytes("k", {H, m_}, e));
+  const bool b16 = e == 2;
+  inner_ = std::make_unique<FFTConvPlan>(B * nb_, H, N_, m_, true, dt, with_backward);
   x_.allocate(bytes);
   o_.allocate(bytes);
   taps_.allocate(taps_bytes);
-  skip_.allocate(size_t(checked_bytes("skip", {H}, ce)));
+  if (b16) {
+    p_.allocate(bytes);
+    q_.allocate(bytes);
+  }
   if (with_backward) {
     z_.allocate(bytes);
     dtaps_.allocate(taps_bytes);
+    if (b16) r_.allocate(bytes);
   }
 }
 
 Plan::~Plan() = default;
 
 size_t Plan::workspace_bytes() const {
-  return x_.bytes() + z_.bytes() + o_.bytes() + taps_.bytes() + dtaps_.bytes() + skip_.bytes() +
-         inner_->workspace_bytes();
-}
-
-template <class T>
-const void* Plan::skip_c(const T* skip, cudaStream_t s) {
-  if (!skip) return nullptr;
-  using Tc = typename Compute<T>::type;
-  k::pad<T, Tc><<<grid2(H_, 1, k::kThreads), k::kThreads, 0, s>>>(skip, nullptr, 1, H_, H_, H_, H_, Tc(1),
-                                                                   skip_.as<Tc>());
-  STRUX_LAUNCH("fftconv blocks pad(skip)");
-  return skip_.get();
+  return x_.bytes() + z_.bytes() + o_.bytes() + p_.bytes() + q_.bytes() + r_.bytes() + taps_.bytes() +
+         dtaps_.bytes() + inner_->workspace_bytes();
 }
 
 template <class T>
 void Plan::set_filter(const T* kf, cudaStream_t s) {
-  using Tc = typename Compute<T>::type;
-  k::pad<T, Tc><<<grid2(m_, H_, k::kThreads), k::kThreads, 0, s>>>(kf, nullptr, H_, Lk_, m_, m_, m_, Tc(1),
-                                                                    taps_.as<Tc>());
-  STRUX_LAUNCH("fftconv blocks pad(k)");
+  rows_kernel<T><<<grid2(m_, H_, k::kThreads), k::kThreads, 0, s>>>(kf, Lk_, m_, H_, m_, taps_.as<T>());
+  STRUX_LAUNCH("fftconv blocks rows(k)");
   inner_->set_filter(taps_.get(), s);
 }
 
 template <class T>
 void Plan::forward(const T* u, const T* pre, const T* post, const T* skip, T* y, cudaStream_t s) {
-  using Tc = typename Compute<T>::type;
-  gather_kernel<T, Tc, false><<<grid(rows_, N_), kThreads, 0, s>>>(geom_, u, pre, x_.as<Tc>());
-  STRUX_LAUNCH("fftconv blocks gather(v)");
-  inner_->forward(x_.get(), nullptr, nullptr, skip_c(skip, s), o_.get(), s);
-  scatter_kernel<T, Tc><<<grid(rows_, S_), kThreads, 0, s>>>(geom_, o_.as<Tc>(), post, y);
-  STRUX_LAUNCH("fftconv blocks scatter(y)");
+  if constexpr (sizeof(T) == 2) {
+    forward16(u, pre, post, skip, y, s);
+  } else {
+    gather_kernel<T, T, false><<<grid(rows_, N_), kThreads, 0, s>>>(geom_, u, pre, x_.as<T>());
+    STRUX_LAUNCH("fftconv blocks gather(v)");
+    inner_->forward(x_.get(), nullptr, nullptr, skip, o_.get(), s);
+    scatter_kernel<T, T><<<grid(rows_, S_), kThreads, 0, s>>>(geom_, o_.as<T>(), post, y);
+    STRUX_LAUNCH("fftconv blocks scatter(y)");
+  }
+}
+
+template <class T>
+void Plan::forward16(const T* u, const T* pre, const T* post, const T* skip, T* y, cudaStream_t s) {
+  Arrays<T> in{};
+  in.add(u, x_.as<T>(), kHist);
+  if (pre) in.add(pre, p_.as<T>(), kHist);
+  if (post) in.add(post, q_.as<T>(), kHist);
+  copy_in_kernel<T><<<grid(rows_, N_), kThreads, 0, s>>>(geom_, in);
+  STRUX_LAUNCH("fftconv blocks copy_in(u)");
+  inner_->forward(x_.get(), pre ? p_.get() : nullptr, post ? q_.get() : nullptr, skip, o_.get(), s);
+  Arrays<T> out{};
+  out.add(o_.as<T>(), y, 0);
+  copy_out_kernel<T><<<grid(rows_, S_), kThreads, 0, s>>>(geom_, m_ - 1, out);
+  STRUX_LAUNCH("fftconv blocks copy_out(y)");
 }
 
 template <class T>
 void Plan::backward(const T* dy, const T* u, const T* pre, const T* post, const T* skip, T* du, T* dk, T* dpre,
                     T* dpost, T* dskip, cudaStream_t s) {
-  using Tc = typename Compute<T>::type;
   check_arg(with_backward_, "plan", "this plan was made without backward workspace");
-  gather_kernel<T, Tc, false><<<grid(rows_, N_), kThreads, 0, s>>>(geom_, u, pre, x_.as<Tc>());
-  STRUX_LAUNCH("fftconv blocks gather(v)");
-  gather_kernel<T, Tc, true><<<grid(rows_, N_), kThreads, 0, s>>>(geom_, dy, post, z_.as<Tc>());
-  STRUX_LAUNCH("fftconv blocks gather(dz)");
-  // The inner gradients: dv blocks into o_, dk (summed over every block) into dtaps_; skip gives
-  // dv its skip·dz. dskip = dk[h, 0] (both are Σ dz·v), written by filter_grad below.
-  const void* sk = skip_c(skip, s);
-  inner_->backward(z_.get(), x_.get(), nullptr, nullptr, sk, o_.get(), dtaps_.get(), nullptr, nullptr, nullptr, s);
-  // dpostgate needs the forward's z + skip·v: the inner forward again, into the dz blocks (read by now).
-  if (dpost) inner_->forward(x_.get(), nullptr, nullptr, sk, z_.get(), s);
-  finish_kernel<T, Tc><<<grid(rows_, S_), kThreads, 0, s>>>(geom_, o_.as<Tc>(), z_.as<Tc>(), dy, u, pre, du, dpre,
+  if constexpr (sizeof(T) == 2) {
+    backward16(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
+  } else {
+    gather_kernel<T, T, false><<<grid(rows_, N_), kThreads, 0, s>>>(geom_, u, pre, x_.as<T>());
+    STRUX_LAUNCH("fftconv blocks gather(v)");
+    gather_kernel<T, T, true><<<grid(rows_, N_), kThreads, 0, s>>>(geom_, dy, post, z_.as<T>());
+    STRUX_LAUNCH("fftconv blocks gather(dz)");
+    // The inner gradients: dv blocks into o_, dk (summed over every block) into dtaps_; skip gives
+    // dv its skip·dz. dskip = dk[h, 0] (both are Σ dz·v), written by filter_grad below.
+    inner_->backward(z_.get(), x_.get(), nullptr, nullptr, skip, o_.get(), dtaps_.get(), nullptr, nullptr, nullptr,
+                     s);
+    // dpostgate needs the forward's z + skip·v: the inner forward again, into the dz blocks (read by now).
+    if (dpost) inner_->forward(x_.get(), nullptr, nullptr, skip, z_.get(), s);
+    finish_kernel<T, T><<<grid(rows_, S_), kThreads, 0, s>>>(geom_, o_.as<T>(), z_.as<T>(), dy, u, pre, du, dpre,
                                                              dpost);
-  STRUX_LAUNCH("fftconv blocks finish(du)");
-  k::filter_grad<T, Tc><<<grid2(Lk_, H_, k::kThreads), k::kThreads, 0, s>>>(dtaps_.as<Tc>(), m_, H_, Lk_, m_, dk,
+    STRUX_LAUNCH("fftconv blocks finish(du)");
+    k::filter_grad<T, T><<<grid2(Lk_, H_, k::kThreads), k::kThreads, 0, s>>>(dtaps_.as<T>(), m_, H_, Lk_, m_, dk,
                                                                              dskip);
-  STRUX_LAUNCH("fftconv blocks filter_grad");
+    STRUX_LAUNCH("fftconv blocks filter_grad");
+  }
+}
+
+template <class T>
+void Plan::backward16(const T* dy, const T* u, const T* pre, const T* post, const T* skip, T* du, T* dk, T* dpre,
+                      T* dpost, T* dskip, cudaStream_t s) {
+  // dpost = dy ⊙ (z + skip·v): the forward with dy as its postgate (its blocks are reused below).
+  if (dpost) forward16(u, pre, dy, skip, dpost, s);
+  Arrays<T> in{};
+  in.add(u, x_.as<T>(), kAheadV);
+  in.add(dy, z_.as<T>(), kAheadDz);
+  if (pre) in.add(pre, p_.as<T>(), kAheadV);
+  if (post) in.add(post, q_.as<T>(), kAheadDz);
+  copy_in_kernel<T><<<grid(rows_, N_), kThreads, 0, s>>>(geom_, in);
+  STRUX_LAUNCH("fftconv blocks copy_in(u, dy)");
+  // du (and dpre) blocks, whole at i < S; dk and dskip summed over every block by the inner plan,
+  // straight into dk when its rows are m long.
+  T* dki = Lk_ == m_ ? dk : dtaps_.as<T>();
+  inner_->backward(z_.get(), x_.get(), pre ? p_.get() : nullptr, post ? q_.get() : nullptr, skip, o_.get(), dki,
+                   dpre ? r_.get() : nullptr, nullptr, dskip, s);
+  Arrays<T> out{};
+  out.add(o_.as<T>(), du, 0);
+  if (dpre) out.add(r_.as<T>(), dpre, 0);
+  copy_out_kernel<T><<<grid(rows_, S_), kThreads, 0, s>>>(geom_, 0, out);
+  STRUX_LAUNCH("fftconv blocks copy_out(du)");
+  if (dki != dk) {
+    rows_kernel<T><<<grid2(Lk_, H_, k::kThreads), k::kThreads, 0, s>>>(dki, m_, m_, H_, Lk_, dk);
+    STRUX_LAUNCH("fftconv blocks rows(dk)");
+  }
 }
 
 #define STRUX_BLOCKS(T)                                                                                          \

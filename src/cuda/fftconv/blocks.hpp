@@ -10,17 +10,28 @@
 //             v[t + L] in circular mode; zero past L), then y[jS + q] = (k ⊛_N x_j)[m − 1 + q]
 //             for q < S: the outputs that no wrap-around reaches (the circular sum at position
 //             i ≥ m − 1 reads x_j[i − s], s < m, without wrapping).
-//   backward: the inner backward on the gathered dz = dy ⊙ postgate, zero at the discarded
-//             positions i < m − 1 (and past L), gives dk already summed over every block (its batch
-//             holds them) and dv per block; dv[t] is the sum of the (at most two: S > m − 1)
-//             blocks holding t, plus block 0's head for circular t ≥ L − (m − 1).
+//   backward (float32 / float64; the 16-bit one below): the inner backward on the gathered
+//             dz = dy ⊙ postgate, zero at the discarded positions i < m − 1 (and past L), gives dk
+//             already summed over every block (its batch holds them) and dv per block; dv[t] is
+//             the sum of the (at most two: S > m − 1) blocks holding t, plus block 0's head for
+//             circular t ≥ L − (m − 1).
 // skip goes to the inner plan (its v at output position m − 1 + q is v[jS + q], and its dz is zero
-// where an output is discarded, so skip·v, skip·dz and dskip = dk[0] come out once per t). The
-// gates are applied here, in float32 (float64), around it.
+// where an output is discarded, so skip·v, skip·dz and dskip = dk[0] come out once per t).
 //
-// Why the blocks are float32 for float16/bfloat16 too: the contract's arithmetic is float32, so
-// v = u ⊙ pregate, the block outputs and their sums must not be rounded to 16 bits on the way;
-// the price is twice the block traffic of 16-bit blocks (a measured follow-up could trade that).
+// The blocks are in the input dtype (the inner plan's), and no value is rounded to it on the way
+// that the whole-row solvers keep in float32 (DESIGN.md: arithmetic at least float32):
+// - float32 / float64: the gates are applied in the gather and the scatter, in that type.
+// - float16 / bfloat16 (the "16-bit path", half the block bytes of float32 blocks): the blocks are
+//   copies of u, the gates and dy, and the gates go to the inner plan as blocks of their own, so
+//   u ⊙ pregate, the postgate product and z + skip·v are formed in float32 inside the inner
+//   kernels and the output is rounded once (each y equals the float32 path's, rounded). The
+//   backward cannot sum 16-bit partial dv of two blocks (that would round before the overlap
+//   sum), so it runs the inner backward on blocks laid out ahead instead of behind: block j holds
+//   v[jS + i] at i < S (zero past) and dz[jS + i] at every i < N (the m − 1 past the block's S
+//   outputs are what its correlation reads; circular: the row's start past L), so each dv[t], and
+//   du = dv ⊙ pre, dpre = dv ⊙ u, come whole from one block, computed in float32 and rounded once;
+//   dk and dskip are the inner plan's own (float32 sums over every block, rounded once); dpost =
+//   dy ⊙ (z + skip·v) is the forward with dy as its postgate.
 #pragma once
 
 #include <cstddef>
@@ -40,13 +51,21 @@ constexpr int kAlgo = 10;
 constexpr int64_t kMinN = 1024;
 // The automatic rule's least ratio of the padded row L + m - 1 to the block transform N.
 constexpr int64_t kAutoRatio = 8;
-// The most taps used: N <= 2^25 keeps the kernels' grid.y (N / 1024 CTAs per block row) in range.
-constexpr int64_t kMaxTaps = int64_t(1) << 23;
+// The largest block transform: N <= 2^25 keeps the kernels' grid.y (N / 1024 CTAs per block row)
+// in range; at the default ratio 4 that is m <= 2^23 taps used.
+constexpr int64_t kMaxN = int64_t(1) << 25;
+// Block size ratios N >= ratio · m: 4 (algo 10 and the automatic rule); 8 and 16 by algos 11 and
+// 12 (forced only: probes of the block size, bench/gpu_fftconv_blocks.py).
+constexpr int kRatio = 4;
+// The most taps used at the default ratio.
+constexpr int64_t kMaxTaps = kMaxN / kRatio;
+// The ratio a plan algo forces (11 → 8, 12 → 16, else kRatio); 0 when algo is none of 10, 11, 12.
+int ratio_of(int algo);
 
-// Block transform size for m taps used: the power of two >= max(kMinN, 4m), so S >= 3N/4 + 1
-// (at most a third more transform work than outputs) while the transform stays in the fused
-// kernels' range (N <= 32768) up to m = 8192. N = 8m or 16m were not measured.
-int64_t fft_size(int64_t m);
+// Block transform size for m taps used: the power of two >= max(kMinN, ratio · m); at ratio 4,
+// S >= 3N/4 + 1 (at most a third more transform work than outputs) while the transform stays in
+// the fused kernels' range (N <= 32768) up to m = 8192. N = 8m and 16m: algos 11 and 12, to measure.
+int64_t fft_size(int64_t m, int ratio = kRatio);
 
 // Whether the automatic choice (plan algo 0) takes this solver: causal, float32/float16/bfloat16
 // (the inner plan then runs the fused kernels), more taps used than the direct kernels take
@@ -69,7 +88,8 @@ struct Geom {
 
 class Plan {
  public:
-  Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward);
+  Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward,
+       int ratio = kRatio);
   ~Plan();
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
@@ -92,18 +112,24 @@ class Plan {
   size_t workspace_bytes() const;
 
  private:
+  // The 16-bit path (top of this file): copies in, the gates to the inner plan, copies out.
   template <class T>
-  const void* skip_c(const T* skip, cudaStream_t s);  // skip in the compute type (null stays null)
+  void forward16(const T* u, const T* pre, const T* post, const T* skip, T* y, cudaStream_t s);
+  template <class T>
+  void backward16(const T* dy, const T* u, const T* pre, const T* post, const T* skip, T* du, T* dk, T* dpre,
+                  T* dpost, T* dskip, cudaStream_t s);
 
-  DType dt_, ct_;  // the plan's dtype; the blocks' compute type (float32, or float64 for float64)
+  DType dt_;  // the plan's dtype: the blocks' and the inner plan's
   int64_t B_, H_, L_, Lk_, m_, N_, S_, nb_, rows_;  // rows_ = B·nb·H block rows
   bool circular_, with_backward_;
   Geom geom_;
-  std::unique_ptr<FFTConvPlan> inner_;  // circular, (B·nb, H, N), m taps, dtype ct_
-  // (rows_, N) in ct_: x_, the blocks of v; z_, those of dz (backward), then of z + skip·v (for
-  // dpostgate); o_, the inner plan's output (the blocks of y or of dv).
-  DeviceBuffer x_, z_, o_;
-  DeviceBuffer taps_, dtaps_, skip_;  // (H, m), (H, m), (H,) in ct_
+  std::unique_ptr<FFTConvPlan> inner_;  // circular, (B·nb, H, N), m taps, dtype dt_
+  // (rows_, N) in dt_. float32 / float64: x_, the blocks of v; z_, those of dz (backward), then of
+  // z + skip·v (for dpostgate); o_, the inner plan's output (the blocks of y or of dv).
+  // 16-bit: x_ the blocks of u, p_ of the pregate, q_ of the postgate, o_ of y (forward); in the
+  // backward also z_ of dy, o_ of du and r_ of dpregate (forward-only plans: no z_, r_).
+  DeviceBuffer x_, z_, o_, p_, q_, r_;
+  DeviceBuffer taps_, dtaps_;  // (H, m), (H, m) in dt_
 };
 
 }  // namespace strux::cuda::blocks
