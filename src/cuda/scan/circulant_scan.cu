@@ -92,7 +92,7 @@ std::string CirculantScanPlan::describe() const {
     s += "cuFFT rfft, complex diagonal scan, irfft";
   s += "; forward_fourier ";
   if (fourier_one_pass_)
-    s += "single-pass fused kernel, Fourier form (" + std::to_string(fourier_L_) + " virtual steps per chunk, " +
+    s += "Fourier-form one-launch kernel (" + std::to_string(fourier_L_) + " virtual steps per chunk, " +
          std::to_string(fourier_C_) + " chunks, look-back, " + std::to_string(fourier_grid_) + " persistent blocks)";
   else
     s += "cuFFT around the complex diagonal scan";
