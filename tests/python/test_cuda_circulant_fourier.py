@@ -128,7 +128,7 @@ def test_fourier_default_rule():
 
 @pytest.mark.parametrize("n", [4, 64, 256])
 @pytest.mark.parametrize("with_h0", [False, True])
-def test_torch_eager_path_matches_op(n, with_h0):
+def test_torch_circulant_eager_path_matches_op(n, with_h0):
     """strux.torch.circulant_scan's eager path (no op dispatch) against the registered op."""
     import strux.torch as st
     from strux.torch import _scan
@@ -151,7 +151,7 @@ def test_torch_eager_path_matches_op(n, with_h0):
 
 
 @pytest.mark.parametrize("n", [64, 256])
-def test_layer_p1_against_float64_loop(n):
+def test_layer_p1_fourier_against_float64_loop(n):
     from strux.torch.ssm import CirculantSSM, reference_states
     torch.manual_seed(n)
     layer = CirculantSSM(32, n).cuda()
