@@ -134,8 +134,8 @@ def test_torch_circulant_eager_path_matches_op(n, with_h0):
     from strux.torch import _scan
     ah, u, h0 = inputs(2, 37, n, seed=n)
     h0 = h0 if with_h0 else None
-    leaves = [x.clone().requires_grad_() for x in (ah, u) + ((h0,) if with_h0 else ())]
-    leaves2 = [x.clone().requires_grad_() for x in leaves]
+    leaves = [x.detach().clone().requires_grad_() for x in (ah, u) + ((h0,) if with_h0 else ())]
+    leaves2 = [x.detach().clone().requires_grad_() for x in leaves]
     h = st.circulant_scan(leaves[0], leaves[1], leaves[2] if with_h0 else None, fourier=True)
     h2 = _scan._circ_scan(leaves2[0], leaves2[1], leaves2[2] if with_h0 else None, True)
     assert rel(h, ref(ah, u, h0)) < TOL
