@@ -7,7 +7,8 @@ GPU (issue 14: circ >= 0.5x real01 at n = 64, B = 16, T = 2048).
 2. Where a layer's forward goes: host time per call (strux.bench.timing.host_us: the Python and
    launch work) and GPU time per call (back_to_back_ms: calls queued behind a GPU sleep), for
    circ, real01 and two variants of circ in the same process: "circ-oldglue" (the previous glue:
-   views, broadcast polar, index + contiguous, the registered op's dispatch) and "circ-fft" (the
+   views, broadcast polar, index + contiguous, the registered op's dispatch; inside the op the
+   new cheap checks and the default kernel) and "circ-fft" (the
    new glue with the forward_fourier cuFFT path forced).
 3. The scan alone, Fourier form: the one-launch kernel ("onepass") vs the cuFFT path ("fft") and
    the default ("auto"), GPU ms and % of the byte floor (read â 8 (n/2+1) + u 4 n, write h 4 n
