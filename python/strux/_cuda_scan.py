@@ -262,6 +262,52 @@ def _circ_args(a, u, h0, fourier):
     return a, cr(u), cr(h0), fourier, _a.dtname(u)
 
 
+def circ_ok(a, u, h0, fourier):
+    """The device when torch a, u, h0 (or None) pass every check of a float32 circulant_scan as
+    they are: u float32 (B, T, n), n >= 2; a float32 (B, T, n), or with ``fourier`` (a bool)
+    complex64 (B, T, n//2 + 1); h0 float32 (B, n); one CUDA device, C-contiguous, no lazy
+    conjugate / negative bits; else None (the full checks then name the argument). One read of
+    each attribute: the eager torch path calls this on every call."""
+    s = u.shape
+    if len(s) != 3 or type(a) is not type(u) or 0 in s or s[2] < 2:
+        return None
+    f32 = _a._TORCH_DTYPE.get("float32")
+    if u.dtype is not f32 or a.dtype is not (_a._TORCH_DTYPE["complex64"] if fourier else f32) \
+            or a.shape != ((s[0], s[1], s[2] // 2 + 1) if fourier else s) \
+            or not (u.is_cuda and u.is_contiguous() and a.is_contiguous()) or u.is_neg() or a.is_neg() \
+            or (fourier and a.is_conj()):
+        return None
+    dev = u.get_device()
+    if a.get_device() != dev:
+        return None
+    if h0 is not None and (type(h0) is not type(u) or h0.dtype is not f32 or h0.shape != (s[0], s[2])
+                           or not h0.is_contiguous() or h0.get_device() != dev or h0.is_neg()):
+        return None
+    return dev
+
+
+_F32_CODE = _DTYPE_CODE["float32"]
+_CWS: dict = {}  # (device, B, T, n, fused) -> workspace bytes of that float32 circulant_scan plan
+
+
+def circ_fwd_torch(a, u, h0, fourier, dev, fused=-1):
+    """h from torch a, u, h0 that passed circ_ok (dev: its answer): the native forward with no
+    re-reads (float32 only, so no casts)."""
+    B, T, n = u.shape
+    key = (dev, B, T, n, fused)
+    nbytes = _CWS.get(key)
+    if nbytes is None:
+        if len(_CWS) > 1024:
+            _CWS.clear()
+        nbytes = _CWS[key] = _ext.cuda_circulant_scan_workspace(dev, B, T, n, _F32_CODE, fused)
+    h = _a.torch_empty_like(u)
+    ws = u.new_empty((nbytes,), dtype=_a._TORCH_DTYPE["uint8"])  # held until enqueued
+    _ext.cuda_circulant_scan_forward(a.data_ptr(), fourier, u.data_ptr(), 0 if h0 is None else h0.data_ptr(),
+                                     h.data_ptr(), ws.data_ptr(), nbytes, B, T, n, _F32_CODE, dev, _a._torch_stream(dev),
+                                     fused)
+    return h
+
+
 def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False, options=None):
     """h_t = circ(a_t) h_{t-1} + u_t on the GPU (circ(a)[i, j] = a[(i - j) mod n]); u real (B, T, n).
 
@@ -270,14 +316,20 @@ def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False, options=
     Computed in float32 (float16/bfloat16 are cast and the result cast back) or float64. Spatial a,
     float32, n = 256, 512 or 1024 (B <= 65535): the single-pass fused kernel (FFT over n, the
     Fourier-domain scan and the inverse FFT in one launch; a NaN / Inf entering at step t may also
-    reach h_{t-1} of its row, as two steps share one inverse FFT); otherwise cuFFT rfft over n, the
-    complex diagonal scan of the half spectra, irfft. Returns h, or (h, h[:, -1]).
+    reach h_{t-1} of its row, as two steps share one inverse FFT); ``fourier=True``, float32,
+    n = 64, 128 or 256: the same kernel's Fourier form (â and u read once, h written once);
+    otherwise cuFFT rfft over n, the complex diagonal scan of the half spectra, irfft. Float32
+    torch tensors that pass circ_ok as they are go straight to the native call. Returns h, or
+    (h, h[:, -1]).
     ``options={"path": "fft" | "fused" | "onepass"}`` forces a path (strux._cuda_options.circulant_scan_code);
     circulant_scan_describe says which one runs.
     """
+    fused = _O.circulant_scan_code(options)
+    if type(u) in _a.TT and (fourier is True or fourier is False) and (dev := circ_ok(a, u, h0, fourier)) is not None:
+        h = circ_fwd_torch(a, u, h0, fourier, dev, fused)
+        return (h, h[:, -1]) if _a.flag(return_final, "return_final") else h
     _a.need()
     return_final = _a.flag(return_final, "return_final")
-    fused = _O.circulant_scan_code(options)
     a, u32, h032, fourier, dt = _circ_args(a, u, h0, fourier)
     B, T, n = u32.shape
     if n == 1:  # a 1x1 circulant is a scalar: no transform needed

@@ -82,7 +82,10 @@ class DiagScanPlan {
 // one. fused = false: the cuFFT path. Unset: the single-pass kernel where measured faster (float32,
 // n = 256, 512 or 1024, B <= 65535, B (T + 1) < 2^31), else the cuFFT path. The single-pass kernel
 // inverts two steps in one complex FFT, so a NaN / Inf entering at step t may also reach h_{t-1}
-// of the same row. forward_fourier and backward keep the cuFFT path.
+// of the same row. forward_fourier (a given as its half spectra): the single-pass kernel's Fourier
+// form (â and u read once, h written once) when unset with float32, n = 64, 128 or 256 (the same
+// B limits), or forced by fused = true with one_pass; the cuFFT path otherwise (fused = false, or
+// fused = true without one_pass: there is no three-launch Fourier form). backward: the cuFFT path.
 struct CirculantScanOptions {
   std::optional<bool> fused;
   bool one_pass = false;
@@ -94,6 +97,7 @@ class CirculantScanPlan {
                     const CirculantScanOptions& opt = {});
   bool fused() const { return fused_; }
   bool one_pass() const { return one_pass_; }
+  bool fourier_one_pass() const { return fourier_one_pass_; }  // what forward_fourier runs
   std::string describe() const;  // what the forward runs, in words
   ~CirculantScanPlan();
   CirculantScanPlan(const CirculantScanPlan&) = delete;
@@ -127,6 +131,8 @@ class CirculantScanPlan {
   bool fused_ = false;
   bool one_pass_ = false;
   int64_t fused_L_ = 0, fused_C_ = 0, fused_grid_ = 0;  // the fused kernels' chunks (CircFusedShape)
+  bool fourier_one_pass_ = false;                        // forward_fourier: the single-pass kernel
+  int64_t fourier_L_ = 0, fourier_C_ = 0, fourier_grid_ = 0;
 };
 
 // block_circulant_scan, float32: a (B, T, p, p, k), u (B, T, n = p k). cuFFT rfft over k turns

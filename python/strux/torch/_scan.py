@@ -196,10 +196,39 @@ def _circ_backward(ctx, dh):
 _circ_scan.register_autograd(_circ_backward, setup_context=_circ_setup)
 
 
+class _CircScanFn(torch.autograd.Function):
+    """Eager autograd of circulant_scan without the op dispatch (strux::circulant_scan's kernels
+    and backward formulas)."""
+
+    @staticmethod
+    def forward(ctx, a, u, h0, fourier, dev):
+        ctx.has_h0, ctx.fourier = h0 is not None, fourier
+        ctx.save_for_backward(a, u, h0 if h0 is not None else u.new_empty(0))
+        return _S.circ_fwd_torch(a, u, h0, fourier, dev)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dh):
+        a, u, h0 = ctx.saved_tensors
+        da, du, dh0 = _S.circulant_scan_vjp(dh.contiguous(), a, u, h0=h0 if ctx.has_h0 else None,
+                                            fourier=ctx.fourier)
+        return da, du, dh0, None, None
+
+
 def circulant_scan(a: Tensor, u: Tensor, h0: Optional[Tensor] = None, *, fourier: bool = False,
                    return_final: bool = False):
     """Differentiable h_t = circ(a_t) h_{t-1} + u_t; u (B, T, n) real, a (B, T, n) real or, with
-    ``fourier=True``, its half spectrum (B, T, n//2 + 1) complex (strux.circulant_scan)."""
+    ``fourier=True``, its half spectrum (B, T, n//2 + 1) complex (strux.circulant_scan). In eager
+    mode, float32 CUDA tensors that pass strux._cuda_scan.circ_ok as they are skip the op dispatch
+    (the same kernels and backward)."""
+    if _LEAN and (fourier is True or fourier is False) and type(u) in _a.TT and not _compiling() \
+            and _plain_eager() and (dev := _S.circ_ok(a, u, h0, fourier)) is not None:
+        return_final = return_final if type(return_final) is bool else _C._flag(return_final, "return_final")
+        if torch.is_grad_enabled() and (a.requires_grad or u.requires_grad or (h0 is not None and h0.requires_grad)):
+            h = _CircScanFn.apply(a, u, h0, fourier, dev)
+        else:
+            h = _S.circ_fwd_torch(a, u, h0, fourier, dev)
+        return (h, h[:, -1]) if return_final else h
     fourier, return_final = _C._flag(fourier, "fourier"), _C._flag(return_final, "return_final")
     _ck_tensors(_ck_REAL, "u", u, _H0, h0=h0)
     _ck_tensor("a", a, _ck_COMPLEX if fourier else _ck_REAL, u, "u")

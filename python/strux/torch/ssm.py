@@ -81,10 +81,18 @@ class CirculantSSM(nn.Module):
                 self.mix_proj.weight.mul_(0.1)
                 self.mix_proj.bias.copy_(4.0 * torch.eye(p, **kw).flatten())
 
+    def _spectra(self, x: Tensor) -> Tensor:
+        """p = 1: â = r e^{iθ} (B, T, F) complex, contiguous, as the scan takes it (no views,
+        broadcast or copy: each is a host-side op per call, and the layer's forward at small n is
+        bound by those, bench/NOTES-gpu-scan-circulant.md "Fourier form")."""
+        return torch.polar(torch.sigmoid(self.r_proj(x)), self.theta_proj(x))
+
     def transition(self, x: Tensor) -> Tensor:
         """Â (B, T, p, p, F) complex: the blocks' half spectra (p = 1: â, (B, T, 1, 1, F))."""
         B, T, _ = x.shape
         p, F = self.p, self.nfreq
+        if p == 1:
+            return self._spectra(x).view(B, T, 1, 1, F)
         r = torch.sigmoid(self.r_proj(x)).view(B, T, p, 1, F)
         if self.mix_proj is not None:
             r = r * torch.softmax(self.mix_proj(x).view(B, T, p, p), dim=-1).unsqueeze(-1)
@@ -94,10 +102,9 @@ class CirculantSSM(nn.Module):
     def states(self, x: Tensor, h0: Tensor = None) -> Tensor:
         """h (B, T, n): the spatial states of the recurrence (the scan's output)."""
         u = self.in_proj(x)
-        a_hat = self.transition(x)
         if self.p == 1:
-            return circulant_scan(a_hat[:, :, 0, 0].contiguous(), u, h0, fourier=True)
-        a = torch.fft.irfft(a_hat, n=self.k, dim=-1).contiguous()
+            return circulant_scan(self._spectra(x), u, h0, fourier=True)
+        a = torch.fft.irfft(self.transition(x), n=self.k, dim=-1).contiguous()
         return block_circulant_scan(a, u, h0)
 
     def forward(self, x: Tensor, h0: Tensor = None, return_state: bool = False):

@@ -19,10 +19,16 @@ int64_t circulant_fused_workspace(int64_t B, int64_t n, const CircFusedShape& sh
 void circulant_fused_forward(int64_t B, int64_t T, int64_t n, const CircFusedShape& sh, const float* a,
                              const float* u, const float* h0, float* h, void* ws, cudaStream_t s);
 
-// The single-pass kernel (circulant_onepass.cuh): a and u read once, h written once.
-CircFusedShape circulant_onepass_shape(int64_t B, int64_t T, int64_t n, int64_t sms);
+// The single-pass kernel (circulant_onepass.cuh): a and u read once, h written once. fourier:
+// the shape of the Fourier-form kernel (a_hat read instead of a: more shared memory per block).
+CircFusedShape circulant_onepass_shape(int64_t B, int64_t T, int64_t n, int64_t sms, bool fourier = false);
 int64_t circulant_onepass_workspace(int64_t B, int64_t n, const CircFusedShape& sh);
 void circulant_onepass_forward(int64_t B, int64_t T, int64_t n, const CircFusedShape& sh, const float* a,
                                const float* u, const float* h0, float* h, void* ws, cudaStream_t s);
+// The same for the Fourier form: a_hat (B, T, n/2 + 1) complex64 (the imaginary parts at
+// frequency 0 and n/2 ignored); the workspace as circulant_onepass_workspace, the shape from
+// circulant_onepass_shape(..., fourier = true).
+void circulant_onepass_forward_fourier(int64_t B, int64_t T, int64_t n, const CircFusedShape& sh, const void* a_hat,
+                                       const float* u, const float* h0, float* h, void* ws, cudaStream_t s);
 
 }  // namespace strux::cuda

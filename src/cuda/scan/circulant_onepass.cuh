@@ -24,6 +24,12 @@
 // Time is shifted by one step: virtual step g = t + 1, and g = 0 is a step with a = 0 and u = h0
 // (or 0), so h0 enters the scan with no transform of its own.
 //
+// The Fourier form (FOURIER = true, CirculantScanPlan::forward_fourier): a is given as its half
+// spectra â (B, T, N/2 + 1) complex. Step 1 then transforms z_s = u_s alone (Z = U: the half
+// frequencies f < N/2 read directly, f = 0 and N/2 from the real parts), and the chunk's S x Q
+// values of â are read once, coalesced (a chunk's â is one contiguous span), into a shared array
+// A_s[q] (q = 0: the real parts of â_0 and â_{N/2}, as irfft reads them). Steps 2-5 are the same.
+//
 // Shared layout: an M x R buffer per step, element (n1, k2) at n1 R + (k2 + n1) mod R (the
 // rotation keeps pass 1's column writes free of bank conflicts). Pass 2 reads column k2 and writes
 // its outputs X[R k1 + k2] to the same slots, so frequency f = R k1 + k2 lives at slot(k1, k2).
@@ -54,7 +60,8 @@ struct OnePass {
 };
 
 struct OnePassArgs {
-  const float* a;   // (B, T, N)
+  const float* a;   // (B, T, N); null in the Fourier form
+  const float2* ah;  // the Fourier form: (B, T, N/2 + 1) complex; else null
   const float* u;   // (B, T, N)
   const float* h0;  // (B, N) or null
   float* h;         // (B, T, N)
@@ -156,6 +163,33 @@ __device__ __forceinline__ void op_au(const float2* z, int q, float2& A, float2&
     U = make_float2(0.5f * (zf.y + zm.y), -0.5f * (zf.x - zm.x));
   }
 }
+// The Fourier form: A from the shared â of the step, U from Z = FFT(u).
+template <int N, bool FOURIER>
+__device__ __forceinline__ void op_au2(const float2* z, const float2* as, int q, float2& A, float2& U) {
+  if constexpr (FOURIER) {
+    A = as[q];
+    if (q == 0)
+      U = make_float2(z[op_fslot<N>(0)].x, z[op_fslot<N>(N / 2)].x);
+    else
+      U = z[op_fslot<N>(q)];
+  } else {
+    op_au<N>(z, q, A, U);
+  }
+}
+
+// Item it = s Q + q of a chunk's shared â (the Fourier form): 0 outside the sequence (the virtual
+// step g = 0 has A = 0, as in the spatial form).
+template <int N>
+__device__ __forceinline__ float2 op_load_ah(const float2* ahb, int64_t g0, int64_t T, int it) {
+  constexpr int Q = OnePass<N>::Q, NF = N / 2 + 1;
+  const int s = it / Q, q = it - s * Q;
+  const int64_t gs = g0 + s;
+  if (gs < 1 || gs > T) return make_float2(0.f, 0.f);
+  const float2* r = ahb + (gs - 1) * NF;
+  if (q == 0) return make_float2(__ldcs(&r[0].x), __ldcs(&r[N / 2].x));
+  return __ldcs(r + q);
+}
+
 // Products of pair values: complex, or elementwise for the packed real pair (q = 0).
 __device__ __forceinline__ float2 qmul(bool re, float2 a, float2 b) {
   return re ? make_float2(a.x * b.x, a.y * b.y) : cmul(a, b);
@@ -164,13 +198,17 @@ __device__ __forceinline__ float2 qfma(bool re, float2 a, float2 b, float2 c) { 
   return re ? make_float2(fmaf(a.x, b.x, c.x), fmaf(a.y, b.y, c.y)) : cfma(a, b, c);
 }
 
-template <int N>
+template <int N, bool FOURIER>
 __global__ void __launch_bounds__(OP_THREADS, 2) circ_onepass(OnePassArgs g) {
   using F = OnePass<N>;
   constexpr int R = F::R, M = F::M, Q = F::Q, FI = F::FI, ZS = F::ZS;
+  // The Fourier form's â items held in registers through pass 1 (their loads overlap u's);
+  // fewer at large N, whose pass 1 leaves no registers to spare (the rest load after pass 1).
+  constexpr int AB = N <= 128 ? 8 : 2;
   extern __shared__ float2 op_smem[];
   float2* tw = op_smem;     // tw[slot(n1, k2)] = W_N^{n1 k2}
   float2* Z = op_smem + N;  // S steps x ZS
+  float2* As = Z + g.S * ZS;  // the Fourier form: S steps x Q, the chunk's â
   __shared__ unsigned int s_tk, s_w[8];
   const int tid = threadIdx.x;
   for (int i = tid; i < N; i += OP_THREADS) {
@@ -189,8 +227,17 @@ __global__ void __launch_bounds__(OP_THREADS, 2) circ_onepass(OnePassArgs g) {
     const int c = int(tk / B);
     const int64_t b = tk - int64_t(c) * B, g0 = int64_t(c) * S;  // first virtual step
     const int sv = int(T + 1 - g0 < S ? T + 1 - g0 : S);          // valid steps of this chunk
-    const float* pa = g.a + b * T * N;
+    const float* pa = FOURIER ? nullptr : g.a + b * T * N;
     const float* pu = g.u + b * T * N;
+    const float2* pah = FOURIER ? g.ah + b * T * (N / 2 + 1) : nullptr;
+    float2 av[AB];
+    if constexpr (FOURIER) {
+#pragma unroll
+      for (int j = 0; j < AB; ++j) {
+        const int it = tid + j * OP_THREADS;
+        av[j] = it < S * Q ? op_load_ah<N>(pah, g0, T, it) : make_float2(0.f, 0.f);
+      }
+    }
 
     // 1. forward FFTs. Pass 1: item (s, n1) loads z[n1 + M n2], n2 < R (coalesced over n1).
     for (int it = tid; it < S * M; it += OP_THREADS) {
@@ -199,12 +246,20 @@ __global__ void __launch_bounds__(OP_THREADS, 2) circ_onepass(OnePassArgs g) {
       float2 x[R];
       if (gs == 0) {
 #pragma unroll
-        for (int n2 = 0; n2 < R; ++n2) x[n2] = make_float2(0.f, g.h0 ? g.h0[b * N + n1 + M * n2] : 0.f);
+        for (int n2 = 0; n2 < R; ++n2) {
+          const float v = g.h0 ? g.h0[b * N + n1 + M * n2] : 0.f;
+          x[n2] = FOURIER ? make_float2(v, 0.f) : make_float2(0.f, v);
+        }
       } else if (gs <= T) {
-        const float* ra = pa + (gs - 1) * N + n1;
         const float* ru = pu + (gs - 1) * N + n1;
+        if constexpr (FOURIER) {
 #pragma unroll
-        for (int n2 = 0; n2 < R; ++n2) x[n2] = make_float2(__ldcs(ra + M * n2), __ldcs(ru + M * n2));
+          for (int n2 = 0; n2 < R; ++n2) x[n2] = make_float2(__ldcs(ru + M * n2), 0.f);
+        } else {
+          const float* ra = pa + (gs - 1) * N + n1;
+#pragma unroll
+          for (int n2 = 0; n2 < R; ++n2) x[n2] = make_float2(__ldcs(ra + M * n2), __ldcs(ru + M * n2));
+        }
       } else {
 #pragma unroll
         for (int n2 = 0; n2 < R; ++n2) x[n2] = make_float2(0.f, 0.f);
@@ -214,6 +269,22 @@ __global__ void __launch_bounds__(OP_THREADS, 2) circ_onepass(OnePassArgs g) {
       zs[op_slot<N>(n1, 0)] = x[0];
 #pragma unroll
       for (int k2 = 1; k2 < R; ++k2) zs[op_slot<N>(n1, k2)] = cmul(tw[op_slot<N>(n1, k2)], x[k2]);
+    }
+    if constexpr (FOURIER) {
+#pragma unroll
+      for (int j = 0; j < AB; ++j)
+        if (tid + j * OP_THREADS < S * Q) As[tid + j * OP_THREADS] = av[j];
+      for (int base = tid + AB * OP_THREADS; base < S * Q; base += 8 * OP_THREADS) {  // 8 loads in flight
+        float2 v[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const int it = base + j * OP_THREADS;
+          v[j] = it < S * Q ? op_load_ah<N>(pah, g0, T, it) : make_float2(0.f, 0.f);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          if (base + j * OP_THREADS < S * Q) As[base + j * OP_THREADS] = v[j];
+      }
     }
     __syncthreads();
     // Pass 2: item (s, k2) transforms column k2 in place.
@@ -241,7 +312,7 @@ __global__ void __launch_bounds__(OP_THREADS, 2) circ_onepass(OnePassArgs g) {
 #pragma unroll 4
         for (int s = 0; s < sv; ++s) {
           float2 A, U;
-          op_au<N>(Z + s * ZS, q, A, U);
+          op_au2<N, FOURIER>(Z + s * ZS, As + s * Q, q, A, U);
           HL[i] = qfma(re, A, HL[i], U);
           P[i] = qmul(re, A, P[i]);
         }
@@ -328,7 +399,7 @@ __global__ void __launch_bounds__(OP_THREADS, 2) circ_onepass(OnePassArgs g) {
 #pragma unroll 4
         for (int s = 0; s < sv; ++s) {
           float2 A, U;
-          op_au<N>(Z + s * ZS, q, A, U);
+          op_au2<N, FOURIER>(Z + s * ZS, As + s * Q, q, A, U);
           H = qfma(re, A, H, U);
           Z[s * ZS + op_fslot<N>(q)] = H;
         }

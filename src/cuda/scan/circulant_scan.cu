@@ -47,6 +47,14 @@ CirculantScanPlan::CirculantScanPlan(int64_t B, int64_t T, int64_t n, DType dtyp
       !f64 && circulant_fused_applies(n) && n >= 256 && B <= 65535 && B * (T + 1) < (int64_t(1) << 31);
   fused_ = opt.fused.value_or(fits);
   one_pass_ = opt.fused.has_value() ? opt.one_pass : fits;
+  // forward_fourier: the single-pass kernel's Fourier form where it keeps two blocks per SM
+  // (n <= 256: the chunk's â adds 16-25 KB of shared memory; at n >= 512 it would leave one) and
+  // the layer runs (CirculantSSM, n = 64 and 256); "onepass" forces it at every n of the kernel,
+  // "fft" and "fused" (no three-launch Fourier form) keep cuFFT (bench/NOTES-gpu-scan-circulant.md
+  // "Fourier form").
+  const bool fourier_fits = !f64 && circulant_fused_applies(n) && n <= 256 && B <= 65535 &&
+                            B * (T + 1) < (int64_t(1) << 31);
+  fourier_one_pass_ = opt.fused.has_value() ? (*opt.fused && opt.one_pass) : fourier_fits;
   if (fused_) {
     check_arg(!f64 && circulant_fused_applies(n), "fused", "the fused circulant scan takes float32 with n a power "
               "of two in [64, 1024], got ", dtype_name(dtype_), " with n = ", n);
@@ -63,6 +71,13 @@ CirculantScanPlan::CirculantScanPlan(int64_t B, int64_t T, int64_t n, DType dtyp
   } else {
     check_arg(!opt.one_pass, "one_pass", "the single-pass circulant scan is a fused kernel: it needs fused = true");
   }
+  if (fourier_one_pass_) {
+    int dev = 0, sms = 0;
+    STRUX_CUDA(cudaGetDevice(&dev));
+    STRUX_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const CircFusedShape sh = circulant_onepass_shape(B, T, n, sms, true);
+    fourier_L_ = sh.L, fourier_C_ = sh.C, fourier_grid_ = sh.grid;
+  }
 }
 
 std::string CirculantScanPlan::describe() const {
@@ -75,7 +90,13 @@ std::string CirculantScanPlan::describe() const {
     s += "three-launch fused kernels (" + std::to_string(fused_C_) + " chunks of " + std::to_string(fused_L_) + " steps)";
   else
     s += "cuFFT rfft, complex diagonal scan, irfft";
-  return s + "; forward_fourier and backward: cuFFT around the complex diagonal scan";
+  s += "; forward_fourier ";
+  if (fourier_one_pass_)
+    s += "Fourier-form one-launch kernel (" + std::to_string(fourier_L_) + " virtual steps per chunk, " +
+         std::to_string(fourier_C_) + " chunks, look-back, " + std::to_string(fourier_grid_) + " persistent blocks)";
+  else
+    s += "cuFFT around the complex diagonal scan";
+  return s + "; backward: cuFFT around the complex diagonal scan";
 }
 
 CirculantScanPlan::~CirculantScanPlan() {
@@ -178,7 +199,9 @@ int64_t CirculantScanPlan::workspace_bytes() const {
   const CircFusedShape sh{fused_L_, fused_C_, fused_grid_};
   const int64_t fused = !fused_ ? 0 : one_pass_ ? circulant_onepass_workspace(B_, n_, sh)
                                                 : circulant_fused_workspace(B_, n_, sh);
-  return std::max(align256(fft_work_) + 4 * spec + 2 * small + scan_.workspace_bytes(), fused);
+  const int64_t fourier = !fourier_one_pass_ ? 0 : circulant_onepass_workspace(
+                                                       B_, n_, CircFusedShape{fourier_L_, fourier_C_, fourier_grid_});
+  return std::max({align256(fft_work_) + 4 * spec + 2 * small + scan_.workspace_bytes(), fused, fourier});
 }
 
 void CirculantScanPlan::spectra_of_a(const void* a, const void* a_hat, void* ah, void* stream) const {
@@ -205,6 +228,10 @@ void CirculantScanPlan::forward(const void* a, const void* u, const void* h0, vo
 
 void CirculantScanPlan::forward_fourier(const void* a_hat, const void* u, const void* h0, void* h,
                                         void* workspace, void* stream) const {
+  if (fourier_one_pass_)
+    return circulant_onepass_forward_fourier(B_, T_, n_, CircFusedShape{fourier_L_, fourier_C_, fourier_grid_}, a_hat,
+                                             static_cast<const float*>(u), static_cast<const float*>(h0),
+                                             static_cast<float*>(h), workspace, static_cast<cudaStream_t>(stream));
   forward_any(nullptr, a_hat, u, h0, h, workspace, stream);
 }
 
