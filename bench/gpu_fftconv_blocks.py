@@ -4,9 +4,10 @@ before this solver ("whole": one transform of the whole row, the four-step kerne
 apply, else cuFFT; every case here has more than 32 taps, so not the direct kernels), the automatic
 choice now ("auto"; the table names what algo 0 takes) and the PyTorch rfft recipe (float32
 rfft/irfft of the whole row: causal at n = L + Lk - 1 rounded up to a 2·3·5·7-smooth size,
-circular at n = L), all in this process. Causal and circular rows (circular: the automatic rule
-leaves them to the whole-row solvers; these rows decide whether it should). With --probes also the
-block sizes N >= 8m and 16m (plan algos 11 and 12, forced: "b8", "b16") beside the default 4m.
+circular at n = L), all in this process. Causal and circular rows (the automatic rule takes both since
+the H100 run of 2026-11-28). With --probes also the
+block sizes N >= 4m, 8m and 16m (plan algos 13, 11 and 12, forced: "b4", "b8", "b16") beside the
+solver's own size (blocks.hpp auto_fft_size).
 Cases: B=1 H=64 L in {2^20, 2^22} and B=8 H=64 L=100000 (with --all also 2^18), Lk in --taps,
 dtypes in --dtypes (the recipe always computes in float32). CUDA events through
 strux.bench.timing, 3 warm-up calls, medians. Per case also: the relative error of each solver
@@ -33,7 +34,7 @@ from strux.bench.timing import time_ms
 CASES = [(1, 64, 1 << 20), (1, 64, 1 << 22), (8, 64, 100000)]
 SOLVERS = {"blocks": {"solver": "blocks"}, "auto": None, "fourstep": {"solver": "fourstep"},
            "cufft": {"solver": "cufft"}}
-PROBES = {"b8": 11, "b16": 12}  # plan algos: blocks of N >= 8m, 16m (blocks.hpp ratio_of)
+PROBES = {"b8": 11, "b16": 12, "b4": 13}  # plan algos: blocks of N >= 8m, 16m, 4m (blocks.hpp ratio_of)
 SHORT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
 
 
@@ -139,14 +140,14 @@ def line(B, H, L, Lk, mode, dt, case, args):
     s = (f"{f'B{B} H{H} L{L} Lk{Lk}':>24} {mode[:4]:>4} {SHORT.get(dt, dt):>4} {d.get('auto_is', '?'):>8} "
          f"{case['recipe_f32_ms']:7.3f} {whole:7.3f} {f('auto_ms'):7.3f} {f('blocks_ms'):7.3f}")
     if args.probes:
-        s += f" {f('b8_ms'):7.3f} {f('b16_ms'):7.3f}"
+        s += f" {f('b4_ms'):7.3f} {f('b8_ms'):7.3f} {f('b16_ms'):7.3f}"
     s += (f" {f('whole_over_blocks'):6.2f} {f('recipe_over_blocks'):6.2f} {f('blocks_floor_pct'):5.1f} "
           f"{f('blocks_err'):7.1e}")
     if args.backward:
         wv = d.get("fourstep_vjp_ms", d.get("cufft_vjp_ms", float("nan")))
         s += f" {wv:7.3f} {f('blocks_vjp_ms'):7.3f} {f('blocks_vjp_floor_pct'):5.1f}"
         if args.probes:
-            s += f" {f('b8_vjp_ms'):7.3f} {f('b16_vjp_ms'):7.3f}"
+            s += f" {f('b4_vjp_ms'):7.3f} {f('b8_vjp_ms'):7.3f} {f('b16_vjp_ms'):7.3f}"
     return s
 
 
@@ -154,7 +155,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--backward", action="store_true", help="time fftconv_vjp too (blocks and the whole row)")
-    ap.add_argument("--probes", action="store_true", help="time the block sizes 8m and 16m too (algos 11, 12)")
+    ap.add_argument("--probes", action="store_true", help="time the block sizes 4m, 8m and 16m too (algos 13, 11, 12)")
     ap.add_argument("--modes", default="causal,circular")
     ap.add_argument("--dtypes", default="float16,bfloat16,float32")
     ap.add_argument("--taps", default="64,256,1024")
@@ -170,12 +171,12 @@ def main():
     head = (f"{'case':>24} {'mode':>4} {'dt':>4} {'auto is':>8} {'recipe':>7} {'whole':>7} {'auto':>7} "
             f"{'blocks':>7}")
     if args.probes:
-        head += f" {'b8':>7} {'b16':>7}"
+        head += f" {'b4':>7} {'b8':>7} {'b16':>7}"
     head += f" {'wh/bl':>6} {'rec/bl':>6} {'%fl':>5} {'err bl':>7}"
     if args.backward:
         head += f" {'vjp wh':>7} {'vjp bl':>7} {'%fl':>5}"
         if args.probes:
-            head += f" {'vjp b8':>7} {'vjp b16':>7}"
+            head += f" {'vjp b4':>7} {'vjp b8':>7} {'vjp b16':>7}"
     print(head, flush=True)
     for B, H, L in cases:  # shapes outermost: a timeout drops the last shape, not a mode
         for Lk in taps:

@@ -1,9 +1,8 @@
 """Offline check of the ks product rules against a sweep JSON (bench/gpu_ks_sweep.py).
 
 The large-segment tr rule (bench/NOTES-gpu-ks-scan.md "ks-path-rule"; src/cuda/ks/ks_plan.cu
-tr_product) is in the code as a PREDICTION awaiting its GPU run: batch-first d > 1 from batch
-1024, tr on row segments up to 48 KB (round 1 capped them at 12288 elements: 48 KB float32, 24 KB
-halves); larger ones tr where min(b, c) >= 16 and, for float32, not (b <= c and b < 256). The
+tr_batch): batch-first d > 1 from batch 1024, tr wherever the row segments fit the opt-in shared
+memory (round 1 capped them at 12288 elements: 48 KB float32, 24 KB halves). The
 sweep's default (strux_ms, row["path"]) is the new rule; its forced alternative (alt_ms) on every
 bsf d > 1 row is the other path, i.e. round 1's ("old") path on every moved row. For each row
 whose forward the rule moved: new default vs forced old path, and both vs bmm. Also: whether
@@ -46,16 +45,13 @@ def old_path(row):
 
 
 def new_path(row, smem_optin):
-    """The code's rule (ks_plan.cu tr_product) for a batch-first d > 1 forward."""
+    """The code's rule (ks_plan.cu tr_batch) for a batch-first d > 1 forward."""
     a, b, c, d = row["pattern"]
     es = 4 if row["dtype"] == "float32" else 2
     sb = tr_seg_bytes(b, c, d, es)
     if sb > smem_optin or row["batch"] < 1024:
         return "kernels"
-    if sb <= 48 * 1024:
-        return "tr"
-    ok = min(b, c) >= 16 and not (es == 4 and b <= c and b < 256)
-    return "tr" if ok else "kernels"
+    return "tr"
 
 
 def small_batch(p, batch, dtype):

@@ -36,9 +36,10 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 #: two; nfft <= 4194304; ValueError elsewhere), gradients by the cuFFT path; 9 = the direct
 #: kernels (sums over the taps, no transform; at most 64 taps used: causal min(Lk, L), circular
 #: Lk; every dtype); 10 = "blocks": overlap-save over blocks of N = the power of two
-#: >= max(1024, 4m) taps through an inner circular plan of length N (blocks in the input dtype,
-#: float32 arithmetic for the 16-bit types; every dtype, causal and circular, any L and Lk;
-#: src/cuda/fftconv/blocks.hpp); 11, 12 = as 10 with N >= 8m, 16m (probes of the block size).
+#: >= max(1024, 8m, min(16m, 4096)) (>= 4m past N = 32768) taps through an inner circular plan of
+#: length N (blocks in the input dtype, float32 arithmetic for the 16-bit types; every dtype, causal
+#: and circular, any L and Lk; src/cuda/fftconv/blocks.hpp); 11, 12, 13 = as 10 with N >= 8m, 16m,
+#: 4m (probes of the block size).
 #: Part of the plan cache key.
 fftconv_algo = 0
 

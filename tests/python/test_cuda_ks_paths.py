@@ -341,21 +341,16 @@ def test_tr_rule_and_limits(monkeypatch):
 
 
 # Segments over 48 KB (padded; x's c x d, y's d x b, dy's b x d), from batch 1024 (ks_plan.cu
-# tr_product / tr_dw_rule, bench/NOTES-gpu-ks-scan.md "ks-path-rule"): pattern -> {dtype:
-# ((forward, dx), dw)}. Halves tr where min(b, c) >= 16 (segments up to 48 KB of halves: tr
-# always); float32 the kernels where the product's b <= c and b < 256 (dx: the (a, c, b, d)
-# product), tr elsewhere with min(b, c) >= 16; dw tr where min(b, c) >= 16.
+# tr_batch, bench/NOTES-gpu-ks-scan.md "ks-path-rule"): tr wherever the segments fit the opt-in
+# shared memory, forward, dx and dw, every dtype. pattern -> {dtype: ((forward, dx), dw)}.
 TR_LARGE_RULE = {
     (1, 1024, 1024, 16): {"float32": (("tr", "tr"), "tr"), "bfloat16": (("tr", "tr"), "tr")},
-    (1, 96, 96, 128): {"float32": (("kernels", "kernels"), "tr"), "bfloat16": (("tr", "tr"), "tr")},
-    (1, 192, 768, 16): {"float32": (("kernels", "tr"), "tr"), "bfloat16": (("tr", "tr"), "tr")},
-    (1, 512, 128, 64): {"float32": (("tr", "kernels"), "tr"), "bfloat16": (("tr", "tr"), "tr")},
+    (1, 96, 96, 128): {"float32": (("tr", "tr"), "tr"), "bfloat16": (("tr", "tr"), "tr")},
+    (1, 192, 768, 16): {"float32": (("tr", "tr"), "tr"), "bfloat16": (("tr", "tr"), "tr")},
+    (1, 512, 128, 64): {"float32": (("tr", "tr"), "tr"), "bfloat16": (("tr", "tr"), "tr")},
     (1, 1024, 256, 64): {"float32": (("kernels", "kernels"), "kernels"),  # over the opt-in smem
                          "bfloat16": (("tr", "tr"), "tr")},
-    (1, 1, 2, 14336): {"float32": (("kernels", "kernels"), "kernels"),
-                       "bfloat16": (("kernels", "kernels"), "kernels")},
-    (1, 14, 28, 1024): {"float32": (("kernels", "kernels"), "kernels"),
-                        "bfloat16": (("kernels", "kernels"), "kernels")},
+    (1, 14, 28, 1024): {"float32": (("tr", "tr"), "tr"), "bfloat16": (("tr", "tr"), "tr")},
 }
 
 
@@ -386,14 +381,11 @@ def test_tr_large_rule(monkeypatch):
                                      ((1, 64, 32, 512), torch.bfloat16),
                                      ((1, 64, 32, 512), torch.float32)])
 def test_tr_large_default_results(p, dtype):
-    """The default choice on segments over 48 KB at batch 1024 (tr forward, dx and dw in bfloat16
-    and for float32 (1, 1024, 1024, 16); float32 (1, 64, 32, 512): tr forward and dw, kernels dx)
-    against float64 by the index formula (einsum), every output written (NaN-poisoned pool)."""
+    """The default choice on segments over 48 KB at batch 1024 (tr forward, dx and dw) against float64 by the index formula (einsum), every output written (NaN-poisoned pool)."""
     name = str(dtype)[6:]
     a, b, c, d = p
     batch = 1024
-    want = ("tr", "kernels") if (p, dtype) == ((1, 64, 32, 512), torch.float32) else ("tr", "tr")
-    assert ks_path(p, batch, "bsf", name) == want and dw_path(p, batch, "bsf", name)[0] == "tr"
+    assert ks_path(p, batch, "bsf", name) == ("tr", "tr") and dw_path(p, batch, "bsf", name)[0] == "tr"
     w = (rnd(*p) / c ** 0.5).to(dtype)
     x, dy = rnd(batch, a * c * d, dtype=dtype), rnd(batch, a * b * d, dtype=dtype)
     poisoned_pool(dtype.itemsize * batch * a * b * d)

@@ -35,13 +35,17 @@ def plan_of(B, H, L, Lk, mode, dtype, backward=False, algo=10):
 
 
 def block_fft(L, Lk, mode):
-    """The solver's N, S and blocks per row (blocks.hpp fft_size)."""
+    """The solver's N, S and blocks per row (blocks.hpp auto_fft_size)."""
     m = Lk if mode == "circular" else min(Lk, L)
-    N = 1024
-    while N < 4 * m:
-        N *= 2
+    N = pow2_at_least(max(1024, 8 * m, min(16 * m, 4096)))
+    if N > 32768:
+        N = pow2_at_least(max(1024, 4 * m))
     S = N - (m - 1)
     return N, S, -(-L // S)
+
+
+def pow2_at_least(n):
+    return 1 << max(0, math.ceil(math.log2(n)))
 
 
 def check_forward(B, H, L, Lk, mode, dtype, gates, options=BLOCKS):
@@ -97,7 +101,6 @@ def test_plan(size):
     assert p.blocks and not p.fused and not p.direct and p.nfft == N and p.blocks_per_row == nb
     m = Lk if mode == "circular" else min(Lk, L)
     assert p.inner_fused == (m > 32)  # the inner plan's own choice: direct kernels up to 32 taps
-    assert not plan_of(B, H, L, Lk, mode, "float32", algo=0).blocks or mode == "causal"
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -140,7 +143,9 @@ DEFAULT_RULE = [
     ((200000, 4096, "causal", "float32"), True),      # N = 16384, 8N = 131072 <= 204095
     ((100000, 4096, "causal", "float16"), False),     # 8N > L + m - 1: the whole row (four-step)
     ((30000, 100, "causal", "float32"), False),       # the fused kernels' sizes
-    ((1 << 20, 100, "circular", "float32"), False),   # circular: forced only, until measured
+    ((1 << 20, 100, "circular", "float32"), True),    # circular too (measured 2.0-3.5x, H100)
+    ((100000, 64, "circular", "float16"), True),
+    ((30000, 100, "circular", "float32"), False),     # the fused kernels' sizes
     ((1 << 20, 100, "causal", "float64"), False),
     ((1 << 20, 1 << 20, "causal", "float32"), False),
 ]
@@ -287,8 +292,9 @@ def test_block_size_probes(algo, ratio):
 
 
 def test_block_fft_model():
-    """block_fft above is the plan's rule (N = the power of two >= max(1024, 4m))."""
-    for m in (1, 33, 256, 257, 4096, 8193):
+    """block_fft above is the plan's rule (blocks.hpp auto_fft_size), and algo 13 forces N >= 4m."""
+    for m, want in ((1, 1024), (33, 1024), (65, 2048), (256, 4096), (1024, 8192), (4097, 32768), (8193, 65536)):
         N, S, _ = block_fft(10**6, m, "causal")
-        assert N == max(1024, 1 << math.ceil(math.log2(4 * m))) and S == N - m + 1
+        assert N == want and S == N - m + 1
         assert plan_of(1, 1, 10**6, m, "causal", "float32").nfft == N
+        assert plan_of(1, 1, 10**6, m, "causal", "float32", algo=13).nfft == max(1024, pow2_at_least(4 * m))

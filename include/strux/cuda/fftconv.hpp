@@ -38,13 +38,13 @@ class FFTConvPlan {
   // circular L a power of two; nfft <= 4194304; else an error) for the forward, cuFFT for the
   // gradients; algo 9: the direct kernels (sums over the taps, no transform; at most 64 taps
   // used: causal min(Lk, L), circular Lk; all dtypes); algo 10: "blocks", overlap-save over blocks
-  // of a transform size N (the power of two >= max(1024, 4m), m taps used) through an inner
-  // circular plan of length N (its own choice: the fused kernels at N <= 32768), blocks in the
-  // input dtype with float32 arithmetic for the 16-bit types; every dtype, causal and circular,
-  // any L and Lk; algos 11 and 12: as 10 with N >= 8m and 16m (probes of the block size). Algo 0 takes
-  // it, after the direct kernels, where it pays by the operation counts (causal,
-  // float32/float16/bfloat16, m > 32, L + m - 1 > 32768 and 8N <= L + m - 1;
-  // src/cuda/fftconv/blocks.hpp).
+  // of a transform size N (the power of two >= max(1024, 8m, min(16m, 4096)), >= 4m past 32768;
+  // m taps used) through an inner circular plan of length N (its own choice: the fused kernels at
+  // N <= 32768), blocks in the input dtype with float32 arithmetic for the 16-bit types; every
+  // dtype, causal and circular, any L and Lk; algos 11, 12, 13: as 10 with N >= 8m, 16m, 4m (probes
+  // of the block size). Algo 0 takes it, after the direct kernels, where it pays by the operation
+  // counts (causal or circular, float32/float16/bfloat16, m > 32, L + m - 1 > 32768 and
+  // 8·N4 <= L + m - 1, N4 the size at 4m; src/cuda/fftconv/blocks.hpp).
   FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward,
               int algo = 0);
   ~FFTConvPlan();

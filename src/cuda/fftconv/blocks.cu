@@ -221,17 +221,28 @@ __global__ void rows_kernel(const T* __restrict__ in, int64_t ld_in, int64_t n, 
 }  // namespace
 
 int64_t fft_size(int64_t m, int ratio) {
+  if (ratio == kAutoSize) return auto_fft_size(m);
   int64_t n = kMinN;
   while (n / ratio < m) n *= 2;  // n >= ratio · m without forming it
   return n;
 }
 
-int ratio_of(int algo) { return algo == kAlgo ? kRatio : algo == kAlgo + 1 ? 8 : algo == kAlgo + 2 ? 16 : 0; }
+int64_t auto_fft_size(int64_t m) {
+  const int64_t n = std::max(fft_size(m, 8), std::min<int64_t>(fft_size(m, 16), 4096));
+  return n <= fused::kMaxN ? n : fft_size(m, kRatio);
+}
+
+bool is_algo(int algo) { return algo >= kAlgo && algo <= kAlgo + 3; }
+
+int ratio_of(int algo) {
+  const int ratios[] = {kAutoSize, 8, 16, kRatio};
+  return is_algo(algo) ? ratios[algo - kAlgo] : kAutoSize;
+}
 
 bool automatic(bool circular, DType dt, int64_t L, int64_t Lk) {
-  if (circular || !(dt == DType::f32 || dt == DType::f16 || dt == DType::bf16)) return false;
-  const int64_t m = direct::taps(false, L, Lk), row = L + m - 1;
-  return m > direct::kAutoTaps && m <= kMaxTaps && row > 2 * fused::kMaxN && kAutoRatio * fft_size(m) <= row;
+  if (!(dt == DType::f32 || dt == DType::f16 || dt == DType::bf16)) return false;
+  const int64_t m = direct::taps(circular, L, Lk), row = L + m - 1;
+  return m > direct::kAutoTaps && m <= kMaxTaps && row > 2 * fused::kMaxN && kAutoRatio * fft_size(m, kRatio) <= row;
 }
 
 Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward, int ratio)
@@ -248,8 +259,9 @@ Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular,
                         dtype_name(dt)));
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
   static_assert(kMaxN / (kThreads * kPer) <= 65535, "grid.y of the largest block");
-  check_arg(m_ <= kMaxN / ratio, "k", "the blocks solver takes at most ", kMaxN / ratio, " taps used (block FFT <= ",
-            kMaxN, ", ", ratio, " times the taps), got ", m_, " (L = ", L, ", Lk = ", Lk, ")");
+  const int least = ratio == kAutoSize ? kRatio : ratio;
+  check_arg(m_ <= kMaxN / least, "k", "the blocks solver takes at most ", kMaxN / least, " taps used (block FFT <= ",
+            kMaxN, ", ", least, " times the taps), got ", m_, " (L = ", L, ", Lk = ", Lk, ")");
   N_ = blocks::fft_size(m_, ratio);
   S_ = N_ - (m_ - 1);
   nb_ = (L + S_ - 1) / S_;

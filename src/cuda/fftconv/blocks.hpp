@@ -54,27 +54,34 @@ constexpr int64_t kAutoRatio = 8;
 // The largest block transform: N <= 2^25 keeps the kernels' grid.y (N / 1024 CTAs per block row)
 // in range; at the default ratio 4 that is m <= 2^23 taps used.
 constexpr int64_t kMaxN = int64_t(1) << 25;
-// Block size ratios N >= ratio · m: 4 (algo 10 and the automatic rule); 8 and 16 by algos 11 and
-// 12 (forced only: probes of the block size, bench/gpu_fftconv_blocks.py).
+// The solver's own block size (algo 10 and the automatic rule) is auto_fft_size; the probes of the
+// block size force N >= ratio · m: algos 11, 12, 13 → ratios 8, 16, 4 (bench/gpu_fftconv_blocks.py).
+constexpr int kAutoSize = 0;
+// The least ratio N / m of every size here, and so the most taps used.
 constexpr int kRatio = 4;
-// The most taps used at the default ratio.
 constexpr int64_t kMaxTaps = kMaxN / kRatio;
-// The ratio a plan algo forces (11 → 8, 12 → 16, else kRatio); 0 when algo is none of 10, 11, 12.
+// Whether a plan algo is this solver's (10 … 13), and the ratio it forces (10 → kAutoSize).
+bool is_algo(int algo);
 int ratio_of(int algo);
 
-// Block transform size for m taps used: the power of two >= max(kMinN, ratio · m); at ratio 4,
-// S >= 3N/4 + 1 (at most a third more transform work than outputs) while the transform stays in
-// the fused kernels' range (N <= 32768) up to m = 8192. N = 8m and 16m: algos 11 and 12, to measure.
-int64_t fft_size(int64_t m, int ratio = kRatio);
+// Block transform size for m taps used: the power of two >= max(kMinN, ratio · m); ratio kAutoSize
+// → auto_fft_size(m).
+int64_t fft_size(int64_t m, int ratio = kAutoSize);
+// The solver's own size: the power of two >= max(1024, 8m, min(16m, 4096)) while that stays in the
+// fused kernels' range (N <= 32768), else >= 4m. Measured on an H100 (2026-11-28,
+// bench/NOTES-gpu-fftconv-blocks.md "Version 2: outcome"): the inner fused transform does more work
+// per point at small N, so N = 4096 (m = 256) and 8192 (m = 1024) beat N = 4m by 7–25%; 16m at
+// m = 1024 (N = 16384) was slower again.
+int64_t auto_fft_size(int64_t m);
 
 // Whether the automatic choice (plan algo 0) takes this solver: causal, float32/float16/bfloat16
 // (the inner plan then runs the fused kernels), more taps used than the direct kernels take
 // (direct::kAutoTaps), a row past the fused kernels' (L + m − 1 > 32768, where the whole row
-// would go to the four-step kernels or cuFFT) and a block transform at most an eighth of the row
-// (8N <= L + m − 1), the CPU rule's ratio. Measured on an H200 (bench/gpu_fftconv_blocks.py;
-// bench/NOTES-gpu-fftconv-blocks.md "Version 1: outcome (GPU)"): 2.5–4.9× the whole-row solvers
-// where it applies, 1.07× at the one measured row it leaves out. Circular rows are not measured
-// and stay with the whole-row solvers.
+// would go to the four-step kernels or cuFFT) and a ratio-4 block transform at most an eighth of
+// the row (8N <= L + m − 1), the CPU rule's ratio. Causal and circular. Measured on an H200
+// (bench/NOTES-gpu-fftconv-blocks.md "Version 1: outcome (GPU)"): 2.5–4.9× the whole-row solvers
+// where it applies, 1.07× at the one measured row it leaves out; circular on an H100 ("Version 2:
+// outcome"): 2.0–3.5× the whole-row solvers (four-step, cuFFT) at every measured row.
 bool automatic(bool circular, DType dt, int64_t L, int64_t Lk);
 
 // The blocks of one plan: the whole host-to-kernel contract of blocks.cu's kernels. Block row
@@ -89,7 +96,7 @@ struct Geom {
 class Plan {
  public:
   Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward,
-       int ratio = kRatio);
+       int ratio = kAutoSize);
   ~Plan();
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;

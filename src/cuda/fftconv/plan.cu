@@ -68,9 +68,9 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
     impl_->dtype = dtype, impl_->with_backward = with_backward, impl_->circular = circular;
     return;
   }
-  if (blocks::ratio_of(algo) != 0 || (algo == 0 && blocks::automatic(circular, dtype, L, Lk))) {
-    const int ratio = algo == 0 ? blocks::kRatio : blocks::ratio_of(algo);
-    impl_->blocks = std::make_unique<blocks::Plan>(dtype, B, H, L, Lk, circular, with_backward, ratio);
+  if (blocks::is_algo(algo) || (algo == 0 && blocks::automatic(circular, dtype, L, Lk))) {
+    impl_->blocks =
+        std::make_unique<blocks::Plan>(dtype, B, H, L, Lk, circular, with_backward, blocks::ratio_of(algo));
     impl_->nfft = impl_->blocks->fft_size(), impl_->nf = 0;
     impl_->dtype = dtype, impl_->with_backward = with_backward, impl_->circular = circular;
     return;
@@ -80,8 +80,8 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
             "product: a benchmark probe), 4 (fused kernels where they apply, else cuFFT), 5 (tensor cores, "
             "short mma chains), 6 (as 5 with the radix passes' indices out of their loops), 7 (as 2 with factored "
             "twiddles), 8 (four-step kernels, FFT sizes 65536 to 4194304), 9 (direct sums, at most 64 "
-            "taps), 10 (blocks: overlap-save over blocks of a few times the taps), 11 or 12 (blocks of 8 or 16 "
-            "times the taps: probes), got ", algo);
+            "taps), 10 (blocks: overlap-save over blocks of a few times the taps), 11, 12 or 13 (blocks of 8, 16 "
+            "or 4 times the taps: probes), got ", algo);
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
   Impl& p = *impl_;
   p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);
