@@ -1,8 +1,9 @@
 """Offline check of the ks product rules against a sweep JSON (bench/gpu_ks_sweep.py).
 
 The large-segment tr rule (bench/NOTES-gpu-ks-scan.md "ks-path-rule"; src/cuda/ks/ks_plan.cu
-tr_batch): batch-first d > 1 from batch 1024, tr wherever the row segments fit the opt-in shared
-memory (round 1 capped them at 12288 elements: 48 KB float32, 24 KB halves). The
+tr_rule): batch-first d > 1 from batch 1024, tr wherever the row segments fit the opt-in shared
+memory, but segments over 48 KB with min(b, c) < 4 (round 1 capped them at 12288 elements: 48 KB
+float32, 24 KB halves). The
 sweep's default (strux_ms, row["path"]) is the new rule; its forced alternative (alt_ms) on every
 bsf d > 1 row is the other path, i.e. round 1's ("old") path on every moved row. For each row
 whose forward the rule moved: new default vs forced old path, and both vs bmm. Also: whether
@@ -45,13 +46,13 @@ def old_path(row):
 
 
 def new_path(row, smem_optin):
-    """The code's rule (ks_plan.cu tr_batch) for a batch-first d > 1 forward."""
+    """The code's rule (ks_plan.cu tr_rule) for a batch-first d > 1 forward."""
     a, b, c, d = row["pattern"]
     es = 4 if row["dtype"] == "float32" else 2
     sb = tr_seg_bytes(b, c, d, es)
     if sb > smem_optin or row["batch"] < 1024:
         return "kernels"
-    return "tr"
+    return "tr" if sb <= 48 * 1024 or min(b, c) >= 4 else "kernels"
 
 
 def small_batch(p, batch, dtype):

@@ -341,8 +341,9 @@ def test_tr_rule_and_limits(monkeypatch):
 
 
 # Segments over 48 KB (padded; x's c x d, y's d x b, dy's b x d), from batch 1024 (ks_plan.cu
-# tr_batch, bench/NOTES-gpu-ks-scan.md "ks-path-rule"): tr wherever the segments fit the opt-in
-# shared memory, forward, dx and dw, every dtype. pattern -> {dtype: ((forward, dx), dw)}.
+# tr_rule, bench/NOTES-gpu-ks-scan.md "ks-path-rule"): tr wherever the segments fit the opt-in
+# shared memory and min(b, c) >= 4, forward, dx and dw, every dtype. pattern -> {dtype: ((forward,
+# dx), dw)}.
 TR_LARGE_RULE = {
     (1, 1024, 1024, 16): {"float32": (("tr", "tr"), "tr"), "bfloat16": (("tr", "tr"), "tr")},
     (1, 96, 96, 128): {"float32": (("tr", "tr"), "tr"), "bfloat16": (("tr", "tr"), "tr")},
@@ -351,6 +352,8 @@ TR_LARGE_RULE = {
     (1, 1024, 256, 64): {"float32": (("kernels", "kernels"), "kernels"),  # over the opt-in smem
                          "bfloat16": (("tr", "tr"), "tr")},
     (1, 14, 28, 1024): {"float32": (("tr", "tr"), "tr"), "bfloat16": (("tr", "tr"), "tr")},
+    (1, 2, 4, 7168): {"float32": (("kernels", "kernels"), "kernels"),
+                      "bfloat16": (("kernels", "kernels"), "kernels")},
 }
 
 

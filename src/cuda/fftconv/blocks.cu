@@ -229,7 +229,7 @@ int64_t fft_size(int64_t m, int ratio) {
 
 int64_t auto_fft_size(int64_t m) {
   const int64_t n = std::max(fft_size(m, 8), std::min<int64_t>(fft_size(m, 16), 4096));
-  return n <= fused::kMaxN ? n : fft_size(m, kRatio);
+  return n <= 2 * fused::kMaxN ? n : fft_size(m, kRatio);  // the fused kernels' largest circular N
 }
 
 bool is_algo(int algo) { return algo >= kAlgo && algo <= kAlgo + 3; }

@@ -49,11 +49,16 @@ bool always(const Problem&) { return true; }
 bool stream_size(const Problem& q) { return q.b >= 32 && q.c >= 32 && q.b * q.c <= 96 * 96; }
 bool big_group(const Problem& q) { return q.a * q.d == 1 && q.b * q.c >= (int64_t(1) << 19); }
 // tr (batch-first d > 1) from batch 1024 wherever its row segments fit the opt-in shared memory
-// (bench/NOTES-gpu-ks-scan.md "ks-path-rule"): on the H100 (2026-11-28) tr beat the kernels on all
-// 130 rows it took and on all 24 large-segment rows an earlier guard (min(b, c) < 16; float32
-// b <= c, b < 256) had left on them. backward_w's kernel is FFMA + atomics in every dtype
-// ("ks-dw-rule"): the same bound.
-bool tr_batch(const Problem& q) { return q.batch >= 1024; }
+// (bench/NOTES-gpu-ks-scan.md "ks-path-rule"), except segments over 48 KB of tiny blocks
+// (min(b, c) < 4): on the H100 (2026-11-28) tr beat the kernels on every large-segment row but
+// (1,2,4,7168) (0.32x), where the GEMM is a sliver. backward_w's kernel is FFMA + atomics in every
+// dtype ("ks-dw-rule"): the same bound.
+constexpr int64_t kTrSmallSeg = 48 * 1024;
+template <bool kDw>
+bool tr_rule(const Problem& q) {
+  return q.batch >= 1024 &&
+         (ks::tr_seg_bytes(q.b, q.c, q.d, q.es, kDw) <= kTrSmallSeg || std::min(q.b, q.c) >= 4);
+}
 // Small batches, batch-first forwards, where the path measured faster than the default per
 // factor on the H200 and again on the H100 (bench/NOTES-gpu-ks-small.md): float32 up to batch 8,
 // and up to 64 where d > 1 (a d == 1 factor's cuBLAS default wins at 64); halves at batch 1, but
@@ -86,7 +91,7 @@ const Solver kProducts[] = {
      [](const Problem& q) {
        return ks::tr_applies(q.a, q.b, q.c, q.d, q.batch, q.bl, q.es, false);
      },
-     tr_batch},
+     tr_rule<false>},
     {KsPath::kernels, always, always},
 };
 
@@ -97,7 +102,7 @@ const Solver kBackwardW[] = {
      [](const Problem& q) {
        return ks::tr_applies(q.a, q.b, q.c, q.d, q.batch, q.bl, q.es, true);
      },
-     tr_batch},
+     tr_rule<true>},
     {KsPath::kernels, always, always},
 };
 
