@@ -188,7 +188,7 @@ def test_public_api_and_describe():
         conv = _cuda.FFTConvCUDA(k, B, L)
     finally:
         _cuda.fftconv_algo = old
-    assert conv._plan.blocks and "blocks of 2048" in conv.describe()
+    assert conv._plan.blocks and "blocks of 4096" in conv.describe()
     assert rel(conv(u, pre, post, skip), y) < 1e-6
 
 
@@ -209,7 +209,7 @@ def test_errors():
     with pytest.raises(ValueError, match="'k'"):
         plan_of(1, 1, 100, 200, "circular", "float32")
     with pytest.raises(ValueError, match="'algo'"):
-        plan_of(1, 1, 100, 10, "causal", "float32", algo=13)
+        plan_of(1, 1, 100, 10, "causal", "float32", algo=14)
     u = rand((1, 1, 100), "float32")
     with pytest.raises(ValueError, match="solver"):
         _cuda.fftconv(u, rand((1, 10), "float32"), options={"solver": "block"})

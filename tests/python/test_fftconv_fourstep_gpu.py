@@ -72,9 +72,10 @@ DEFAULT_RULE = [
     ((20000, 12769, "causal", "float16"), None),      # L + Lk - 1 = 32768: the fused kernels' largest
     ((20000, 12770, "causal", "bfloat16"), 65536),    # one past it
     ((20000, 12770, "causal", "float32"), 65536),
-    ((65536, 100, "circular", "float32"), 65536),
+    ((65536, 20000, "circular", "float32"), 65536),
+    ((65536, 100, "circular", "float32"), None),      # a short filter: blocks (blocks.hpp automatic)
     ((32768, 100, "circular", "float32"), None),      # fused
-    ((100000, 100, "circular", "float32"), None),     # not a power of two: cuFFT
+    ((100000, 20000, "circular", "float32"), None),   # not a power of two: cuFFT
     ((100000, 100000, "causal", "float64"), None),
     ((3_000_000, 3_000_000, "causal", "float32"), None),  # past 4M: cuFFT
 ]
