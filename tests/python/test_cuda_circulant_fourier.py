@@ -1,6 +1,6 @@
 """circulant_scan in the Fourier form (a given as its half spectra â, fourier=True) on the GPU:
 the one-launch Fourier-form kernel (options={"path": "onepass"}, and the default for float32 at
-n = 64, 128, 256) and the cuFFT path ("fft") against a float64 reference of the formula
+n = 64 … 1024) and the cuFFT path ("fft") against a float64 reference of the formula
 ĥ_t = â_t ĥ_{t-1} + rfft(u_t), h_t = irfft(ĥ_t), with the imaginary parts of â at frequency 0
 and n/2 ignored (as irfft does): n = 2, 4 (cuFFT only), 64..1024, T = 1, odd T, T = 1000 and the
 kernel's chunk boundaries, B = 1, 3, with and without h0, non-contiguous inputs, repeated calls
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and K.available()
                                 reason="needs a CUDA GPU and strux built with CUDA")
 TOL = 2e-5
 ONEPASS_S = {64: 64, 128: 32, 256: 24, 512: 24, 1024: 12}  # onepass_steps in circulant_fused.cu
-AUTO_FOURIER = (64, 128, 256)
+AUTO_FOURIER = (64, 128, 256, 512, 1024)
 
 
 def ref(ah, u, h0=None):
