@@ -21,15 +21,7 @@ gpu_build || exit 1
 grep -A3 "Compiling entry.*pair_kernel" "$OUT/build.log" | grep -E "entry|registers|spill" > "$OUT/ptxas_fused.txt" || true
 
 rc=0
-step() {  # step SECONDS NAME CMD...: one timed step, its failure noted in rc
-  local limit=$1 name=$2 t0 r
-  shift 2
-  t0=$(date +%s)
-  timeout "$limit" "$@"
-  r=$?
-  echo "== $name rc=$r in $(( $(date +%s) - t0 )) s"
-  [ $r = 0 ] || rc=1
-}
+source scripts/gpu_step.sh
 tests() {  # tests SECONDS NAME LOG PYTEST_ARGS...: pytest, its summary, failure noted in rc
   local limit=$1 name=$2 log=$3 t0 r
   shift 3

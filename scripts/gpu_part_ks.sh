@@ -14,15 +14,7 @@ OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 export PYTHONPATH=${PYTHONPATH:-python:tests/python}
 rc=0
-step() {  # step SECONDS NAME CMD...
-  local limit=$1 name=$2 t0 r
-  shift 2
-  t0=$(date +%s)
-  timeout -k 3 "$limit" "$@"
-  r=$?
-  echo "== $name rc=$r in $(( $(date +%s) - t0 )) s"
-  [ $r = 0 ] || rc=1
-}
+source scripts/gpu_step.sh
 step 75 "tests (test_cuda_ks_paths.py, test_cuda_ks_backward.py::test_half_tr_path, ::test_float32_dw_tr)" \
   python3 -m pytest -q -x -p no:cacheprovider tests/python/test_cuda_ks_paths.py \
   tests/python/test_cuda_ks_backward.py::test_half_tr_path tests/python/test_cuda_ks_backward.py::test_float32_dw_tr \

@@ -11,15 +11,7 @@ OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 export PYTHONPATH=${PYTHONPATH:-python:tests/python}
 rc=0
-step() {  # step SECONDS NAME CMD...
-  local limit=$1 name=$2 t0 r
-  shift 2
-  t0=$(date +%s)
-  timeout -k 3 "$limit" "$@"
-  r=$?
-  echo "== $name rc=$r in $(( $(date +%s) - t0 )) s"
-  [ $r = 0 ] || rc=1
-}
+source scripts/gpu_step.sh
 step 75 "tests (circulant Fourier form, fused paths)" python3 -m pytest -q -x -p no:cacheprovider \
   tests/python/test_cuda_circulant_fourier.py tests/python/test_cuda_circulant_fused.py > "$OUT/pytest.log" 2>&1
 grep -E "^(FAILED|ERROR)|passed|failed|error" "$OUT/pytest.log" | tail -8

@@ -1,0 +1,11 @@
+# Sourced by the GPU part scripts: `step SECONDS NAME CMD...` runs one timed step (killed 3 s
+# after its limit), prints "== NAME rc=R in T s" and notes a failure in the caller's rc.
+step() {
+  local limit=$1 name=$2 t0 r
+  shift 2
+  t0=$(date +%s)
+  timeout -k 3 "$limit" "$@"
+  r=$?
+  echo "== $name rc=$r in $(( $(date +%s) - t0 )) s"
+  [ $r = 0 ] || rc=1
+}
