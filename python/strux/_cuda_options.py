@@ -98,7 +98,7 @@ def circulant_scan_code(options) -> int:
     three launches (a, u read twice), "onepass" in one (a, u read once, a look-back over chunks).
     "auto": "onepass" where measured faster (spatial-a forward, float32, n = 256, 512 or 1024,
     B <= 65535), else "fft". The Fourier form (fourier=True) has a one-launch kernel too (â and u
-    read once): "onepass" forces it, "auto" takes it for float32 with n = 64, 128 or 256, "fft" and
+    read once): "onepass" forces it, "auto" takes it for float32 with n = 64 … 1024, "fft" and
     "fused" (no three-launch Fourier form) keep cuFFT."""
     if options is None:
         return -1

@@ -317,7 +317,7 @@ def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False, options=
     float32, n = 256, 512 or 1024 (B <= 65535): the single-pass fused kernel (FFT over n, the
     Fourier-domain scan and the inverse FFT in one launch; a NaN / Inf entering at step t may also
     reach h_{t-1} of its row, as two steps share one inverse FFT); ``fourier=True``, float32,
-    n = 64, 128 or 256: the same kernel's Fourier form (â and u read once, h written once);
+    n a power of two in [64, 1024]: the same kernel's Fourier form (â and u read once, h written once);
     otherwise cuFFT rfft over n, the complex diagonal scan of the half spectra, irfft. Float32
     torch tensors that pass circ_ok as they are go straight to the native call. Returns h, or
     (h, h[:, -1]).

@@ -83,7 +83,7 @@ class DiagScanPlan {
 // n = 256, 512 or 1024, B <= 65535, B (T + 1) < 2^31), else the cuFFT path. The single-pass kernel
 // inverts two steps in one complex FFT, so a NaN / Inf entering at step t may also reach h_{t-1}
 // of the same row. forward_fourier (a given as its half spectra): the single-pass kernel's Fourier
-// form (â and u read once, h written once) when unset with float32, n = 64, 128 or 256 (the same
+// form (â and u read once, h written once) when unset with float32, n a power of two in [64, 1024] (the same
 // B limits), or forced by fused = true with one_pass; the cuFFT path otherwise (fused = false, or
 // fused = true without one_pass: there is no three-launch Fourier form). backward: the cuFFT path.
 struct CirculantScanOptions {
