@@ -14,7 +14,8 @@ import numpy as np
 
 
 def fft_size(m):
-    """blocks::fft_size: the power of two >= max(1024, 4m)."""
+    """blocks::fft_size at ratio 4 (plan algo 13): the power of two >= max(1024, 4m). The index
+    logic modelled here holds for any N >= m; the solver's own N is blocks::auto_fft_size."""
     n = 1024
     while n // 4 < m:
         n *= 2

@@ -1,5 +1,6 @@
 """The GPU blocks fftconv solver (plan algo 10, options={"solver": "blocks"}; src/cuda/fftconv/blocks.hpp):
-overlap-save over blocks of N = the power of two >= max(1024, 4m) (m taps used) through an inner
+overlap-save over blocks of N = the power of two >= max(1024, 8m, min(16m, 4096)) (>= 4m past 32768; m
+taps used) through an inner
 circular plan. Forced and automatic, against the float64 FFT form of the DESIGN.md formula
 (cuda_common.fft_ref) and autograd through it for every gradient: causal and circular, L = 1,
 L < N, odd and prime L, Lk from 33 to 4096, Lk > L, every dtype, gates on and off.
