@@ -24,9 +24,8 @@
 // where it applies, else "cufft"), "fourstep" (four-step kernels for the forward at FFT sizes
 // 65536 … 4194304, float32/float16/bfloat16, ValueError elsewhere; gradients by "cufft"), "blocks"
 // (overlap-save over blocks of N = the power of two >= max(1024, 8m, min(16m, 4096)), >= 4m past
-// 32768, through an inner circular
-// plan of length N, float32 arithmetic inside for the 16-bit types; every dtype, causal and
-// circular, any L and Lk; forward and gradients).
+// 32768, through an inner circular plan of length N, float32 arithmetic inside for the 16-bit
+// types; every dtype, causal and circular, any L and Lk; forward and gradients).
 #pragma once
 
 #include <cstdint>
