@@ -28,16 +28,18 @@ struct KsPattern {
 // cuBLAS on strided views of x and y, the batch-last float32 streaming kernel (W held in shared
 // memory), for batch-first d > 1 in-row transpositions around cuBLAS (tr), or at small batches
 // (up to 4096, meant for 1-256) the small-batch kernels, which read each weight once per tile of
-// batch rows held in registers (small). backward_w runs the kernels, cuBLAS on strided views
-// (blas) or cuBLAS on transposed copies (tr).
-enum class KsPath { kernels, blas, stream, tr, small };
-const char* ks_path_name(KsPath p);  // "kernels", "blas", "stream", "tr", "small"
+// batch rows held in registers (small), or, forced only, W expanded into the dense K
+// (a*b*d x a*c*d, at most 2^28 elements) and one cuBLAS GEMM (dense; every layout and dtype;
+// a NaN or infinity in x then reaches every output of its batch entry). backward_w runs the
+// kernels, cuBLAS on strided views (blas) or cuBLAS on transposed copies (tr), never dense.
+enum class KsPath { kernels, blas, stream, tr, small, dense };
+const char* ks_path_name(KsPath p);  // "kernels", "blas", "stream", "tr", "small", "dense"
 
 // Explicit choices for a plan (tests, benchmarks); the defaults let the solver table decide.
 struct KsOptions {
-  // Forces a path on every operation it applies to (stream: forward and backward_x only); the
-  // others keep the table's choice. A forced path that applies to none of the plan's
-  // operations is a ValueError.
+  // Forces a path on every operation it applies to (stream, small, dense: forward and
+  // backward_x only); the others keep the table's choice. A forced path that applies to none of
+  // the plan's operations is a ValueError.
   std::optional<KsPath> path;
   int stream_tn = 0;     // the streaming kernel's batch tile: 0 (its rule), 32, 64 or 128
   int stream_mt = 0;     // its m16 tiles per warp item: 0 (its rule), 1 or 2

@@ -10,6 +10,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/ks/ks_blas.hpp"
+#include "cuda/ks/ks_dense.hpp"
 #include "cuda/ks/ks_small.hpp"
 #include "cuda/ks/ks_stream.hpp"
 #include "cuda/ks/ks_tr.hpp"
@@ -46,6 +47,7 @@ struct Solver {
 };
 
 bool always(const Problem&) { return true; }
+bool never(const Problem&) { return false; }
 bool stream_size(const Problem& q) { return q.b >= 32 && q.c >= 32 && q.b * q.c <= 96 * 96; }
 bool big_group(const Problem& q) { return q.a * q.d == 1 && q.b * q.c >= (int64_t(1) << 19); }
 // tr (batch-first d > 1) from batch 1024 wherever its row segments fit the opt-in shared memory
@@ -93,8 +95,14 @@ const Solver kProducts[] = {
      },
      tr_rule<false>},
     {KsPath::kernels, always, always},
+    // Forced only (after the last default entry, so the default never reaches it): W expanded
+    // into the dense K, one cuBLAS GEMM (ks_dense.cu; bench/NOTES-gpu-ks-scan.md "ks-dense");
+    // forward and dx alike (applicability is symmetric in b and c).
+    {KsPath::dense,
+     [](const Problem& q) { return ks::dense_applies(q.a, q.b, q.c, q.d, q.batch); }, never},
 };
 
+// (no dense entry: a dense dK costs a*d times the FLOPs and throws away a*d - 1 zero blocks)
 const Solver kBackwardW[] = {
     {KsPath::blas,
      [](const Problem& q) { return ks::blas_applies(q.a, q.b, q.c, q.d, q.batch, q.bl); }, always},
@@ -131,16 +139,20 @@ const char* ks_path_name(KsPath p) {
     case KsPath::stream: return "stream";
     case KsPath::tr: return "tr";
     case KsPath::small: return "small";
+    case KsPath::dense: return "dense";
     default: return "kernels";
   }
 }
 
 std::string KsPlan::describe() const {
-  auto product = [](const Choice& c) {
+  auto product = [this](const Choice& c) {
     std::string s = ks_path_name(c.path);
     if (c.path == KsPath::stream)
       s += " (tile " + std::to_string(c.tn) + " x " + std::to_string(c.stages) + ", mt " +
            std::to_string(c.mt) + ")";
+    if (c.path == KsPath::dense)
+      s += " (K " + std::to_string(p_.a * p_.b * p_.d) + " x " +
+           std::to_string(p_.a * p_.c * p_.d) + ")";
     return s;
   };
   std::string s = "ks (" + std::to_string(p_.a) + ", " + std::to_string(p_.b) + ", " +
@@ -176,6 +188,12 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype, const K
                                                : ks::StreamCfg{};
     return Problem{p.a, b, c, p.d, batch, batch_last, f32, dx, int64_t(ks::elem_bytes(dtype)), sc};
   };
+  // A forced dense path that cannot run says why (the generic message below names no limit).
+  if (opt.path == KsPath::dense)
+    check_arg(ks::dense_applies(p.a, p.b, p.c, p.d, batch), "path",
+              "forced 'dense' expected a dense K (a*b*d x a*c*d) of at most 2^28 elements and "
+              "batch < 2^31, got pattern (", p.a, ", ", p.b, ", ", p.c, ", ", p.d, "), batch ",
+              batch);
   bool forced_ok = false;
   fwd_ = product_choice(problem(p.b, p.c, false), opt.path, &forced_ok);
   bx_ = product_choice(problem(p.c, p.b, true), opt.path, &forced_ok);
@@ -205,7 +223,9 @@ KsPlan::KsPlan(KsPattern p, int64_t batch, bool batch_last, DType dtype, const K
   const int64_t abcd = p.a * p.b * p.c * p.d;
   const bool wbuf = fwd_.path == KsPath::blas || bx_.path == KsPath::blas ||
                     fwd_.path == KsPath::tr || bx_.path == KsPath::tr;
-  const int64_t w_bytes = wbuf ? abcd * int64_t(ks::elem_bytes(dtype)) : 0;
+  int64_t w_bytes = wbuf ? abcd * int64_t(ks::elem_bytes(dtype)) : 0;
+  if (fwd_.path == KsPath::dense || bx_.path == KsPath::dense)  // one K serves both
+    w_bytes = std::max(w_bytes, ks::dense_bytes(p.a, p.b, p.c, p.d, es));
   const int64_t dw_floats =
       dw_chunk_ ? ks::blas_dw_floats(p.a, p.b, p.c, p.d, dw_batch, dw_chunk_) : 0;
   if (w_bytes || dw_floats) ks::blas_reserve(w_bytes, dw_floats);
@@ -233,6 +253,11 @@ void KsPlan::forward(const void* x, const void* w, void* y, void* stream) const 
   if (fwd_.path == KsPath::blas) {
     ks::blas_prod(x, w, y, dtype_, a, b, c, d, batch_, b * c * d, c * d, d, 1, batch_last_,
                   static_cast<cudaStream_t>(stream));
+    return ks::buffers_done(static_cast<cudaStream_t>(stream));
+  }
+  if (fwd_.path == KsPath::dense) {
+    ks::dense_prod(x, w, y, dtype_, a, b, c, d, batch_, batch_last_, false,
+                   static_cast<cudaStream_t>(stream));
     return ks::buffers_done(static_cast<cudaStream_t>(stream));
   }
   if (fwd_.path == KsPath::tr) {
@@ -264,6 +289,11 @@ void KsPlan::backward_x(const void* dy, const void* w, void* dx, void* stream) c
   if (bx_.path == KsPath::blas) {
     ks::blas_prod(dy, w, dx, dtype_, a, c, b, d, batch_, b * c * d, d, c * d, 1, batch_last_,
                   static_cast<cudaStream_t>(stream));
+    return ks::buffers_done(static_cast<cudaStream_t>(stream));
+  }
+  if (bx_.path == KsPath::dense) {  // dx = dy K: the same K, the other GEMM operand order
+    ks::dense_prod(dy, w, dx, dtype_, a, b, c, d, batch_, batch_last_, true,
+                   static_cast<cudaStream_t>(stream));
     return ks::buffers_done(static_cast<cudaStream_t>(stream));
   }
   if (bx_.path == KsPath::tr) {
