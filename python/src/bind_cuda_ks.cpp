@@ -268,8 +268,9 @@ void chain_backward(uintptr_t dy, uintptr_t x, const std::vector<uintptr_t>& ws,
 }
 
 // Which product path a plan picks: "blas" (cuBLAS on strided views), "stream" (batch-last,
-// W in shared memory), "tr" (batch-first d > 1: transpositions + cuBLAS) or "kernels", for
-// forward and backward_x (tests and bench; options force one). The plan is built for the
+// W in shared memory), "tr" (batch-first d > 1: transpositions + cuBLAS), "small" (small
+// batches), "dense" (forced only: the dense K and one GEMM) or "kernels", for forward and
+// backward_x (tests and bench; options force one). The plan is built for the
 // query only: it reserves no more than the call it describes would.
 KsPlan query_plan(const std::vector<int64_t>& p, int64_t batch, bool batch_last, int dtype, int64_t options) {
   check_arg(p.size() == 4, "pattern", "expected (a, b, c, d), got ", p.size(), " values");

@@ -48,10 +48,10 @@ inline strux::cuda::KsOptions ks_options(int64_t code) {
   check_arg(code >= 0 && code < (int64_t(1) << 10), "options", "bad ks options code ", code);
   strux::cuda::KsOptions o;
   const int path = int(code & 7);
-  check_arg(path <= 5, "options", "bad ks path code ", path);
+  check_arg(path <= 6, "options", "bad ks path code ", path);
   if (path) {
-    const KsPath paths[] = {KsPath::kernels, KsPath::kernels, KsPath::blas,
-                            KsPath::stream,  KsPath::tr,      KsPath::small};
+    const KsPath paths[] = {KsPath::kernels, KsPath::kernels, KsPath::blas, KsPath::stream,
+                            KsPath::tr,      KsPath::small,   KsPath::dense};
     o.path = paths[path];
   }
   const int tn = int((code >> 3) & 3);

@@ -429,7 +429,7 @@ def ks_chain_vjp(dy, x, ws, patterns, *, layout: str = "bsf", options=None):
 
 def ks_paths(pattern, batch: int, *, layout: str = "bsf", dtype: str = "float32", options=None):
     """(forward path, backward_x path, (backward_w path, its batch chunk)) a plan picks: "kernels",
-    "blas", "stream" or "tr" (tests, bench)."""
+    "blas", "stream", "tr", "small" or (forced only) "dense" (tests, bench)."""
     _a.need()
     p, bl = list(_pattern(pattern)), _choice(layout, "layout", _LAYOUTS) == "bsl"
     dt, code = _DTYPE_CODE[_choice(dtype, "dtype", _KERNEL_DTYPES)], _O.ks_code(options)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numbers
 
-_KS_PATHS = {"auto": 0, "kernels": 1, "blas": 2, "stream": 3, "tr": 4, "small": 5}
+_KS_PATHS = {"auto": 0, "kernels": 1, "blas": 2, "stream": 3, "tr": 4, "small": 5, "dense": 6}
 _KS_TN = {0: 0, 32: 1, 64: 2, 128: 3}
 _KS_CHAIN = {"auto": 0, "factors": 1, "fused": 2}
 _KS_FUSED_TB = {0: 0, 8: 1, 16: 2, 32: 3, 64: 4}
@@ -52,10 +52,12 @@ def _count(options, key, what):
 
 
 def ks_code(options) -> int:
-    """ks: {"path": "auto" | "kernels" | "blas" | "stream" | "tr" | "small", "stream_tn": 0 | 32 | 64 | 128,
+    """ks: {"path": "auto" | "kernels" | "blas" | "stream" | "tr" | "small" | "dense", "stream_tn": 0 | 32 | 64 | 128,
     "stream_mt": 0 | 1 | 2, "dw_ptrs": bool, "tc_variant": -1 | 0 | 1, "chain": "auto" | "factors" |
     "fused", "fused_tb": 0 | 8 | 16 | 32 | 64}. A forced path runs every operation it applies to
-    (stream: forward and dx only; small, the small-batch kernels: forward and dx, batch <= 4096) and the table's choice elsewhere; one that applies to no
+    (stream: forward and dx only; small, the small-batch kernels: forward and dx, batch <= 4096; dense, W expanded
+    into the dense K and one cuBLAS GEMM: forward and dx, K of at most 2^28 elements, else ValueError naming the
+    limit) and the table's choice elsewhere; one that applies to no
     operation of the plan raises ValueError (from the plan). "chain" picks how a chain's forward
     runs (a 2-factor chain in one kernel, or factor by factor; a forced "fused" that cannot run
     raises ValueError saying why); "fused_tb" the fused kernel's batch rows per block."""
