@@ -19,13 +19,20 @@ said so. --max-seconds: every pattern's time is estimated from its bytes and FLO
 whole list does not fit, patterns are taken evenly from it (every k-th, deterministic) and the
 output says how many ran.
 
+Rows with a*d <= 8 (both layouts) also time the forced-only dense path (W expanded into the
+dense K, one cuBLAS GEMM: src/cuda/ks/ks_dense.cu) as row["dense_path_ms"], with its accuracy on
+the REF_ROWS entries (row["dense_path_err"]); the summary lists where it beat the default by > 5%,
+by a*d, so a default rule can be read off the JSON (bench/NOTES-gpu-ks-scan.md "ks-dense";
+bench/ks_rule_check.py --dense prints a candidate rule's outcome).
+
 --focus tr-large: only the batch-first d > 1 patterns whose float32 row segments are over 48 KB
 (the rows the large-segment tr rule decides, both sides of it: bench/NOTES-gpu-ks-scan.md
 "ks-path-rule"), sampled evenly to fit, plus --rest N patterns taken evenly from the others (their
-time counted first).
+time counted first). --focus dense: only the patterns with a*d <= 8 (the dense path's rows),
+sampled evenly to fit.
 
 Run: python bench/gpu_ks_sweep.py --out DIR [--max-seconds S] [--batch B] [--dtypes float32,bfloat16]
-     [--focus tr-large --rest N]
+     [--focus tr-large --rest N | --focus dense]
 (PYTHONPATH=python, as scripts/gpu_build.sh sets). Writes DIR/ks_sweep.json and prints a summary.
 """
 from __future__ import annotations
@@ -61,6 +68,7 @@ FIXED_S = 0.06
 KPEAK = {"float32": 2.0e13, "bfloat16": 6.0e12}
 WARM, REPS = 2, 5
 ALT_PATHS = ("kernels", "tr")  # the choice the batch-first d > 1 rule makes (src/cuda/ks/ks_plan.cu)
+DENSE_PATH_MAX_AD = 8  # rows that time the forced dense path (a*d times the ks FLOPs)
 
 
 def load_patterns(path=PATTERN_FILE):
@@ -87,6 +95,10 @@ def dense_ok(p):
     return p[0] * p[3] <= DENSE_MAX_RATIO
 
 
+def dense_path_ok(p):
+    return p[0] * p[3] <= DENSE_PATH_MAX_AD
+
+
 def estimate_s(p, batch, dtypes, layouts):
     """Seconds the sweep spends on pattern p (every dtype and layout), from its bytes and FLOPs."""
     a, b, c, d = p
@@ -100,6 +112,8 @@ def estimate_s(p, batch, dtypes, layouts):
         dense = 2.0 * batch * M * N / PEAK[dt] + xy / BW if dense_ok(p) else 0.0
         per_layout = FIXED_S + (WARM + REPS + 1) * (call + bmm + dense)
         t += len(layouts) * per_layout
+        if dense_path_ok(p):  # the forced dense path: accuracy call + 1 warm + 3 reps per layout
+            t += len(layouts) * 5 * (2.0 * batch * M * N / PEAK[dt] + xy / BW + 2e-5)
         if d > 1 and "bsf" in layouts:  # the forced alternative: tr or the fused kernels
             t += 4 * max(call, 2.0 * batch * nnz / KPEAK[dt] + xy / BW)
     return t
@@ -165,6 +179,27 @@ def free():
     torch.cuda.empty_cache()
 
 
+def time_dense_path(row, x, w, p, layout, fits):
+    """row["dense_path_ms"] (forced dense: K expanded per call + one GEMM) and its accuracy on the
+    first REF_ROWS entries, or row["dense_path"] saying why not."""
+    opt = {"path": "dense"}
+    if not fits:
+        row["dense_path"] = "skipped: memory"
+        return
+    try:
+        _cuda_ks.ks_paths(p, row["batch"], layout=layout, dtype=row["dtype"], options=opt)
+    except ValueError as e:  # K over 2^28 elements
+        row["dense_path"] = f"not applicable: {e}"
+        return
+    r = min(REF_ROWS, row["batch"])
+    xs = x[:r] if layout == "bsf" else x[:, :r].contiguous()
+    ref = bmm_recipe(xs.double(), *bmm_operands(w.double(), p), p, layout)
+    row["dense_path_err"] = rel(_cuda_ks.ks_matmul(xs, w, p, layout=layout, options=opt), ref)
+    row["dense_path_ok"] = row["dense_path_err"] <= max(TOL[row["dtype"]], 2 * row["err_bmm"])
+    f = lambda: _cuda_ks.ks_matmul(x, w, p, layout=layout, options=opt)  # noqa: E731
+    row["dense_path_ms"] = time_ms(f, warm=1, reps=3)[0]
+
+
 def run_one(p, batch, dt, layout, mem_bytes):
     a, b, c, d = p
     N = a * c * d
@@ -215,6 +250,9 @@ def run_one(p, batch, dt, layout, mem_bytes):
         K = dense_matrix(w, p)
         dense = (lambda: F.linear(x, K)) if layout == "bsf" else (lambda: torch.mm(K, x))
         row["dense_ms"] = time_ms(dense, warm=WARM, reps=REPS)[0]
+        K = None
+    if dense_path_ok(p):
+        time_dense_path(row, x, w, p, layout, xy + kbytes <= mem_bytes)
     best = min(row["bmm_ms"], row.get("dense_ms", math.inf))
     row["vs_bmm"] = row["bmm_ms"] / row["strux_ms"]
     row["vs_best"] = best / row["strux_ms"]
@@ -252,12 +290,40 @@ def summary(rows, n_run, n_all, skipped, est_s, wall_s):
                  + (":" if lost else ""))
     for r, k, v in lost[:8]:
         lines.append(f"    {tuple(r['pattern'])} {r['dtype']} {r['path']} {r['strux_ms']:.3f} ms, {k} {v:.3f} ms")
+    lines += dense_summary(rows)
     worst = sorted(rows, key=lambda r: r["vs_best"])[:10]
     lines.append("  worst 10 (strux vs min(bmm, dense)): pattern dtype layout path strux_ms bmm_ms dense_ms ratio")
     for r in worst:
         dn = f"{r['dense_ms']:.3f}" if "dense_ms" in r else "-"
         lines.append(f"    {tuple(r['pattern'])} {r['dtype']} {r['layout']} {r['path']} {r['strux_ms']:.3f} "
                      f"{r['bmm_ms']:.3f} {dn} x{r['vs_best']:.2f}")
+    return lines
+
+
+def dense_summary(rows):
+    """The forced dense path against the default, by dtype, layout and a*d: where it wins by > 5%."""
+    dr = [r for r in rows if "dense_path_ms" in r]
+    bad = [r for r in dr if not r["dense_path_ok"]]
+    lines = [f"  dense path (forced, a*d <= {DENSE_PATH_MAX_AD}): {len(dr)} rows timed"
+             + (f"; ACCURACY: {len(bad)} above tolerance, e.g. {tuple(bad[0]['pattern'])} {bad[0]['dtype']} "
+                f"{bad[0]['layout']} err {bad[0]['dense_path_err']:.1e}" if bad else "")]
+    groups = {}
+    for r in dr:
+        a, _, _, d = r["pattern"]
+        groups.setdefault((r["dtype"], r["layout"], a * d), []).append(r)
+    for (dt, lay, ad), rs in sorted(groups.items()):
+        sp = sorted(r["strux_ms"] / r["dense_path_ms"] for r in rs)
+        lines.append(f"    {dt:8s} {lay} a*d={ad}: n {len(rs)}, default/dense median x{statistics.median(sp):.2f} "
+                     f"(min {sp[0]:.2f}, max {sp[-1]:.2f}), dense > 5% faster on {sum(v > 1.05 for v in sp)}")
+    wins = sorted([r for r in dr if r["dense_path_ms"] * 1.05 < r["strux_ms"]],
+                  key=lambda r: r["dense_path_ms"] / r["strux_ms"])
+    lines.append(f"  dense path > 5% faster than the default on {len(wins)} rows"
+                 + (" (pattern dtype layout a*d default_path strux_ms dense_path_ms F.linear_ms):" if wins else ""))
+    for r in wins[:20]:
+        a, _, _, d = r["pattern"]
+        dn = f"{r['dense_ms']:.3f}" if "dense_ms" in r else "-"
+        lines.append(f"    {tuple(r['pattern'])} {r['dtype']} {r['layout']} {a * d} {r['path']} "
+                     f"{r['strux_ms']:.3f} {r['dense_path_ms']:.3f} {dn}")
     return lines
 
 
@@ -270,13 +336,18 @@ def main():
     ap.add_argument("--dtypes", default="float32,bfloat16")
     ap.add_argument("--layouts", default="bsf,bsl")
     ap.add_argument("--patterns", default=PATTERN_FILE)
-    ap.add_argument("--focus", choices=["tr-large"], help="only the rows the large-segment tr rule decides")
+    ap.add_argument("--focus", choices=["tr-large", "dense"],
+                    help="only the rows the large-segment tr rule decides / the dense path's rows (a*d <= 8)")
     ap.add_argument("--rest", type=int, default=6, help="with --focus: other patterns to add")
     args = ap.parse_args()
     dtypes, layouts = args.dtypes.split(","), args.layouts.split(",")
     pats = load_patterns(args.patterns)
     est = [estimate_s(p, args.batch, dtypes, layouts) for p in pats]
-    if args.focus:
+    if args.focus == "dense":
+        keep = [i for i, p in enumerate(pats) if dense_path_ok(p)]
+        sub, est_s = sample([pats[i] for i in keep], [est[i] for i in keep], args.max_seconds)
+        idx = [keep[j] for j in sub]
+    elif args.focus:
         idx, est_s = focus_sample(pats, est, args.max_seconds, args.rest)
     else:
         idx, est_s = sample(pats, est, args.max_seconds)

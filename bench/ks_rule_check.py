@@ -10,12 +10,17 @@ whose forward the rule moved: new default vs forced old path, and both vs bmm. A
 new_path() below (the rule mirrored in Python) agrees with the path the code chose, and the
 rows the new rule keeps on the kernels where forced tr was faster.
 The small-batch part (--small) is the landed rule (bench/NOTES-gpu-ks-small.md).
+The dense part (--dense) reads the sweep's forced dense path times (row["dense_path_ms"], rows with
+a*d <= 8) and prints, per dtype and layout, what the candidate rule "dense where a*d <= T" would do
+for T = 1 ... 8 against the default (rows > 5% faster / slower, geometric mean of default/picked):
+the threshold to propose (bench/NOTES-gpu-ks-scan.md "ks-dense").
 
   python3 bench/ks_rule_check.py ks_sweep.json [--small ks_small.json] [--smem-optin 232448]
-      [--table FILE]   (one line per moved row, written to FILE)
+      [--table FILE]   (one line per moved row, written to FILE) [--dense]
 """
 import argparse
 import json
+import math
 import statistics
 from collections import defaultdict
 
@@ -79,6 +84,25 @@ def check_small(path):
         print(f"  {dt} batch {batch} {p}: x{v:.2f}")
 
 
+def check_dense(rows):
+    """The candidate rule "dense where a*d <= T" per (dtype, layout), T = 1 ... 8."""
+    dr = [r for r in rows if "dense_path_ms" in r]
+    print(f"dense path: {len(dr)} rows with the forced dense path timed"
+          + (f", {sum(not r['dense_path_ok'] for r in dr)} above the accuracy tolerance" if dr else ""))
+    for dt in sorted({r["dtype"] for r in dr}):
+        for lay in ("bsf", "bsl"):
+            rs = [r for r in dr if r["dtype"] == dt and r["layout"] == lay and r["dense_path_ok"]]
+            if not rs:
+                continue
+            print(f"  {dt} {lay} ({len(rs)} rows): T  faster>5%  slower>5%  geomean default/picked")
+            for T in range(1, 9):
+                picked = [(r, r["dense_path_ms"] if r["pattern"][0] * r["pattern"][3] <= T else r["strux_ms"])
+                          for r in rs]
+                g = math.exp(statistics.fmean(math.log(r["strux_ms"] / m) for r, m in picked))
+                print(f"    {T}  {sum(m * 1.05 < r['strux_ms'] for r, m in picked):9d}  "
+                      f"{sum(m > 1.05 * r['strux_ms'] for r, m in picked):9d}  x{g:.3f}")
+
+
 def fmt(r, alt):
     return (f"{tuple(r['pattern'])} {r['dtype']} {r['path']} {r['strux_ms']:.3f} ms, forced {alt[0]} "
             f"{alt[1]:.3f} ms (x{alt[1] / r['strux_ms']:.2f}), bmm {r['bmm_ms']:.3f} (x{r['bmm_ms'] / r['strux_ms']:.2f})")
@@ -90,6 +114,7 @@ def main():
     ap.add_argument("--small", help="ks_small.json: check the small-batch rule too")
     ap.add_argument("--smem-optin", type=int, default=232448, help="H100/H200: 227 KB")
     ap.add_argument("--table", help="write one line per moved row here")
+    ap.add_argument("--dense", action="store_true", help="the candidate dense rules (a*d <= T)")
     args = ap.parse_args()
     rows = [r for r in json.load(open(args.json))["rows"] if "strux_ms" in r]
     bsf = [r for r in rows if r["layout"] == "bsf" and r["pattern"][3] > 1]
@@ -135,6 +160,8 @@ def main():
             f.write("\n".join(lines) + "\n")
     if args.small:
         check_small(args.small)
+    if args.dense:
+        check_dense(rows)
 
 
 if __name__ == "__main__":
