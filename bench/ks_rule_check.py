@@ -12,8 +12,10 @@ rows the new rule keeps on the kernels where forced tr was faster.
 The small-batch part (--small) is the landed rule (bench/NOTES-gpu-ks-small.md).
 The dense part (--dense) reads the sweep's forced dense path times (row["dense_path_ms"], rows with
 a*d <= 8) and prints, per dtype and layout, what the candidate rule "dense where a*d <= T" would do
-for T = 1 ... 8 against the default (rows > 5% faster / slower, geometric mean of default/picked):
-the threshold to propose (bench/NOTES-gpu-ks-scan.md "ks-dense").
+for T = 1 ... 8 against the default (rows > 5% faster / slower, geometric mean of default/picked),
+and the same for "dense where H = M*N/(M + N) <= h" (M = a*b*d, N = a*c*d: the dense GEMM's FLOPs
+over the bytes of x and y, the quantity the NOTES' prediction turns on): the threshold to propose
+(bench/NOTES-gpu-ks-scan.md "ks-dense").
 
   python3 bench/ks_rule_check.py ks_sweep.json [--small ks_small.json] [--smem-optin 232448]
       [--table FILE]   (one line per moved row, written to FILE) [--dense]
@@ -84,8 +86,15 @@ def check_small(path):
         print(f"  {dt} batch {batch} {p}: x{v:.2f}")
 
 
+def harm(p):
+    a, b, c, d = p
+    M, N = a * b * d, a * c * d
+    return M * N / (M + N)
+
+
 def check_dense(rows):
-    """The candidate rule "dense where a*d <= T" per (dtype, layout), T = 1 ... 8."""
+    """The candidate rules "dense where a*d <= T" (T = 1 ... 8) and "dense where H <= h" per
+    (dtype, layout)."""
     dr = [r for r in rows if "dense_path_ms" in r]
     print(f"dense path: {len(dr)} rows with the forced dense path timed"
           + (f", {sum(not r['dense_path_ok'] for r in dr)} above the accuracy tolerance" if dr else ""))
@@ -94,12 +103,13 @@ def check_dense(rows):
             rs = [r for r in dr if r["dtype"] == dt and r["layout"] == lay and r["dense_path_ok"]]
             if not rs:
                 continue
-            print(f"  {dt} {lay} ({len(rs)} rows): T  faster>5%  slower>5%  geomean default/picked")
-            for T in range(1, 9):
-                picked = [(r, r["dense_path_ms"] if r["pattern"][0] * r["pattern"][3] <= T else r["strux_ms"])
-                          for r in rs]
+            print(f"  {dt} {lay} ({len(rs)} rows): rule  faster>5%  slower>5%  geomean default/picked")
+            rules = [(f"a*d <= {T}", lambda p, T=T: p[0] * p[3] <= T) for T in range(1, 9)]
+            rules += [(f"H <= {h}", lambda p, h=h: harm(p) <= h) for h in (50, 100, 200, 300, 500, 700, 1000)]
+            for name, take in rules:
+                picked = [(r, r["dense_path_ms"] if take(r["pattern"]) else r["strux_ms"]) for r in rs]
                 g = math.exp(statistics.fmean(math.log(r["strux_ms"] / m) for r, m in picked))
-                print(f"    {T}  {sum(m * 1.05 < r['strux_ms'] for r, m in picked):9d}  "
+                print(f"    {name:10s} {sum(m * 1.05 < r['strux_ms'] for r, m in picked):5d}  "
                       f"{sum(m > 1.05 * r['strux_ms'] for r, m in picked):9d}  x{g:.3f}")
 
 
