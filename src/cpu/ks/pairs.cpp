@@ -431,11 +431,11 @@ STRUX_INLINE void cols_pass(const Stages<T>& S, int64_t s, int64_t k, const T* s
 }
 
 // Every factor on one tile of kCols columns: x rows at x + p xs, y rows at y + p ys; passes
-// between the first and the last run in `tile` (stride kCols). stream: y's rows of the tile
-// start on cache lines (streaming stores; the caller fences them).
+// between the first and the last run in `tile` (row stride C, kCols or more). stream: y's rows
+// of the tile start on cache lines (streaming stores; the caller fences them).
 template <class T>
-STRUX_INLINE void chain_cols(const Stages<T>& S, const T* x, int64_t xs, T* y, int64_t ys, T* tile, bool stream) {
-  const int64_t C = kCols<T>;
+STRUX_INLINE void chain_cols(const Stages<T>& S, const T* x, int64_t xs, T* y, int64_t ys, T* tile, int64_t C,
+                             bool stream) {
   for (int64_t s = 0; s < S.P;) {
     const int64_t k = (s + 1 < S.P && S.d[s] != S.d[s + 1]) ? 2 : 1;
     const bool first = s == 0, last = s + k == S.P;
@@ -472,14 +472,39 @@ STRUX_CLONES void block_bwd(const Stages<double>& S, const double* x, const doub
   chain_bwd(S, x, dy, acts, g, want_dx, dW, want_dw, rows);
 }
 STRUX_CLONES void tile_cols(const Stages<float>& S, const float* x, int64_t xs, float* y, int64_t ys, float* tile,
-                            bool stream) {
-  chain_cols(S, x, xs, y, ys, tile, stream);
+                            int64_t ts, bool stream) {
+  chain_cols(S, x, xs, y, ys, tile, ts, stream);
 }
 STRUX_CLONES void tile_cols(const Stages<double>& S, const double* x, int64_t xs, double* y, int64_t ys,
-                            double* tile, bool stream) {
-  chain_cols(S, x, xs, y, ys, tile, stream);
+                            double* tile, int64_t ts, bool stream) {
+  chain_cols(S, x, xs, y, ys, tile, ts, stream);
 }
 #undef STRUX_CLONES
+
+// Ragged rows (a row of y not a whole number of lines: its rows start at different offsets in
+// a line): the last pass leaves the tile in scratch, and each row goes out as whole lines of y
+// with streaming stores, each line written once. Row p's lines start h columns into the tile
+// (h < V, per row); the line across the tile's first column takes the previous tile's last
+// V - h values from the row's carry slot just before it (tile + p ts - V, filled by the same
+// thread's previous tile), and the last V - h values go to that slot for the next tile. Without
+// a previous tile (prev false: the first of a run of tiles) the first h values, and without a
+// next one the last V - h, are written with plain stores: those lines are shared with another
+// run, or stick out of y. Streaming partial lines cost more than the reads they save
+// (bench/NOTES-cpu.md "ks bsl", v5). a: y's offset in a line, in values.
+template <class T>
+void emit_lines(T* tile, int64_t ts, int64_t n, T* y, int64_t batch, int64_t t0, int64_t a, bool prev, bool next) {
+  constexpr int64_t V = kV<T>, C = kCols<T>;
+  for (int64_t p = 0; p < n; ++p) {
+    T* r = tile + p * ts;
+    T* yr = y + p * batch + t0;
+    const int64_t h = (V - (a + p * batch + t0) % V) % V;
+    if (prev) st_stream(yr + h - V, ld(r + h - V));
+    else std::memcpy(yr, r, size_t(h) * sizeof(T));
+    for (int64_t k = 1; k < C / V; ++k) st_stream(yr + h + (k - 1) * V, ld(r + h + (k - 1) * V));
+    if (next) st(r - V, ld(r + C - V));
+    else std::memcpy(yr + h + C - V, r + h + C - V, size_t(V - h) * sizeof(T));
+  }
+}
 
 // Per stage (application order): d, and wd | wo per position; wt (backward) wo[p ^ d].
 template <class T>
@@ -548,32 +573,48 @@ void pairs_forward(const std::vector<KSPattern>& ps, KSLayout layout, const T* x
     }
     return;
   }
-  constexpr int64_t C = kCols<T>;
+  constexpr int64_t C = kCols<T>, V = kV<T>;
   // Where y's rows all start at the same offset in a cache line (the row length a whole number of
   // lines), the tile grid starts at the first column on a line boundary (`lead` columns before it
-  // form a short tile), so every full tile writes whole lines of y with streaming stores.
+  // form a short tile), so every full tile writes whole lines of y with streaming stores. Other
+  // batches (ragged rows) go out through emit_lines, each thread on runs of consecutive tiles
+  // (the carry between them); their tile rows are C + V apart, a carry slot before each.
   const uintptr_t line = 64, at = reinterpret_cast<uintptr_t>(y) % line;
-  const bool stream = (batch * int64_t(sizeof(T))) % int64_t(line) == 0 && at % sizeof(T) == 0;
+  const bool whole = (batch * int64_t(sizeof(T))) % int64_t(line) == 0;
+  const bool stream = whole && at % sizeof(T) == 0;
+  const bool ragged = !whole && at % sizeof(T) == 0 && batch >= C;
   const int64_t lead = stream ? std::min<int64_t>(batch, int64_t((line - at) % line / sizeof(T))) : 0;
-  const int64_t ntiles = (lead > 0) + (batch - lead + C - 1) / C;
-  std::vector<T> bufs(size_t(checked_count("batch", {int64_t(nt), n, C})));  // before the region
+  const int64_t ntiles = (lead > 0) + (batch - lead + C - 1) / C, ts = ragged ? C + V : C;
+  // Runs of consecutive tiles: 2 (as schedule(dynamic, 2)); ragged, ~4 per thread, so the plain
+  // lines between runs are few (a run's ends) while a busy core still gets less work.
+  const int64_t nruns = ragged ? std::min<int64_t>(ntiles, 4 * int64_t(nt)) : (ntiles + 1) / 2;
+  std::vector<T> bufs(size_t(checked_count("batch", {int64_t(nt), n, ts})));  // before the region
 #pragma omp parallel num_threads(nt)
   {
-    T* tile = bufs.data() + int64_t(thread_index()) * n * C;
-#pragma omp for schedule(dynamic, 2) nowait
-    for (int64_t t = 0; t < ntiles; ++t) {
-      const int64_t t0 = lead > 0 && t == 0 ? 0 : lead + (t - (lead > 0)) * C;
-      const int64_t m = lead > 0 && t == 0 ? lead : std::min(C, batch - t0);
-      if (m == C) {  // the first pass reads x, the last writes y
-        tile_cols(S, x + t0, batch, y + t0, batch, tile, stream);
-        continue;
+    T* tile = bufs.data() + int64_t(thread_index()) * n * ts + (ts - C);
+#pragma omp for schedule(dynamic, 1) nowait
+    for (int64_t run = 0; run < nruns; ++run) {
+      const int64_t ta = ragged ? run * ntiles / nruns : 2 * run;
+      const int64_t tb = ragged ? (run + 1) * ntiles / nruns : std::min(ntiles, 2 * run + 2);
+      for (int64_t t = ta; t < tb; ++t) {
+        const int64_t t0 = lead > 0 && t == 0 ? 0 : lead + (t - (lead > 0)) * C;
+        const int64_t m = lead > 0 && t == 0 ? lead : std::min(C, batch - t0);
+        if (m == C && ragged) {  // the first pass reads x, the last leaves the tile for emit_lines
+          tile_cols(S, x + t0, batch, tile, ts, tile, ts, false);
+          emit_lines(tile, ts, n, y, batch, t0, int64_t(at / sizeof(T)), t > ta, t + 1 < tb && t0 + 2 * C <= batch);
+          continue;
+        }
+        if (m == C) {  // the first pass reads x, the last writes y
+          tile_cols(S, x + t0, batch, y + t0, batch, tile, ts, stream);
+          continue;
+        }
+        for (int64_t p = 0; p < n; ++p) {  // a short tile: through zero-padded scratch
+          std::memcpy(tile + p * ts, x + p * batch + t0, size_t(m) * sizeof(T));
+          std::fill(tile + p * ts + m, tile + p * ts + C, T(0));
+        }
+        tile_cols(S, tile, ts, tile, ts, tile, ts, false);
+        for (int64_t p = 0; p < n; ++p) std::memcpy(y + p * batch + t0, tile + p * ts, size_t(m) * sizeof(T));
       }
-      for (int64_t p = 0; p < n; ++p) {  // a short tile: through zero-padded scratch
-        std::memcpy(tile + p * C, x + p * batch + t0, size_t(m) * sizeof(T));
-        std::fill(tile + p * C + m, tile + (p + 1) * C, T(0));
-      }
-      tile_cols(S, tile, C, tile, C, tile, false);
-      for (int64_t p = 0; p < n; ++p) std::memcpy(y + p * batch + t0, tile + p * C, size_t(m) * sizeof(T));
     }
     _mm_sfence();  // this thread's streaming stores, before the region's closing barrier
   }
