@@ -249,7 +249,7 @@ STRUX_INLINE void fetch_y(T* p) {
 // streaming stores where the tile's rows of y start on cache lines (the tile grid is laid so,
 // pairs_forward): each row's C values are whole lines, written without first reading them (a
 // third of the memory traffic) and without evicting the tile.
-enum Dst { kToTile, kToY, kToYStream };
+enum Dst { kToTile, kToY, kToYStream, kToLines };
 
 // A vector to memory with streaming stores, 16 bytes at a time: SSE's movntps / movntpd exist
 // in every clone (the AVX-512 clone extracts the four quarters of a register), and the 64-byte
@@ -274,11 +274,43 @@ STRUX_INLINE void put(T* p, Vec<T> v) {
   else st(p, v);
 }
 
+// kToLines (ragged rows: a row of y not a whole number of lines, so its rows start at different
+// offsets in a line): the last pass writes the tile, and each row, once written, goes out as
+// whole lines of y with streaming stores, every line written once. Row p's lines start h
+// columns into the tile (h < V, per row); the line across the tile's first column takes the
+// previous tile's last V - h values from the row's carry slot just before it (tile + p ts - V,
+// filled by the same thread's previous tile), and the row's last V - h values go to that slot
+// for the next tile. Without a previous tile (prev false: the first of a run of tiles) the first
+// h values, and without a next one the last V - h, are written with plain stores: those lines
+// are shared with another run, or stick out of y. Streaming partial lines costs more than the
+// reads it saves (bench/NOTES-cpu.md "ks bsl", v5).
+template <class T>
+struct Lines {
+  T* y;       // y + t0: row 0 at the tile's first column
+  int64_t a;  // y + t0's offset in a line, in values
+  int64_t batch;
+  T* tile;  // row p at tile + p ts, its carry slot the V values before it
+  int64_t ts;
+  bool prev, next;
+};
+template <class T>
+STRUX_INLINE void emit_row(const Lines<T>& L, int64_t p) {
+  constexpr int64_t V = kV<T>, C = kCols<T>;
+  T* r = L.tile + p * L.ts;
+  T* yr = L.y + p * L.batch;
+  const int64_t h = (V - (L.a + p * L.batch) % V) % V;
+  if (L.prev) st_stream(yr + h - V, ld(r + h - V));
+  else std::memcpy(yr, r, size_t(h) * sizeof(T));
+  for (int64_t k = 1; k < C / V; ++k) st_stream(yr + h + (k - 1) * V, ld(r + h + (k - 1) * V));
+  if (L.next) st(r - V, ld(r + C - V));
+  else std::memcpy(yr + h + C - V, r + h + C - V, size_t(V - h) * sizeof(T));
+}
+
 // One factor on the tile: rows p of the input at src + p ss, of the output at dst + p ds (the
 // tile itself: stride C, in place; the first pass reads x and the last writes y directly).
 template <class T, bool In, int To>  // In: src is x (prefetched); To: a Dst
 STRUX_INLINE void cols_one(int64_t n, int64_t d, const T* __restrict wd, const T* __restrict wo, const T* src,
-                           int64_t ss, T* dst, int64_t ds) {
+                           int64_t ss, T* dst, int64_t ds, const Lines<T>* ln) {
   constexpr int64_t kPf = kPfRows / 2;
   for (int64_t q = 0; q < n / 2; ++q) {
     const int64_t p0 = spread(q, d), p1 = p0 + d;
@@ -293,6 +325,10 @@ STRUX_INLINE void cols_one(int64_t n, int64_t d, const T* __restrict wd, const T
       put<T, To>(dst + p0 * ds + o, a0 * x0 + b0 * x1);
       put<T, To>(dst + p1 * ds + o, a1 * x1 + b1 * x0);
     }
+    if constexpr (To == kToLines) {  // the previous pair's rows: this pair's stores have not landed yet
+      if (q > 0) emit_row(*ln, spread(q - 1, d)), emit_row(*ln, spread(q - 1, d) + d);
+      if (q + 1 == n / 2) emit_row(*ln, p0), emit_row(*ln, p1);
+    }
   }
 }
 
@@ -300,7 +336,7 @@ STRUX_INLINE void cols_one(int64_t n, int64_t d, const T* __restrict wd, const T
 template <class T, bool In, int To>
 STRUX_INLINE void cols_two(int64_t n, int64_t d1, const T* __restrict wd1, const T* __restrict wo1, int64_t d2,
                            const T* __restrict wd2, const T* __restrict wo2, const T* src, int64_t ss, T* dst,
-                           int64_t ds) {
+                           int64_t ds, const Lines<T>* ln) {
   constexpr int64_t kPf = kPfRows / 4;
   const int64_t lo = std::min(d1, d2), hi = std::max(d1, d2);
   for (int64_t q = 0; q < n / 4; ++q) {
@@ -319,6 +355,13 @@ STRUX_INLINE void cols_two(int64_t n, int64_t d1, const T* __restrict wd1, const
       put<T, To>(dst + p2 * ds + o, wd2[p2] * y2 + wo2[p2] * y0);
       put<T, To>(dst + p1 * ds + o, wd2[p1] * y1 + wo2[p1] * y3);
       put<T, To>(dst + p3 * ds + o, wd2[p3] * y3 + wo2[p3] * y1);
+    }
+    if constexpr (To == kToLines) {  // the previous quad's rows: this quad's stores have not landed yet
+      if (q > 0) {
+        const int64_t e0 = spread(spread(q - 1, lo), hi);
+        emit_row(*ln, e0), emit_row(*ln, e0 + d1), emit_row(*ln, e0 + d2), emit_row(*ln, e0 + d1 + d2);
+      }
+      if (q + 1 == n / 4) emit_row(*ln, p0), emit_row(*ln, p1), emit_row(*ln, p2), emit_row(*ln, p3);
     }
   }
 }
@@ -423,32 +466,36 @@ STRUX_INLINE void chain_bwd(const Stages<T>& S, const T* x, const T* dy, T* cons
 
 // One pass: k = 2 factors (cols_two) or 1 (cols_one) from stage s.
 template <class T, bool In, int To>
-STRUX_INLINE void cols_pass(const Stages<T>& S, int64_t s, int64_t k, const T* src, int64_t ss, T* dst, int64_t ds) {
+STRUX_INLINE void cols_pass(const Stages<T>& S, int64_t s, int64_t k, const T* src, int64_t ss, T* dst, int64_t ds,
+                            const Lines<T>* ln = nullptr) {
   const int64_t n = S.n;
   const T *wd = S.w + 2 * s * n, *wo = wd + n;
-  if (k == 2) cols_two<T, In, To>(n, S.d[s], wd, wo, S.d[s + 1], wo + n, wo + 2 * n, src, ss, dst, ds);
-  else cols_one<T, In, To>(n, S.d[s], wd, wo, src, ss, dst, ds);
+  if (k == 2) cols_two<T, In, To>(n, S.d[s], wd, wo, S.d[s + 1], wo + n, wo + 2 * n, src, ss, dst, ds, ln);
+  else cols_one<T, In, To>(n, S.d[s], wd, wo, src, ss, dst, ds, ln);
 }
 
 // Every factor on one tile of kCols columns: x rows at x + p xs, y rows at y + p ys; passes
 // between the first and the last run in `tile` (row stride C, kCols or more). stream: y's rows
-// of the tile start on cache lines (streaming stores; the caller fences them).
+// of the tile start on cache lines (streaming stores; the caller fences them). ln: the last
+// pass writes the tile and its rows go to y as lines (kToLines; y and ys unused).
 template <class T>
 STRUX_INLINE void chain_cols(const Stages<T>& S, const T* x, int64_t xs, T* y, int64_t ys, T* tile, int64_t C,
-                             bool stream) {
+                             bool stream, const Lines<T>* ln) {
   for (int64_t s = 0; s < S.P;) {
     const int64_t k = (s + 1 < S.P && S.d[s] != S.d[s + 1]) ? 2 : 1;
-    const bool first = s == 0, last = s + k == S.P;
+    const bool first = s == 0, last = s + k == S.P, lines = last && ln;
     const T* src = first ? x : tile;
-    T* dst = last ? y : tile;
-    const int64_t ss = first ? xs : C, ds = last ? ys : C;
+    T* dst = last && !lines ? y : tile;
+    const int64_t ss = first ? xs : C, ds = last && !lines ? ys : C;
     const bool in = src != tile, out = dst != tile;  // (a short tile runs in place on the tile)
     if (in) {
-      if (!out) cols_pass<T, true, kToTile>(S, s, k, src, ss, dst, ds);
+      if (lines) cols_pass<T, true, kToLines>(S, s, k, src, ss, dst, ds, ln);
+      else if (!out) cols_pass<T, true, kToTile>(S, s, k, src, ss, dst, ds);
       else if (stream) cols_pass<T, true, kToYStream>(S, s, k, src, ss, dst, ds);
       else cols_pass<T, true, kToY>(S, s, k, src, ss, dst, ds);
     } else {
-      if (!out) cols_pass<T, false, kToTile>(S, s, k, src, ss, dst, ds);
+      if (lines) cols_pass<T, false, kToLines>(S, s, k, src, ss, dst, ds, ln);
+      else if (!out) cols_pass<T, false, kToTile>(S, s, k, src, ss, dst, ds);
       else if (stream) cols_pass<T, false, kToYStream>(S, s, k, src, ss, dst, ds);
       else cols_pass<T, false, kToY>(S, s, k, src, ss, dst, ds);
     }
@@ -472,39 +519,14 @@ STRUX_CLONES void block_bwd(const Stages<double>& S, const double* x, const doub
   chain_bwd(S, x, dy, acts, g, want_dx, dW, want_dw, rows);
 }
 STRUX_CLONES void tile_cols(const Stages<float>& S, const float* x, int64_t xs, float* y, int64_t ys, float* tile,
-                            int64_t ts, bool stream) {
-  chain_cols(S, x, xs, y, ys, tile, ts, stream);
+                            int64_t ts, bool stream, const Lines<float>* ln) {
+  chain_cols(S, x, xs, y, ys, tile, ts, stream, ln);
 }
 STRUX_CLONES void tile_cols(const Stages<double>& S, const double* x, int64_t xs, double* y, int64_t ys,
-                            double* tile, int64_t ts, bool stream) {
-  chain_cols(S, x, xs, y, ys, tile, ts, stream);
+                            double* tile, int64_t ts, bool stream, const Lines<double>* ln) {
+  chain_cols(S, x, xs, y, ys, tile, ts, stream, ln);
 }
 #undef STRUX_CLONES
-
-// Ragged rows (a row of y not a whole number of lines: its rows start at different offsets in
-// a line): the last pass leaves the tile in scratch, and each row goes out as whole lines of y
-// with streaming stores, each line written once. Row p's lines start h columns into the tile
-// (h < V, per row); the line across the tile's first column takes the previous tile's last
-// V - h values from the row's carry slot just before it (tile + p ts - V, filled by the same
-// thread's previous tile), and the last V - h values go to that slot for the next tile. Without
-// a previous tile (prev false: the first of a run of tiles) the first h values, and without a
-// next one the last V - h, are written with plain stores: those lines are shared with another
-// run, or stick out of y. Streaming partial lines cost more than the reads they save
-// (bench/NOTES-cpu.md "ks bsl", v5). a: y's offset in a line, in values.
-template <class T>
-void emit_lines(T* tile, int64_t ts, int64_t n, T* y, int64_t batch, int64_t t0, int64_t a, bool prev, bool next) {
-  constexpr int64_t V = kV<T>, C = kCols<T>;
-  for (int64_t p = 0; p < n; ++p) {
-    T* r = tile + p * ts;
-    T* yr = y + p * batch + t0;
-    const int64_t h = (V - (a + p * batch + t0) % V) % V;
-    if (prev) st_stream(yr + h - V, ld(r + h - V));
-    else std::memcpy(yr, r, size_t(h) * sizeof(T));
-    for (int64_t k = 1; k < C / V; ++k) st_stream(yr + h + (k - 1) * V, ld(r + h + (k - 1) * V));
-    if (next) st(r - V, ld(r + C - V));
-    else std::memcpy(yr + h + C - V, r + h + C - V, size_t(V - h) * sizeof(T));
-  }
-}
 
 // Per stage (application order): d, and wd | wo per position; wt (backward) wo[p ^ d].
 template <class T>
@@ -577,7 +599,7 @@ void pairs_forward(const std::vector<KSPattern>& ps, KSLayout layout, const T* x
   // Where y's rows all start at the same offset in a cache line (the row length a whole number of
   // lines), the tile grid starts at the first column on a line boundary (`lead` columns before it
   // form a short tile), so every full tile writes whole lines of y with streaming stores. Other
-  // batches (ragged rows) go out through emit_lines, each thread on runs of consecutive tiles
+  // batches (ragged rows) go out as lines (kToLines), each thread on runs of consecutive tiles
   // (the carry between them); their tile rows are C + V apart, a carry slot before each.
   const uintptr_t line = 64, at = reinterpret_cast<uintptr_t>(y) % line;
   const bool whole = (batch * int64_t(sizeof(T))) % int64_t(line) == 0;
@@ -599,20 +621,21 @@ void pairs_forward(const std::vector<KSPattern>& ps, KSLayout layout, const T* x
       for (int64_t t = ta; t < tb; ++t) {
         const int64_t t0 = lead > 0 && t == 0 ? 0 : lead + (t - (lead > 0)) * C;
         const int64_t m = lead > 0 && t == 0 ? lead : std::min(C, batch - t0);
-        if (m == C && ragged) {  // the first pass reads x, the last leaves the tile for emit_lines
-          tile_cols(S, x + t0, batch, tile, ts, tile, ts, false);
-          emit_lines(tile, ts, n, y, batch, t0, int64_t(at / sizeof(T)), t > ta, t + 1 < tb && t0 + 2 * C <= batch);
+        if (m == C && ragged) {  // the first pass reads x, the last writes y as lines
+          const Lines<T> ln{y + t0, (int64_t(at / sizeof(T)) + t0) % V, batch, tile, ts, t > ta,
+                            t + 1 < tb && t0 + 2 * C <= batch};
+          tile_cols(S, x + t0, batch, tile, ts, tile, ts, false, &ln);
           continue;
         }
         if (m == C) {  // the first pass reads x, the last writes y
-          tile_cols(S, x + t0, batch, y + t0, batch, tile, ts, stream);
+          tile_cols(S, x + t0, batch, y + t0, batch, tile, ts, stream, nullptr);
           continue;
         }
         for (int64_t p = 0; p < n; ++p) {  // a short tile: through zero-padded scratch
           std::memcpy(tile + p * ts, x + p * batch + t0, size_t(m) * sizeof(T));
           std::fill(tile + p * ts + m, tile + p * ts + C, T(0));
         }
-        tile_cols(S, tile, ts, tile, ts, tile, ts, false);
+        tile_cols(S, tile, ts, tile, ts, tile, ts, false, nullptr);
         for (int64_t p = 0; p < n; ++p) std::memcpy(y + p * batch + t0, tile + p * ts, size_t(m) * sizeof(T));
       }
     }
