@@ -231,9 +231,8 @@ constexpr int64_t kCols = 4 * kV<T>;
 // Rows of x and y are far apart (1024 rows: more streams than the hardware prefetchers follow),
 // so the pass that reads x fetches the rows of the pairs / quads kPfRows rows ahead, into L2
 // only: rows 16 KiB apart share a handful of L1 sets, so lines fetched into L1 that far ahead are
-// evicted before use (Zen 4: 32 rows ahead into L2 ran the whole product 0.75x the time of 64
-// rows into L1, bench/NOTES-cpu.md "ks bsl"). The line of the row's last value too: x need not
-// start on a cache line.
+// evicted before use (Zen 4: 32 rows ahead into L2 ran the whole product 0.75x the time of 64 rows
+// into L1, bench/NOTES-cpu.md "ks bsl"). The row's last line too: x need not start on a line.
 constexpr int64_t kPfRows = 32;
 template <class T>
 STRUX_INLINE void fetch_x(const T* p) {
@@ -245,10 +244,10 @@ STRUX_INLINE void fetch_y(T* p) {
   for (int64_t o = 0; o < kCols<T>; o += kV<T>) __builtin_prefetch(p + o, 1, 3);
 }
 
-// Where a pass writes: the tile, y (plain stores; its rows fetched for writing ahead), or y with
+// Where a pass writes: the tile, y (plain stores; its rows fetched for writing ahead), y with
 // streaming stores where the tile's rows of y start on cache lines (the tile grid is laid so,
-// pairs_forward): each row's C values are whole lines, written without first reading them (a
-// third of the memory traffic) and without evicting the tile.
+// pairs_forward): whole lines, written without first reading them (a third of the memory
+// traffic) and without evicting the tile; or the tile, then y as whole lines (kToLines, below).
 enum Dst { kToTile, kToY, kToYStream, kToLines };
 
 // A vector to memory with streaming stores, 16 bytes at a time: SSE's movntps / movntpd exist
@@ -274,30 +273,23 @@ STRUX_INLINE void put(T* p, Vec<T> v) {
   else st(p, v);
 }
 
-// kToLines (ragged rows: a row of y not a whole number of lines, so its rows start at different
-// offsets in a line): the last pass writes the tile, and each row, once written, goes out as
-// whole lines of y with streaming stores, every line written once. Row p's lines start h
-// columns into the tile (h < V, per row); the line across the tile's first column takes the
-// previous tile's last V - h values from the row's carry slot just before it (tile + p ts - V,
-// filled by the same thread's previous tile), and the row's last V - h values go to that slot
-// for the next tile. Without a previous tile (prev false: the first of a run of tiles) the first
-// h values, and without a next one the last V - h, are written with plain stores: those lines
-// are shared with another run, or stick out of y. Streaming partial lines costs more than the
-// reads it saves (bench/NOTES-cpu.md "ks bsl", v5).
+// kToLines (ragged rows: y's rows start at different offsets in a line): the last pass writes
+// the tile and each row, once written, goes to y as whole lines with streaming stores, each line
+// once. Row p's lines start h < V columns into the tile; the line across the tile's first column
+// takes the previous tile's last V - h values from the row's carry slot (the V values before the
+// row, left by the same thread's previous tile), and the row's last V - h go there. Without a
+// previous / next tile in the run, the first h / last V - h values take plain stores (a line
+// shared with another run or sticking out of y): see bench/NOTES-cpu.md "ks bsl ragged".
 template <class T>
 struct Lines {
-  T* y;       // y + t0: row 0 at the tile's first column
-  int64_t a;  // y + t0's offset in a line, in values
-  int64_t batch;
-  T* tile;  // row p at tile + p ts, its carry slot the V values before it
-  int64_t ts;
+  T *y, *tile;              // y + t0 (row 0 at the tile's first column); row p at tile + p ts
+  int64_t a, batch, ts;     // a: y + t0's offset in a line, in values
   bool prev, next;
 };
 template <class T>
 STRUX_INLINE void emit_row(const Lines<T>& L, int64_t p) {
   constexpr int64_t V = kV<T>, C = kCols<T>;
-  T* r = L.tile + p * L.ts;
-  T* yr = L.y + p * L.batch;
+  T *r = L.tile + p * L.ts, *yr = L.y + p * L.batch;
   const int64_t h = (V - (L.a + p * L.batch) % V) % V;
   if (L.prev) st_stream(yr + h - V, ld(r + h - V));
   else std::memcpy(yr, r, size_t(h) * sizeof(T));
@@ -325,10 +317,7 @@ STRUX_INLINE void cols_one(int64_t n, int64_t d, const T* __restrict wd, const T
       put<T, To>(dst + p0 * ds + o, a0 * x0 + b0 * x1);
       put<T, To>(dst + p1 * ds + o, a1 * x1 + b1 * x0);
     }
-    if constexpr (To == kToLines) {  // the previous pair's rows: this pair's stores have not landed yet
-      if (q > 0) emit_row(*ln, spread(q - 1, d)), emit_row(*ln, spread(q - 1, d) + d);
-      if (q + 1 == n / 2) emit_row(*ln, p0), emit_row(*ln, p1);
-    }
+    if constexpr (To == kToLines) emit_row(*ln, p0), emit_row(*ln, p1);
   }
 }
 
@@ -356,13 +345,7 @@ STRUX_INLINE void cols_two(int64_t n, int64_t d1, const T* __restrict wd1, const
       put<T, To>(dst + p1 * ds + o, wd2[p1] * y1 + wo2[p1] * y3);
       put<T, To>(dst + p3 * ds + o, wd2[p3] * y3 + wo2[p3] * y1);
     }
-    if constexpr (To == kToLines) {  // the previous quad's rows: this quad's stores have not landed yet
-      if (q > 0) {
-        const int64_t e0 = spread(spread(q - 1, lo), hi);
-        emit_row(*ln, e0), emit_row(*ln, e0 + d1), emit_row(*ln, e0 + d2), emit_row(*ln, e0 + d1 + d2);
-      }
-      if (q + 1 == n / 4) emit_row(*ln, p0), emit_row(*ln, p1), emit_row(*ln, p2), emit_row(*ln, p3);
-    }
+    if constexpr (To == kToLines) emit_row(*ln, p0), emit_row(*ln, p1), emit_row(*ln, p2), emit_row(*ln, p3);
   }
 }
 
@@ -475,12 +458,13 @@ STRUX_INLINE void cols_pass(const Stages<T>& S, int64_t s, int64_t k, const T* s
 }
 
 // Every factor on one tile of kCols columns: x rows at x + p xs, y rows at y + p ys; passes
-// between the first and the last run in `tile` (row stride C, kCols or more). stream: y's rows
-// of the tile start on cache lines (streaming stores; the caller fences them). ln: the last
-// pass writes the tile and its rows go to y as lines (kToLines; y and ys unused).
-template <class T>
-STRUX_INLINE void chain_cols(const Stages<T>& S, const T* x, int64_t xs, T* y, int64_t ys, T* tile, int64_t C,
-                             bool stream, const Lines<T>* ln) {
+// between the first and the last run in `tile` (row stride kCols; Wide: kCols + V, room for the
+// carry slots). stream: y's rows of the tile start on cache lines (streaming stores; the caller
+// fences them). ln: the last pass writes the tile, its rows go to y as lines (kToLines).
+template <class T, bool Wide>
+STRUX_INLINE void chain_cols(const Stages<T>& S, const T* x, int64_t xs, T* y, int64_t ys, T* tile, bool stream,
+                             const Lines<T>* ln) {
+  constexpr int64_t C = Wide ? kCols<T> + kV<T> : kCols<T>;
   for (int64_t s = 0; s < S.P;) {
     const int64_t k = (s + 1 < S.P && S.d[s] != S.d[s + 1]) ? 2 : 1;
     const bool first = s == 0, last = s + k == S.P, lines = last && ln;
@@ -519,12 +503,14 @@ STRUX_CLONES void block_bwd(const Stages<double>& S, const double* x, const doub
   chain_bwd(S, x, dy, acts, g, want_dx, dW, want_dw, rows);
 }
 STRUX_CLONES void tile_cols(const Stages<float>& S, const float* x, int64_t xs, float* y, int64_t ys, float* tile,
-                            int64_t ts, bool stream, const Lines<float>* ln) {
-  chain_cols(S, x, xs, y, ys, tile, ts, stream, ln);
+                            bool wide, bool stream, const Lines<float>* ln) {
+  if (wide) chain_cols<float, true>(S, x, xs, y, ys, tile, stream, ln);
+  else chain_cols<float, false>(S, x, xs, y, ys, tile, stream, ln);
 }
 STRUX_CLONES void tile_cols(const Stages<double>& S, const double* x, int64_t xs, double* y, int64_t ys,
-                            double* tile, int64_t ts, bool stream, const Lines<double>* ln) {
-  chain_cols(S, x, xs, y, ys, tile, ts, stream, ln);
+                            double* tile, bool wide, bool stream, const Lines<double>* ln) {
+  if (wide) chain_cols<double, true>(S, x, xs, y, ys, tile, stream, ln);
+  else chain_cols<double, false>(S, x, xs, y, ys, tile, stream, ln);
 }
 #undef STRUX_CLONES
 
@@ -599,16 +585,14 @@ void pairs_forward(const std::vector<KSPattern>& ps, KSLayout layout, const T* x
   // Where y's rows all start at the same offset in a cache line (the row length a whole number of
   // lines), the tile grid starts at the first column on a line boundary (`lead` columns before it
   // form a short tile), so every full tile writes whole lines of y with streaming stores. Other
-  // batches (ragged rows) go out as lines (kToLines), each thread on runs of consecutive tiles
-  // (the carry between them); their tile rows are C + V apart, a carry slot before each.
+  // batches (ragged rows) go out by kToLines, each thread on runs of consecutive tiles (the carry
+  // between them): ~4 runs per thread, so the plain lines at runs' ends are few while a busy core
+  // still gets less work; other batches run 2 tiles at a time, as before.
   const uintptr_t line = 64, at = reinterpret_cast<uintptr_t>(y) % line;
-  const bool whole = (batch * int64_t(sizeof(T))) % int64_t(line) == 0;
-  const bool stream = whole && at % sizeof(T) == 0;
-  const bool ragged = !whole && at % sizeof(T) == 0 && batch >= C;
+  const bool whole = (batch * int64_t(sizeof(T))) % int64_t(line) == 0, on = at % sizeof(T) == 0;
+  const bool stream = whole && on, ragged = !whole && on && batch >= C;
   const int64_t lead = stream ? std::min<int64_t>(batch, int64_t((line - at) % line / sizeof(T))) : 0;
   const int64_t ntiles = (lead > 0) + (batch - lead + C - 1) / C, ts = ragged ? C + V : C;
-  // Runs of consecutive tiles: 2 (as schedule(dynamic, 2)); ragged, ~4 per thread, so the plain
-  // lines between runs are few (a run's ends) while a busy core still gets less work.
   const int64_t nruns = ragged ? std::min<int64_t>(ntiles, 4 * int64_t(nt)) : (ntiles + 1) / 2;
   std::vector<T> bufs(size_t(checked_count("batch", {int64_t(nt), n, ts})));  // before the region
 #pragma omp parallel num_threads(nt)
@@ -621,21 +605,17 @@ void pairs_forward(const std::vector<KSPattern>& ps, KSLayout layout, const T* x
       for (int64_t t = ta; t < tb; ++t) {
         const int64_t t0 = lead > 0 && t == 0 ? 0 : lead + (t - (lead > 0)) * C;
         const int64_t m = lead > 0 && t == 0 ? lead : std::min(C, batch - t0);
-        if (m == C && ragged) {  // the first pass reads x, the last writes y as lines
-          const Lines<T> ln{y + t0, (int64_t(at / sizeof(T)) + t0) % V, batch, tile, ts, t > ta,
+        if (m == C) {  // the first pass reads x, the last writes y (ragged: as lines)
+          const Lines<T> ln{y + t0, tile, (int64_t(at / sizeof(T)) + t0) % V, batch, ts, t > ta,
                             t + 1 < tb && t0 + 2 * C <= batch};
-          tile_cols(S, x + t0, batch, tile, ts, tile, ts, false, &ln);
-          continue;
-        }
-        if (m == C) {  // the first pass reads x, the last writes y
-          tile_cols(S, x + t0, batch, y + t0, batch, tile, ts, stream, nullptr);
+          tile_cols(S, x + t0, batch, y + t0, batch, tile, ragged, stream, ragged ? &ln : nullptr);
           continue;
         }
         for (int64_t p = 0; p < n; ++p) {  // a short tile: through zero-padded scratch
           std::memcpy(tile + p * ts, x + p * batch + t0, size_t(m) * sizeof(T));
           std::fill(tile + p * ts + m, tile + p * ts + C, T(0));
         }
-        tile_cols(S, tile, ts, tile, ts, tile, ts, false, nullptr);
+        tile_cols(S, tile, ts, tile, ts, tile, ragged, false, nullptr);
         for (int64_t p = 0; p < n; ++p) std::memcpy(y + p * batch + t0, tile + p * ts, size_t(m) * sizeof(T));
       }
     }
