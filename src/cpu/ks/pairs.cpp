@@ -273,18 +273,18 @@ STRUX_INLINE void put(T* p, Vec<T> v) {
   else st(p, v);
 }
 
-// kToLines (ragged rows: y's rows start at different offsets in a line): the last pass writes
-// the tile and each row, once written, goes to y as whole lines with streaming stores, each line
-// once. Row p's lines start h < V columns into the tile; the line across the tile's first column
-// takes the previous tile's last V - h values from the row's carry slot (the V values before the
-// row, left by the same thread's previous tile), and the row's last V - h go there. Without a
+// kToLines (ragged rows: y's rows start at different offsets in a line; tile_wide's full tiles):
+// the last pass writes the tile and each row, once written, goes to y as whole lines with
+// streaming stores, each line once. Row p's lines start h < V columns into the tile; the line
+// across the tile's first column takes the previous tile's last V - h values from the row's carry
+// slot (the V values before the row, left there by the same thread's previous tile). Without a
 // previous / next tile in the run, the first h / last V - h values take plain stores (a line
-// shared with another run or sticking out of y): see bench/NOTES-cpu.md "ks bsl ragged".
+// shared with another run or sticking out of y): bench/NOTES-cpu.md "ks bsl ragged".
 template <class T>
 struct Lines {
   T *y, *tile;              // y + t0 (row 0 at the tile's first column); row p at tile + p ts
   int64_t a, batch, ts;     // a: y + t0's offset in a line, in values
-  bool prev, next;
+  bool prev, next;          // whether the run has a tile before / after this one
 };
 template <class T>
 STRUX_INLINE void emit_row(const Lines<T>& L, int64_t p) {
@@ -457,10 +457,9 @@ STRUX_INLINE void cols_pass(const Stages<T>& S, int64_t s, int64_t k, const T* s
   else cols_one<T, In, To>(n, S.d[s], wd, wo, src, ss, dst, ds, ln);
 }
 
-// Every factor on one tile of kCols columns: x rows at x + p xs, y rows at y + p ys; passes
-// between the first and the last run in `tile` (row stride kCols; Wide: kCols + V, room for the
-// carry slots). stream: y's rows of the tile start on cache lines (streaming stores; the caller
-// fences them). ln: the last pass writes the tile, its rows go to y as lines (kToLines).
+// Every factor on one tile of kCols columns: x rows at x + p xs, y rows at y + p ys; passes in
+// between run in `tile` (row stride kCols; Wide: kCols + V, room for the carry slots). stream: y's
+// rows of the tile start on lines (streaming stores, the caller fences them). ln: kToLines.
 template <class T, bool Wide>
 STRUX_INLINE void chain_cols(const Stages<T>& S, const T* x, int64_t xs, T* y, int64_t ys, T* tile, bool stream,
                              const Lines<T>* ln) {
@@ -502,16 +501,16 @@ STRUX_CLONES void block_bwd(const Stages<double>& S, const double* x, const doub
                             double* g, bool want_dx, double* dW, const unsigned char* want_dw, int64_t rows) {
   chain_bwd(S, x, dy, acts, g, want_dx, dW, want_dw, rows);
 }
-STRUX_CLONES void tile_cols(const Stages<float>& S, const float* x, int64_t xs, float* y, int64_t ys, float* tile,
-                            bool wide, bool stream, const Lines<float>* ln) {
-  if (wide) chain_cols<float, true>(S, x, xs, y, ys, tile, stream, ln);
-  else chain_cols<float, false>(S, x, xs, y, ys, tile, stream, ln);
-}
-STRUX_CLONES void tile_cols(const Stages<double>& S, const double* x, int64_t xs, double* y, int64_t ys,
-                            double* tile, bool wide, bool stream, const Lines<double>* ln) {
-  if (wide) chain_cols<double, true>(S, x, xs, y, ys, tile, stream, ln);
-  else chain_cols<double, false>(S, x, xs, y, ys, tile, stream, ln);
-}
+#define STRUX_TILES(T)                                                                                          \
+  STRUX_CLONES void tile_cols(const Stages<T>& S, const T* x, int64_t xs, T* y, int64_t ys, T* tile, bool st) { \
+    chain_cols<T, false>(S, x, xs, y, ys, tile, st, nullptr);                                                   \
+  }                                                                                                             \
+  STRUX_CLONES void tile_wide(const Stages<T>& S, const T* x, int64_t xs, T* tile, const Lines<T>* ln) {        \
+    chain_cols<T, true>(S, x, xs, tile, 0, tile, false, ln);  /* y unused: the last pass by kToLines */         \
+  }
+STRUX_TILES(float)
+STRUX_TILES(double)
+#undef STRUX_TILES
 #undef STRUX_CLONES
 
 // Per stage (application order): d, and wd | wo per position; wt (backward) wo[p ^ d].
@@ -608,15 +607,16 @@ void pairs_forward(const std::vector<KSPattern>& ps, KSLayout layout, const T* x
         if (m == C) {  // the first pass reads x, the last writes y (ragged: as lines)
           const Lines<T> ln{y + t0, tile, (int64_t(at / sizeof(T)) + t0) % V, batch, ts, t > ta,
                             t + 1 < tb && t0 + 2 * C <= batch};
-          tile_cols(S, x + t0, batch, y + t0, batch, tile, ragged, stream, ragged ? &ln : nullptr);
+          if (ragged) tile_wide(S, x + t0, batch, tile, &ln);
+          else tile_cols(S, x + t0, batch, y + t0, batch, tile, stream);
           continue;
         }
-        for (int64_t p = 0; p < n; ++p) {  // a short tile: through zero-padded scratch
-          std::memcpy(tile + p * ts, x + p * batch + t0, size_t(m) * sizeof(T));
-          std::fill(tile + p * ts + m, tile + p * ts + C, T(0));
+        for (int64_t p = 0; p < n; ++p) {  // a short tile (a run's last): zero-padded scratch, stride C
+          std::memcpy(tile + p * C, x + p * batch + t0, size_t(m) * sizeof(T));
+          std::fill(tile + p * C + m, tile + (p + 1) * C, T(0));
         }
-        tile_cols(S, tile, ts, tile, ts, tile, ragged, false, nullptr);
-        for (int64_t p = 0; p < n; ++p) std::memcpy(y + p * batch + t0, tile + p * ts, size_t(m) * sizeof(T));
+        tile_cols(S, tile, C, tile, C, tile, false);
+        for (int64_t p = 0; p < n; ++p) std::memcpy(y + p * batch + t0, tile + p * C, size_t(m) * sizeof(T));
       }
     }
     _mm_sfence();  // this thread's streaming stores, before the region's closing barrier
