@@ -586,7 +586,7 @@ void pairs_forward(const std::vector<KSPattern>& ps, KSLayout layout, const T* x
   // form a short tile), so every full tile writes whole lines of y with streaming stores. Other
   // batches (ragged rows) go out by kToLines, each thread on runs of consecutive tiles (the carry
   // between them): ~4 runs per thread, so the plain lines at runs' ends are few while a busy core
-  // still gets less work; other batches run 2 tiles at a time, as before.
+  // still gets less work; whole-line rows run 2 tiles at a time, as before.
   const uintptr_t line = 64, at = reinterpret_cast<uintptr_t>(y) % line;
   const bool whole = (batch * int64_t(sizeof(T))) % int64_t(line) == 0, on = at % sizeof(T) == 0;
   const bool stream = whole && on, ragged = !whole && on && batch >= C;
@@ -611,7 +611,7 @@ void pairs_forward(const std::vector<KSPattern>& ps, KSLayout layout, const T* x
           else tile_cols(S, x + t0, batch, y + t0, batch, tile, stream);
           continue;
         }
-        for (int64_t p = 0; p < n; ++p) {  // a short tile (a run's last): zero-padded scratch, stride C
+        for (int64_t p = 0; p < n; ++p) {  // a short tile (lead, or the last): zero-padded scratch
           std::memcpy(tile + p * C, x + p * batch + t0, size_t(m) * sizeof(T));
           std::fill(tile + p * C + m, tile + (p + 1) * C, T(0));
         }
