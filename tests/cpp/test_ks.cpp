@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -315,14 +316,17 @@ TEST(KSChain, Pairs) {
 // full tiles write y with streaming stores. y at every kind of offset in a line (x at another),
 // a batch of one line, several tiles, tiles and a short one at the end; odd and even numbers of
 // passes; a NaN in one batch column reaches that column only; nothing outside y is written.
+// With bitwise, every column also equals the same chain run on that column alone (batch 1:
+// a short tile through scratch, the plain path) bit for bit.
 template <class T>
-void check_pairs_bsl_lines(std::mt19937_64& rng) {
+void check_pairs_bsl(std::mt19937_64& rng, const std::vector<int64_t>& batches, const std::vector<int64_t>& offs,
+                     bool bitwise) {
   constexpr int64_t kLine = 64 / int64_t(sizeof(T));
   const std::vector<std::vector<KSPattern>> chains = {
       butterfly(64, 2), butterfly(32, 2), {{2, 2, 2, 4}, {8, 2, 2, 1}, {4, 2, 2, 2}}};
   for (const auto& ps : chains)
-    for (int64_t batch : {kLine, 4 * kLine, 9 * kLine})
-      for (int64_t off : {int64_t(0), int64_t(1), kLine / 2 + 1, kLine - 1}) {
+    for (int64_t batch : batches)
+      for (int64_t off : offs) {
         SCOPED_TRACE(testing::Message() << "N " << ps.back().cols() << " batch " << batch << " y offset " << off);
         const int64_t n = ps.back().cols();
         std::vector<double> K;
@@ -344,6 +348,14 @@ void check_pairs_bsl_lines(std::mt19937_64& rng) {
         }
         for (auto& w : wt) wp.push_back(w.data());
         auto x = randn(n * batch, rng);
+        KSChainPlan<T> plan(ps, KSLayout::BatchLast, 0, KSSolver::Pairs);
+        std::vector<T> cols(size_t(n * batch));  // column by column, batch 1
+        for (int64_t t = 0; bitwise && t < batch; ++t) {
+          std::vector<T> xc(static_cast<size_t>(n)), yc(static_cast<size_t>(n));
+          for (int64_t r = 0; r < n; ++r) xc[size_t(r)] = T(x[size_t(r * batch + t)]);
+          plan.forward(xc.data(), wp.data(), yc.data(), 1);
+          for (int64_t r = 0; r < n; ++r) cols[size_t(r * batch + t)] = yc[size_t(r)];
+        }
         const int64_t nan_col = (off * 7 + 3) % batch;
         // Buffers with room to place x and y at any offset from a 64-byte boundary, y guarded.
         std::vector<T> xbuf(size_t(n * batch + 2 * kLine)), ybuf(size_t(n * batch + 4 * kLine), T(7));
@@ -353,7 +365,6 @@ void check_pairs_bsl_lines(std::mt19937_64& rng) {
         };
         T* xp = line_start(xbuf.data()) + (off + 3) % kLine;
         T* yp = line_start(ybuf.data()) + kLine + off;
-        KSChainPlan<T> plan(ps, KSLayout::BatchLast, 0, KSSolver::Pairs);
         for (int pass = 0; pass < 2; ++pass) {
           if (pass == 1) x[size_t((n / 2) * batch + nan_col)] = NAN;
           for (int64_t e = 0; e < n * batch; ++e) xp[e] = T(x[size_t(e)]);
@@ -363,6 +374,9 @@ void check_pairs_bsl_lines(std::mt19937_64& rng) {
           const std::vector<double> got(yp, yp + n * batch);
           if (pass == 0) {
             EXPECT_LT(rel_err(apply(K, n, n, false, x, batch, KSLayout::BatchLast), got), tol<T>());
+            for (int64_t e = 0; bitwise && e < n * batch; ++e)
+              ASSERT_EQ(std::memcmp(yp + e, &cols[size_t(e)], sizeof(T)), 0)
+                  << "row " << e / batch << " column " << e % batch << " differs from the batch-1 result";
             continue;
           }
           bool hit = false;
@@ -378,8 +392,25 @@ void check_pairs_bsl_lines(std::mt19937_64& rng) {
 
 TEST(KSChain, PairsBatchLastWholeLines) {
   std::mt19937_64 rng(23);
-  check_pairs_bsl_lines<float>(rng);
-  check_pairs_bsl_lines<double>(rng);
+  for (int64_t v : {int64_t(16), int64_t(8)}) {  // values per line, float32 / float64
+    const std::vector<int64_t> batches = {v, 4 * v, 9 * v}, offs = {0, 1, v / 2 + 1, v - 1};
+    if (v == 16) check_pairs_bsl<float>(rng, batches, offs, false);
+    else check_pairs_bsl<double>(rng, batches, offs, false);
+  }
+}
+
+// Ragged rows (a row of y not whole lines, so its rows start at different offsets in a line):
+// batches below a line, a tile and a short one, and runs of several tiles (the carry between
+// tiles), batch % 16 in {1, 4, 7, 15}; y at every offset in a line; bit for bit the batch-1
+// result, within the float64 dense product's tolerance, NaN local, nothing outside y written.
+TEST(KSChain, PairsBatchLastRaggedRows) {
+  std::mt19937_64 rng(29);
+  const std::vector<int64_t> batches = {1, 4, 7, 15, 65, 16 * 9 + 4, 16 * 40 + 7, 16 * 70 + 15, 16 * 70 + 1};
+  std::vector<int64_t> o32(16), o64(8);
+  for (int64_t k = 0; k < 16; ++k) o32[size_t(k)] = k;
+  for (int64_t k = 0; k < 8; ++k) o64[size_t(k)] = k;
+  check_pairs_bsl<float>(rng, batches, o32, true);
+  check_pairs_bsl<double>(rng, batches, o64, true);
 }
 
 TEST(KSChain, GrowsWorkspace) {

@@ -15,8 +15,9 @@
 // no horizontal sums), and g <- g K_p, i.e. g'[p] = wd[p] g[p] + wo[p ^ d] g[p ^ d].
 // Batch-size-last (x (N, batch)): a row is a position, so a factor pairs whole rows, vectors
 // along the batch on tiles of a few batch columns copied into scratch (pairs.cpp says why),
-// y written with streaming stores where its rows are whole cache lines; its backward is the
-// tile kernel's (tiles.hpp).
+// y written with streaming stores in whole cache lines (where a row of y is not whole lines,
+// each row realigned through the tile, a carry between a thread's consecutive tiles); its
+// backward is the tile kernel's (tiles.hpp).
 #pragma once
 
 #include <cstdint>
