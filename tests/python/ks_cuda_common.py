@@ -79,6 +79,23 @@ def poisoned_pool(nbytes):
     torch.full((nbytes // 4 + 64,), float("nan"), device=DEV)
 
 
+def side_stream_product(q):
+    """(y, y2, x1, w) of a product of pattern q (batch 4096, batch-first) enqueued on a side stream
+    behind ~10 ms of GPU sleep and a copy that gives x its values (y2: a copy of y enqueued right
+    after): both must equal the product of x1, so the call ran on that stream, in order."""
+    w = rnd(*q)
+    x0, x1 = rnd(4096, q[0] * q[2] * q[3]), rnd(4096, q[0] * q[2] * q[3])
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time before x0 becomes x1
+        x0.copy_(x1)
+        y = K.ks_matmul(x0, w, q)
+        y2 = y.clone()
+    s.synchronize()
+    return y, y2, x1, w
+
+
 def ks_path(p, batch, layout, dtype="float32"):
     """(forward, backward_x) path a plan picks: "blas" (cuBLAS on strided views) or "kernels"."""
     return tuple(K._ext.cuda_ks_path(list(p), batch, layout == "bsl", K._DTYPE_CODE[dtype], _code()))

@@ -6,7 +6,7 @@ bit), with NaN-poisoned output pools (every output written); plus the limits (Va
 plan's words (describe) and that the default rule never takes it."""
 import pytest
 
-from ks_cuda_common import (needs_gpu, DEV, K, dense, dense_loop, dw_path, force, ks_path,
+from ks_cuda_common import (needs_gpu, DEV, K, dense, dense_loop, dw_path, force, ks_path, side_stream_product,
                             poisoned_pool, rel, rnd, torch)
 
 pytestmark = needs_gpu
@@ -149,16 +149,7 @@ def test_dense_nan_and_stream(monkeypatch):
     cols = torch.tensor([1 * b * d + k * d + 1 for k in range(b)], device=DEV)
     assert bad[7, cols].all() and not bad[:7].any() and not bad[8:].any()
     q = (1, 256, 256, 3)
-    wq = rnd(*q)
-    x0, x1 = rnd(4096, 768), rnd(4096, 768)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time before x0 becomes x1
-        x0.copy_(x1)
-        y = K.ks_matmul(x0, wq, q)
-        y2 = y.clone()
-    s.synchronize()
+    y, y2, x1, wq = side_stream_product(q)
     r, sc = ref(wq, x1, q, "bsf", False)
     assert rel(y, r, sc) < 1e-6 and rel(y2, r, sc) < 1e-6
 

@@ -4,7 +4,7 @@ batch-first transposition path; accuracy, tails, NaN/Inf, streams and the path r
 import pytest
 
 from ks_cuda_common import (needs_gpu, DEV, K, TOL, dense, dw_path, force, ks_path, poisoned_pool,
-                            rel, rnd, torch)
+                            rel, rnd, side_stream_product, torch)
 
 pytestmark = needs_gpu
 
@@ -472,15 +472,6 @@ def test_float32_tr_nan_inf_and_stream(monkeypatch):
     want = xi.double().cpu() @ dense(wp, p).T.cpu()
     assert torch.equal(torch.isinf(yi).cpu(), torch.isinf(want)) and not torch.isnan(yi).any()
     q = (1, 48, 48, 16)
-    wq = rnd(*q)
-    x0, x1 = rnd(4096, 768), rnd(4096, 768)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        torch.cuda._sleep(20_000_000)  # ~10 ms of GPU time before x0 becomes x1
-        x0.copy_(x1)
-        y = K.ks_matmul(x0, wq, q)
-        y2 = y.clone()
-    s.synchronize()
+    y, y2, x1, wq = side_stream_product(q)
     ref = x1.double() @ dense(wq, q).T
     assert rel(y, ref) < 1e-6 and rel(y2, ref) < 1e-6
