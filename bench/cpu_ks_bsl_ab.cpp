@@ -7,8 +7,10 @@
 //   F="-O3 -DNDEBUG -march=x86-64-v2 -std=gnu++17 -fopenmp"
 //   g++ $F -Dks=ksold -I$OLD/include -I$OLD/src -c $OLD/src/cpu/ks/pairs.cpp -o old.o
 //   g++ $F -Dks=ksnew -I$NEW/include -I$NEW/src -c $NEW/src/cpu/ks/pairs.cpp -o new.o
-//   g++ $F -I$NEW/include -I$NEW/src bench/cpu_ks_bsl_ab.cpp old.o new.o $NEW/build/cpu/libstrux.a \
+//   g++ $F -Dks=ksnew -I$NEW/include -I$NEW/src -c $NEW/src/cpu/ks/pairs_bsl.cpp -o new_bsl.o
+//   g++ $F -I$NEW/include -I$NEW/src bench/cpu_ks_bsl_ab.cpp old.o new.o new_bsl.o $NEW/build/cpu/libstrux.a \
 //       -lfftw3f -lfftw3 -lopenblas -o ks_bsl_ab
+// (a tree from before pairs_bsl.cpp: pairs.cpp alone.)
 // Run: ks_bsl_ab f32|f64 batch [calls 15] [threads 2] [x offset bytes 16] [y offset 16] [N 1024]
 #include <sys/mman.h>
 #include <algorithm>

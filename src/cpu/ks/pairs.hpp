@@ -14,7 +14,7 @@
 // K_1 to K_P, dwd[p] += g[p] a[p] and dwo[p] += g[p] a[p ^ d] lane-wise (positions are lanes:
 // no horizontal sums), and g <- g K_p, i.e. g'[p] = wd[p] g[p] + wo[p ^ d] g[p ^ d].
 // Batch-size-last (x (N, batch)): a row is a position, so a factor pairs whole rows, vectors
-// along the batch on tiles of a few batch columns copied into scratch (pairs.cpp says why),
+// along the batch on tiles of a few batch columns copied into scratch (pairs_bsl.cpp says why),
 // y written with streaming stores in whole cache lines (where a row of y is not whole lines,
 // each row realigned through the tile, a carry between a thread's consecutive tiles); its
 // backward is the tile kernel's (tiles.hpp).
