@@ -67,18 +67,24 @@ def _scan_args(a, b, h0, names=("a", "b")):
     return _a.contig(a), _a.contig(b), _a.contig(h0)
 
 
-_WS: dict = {}  # (device, B, T, n, dtype, algo) -> workspace bytes of that diag_scan plan
+_WS: dict = {}  # (query, its arguments) -> workspace bytes of that plan
+
+
+def _asked_once(query, *key):
+    """query(*key), a plan's workspace bytes, asked once per key (the plans are cached too; the
+    memo is cleared past 1024 entries)."""
+    k = (query, *key)
+    nbytes = _WS.get(k)
+    if nbytes is None:
+        if len(_WS) > 1024:
+            _WS.clear()
+        nbytes = _WS[k] = query(*key)
+    return nbytes
 
 
 def _ws_bytes(dev, B, T, n, dt, algo):
     """The workspace bytes of that diag_scan plan (0: its kernel takes none), asked once."""
-    key = (dev, B, T, n, dt, algo)
-    nbytes = _WS.get(key)
-    if nbytes is None:
-        if len(_WS) > 1024:
-            _WS.clear()
-        nbytes = _WS[key] = _ext.cuda_diag_scan_workspace(dev, B, T, n, dt, algo)
-    return nbytes
+    return _asked_once(_ext.cuda_diag_scan_workspace, dev, B, T, n, dt, algo)
 
 
 def _workspace(a, B, T, n, dt, dev, algo):
@@ -287,19 +293,13 @@ def circ_ok(a, u, h0, fourier):
 
 
 _F32_CODE = _DTYPE_CODE["float32"]
-_CWS: dict = {}  # (device, B, T, n, fused) -> workspace bytes of that float32 circulant_scan plan
 
 
 def circ_fwd_torch(a, u, h0, fourier, dev, fused=-1):
     """h from torch a, u, h0 that passed circ_ok (dev: its answer): the native forward with no
     re-reads (float32 only, so no casts)."""
     B, T, n = u.shape
-    key = (dev, B, T, n, fused)
-    nbytes = _CWS.get(key)
-    if nbytes is None:
-        if len(_CWS) > 1024:
-            _CWS.clear()
-        nbytes = _CWS[key] = _ext.cuda_circulant_scan_workspace(dev, B, T, n, _F32_CODE, fused)
+    nbytes = _asked_once(_ext.cuda_circulant_scan_workspace, dev, B, T, n, _F32_CODE, fused)
     h = _a.torch_empty_like(u)
     ws = u.new_empty((nbytes,), dtype=_a._TORCH_DTYPE["uint8"])  # held until enqueued
     _ext.cuda_circulant_scan_forward(a.data_ptr(), fourier, u.data_ptr(), 0 if h0 is None else h0.data_ptr(),
@@ -338,7 +338,7 @@ def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False, options=
         return (h, h[:, -1]) if return_final else h
     h = _a.empty(u32, (B, T, n))
     code, dev = _DTYPE_CODE[_a.dtname(u32)], _a.device_id(u32)
-    nbytes = _ext.cuda_circulant_scan_workspace(dev, B, T, n, code, fused)
+    nbytes = _asked_once(_ext.cuda_circulant_scan_workspace, dev, B, T, n, code, fused)
     ws = _a.scratch(u32, nbytes)
     _ext.cuda_circulant_scan_forward(_a.ptr(a), fourier, _a.ptr(u32), _a.ptr(h032), _a.ptr(h), _a.ptr(ws), nbytes,
                                      B, T, n, code, dev, _a.stream(u32), fused)

@@ -79,6 +79,19 @@ def poisoned_pool(nbytes):
     torch.full((nbytes // 4 + 64,), float("nan"), device=DEV)
 
 
+def nan_in_one_group():
+    """(bad, cols, b): which outputs are NaN after one NaN is put in x (row 7 of 300, group
+    (i=1, j=1) of pattern (2, 64, 40, 2)) under the forced options, and the columns of that group's
+    outputs in row 7."""
+    p = (2, 64, 40, 2)
+    a, b, c, d = p
+    w = rnd(*p)
+    x = rnd(300, a * c * d)
+    x[7, 1 * c * d + 3 * d + 1] = float("nan")  # group (i=1, j=1)
+    bad = torch.isnan(K.ks_matmul(x, w, p))
+    return bad, torch.tensor([1 * b * d + k * d + 1 for k in range(b)], device=DEV), b
+
+
 def side_stream_product(q):
     """(y, y2, x1, w) of a product of pattern q (batch 4096, batch-first) enqueued on a side stream
     behind ~10 ms of GPU sleep and a copy that gives x its values (y2: a copy of y enqueued right

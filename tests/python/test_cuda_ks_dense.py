@@ -6,8 +6,8 @@ bit), with NaN-poisoned output pools (every output written); plus the limits (Va
 plan's words (describe) and that the default rule never takes it."""
 import pytest
 
-from ks_cuda_common import (needs_gpu, DEV, K, dense, dense_loop, dw_path, force, ks_path, side_stream_product,
-                            poisoned_pool, rel, rnd, torch)
+from ks_cuda_common import (needs_gpu, DEV, K, dense, dense_loop, dw_path, force, ks_path, nan_in_one_group,
+                            poisoned_pool, rel, rnd, side_stream_product, torch)
 
 pytestmark = needs_gpu
 
@@ -139,14 +139,7 @@ def test_dense_nan_and_stream(monkeypatch):
     the call runs on the caller's stream: an input written just before on that stream behind a
     long sleep is the one used, and a copy enqueued right after sees the finished result."""
     force(monkeypatch, path="dense")
-    p = (2, 64, 40, 2)
-    a, b, c, d = p
-    w = rnd(*p)
-    x = rnd(300, a * c * d)
-    x[7, 1 * c * d + 3 * d + 1] = float("nan")  # group (i=1, j=1)
-    y = K.ks_matmul(x, w, p)
-    bad = torch.isnan(y)
-    cols = torch.tensor([1 * b * d + k * d + 1 for k in range(b)], device=DEV)
+    bad, cols, _ = nan_in_one_group()
     assert bad[7, cols].all() and not bad[:7].any() and not bad[8:].any()
     q = (1, 256, 256, 3)
     y, y2, x1, wq = side_stream_product(q)

@@ -4,7 +4,7 @@ batch-first transposition path; accuracy, tails, NaN/Inf, streams and the path r
 import pytest
 
 from ks_cuda_common import (needs_gpu, DEV, K, TOL, dense, dw_path, force, ks_path, poisoned_pool,
-                            rel, rnd, side_stream_product, torch)
+                            nan_in_one_group, rel, rnd, side_stream_product, torch)
 
 pytestmark = needs_gpu
 
@@ -384,7 +384,8 @@ def test_tr_large_rule(monkeypatch):
                                      ((1, 64, 32, 512), torch.bfloat16),
                                      ((1, 64, 32, 512), torch.float32)])
 def test_tr_large_default_results(p, dtype):
-    """The default choice on segments over 48 KB at batch 1024 (tr forward, dx and dw) against float64 by the index formula (einsum), every output written (NaN-poisoned pool)."""
+    """The default choice on segments over 48 KB at batch 1024 (tr forward, dx and dw) against
+    float64 by the index formula (einsum), every output written (NaN-poisoned pool)."""
     name = str(dtype)[6:]
     a, b, c, d = p
     batch = 1024
@@ -456,15 +457,10 @@ def test_float32_tr_nan_inf_and_stream(monkeypatch):
     an input written just before on that stream behind a long sleep is the one used, and a copy
     of y enqueued right after sees the finished result."""
     force(monkeypatch, path="tr")
-    p = (2, 64, 40, 2)
-    a, b, c, d = p
-    w = rnd(*p)
-    x = rnd(300, a * c * d)
-    x[7, 1 * c * d + 3 * d + 1] = float("nan")  # group (i=1, j=1)
-    y = K.ks_matmul(x, w, p)
-    bad = torch.isnan(y)
-    cols = torch.tensor([1 * b * d + k * d + 1 for k in range(b)], device=DEV)
+    bad, cols, b = nan_in_one_group()
     assert bad[7, cols].all() and bad.sum() == b
+    p = (2, 64, 40, 2)
+    a, c, d = p[0], p[2], p[3]
     wp = torch.rand(*p, device=DEV) + 0.1
     xi = torch.rand(5, a * c * d, device=DEV)
     xi[2, 0] = float("inf")

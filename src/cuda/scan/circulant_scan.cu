@@ -39,21 +39,21 @@ CirculantScanPlan::CirculantScanPlan(int64_t B, int64_t T, int64_t n, DType dtyp
   c2r_ = make_rows_plan(n, B * T, f64 ? CUFFT_Z2D : CUFFT_C2R, &fft_work_);
   r2c0_ = make_rows_plan(n, B, f64 ? CUFFT_D2Z : CUFFT_R2C, &fft_work_);
   c2r0_ = make_rows_plan(n, B, f64 ? CUFFT_Z2D : CUFFT_C2R, &fft_work_);
-  // Unset: the single-pass kernel only where it was measured faster than the cuFFT path, n = 256
-  // and 1024, and n = 512 between them (same kernel template); n = 64 measured a tie and n = 128
-  // not at all, so they keep cuFFT (bench/NOTES-gpu-scan-circulant.md). B within what the GPU
-  // tests covered, and tickets that fit the kernel's 32-bit counter.
-  const bool fits =
-      !f64 && circulant_fused_applies(n) && n >= 256 && B <= 65535 && B * (T + 1) < (int64_t(1) << 31);
+  // Where the single-pass kernel runs at all: float32, n of the kernel, B within what the GPU tests
+  // covered, and tickets that fit the kernel's 32-bit counter.
+  const bool kernel_fits =
+      !f64 && circulant_fused_applies(n) && B <= 65535 && B * (T + 1) < (int64_t(1) << 31);
+  // Unset, forward: the single-pass kernel only where it was measured faster than the cuFFT path,
+  // n = 256 and 1024, and n = 512 between them (same kernel template); n = 64 measured a tie and
+  // n = 128 not at all, so they keep cuFFT (bench/NOTES-gpu-scan-circulant.md).
+  const bool fits = kernel_fits && n >= 256;
   fused_ = opt.fused.value_or(fits);
   one_pass_ = opt.fused.has_value() ? opt.one_pass : fits;
-  // forward_fourier: the single-pass kernel's Fourier form at every n of the kernel (64 … 1024):
-  // 1.11-1.48x the cuFFT path on an H100 at B = 16, T = 2048, also at n = 512 and 1024 where the
-  // chunk's â leaves one block per SM and a few registers spill; "onepass" forces it, "fft" and
-  // "fused" (no three-launch Fourier form) keep cuFFT (bench/NOTES-gpu-scan-circulant.md "Fourier
-  // form", outcome).
-  const bool fourier_fits = !f64 && circulant_fused_applies(n) && B <= 65535 && B * (T + 1) < (int64_t(1) << 31);
-  fourier_one_pass_ = opt.fused.has_value() ? (*opt.fused && opt.one_pass) : fourier_fits;
+  // forward_fourier: the kernel's Fourier form wherever it runs (n = 64 … 1024): 1.11-1.48x the
+  // cuFFT path on an H100 at B = 16, T = 2048, also at n = 512 and 1024 where the chunk's â leaves
+  // one block per SM and a few registers spill; "onepass" forces it, "fft" and "fused" (no
+  // three-launch Fourier form) keep cuFFT (bench/NOTES-gpu-scan-circulant.md "Fourier form", outcome).
+  fourier_one_pass_ = opt.fused.has_value() ? (*opt.fused && opt.one_pass) : kernel_fits;
   if (fused_) {
     check_arg(!f64 && circulant_fused_applies(n), "fused", "the fused circulant scan takes float32 with n a power "
               "of two in [64, 1024], got ", dtype_name(dtype_), " with n = ", n);
