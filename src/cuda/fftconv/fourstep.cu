@@ -29,12 +29,12 @@ void with_m2(int M2, F&& f) {
 }
 
 template <bool Spectrum>
-void rows(const Geometry& g, float2* X, const float2* khat, float2* khat_out, int64_t rows, int64_t H,
+void rows(const Geometry& g, float2* X, const float2* khat, float2* khat_out, int64_t B, int64_t H,
           cudaStream_t s) {
   with_m2(g.M2, [&](auto m) {
     constexpr int N = decltype(m)::value;
-    const unsigned grid = unsigned(rows * (g.M1 / 2 + 1));
-    rows_kernel<N, Spectrum><<<grid, row_threads(N), row_smem(N), s>>>(X, khat, khat_out, g.M1, H);
+    const unsigned grid = unsigned(B * H * (g.M1 / 2 + 1));
+    rows_kernel<N, Spectrum><<<grid, row_threads(N), row_smem(N), s>>>(X, khat, khat_out, g.M1, B, H);
     STRUX_LAUNCH("fftconv four-step pass B");
   });
 }
@@ -69,6 +69,8 @@ Geometry plan(DType dt, int64_t nfft) {
   return g;
 }
 
+size_t khat_bytes(const Geometry& g, int64_t H) { return size_t(khat_block(H, 0, g.M1, g.M2)) * sizeof(float2); }
+
 size_t scratch_bytes(const Geometry& g, int64_t rows) {
   return size_t(rows) * size_t(g.M1) * size_t(g.M2) * sizeof(float2);
 }
@@ -79,7 +81,7 @@ void spectrum(DType dt, const Geometry& g, const void* k, int64_t H, int64_t Lk,
     using T = decltype(t);
     detail::cols_forward<T>(static_cast<const T*>(k), nullptr, H, Lk, Lmin, scale, g, false, X, s);
   });
-  rows<true>(g, X, nullptr, khat, H, H, s);
+  rows<true>(g, X, nullptr, khat, 1, H, s);
 }
 
 void forward(DType dt, const Geometry& g, const void* u, const void* pre, const void* post, const void* skip,
@@ -90,7 +92,7 @@ void forward(DType dt, const Geometry& g, const void* u, const void* pre, const 
     const bool vec = L % 2 == 0 && aligned2(u, e) && aligned2(pre, e) && aligned2(post, e) && aligned2(y, e);
     const int64_t nrows = B * H;
     detail::cols_forward<T>(static_cast<const T*>(u), static_cast<const T*>(pre), nrows, L, L, 1.f, g, vec, X, s);
-    rows<false>(g, X, khat, nullptr, nrows, H, s);
+    rows<false>(g, X, khat, nullptr, B, H, s);
     detail::cols_inverse<T>(X, static_cast<const T*>(u), static_cast<const T*>(pre), static_cast<const T*>(post),
                             static_cast<const T*>(skip), nrows, H, L, g, vec, static_cast<T*>(y), s);
   });

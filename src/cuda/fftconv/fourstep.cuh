@@ -130,22 +130,33 @@ __global__ void __launch_bounds__(kColThreads) cols_inverse(const float2* __rest
   }
 }
 
-// Pass B, CTA blockIdx.x = row·(M1/2 + 1) + k1, k1 in [0, M1/2]: rows ka = k1 and kb = M1 − k1
-// (mod M1) of X[row], one per thread group. Frequency f = ka + M1·j (position j of row ka) pairs
-// with M − f at position M2 − 1 − j of row kb; rows 0 and M1/2 are their own partners (row 0:
-// j ↔ (M2 − j) mod M2, f = 0 with M; row M1/2: j ↔ M2 − 1 − j), and both groups then hold the
-// same row, of which group 0's copy is used. Spectrum: stop after the split and write K̂[f],
-// K̂[M − f] to khat_out[row] ([M + 1]); else multiply by khat[row mod H], merge, and transform
-// back into X.
+// K̂ in pass B's loop order: per (h, k1), k1 in [0, M1/2], a block of 2·M2 values, K̂[f] of pair j
+// at j and K̂[M − f] at M2 + j. Pass B reads (and the spectrum writes) it contiguously; in natural
+// order f = k1 + M1·j its accesses ran at stride M1, one 8-byte value per 32-byte sector.
+__host__ __device__ constexpr int64_t khat_block(int64_t h, int k1, int M1, int M2) {
+  return (h * (M1 / 2 + 1) + k1) * 2 * int64_t(M2);
+}
+
+// Pass B, CTA blockIdx.x = (h·(M1/2 + 1) + k1)·B + b, k1 in [0, M1/2], row = b·H + h: the B rows of
+// one (h, k1) run together, so K̂'s block is read from HBM once per h, not once per row. Rows ka =
+// k1 and kb = M1 − k1 (mod M1) of X[row], one per thread group. Frequency f = ka + M1·j (position j
+// of row ka) pairs with M − f at position M2 − 1 − j of row kb; rows 0 and M1/2 are their own
+// partners (row 0: j ↔ (M2 − j) mod M2, f = 0 with M; row M1/2: j ↔ M2 − 1 − j), and both groups
+// then hold the same row, of which group 0's copy is used. Spectrum (B = 1, H filter rows): stop
+// after the split and write K̂[f], K̂[M − f] to khat_out's block; else multiply by khat's block
+// of h, merge, and transform back into X.
 template <int M2, bool Spectrum>
 __global__ void __launch_bounds__(row_threads(M2), kRowMinBlocks(M2)) rows_kernel(float2* __restrict__ X,
                                                                const float2* __restrict__ khat,
-                                                               float2* __restrict__ khat_out, int M1, int64_t H) {
+                                                               float2* __restrict__ khat_out, int M1, int64_t B,
+                                                               int64_t H) {
   constexpr int T2 = M2 / 16, S = padded(M2) + 1;
   extern __shared__ float2 sm[];
   const int M = M1 * M2;
-  const int64_t row = blockIdx.x / (M1 / 2 + 1);
-  const int k1 = int(blockIdx.x % (M1 / 2 + 1));
+  const int64_t hk = blockIdx.x / B;  // h·(M1/2 + 1) + k1
+  const int64_t h = hk / (M1 / 2 + 1);
+  const int64_t row = int64_t(blockIdx.x % B) * H + h;
+  const int k1 = int(hk % (M1 / 2 + 1));
   const int ka = k1, kb = (M1 - k1) & (M1 - 1);
   const int grp = threadIdx.x / T2, tid = threadIdx.x % T2;
   const int kr = grp ? kb : ka;
@@ -178,12 +189,12 @@ __global__ void __launch_bounds__(row_threads(M2), kRowMinBlocks(M2)) rows_kerne
     const float2 wo = mulf2(w, o);
     const float2 xf = e + wo, xg = conjf2(e - wo);
     if constexpr (Spectrum) {
-      float2* ko = khat_out + row * (M + 1);
-      ko[f] = xf;
-      ko[g] = xg;
+      float2* ko = khat_out + khat_block(h, k1, M1, M2);
+      ko[j] = xf;
+      ko[M2 + j] = xg;
     } else {
-      const float2* kh = khat + (row % H) * (M + 1);
-      const float2 yf = mulf2(xf, __ldg(kh + f)), yg = mulf2(xg, __ldg(kh + g));
+      const float2* kh = khat + khat_block(h, k1, M1, M2);
+      const float2 yf = mulf2(xf, __ldg(kh + j)), yg = mulf2(xg, __ldg(kh + M2 + j));
       const float2 a = yf + conjf2(yg), d = yf - conjf2(yg);
       const float2 t = mul_i(mulcf2(w, d));
       bA[pad(j)] = a + t;

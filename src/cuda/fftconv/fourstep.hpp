@@ -1,6 +1,6 @@
 // Host side of the four-step fftconv kernels (fourstep.cuh): which FFT sizes they cover, the
 // split M = M1·M2 chosen once per plan, and the launches of one call. The plan owns the
-// intermediate X ([rows][M] complex float) and the filter spectrum ([H][M + 1] complex float).
+// intermediate X ([rows][M] complex float) and the filter spectrum (khat_bytes, pass B's order).
 #pragma once
 
 #include <cstddef>
@@ -27,8 +27,10 @@ struct Geometry {
 // Sets the kernels' shared-memory limits for dtype dt.
 Geometry plan(DType dt, int64_t nfft);
 size_t scratch_bytes(const Geometry& g, int64_t rows);  // X for `rows` rows
+size_t khat_bytes(const Geometry& g, int64_t H);        // K̂ of H filter rows, in pass B's order
 
-// khat[h] = rfft(scale · k[h, :Lmin] zero-padded to nfft), [H][M + 1]; X: scratch of >= H rows.
+// khat = rfft(scale · k[h, :Lmin] zero-padded to nfft) for each h, in pass B's loop order
+// (fourstep.cuh khat_block: per (h, k1) the pairs' K̂[f] and K̂[M − f]); X: scratch of >= H rows.
 void spectrum(DType dt, const Geometry& g, const void* k, int64_t H, int64_t Lk, int64_t Lmin, float scale,
               float2* X, float2* khat, cudaStream_t s);
 // y = post ⊙ (irfft(rfft(v)·khat[h]) + skip·v), v = u ⊙ pre, for rows b·H + h of length L.

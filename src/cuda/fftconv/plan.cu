@@ -36,7 +36,7 @@ struct FFTConvPlan::Impl {
   tensor::Launch tc;
   std::unique_ptr<FFTConvPlan> grad;
   const void* kf_last = nullptr;
-  // Four-step path (fourstep.cuh; algo 8, or algo 0 at FFT sizes 65536 … 4M): K̂ as [H][nfft/2 + 1], the
+  // Four-step path (fourstep.cuh; algo 8, or algo 0 at FFT sizes 65536 … 4M): K̂ in pass B's order, the
   // intermediate in slotA; forward only, gradients by the cuFFT plan `grad` (as the tensor path).
   bool fourstep = false;
   fourstep::Geometry fs;
@@ -128,7 +128,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
     p.nfft = n;
     p.nf = n / 2 + 1;
     p.fs = fourstep::plan(dtype, n);
-    p.khat.allocate(size_t(H) * p.nf * sizeof(float2));
+    p.khat.allocate(fourstep::khat_bytes(p.fs, H));
     p.slotA.allocate(fourstep::scratch_bytes(p.fs, B * H));
     if (with_backward) p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, 1);
     return;
