@@ -8,7 +8,7 @@ write y once at the copy bandwidth of a 1 GiB torch copy measured here). CUDA ev
 calls, median of 10. Per pass of the cached four-step call (A: column FFTs, B: row pairs,
 C: inverse column FFTs and epilogue): kernel times from the CUDA profiler (torch.profiler, 5
 calls) and GB/s against each pass's own bytes (A: read u, write X; B: read + write X, read
-K̂ once per row; C: read X, read u, write y; X = 4·nfft bytes per row). Writes
+K̂ once per h, as its grid order lets it; C: read X, read u, write y; X = 4·nfft bytes per row). Writes
 OUTDIR/fftconv_long.json and prints the tables.
     python bench/gpu_fftconv_long.py OUTDIR [--quick]
 """
@@ -78,7 +78,7 @@ def passes(op, u, nfft, B, H, L, calls=5):
             if name in ev.key:
                 us[p] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
     rows, e, x = B * H, u.element_size(), 4 * nfft
-    nbytes = {"A": rows * (L * e + x), "B": rows * 3 * x, "C": rows * (x + 2 * L * e)}
+    nbytes = {"A": rows * (L * e + x), "B": rows * 2 * x + H * x, "C": rows * (x + 2 * L * e)}
     res = {}
     for p, _ in PASSES:
         t = us[p] / calls / 1e3
