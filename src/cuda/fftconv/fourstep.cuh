@@ -78,7 +78,9 @@ __global__ void __launch_bounds__(kColThreads) cols_forward(const T* __restrict_
   const int c0 = int(blockIdx.x % ntile) * C;
   const T* xr = x + row * ld;
   const T* gr = gate ? gate + row * ld : nullptr;
-  for (int i = threadIdx.x; i < kTile; i += kColThreads) {
+#pragma unroll 8
+  for (int it = 0; it < kTile / kColThreads; ++it) {  // fixed trip count: 8 loads in flight per thread
+    const int i = threadIdx.x + it * kColThreads;
     const int c = i % C, m1 = i / C;
     const int64_t t = 2 * (int64_t(m1) * M2 + c0 + c);
     float2 z = ld2(xr, t, nvalid, vec);
@@ -87,7 +89,9 @@ __global__ void __launch_bounds__(kColThreads) cols_forward(const T* __restrict_
   }
   column_ffts<M1, -1>(sm);
   float2* Xr = X + row * int64_t(M1) * M2 + c0;
-  for (int i = threadIdx.x; i < kTile; i += kColThreads) {
+#pragma unroll 8
+  for (int it = 0; it < kTile / kColThreads; ++it) {  // fixed trip count: 8 loads in flight per thread
+    const int i = threadIdx.x + it * kColThreads;
     const int c = i % C, k1 = i / C;
     Xr[int64_t(k1) * M2 + c] = sm[c * S + pad(k1)];
   }
@@ -106,7 +110,9 @@ __global__ void __launch_bounds__(kColThreads) cols_inverse(const float2* __rest
   const int64_t row = blockIdx.x / ntile;
   const int c0 = int(blockIdx.x % ntile) * C;
   const float2* Xr = X + row * int64_t(M1) * M2 + c0;
-  for (int i = threadIdx.x; i < kTile; i += kColThreads) {
+#pragma unroll 8
+  for (int it = 0; it < kTile / kColThreads; ++it) {  // fixed trip count: 8 loads in flight per thread
+    const int i = threadIdx.x + it * kColThreads;
     const int c = i % C, k1 = i / C;
     sm[c * S + pad(k1)] = Xr[int64_t(k1) * M2 + c];
   }
@@ -115,7 +121,9 @@ __global__ void __launch_bounds__(kColThreads) cols_inverse(const float2* __rest
   const T* pr = pre ? pre + off : nullptr;
   const T* por = post ? post + off : nullptr;
   const float sk = skip ? float(to_c(skip[row % H])) : 0.f;
-  for (int i = threadIdx.x; i < kTile; i += kColThreads) {
+#pragma unroll 8
+  for (int it = 0; it < kTile / kColThreads; ++it) {  // fixed trip count: 8 loads in flight per thread
+    const int i = threadIdx.x + it * kColThreads;
     const int c = i % C, m1 = i / C;
     const int64_t t = 2 * (int64_t(m1) * M2 + c0 + c);
     if (t >= L) continue;
