@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(row_threads(M2), kRowMinBlocks(M2)) rows_kerne
   auto tid_now = [] { return fused::fresh_tid() & (T2 - 1); };
   auto from_buf = [&](int n) { return buf[pad(n)]; };
   auto to_buf = [&](int i, float2 x) { buf[pad(i)] = x; };
-#pragma unroll 4
+#pragma unroll 8
   for (int n = tid; n < M2; n += T2) buf[pad(n)] = mulf2(xr[n], twiddle<-1>(n * kr, M));
   __syncthreads();
   fused::fft<M2, T2, -1>(buf, tid_now(), from_buf, to_buf);
