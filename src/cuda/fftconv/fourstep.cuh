@@ -7,11 +7,14 @@
 //   pass B (rows_kernel): per row pair (k1, M1 − k1) — the real-FFT split pairs frequency f with
 //     M − f, which lives in the partner row — twiddle W_M^(m2·k1), FFT over m2, split, times
 //     K̂, merge, inverse FFT, conjugate twiddle, back in place;
-//   pass C (cols_inverse): the inverse FFTs over k1 per column tile and the forward epilogue.
+//   pass C (cols_inverse): the inverse FFTs over k1 per column tile and an epilogue
+//     (fourstep_epi.cuh: the forward's y, or the backward's du / dpre, dpost, dk / dskip).
+// The backward runs pass A on v and dz, its own row pass (fourstep_bwd.cuh rows_backward: dV̂,
+// dK̂ summed over the batch, Ẑ) and pass C three times.
 // The FFTs are fused.cuh's radix-16 Stockham passes in shared memory, one per group of N/16
 // threads; the column passes stage their tile through shared memory so that global loads and
 // stores run along m2 (contiguous). bench/fftconv_fourstep_model.py is the float64 model of
-// every index below.
+// every index below (bench/fftconv_fourstep_bwd_model.py of the backward's).
 #pragma once
 
 #include "cuda/fftconv/fused.cuh"
