@@ -2,7 +2,8 @@
 # GPU part "fclong" (scripts/gpu_session.sh runs it with OUT set; finishes within 130 s): the four-step
 # fftconv solver at long lengths. Tests first (tests/python/test_fftconv_fourstep_gpu.py), then
 # bench/gpu_fftconv_long.py (fourstep, the default at these sizes, vs cuFFT vs the PyTorch recipe, % of the HBM
-# floor), then compute-sanitizer memcheck / racecheck on small forced calls in the time left.
+# floor), then compute-sanitizer memcheck / racecheck on small forced calls (forward and backward) in
+# the time left.
 # (bench/fftconv_fourstep_model.py, the float64 model of the index mapping, is CPU only: CI runs
 # it through tests/python/test_fftconv_fourstep_model.py.) Logs and JSON under $OUT; a short
 # summary on stdout.
@@ -33,6 +34,8 @@ for mode, L, dt in (("causal", 20001, torch.float16), ("circular", 65536, torch.
     k = torch.randn(2, L // 3, device="cuda", dtype=dt) / L ** 0.5
     g = torch.randn_like(u)
     F.fftconv(u, k, mode, g, g, k[:, 0].contiguous())
+    F.fftconv_vjp(g, u, k, mode, g, g, k[:, 0].contiguous())  # backward with the extra dK inverse
+    F.fftconv_vjp(g, u, k, mode)  # dK inverse riding on the last row
 torch.cuda.synchronize()
 '
 for tool in memcheck racecheck; do

@@ -1,7 +1,8 @@
 """The four-step fftconv solver (fftconv_algo = 8, C++ options.solver = "fourstep"; FFT sizes
 65536 … 4194304) against the float64 FFT formula: causal and circular, odd and prime L, Lk < L and
 Lk = L, float32 / float16 / bfloat16, every gate set, B > 1 and H > 1, NaN confined to its row,
-unaligned rows, a cached filter (FFTConvCUDA), and the gradients (the cuFFT plan's)."""
+unaligned rows, a cached filter (FFTConvCUDA), and the gradients (the solver's own backward passes:
+every dtype, gates absent or present, B > 1, Lk > L, odd L, NaN confined to its row and filter)."""
 import math
 
 import pytest
@@ -148,15 +149,85 @@ def test_cached_filter_operator():
     assert rel(conv(u), fft_ref(*cpu64(u, k2))) < tol("bfloat16", 262144)
 
 
+def vjp_ref(dy, u, k, mode, pre, post, skip):
+    """(du, dk, dpregate, dpostgate, dskip) by autograd of the float64 formula, None where not given."""
+    args = [x.requires_grad_(True) if x is not None else None for x in cpu64(u, k, pre, post, skip)]
+    live = [a for a in args if a is not None]
+    want = iter(torch.autograd.grad(fft_ref(args[0], args[1], mode, *args[2:]), live, dy.double().cpu()))
+    return [next(want) if a is not None else None for a in args]
+
+
+NAMES = ["du", "dk", "dpregate", "dpostgate", "dskip"]
+
+
+def check_vjp(B, H, L, Lk, mode, dtype, gates, bound):
+    assert plan_of(B, H, L, Lk, mode, dtype, backward=True).fourstep
+    u, k, pre, post, skip = make(B, H, L, Lk, dtype, gates)
+    dy = rand((B, H, L), dtype)
+    got = _cuda.fftconv_vjp(dy, u, k, mode, pre, post, skip)
+    for name, g, w in zip(NAMES, got, vjp_ref(dy, u, k, mode, pre, post, skip)):
+        assert (g is None) == (w is None), name
+        if g is not None:
+            assert g.dtype == u.dtype and g.shape == w.shape, name
+            assert rel(g, w) < bound, (name, rel(g, w))
+
+
 @pytest.mark.parametrize("mode", ["causal", "circular"])
 def test_gradients(mode):
-    """The solver's plan hands backward to its cuFFT plan: float32 gradients against autograd of
-    the float64 formula."""
-    B, H, L, Lk = 2, 2, 65536, 3000
-    u, k, pre, post, skip = make(B, H, L, Lk, "float32", ("pre", "post", "skip"))
+    """float32 gradients of the four-step backward (pass A on v and dz, the row pass B', pass C with
+    the gradient epilogues) against autograd of the float64 formula."""
+    check_vjp(2, 2, 65536, 3000, mode, "float32", ("pre", "post", "skip"), 2e-5)
+
+
+# (B, H, L, Lk, mode, dtype, gates) -> nfft; the bound is 2·tol: two forward transforms and one inverse
+# per gradient in float32, each output rounded once to its dtype
+GRAD_CASES = [
+    ((2, 2, 65536, 3000, "causal", "float16", ("pre", "post", "skip")), 131072),
+    ((2, 2, 65536, 65536, "circular", "bfloat16", ("pre", "post", "skip")), 65536),
+    ((3, 2, 20000, 9000, "causal", "float32", ("pre", "post", "skip")), 65536),  # B = 3: dK̂ summed over b
+    ((2, 2, 30001, 50000, "causal", "float32", ("pre", "post", "skip")), 65536),  # Lk > L: taps past L get 0
+    ((1, 3, 40001, 40001, "causal", "float32", ("skip",)), 131072),  # odd L, M2 = 512, no dpost (no Ẑ)
+    ((2, 2, 100000, 100000, "causal", "float16", ()), 262144),       # no gates, no skip, M2 = 1024
+    ((1, 2, 300000, 777, "causal", "bfloat16", ("pre", "post")), 524288),  # M2 = 2048, dpost without skip
+]
+
+
+@pytest.mark.parametrize("case, nfft", GRAD_CASES, ids=str)
+def test_gradients_cases(case, nfft):
+    B, H, L, Lk, mode, dtype, gates = case
+    assert plan_of(B, H, L, Lk, mode, dtype, backward=True).nfft == nfft
+    check_vjp(B, H, L, Lk, mode, dtype, gates, 2 * tol(dtype, nfft))
+
+
+def test_backward_workspace():
+    """With gradients the plan holds v's and dz's intermediates (B·H rows) and dK̂'s (H rows) of 4·nfft
+    bytes each, and no cuFFT plan."""
+    B, H, L, Lk = 2, 3, 65536, 3000
+    fwd = plan_of(B, H, L, Lk, "causal", "float16")
+    bwd = plan_of(B, H, L, Lk, "causal", "float16", backward=True)
+    assert bwd.fourstep and bwd.nfft == 131072
+    assert bwd.workspace_bytes - fwd.workspace_bytes == (B * H + H) * 4 * bwd.nfft
+
+
+def test_backward_nan_stays_in_its_row():
+    """NaN in one sample of dy: that row's du and dpregate, that sample's dpostgate, that h's dk and
+    dskip; every other gradient finite and right."""
+    B, H, L = 2, 3, 40001
+    u, k, pre, post, skip = make(B, H, L, L, "float32", ("pre", "post", "skip"))
     dy = rand((B, H, L), "float32")
-    got = _cuda.fftconv_vjp(dy, u, k, mode, pre, post, skip)
-    args = [x.requires_grad_(True) for x in cpu64(u, k, pre, post, skip)]
-    want = torch.autograd.grad(fft_ref(args[0], args[1], mode, *args[2:]), args, dy.double().cpu())
-    for name, g, w in zip(["du", "dk", "dpregate", "dpostgate", "dskip"], got, want):
-        assert rel(g, w) < 2e-5, (name, rel(g, w))
+    dy[1, 2, 777] = float("nan")
+    du, dk, dpre, dpost, dskip = _cuda.fftconv_vjp(dy, u, k, "causal", pre, post, skip)
+    ok = torch.ones(B, H, dtype=torch.bool)
+    ok[1, 2] = False
+    for g in (du, dpre):
+        assert torch.equal(torch.isnan(g).any(-1).cpu(), ~ok)
+    assert int(torch.isnan(dpost).sum()) == 1 and bool(torch.isnan(dpost[1, 2, 777]))
+    assert torch.isnan(dk).any(-1).cpu().tolist() == [False, False, True]
+    assert torch.isnan(dskip).cpu().tolist() == [False, False, True]
+    dy0 = dy.clone()
+    dy0[1, 2, 777] = 0  # the reference of every gradient that does not see the NaN
+    want = vjp_ref(dy0, u, k, "causal", pre, post, skip)
+    bound = 2 * tol("float32", 131072)
+    okc = ok.cuda()
+    assert rel(du[okc], want[0][ok]) < bound and rel(dpre[okc], want[2][ok]) < bound
+    assert rel(dk[:2], want[1][:2]) < bound and rel(dskip[:2], want[4][:2]) < bound

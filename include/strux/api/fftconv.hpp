@@ -21,8 +21,8 @@
 // of two >= 65536; nfft <= 4194304), else "cufft"), "fused" (one kernel with its FFTs in shared
 // memory; ValueError where it does not apply), "cufft", "tensor" (tensor-core kernels for the forward,
 // float16/bfloat16, nfft 256 … 16384, ValueError where it does not apply; gradients by "fused"
-// where it applies, else "cufft"), "fourstep" (four-step kernels for the forward at FFT sizes
-// 65536 … 4194304, float32/float16/bfloat16, ValueError elsewhere; gradients by "cufft"), "blocks"
+// where it applies, else "cufft"), "fourstep" (four-step kernels at FFT sizes 65536 … 4194304,
+// float32/float16/bfloat16, ValueError elsewhere; forward and gradients), "blocks"
 // (overlap-save over blocks of N = the power of two >= max(1024, 8m, min(16m, 4096)), >= 4m past
 // 32768, through an inner circular plan of length N, float32 arithmetic inside for the 16-bit
 // types; every dtype, causal and circular, any L and Lk; forward and gradients).

@@ -35,8 +35,7 @@ class FFTConvPlan {
   // algo 6: as 5 with the radix-r passes' indices out of their loops (variants, forced only),
   // algo 7: as 2 with factored twiddles (variants to measure); algo 8: the four-step kernels
   // (f32/f16/bf16; causal nfft = the next power of two >= max(65536, L + min(Lk, L) - 1),
-  // circular L a power of two; nfft <= 4194304; else an error) for the forward, cuFFT for the
-  // gradients; algo 9: the direct kernels (sums over the taps, no transform; at most 64 taps
+  // circular L a power of two; nfft <= 4194304; else an error), forward and gradients; algo 9: the direct kernels (sums over the taps, no transform; at most 64 taps
   // used: causal min(Lk, L), circular Lk; all dtypes); algo 10: "blocks", overlap-save over blocks
   // of a transform size N (the power of two >= max(1024, 8m, min(16m, 4096)), >= 4m past 32768;
   // m taps used) through an inner circular plan of length N (its own choice: the fused kernels at

@@ -1,5 +1,6 @@
 // The four-step fftconv solver's host side (fourstep.hpp): size rules, dtype dispatch and the
-// row pass (fourstep.cuh rows_kernel) launches; the column passes are in fourstep_cols.cu.
+// row pass launches (fourstep.cuh rows_kernel, fourstep_bwd.cuh rows_backward); the column passes
+// are in fourstep_cols.cu.
 #include <algorithm>
 
 #include <cuda_bf16.h>
@@ -7,7 +8,7 @@
 
 #include "core/dispatch.hpp"
 #include "cuda/check.hpp"
-#include "cuda/fftconv/fourstep.cuh"
+#include "cuda/fftconv/fourstep_bwd.cuh"
 
 namespace strux::cuda::fourstep {
 namespace {
@@ -39,6 +40,16 @@ void rows(const Geometry& g, float2* X, const float2* khat, float2* khat_out, in
   });
 }
 
+void rows_bwd(const Geometry& g, float2* Xv, float2* Xg, const float2* khat, float2* Xdk, int64_t B, int64_t H,
+              bool need_z, cudaStream_t s) {
+  with_m2(g.M2, [&](auto m) {
+    constexpr int N = decltype(m)::value;
+    const unsigned grid = unsigned(H * (g.M1 / 2 + 1));
+    rows_backward<N><<<grid, bwd_threads(N), bwd_smem(N), s>>>(Xv, Xg, khat, Xdk, g.M1, B, H, need_z);
+    STRUX_LAUNCH("fftconv four-step backward pass B");
+  });
+}
+
 bool is_pow2(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
 
 // Pairs of elements load as one 2-vector only when every row base is 2-element aligned.
@@ -65,7 +76,13 @@ Geometry plan(DType dt, int64_t nfft) {
   g.M2 = 1 << std::min(11, lm - 7);
   g.M1 = int(M / g.M2);
   with_type(dt, [&](auto t) { detail::prepare_cols<decltype(t)>(g.M1); });
-  // row_smem(2048) is ~35 KB: under the default limit, no attribute needed
+  // row_smem(2048) is ~35 KB: under the default limit, no attribute needed; bwd_smem is 51 KB at
+  // M2 = 1024, 100 KB at 2048
+  with_m2(g.M2, [&](auto m) {
+    constexpr int N = decltype(m)::value;
+    STRUX_CUDA(cudaFuncSetAttribute(reinterpret_cast<const void*>(&rows_backward<N>),
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, int(bwd_smem(N))));
+  });
   return g;
 }
 
@@ -95,6 +112,31 @@ void forward(DType dt, const Geometry& g, const void* u, const void* pre, const 
     rows<false>(g, X, khat, nullptr, B, H, s);
     detail::cols_inverse<T>(X, static_cast<const T*>(u), static_cast<const T*>(pre), static_cast<const T*>(post),
                             static_cast<const T*>(skip), nrows, H, L, g, vec, static_cast<T*>(y), s);
+  });
+}
+
+void backward(DType dt, const Geometry& g, const void* dy, const void* u, const void* pre, const void* post,
+              const void* skip, const float2* khat, float2* Xv, float2* Xg, float2* Xdk, void* du, void* dk,
+              void* dpre, void* dpost, void* dskip, int64_t B, int64_t H, int64_t L, int64_t Lk, int64_t Lmin,
+              cudaStream_t s) {
+  with_type(dt, [&](auto t) {
+    using T = decltype(t);
+    const size_t e = sizeof(T);
+    auto in = [](const void* p) { return static_cast<const T*>(p); };
+    auto out = [](void* p) { return static_cast<T*>(p); };
+    const bool vec = L % 2 == 0 && aligned2(dy, e) && aligned2(u, e) && aligned2(pre, e) && aligned2(post, e) &&
+                     aligned2(du, e) && aligned2(dpre, e) && aligned2(dpost, e);
+    const bool vec_k = Lk % 2 == 0 && Lmin % 2 == 0 && aligned2(dk, e);
+    const int64_t nrows = B * H;
+    detail::cols_forward<T>(in(u), in(pre), nrows, L, L, 1.f, g, vec, Xv, s);
+    detail::cols_forward<T>(in(dy), in(post), nrows, L, L, 1.f, g, vec, Xg, s);
+    rows_bwd(g, Xv, Xg, khat, Xdk, B, H, dpost != nullptr, s);
+    detail::cols_grad<T>(Xg, in(dy), in(u), in(pre), in(post), in(skip), nrows, H, L, g, vec, out(du), out(dpre), s);
+    // dpost = dy ⊙ (z + skip·v): the forward's epilogue with dy as the postgate
+    if (dpost) detail::cols_inverse<T>(Xv, in(u), in(pre), in(dy), in(skip), nrows, H, L, g, vec, out(dpost), s);
+    detail::cols_filter<T>(Xdk, H, Lk, Lmin, g, vec_k, out(dk), out(dskip), s);
+    if (Lk > Lmin)  // causal taps at s >= L never reach an output
+      STRUX_CUDA(cudaMemset2DAsync(out(dk) + Lmin, size_t(Lk) * e, 0, size_t(Lk - Lmin) * e, size_t(H), s));
   });
 }
 

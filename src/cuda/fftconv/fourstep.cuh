@@ -7,11 +7,14 @@
 //   pass B (rows_kernel): per row pair (k1, M1 − k1) — the real-FFT split pairs frequency f with
 //     M − f, which lives in the partner row — twiddle W_M^(m2·k1), FFT over m2, split, times
 //     K̂, merge, inverse FFT, conjugate twiddle, back in place;
-//   pass C (cols_inverse): the inverse FFTs over k1 per column tile and the forward epilogue.
+//   pass C (cols_inverse): the inverse FFTs over k1 per column tile and an epilogue
+//     (fourstep_epi.cuh: the forward's y, or the backward's du / dpre, dpost, dk / dskip).
+// The backward runs pass A on v and dz, its own row pass (fourstep_bwd.cuh rows_backward: dV̂,
+// dK̂ summed over the batch, Ẑ) and pass C three times.
 // The FFTs are fused.cuh's radix-16 Stockham passes in shared memory, one per group of N/16
 // threads; the column passes stage their tile through shared memory so that global loads and
 // stores run along m2 (contiguous). bench/fftconv_fourstep_model.py is the float64 model of
-// every index below.
+// every index below (bench/fftconv_fourstep_bwd_model.py of the backward's).
 #pragma once
 
 #include "cuda/fftconv/fused.cuh"
@@ -65,6 +68,30 @@ __device__ __forceinline__ void column_ffts(float2* sm) {
   __syncthreads();
 }
 
+// fused.cuh split / merge (see the formulas there) with a run-time M: the pair (f, M − f) of the
+// packed row's DFT Z ↔ the real row's spectrum X; W = pair_w(f, M) = exp(−πi·f/M).
+struct Pair {
+  float2 f, g;
+};
+__device__ __forceinline__ float2 pair_w(int f, int M) {
+  float s, c;
+  sincospif(float(f) / float(M), &s, &c);
+  return {c, -s};
+}
+// (Z[f], Z[M − f]) → (X[f], X[M − f])
+__device__ __forceinline__ Pair split_pair(float2 zf, float2 zg, float2 w) {
+  const float2 e = {0.5f * (zf.x + zg.x), 0.5f * (zf.y - zg.y)};
+  const float2 o = {0.5f * (zf.y + zg.y), -0.5f * (zf.x - zg.x)};
+  const float2 wo = mulf2(w, o);
+  return {e + wo, conjf2(e - wo)};
+}
+// (Y[f], Y[M − f]) → (Z'[f], Z'[M − f]), Z'[M − f] not stored when f = 0 (it is Z'[M] = Z'[0])
+__device__ __forceinline__ Pair merge_pair(float2 yf, float2 yg, float2 w) {
+  const float2 a = yf + conjf2(yg), d = yf - conjf2(yg);
+  const float2 t = mul_i(mulcf2(w, d));  // i·conj(W)·D
+  return {a + t, conjf2(a - t)};
+}
+
 // Pass A: X[row][k1][m2] = Σ_m1 z[m1·M2 + m2]·W_M1^(m1·k1), z from x ⊙ gate (x rows of stride ld,
 // zero at t >= nvalid), times scale. CTA blockIdx.x = row·(M2 / C) + tile.
 template <class T, int M1>
@@ -97,13 +124,11 @@ __global__ void __launch_bounds__(kColThreads) cols_forward(const T* __restrict_
   }
 }
 
-// Pass C: z'[m1·M2 + m2] = Σ_k1 X[row][k1][m2]·W_M1^(−m1·k1), then the forward epilogue on the
-// samples t = 2m, 2m + 1 < L: y = post ⊙ (z' + skip·v), v = u ⊙ pre (rows of length L).
-template <class T, int M1>
-__global__ void __launch_bounds__(kColThreads) cols_inverse(const float2* __restrict__ X, const T* __restrict__ u,
-                                                            const T* __restrict__ pre, const T* __restrict__ post,
-                                                            const T* __restrict__ skip, int64_t H, int64_t L,
-                                                            int M2, bool vec, T* __restrict__ y) {
+// Pass C: z'[m1·M2 + m2] = Σ_k1 X[row][k1][m2]·W_M1^(−m1·k1), each point (samples t = 2m, 2m + 1)
+// handed to the epilogue (fourstep_epi.cuh): epi.row(row) once per CTA, then its (t, z') per
+// point; the epilogue skips the samples past its row's length itself.
+template <int M1, class Epi>
+__global__ void __launch_bounds__(kColThreads) cols_inverse(const float2* __restrict__ X, int M2, Epi epi) {
   constexpr int C = kTile / M1, S = col_stride(M1);
   extern __shared__ float2 sm[];
   const int ntile = M2 / C;
@@ -117,24 +142,12 @@ __global__ void __launch_bounds__(kColThreads) cols_inverse(const float2* __rest
     sm[c * S + pad(k1)] = Xr[int64_t(k1) * M2 + c];
   }
   column_ffts<M1, +1>(sm);
-  const int64_t off = row * L;
-  const T* pr = pre ? pre + off : nullptr;
-  const T* por = post ? post + off : nullptr;
-  const float sk = skip ? float(to_c(skip[row % H])) : 0.f;
+  const auto out = epi.row(row);
 #pragma unroll 8
   for (int it = 0; it < kTile / kColThreads; ++it) {  // fixed trip count: 8 loads in flight per thread
     const int i = threadIdx.x + it * kColThreads;
     const int c = i % C, m1 = i / C;
-    const int64_t t = 2 * (int64_t(m1) * M2 + c0 + c);
-    if (t >= L) continue;
-    float2 z = sm[c * S + pad(m1)];
-    if (skip) {
-      float2 v = ld2(u + off, t, L, vec);
-      if (pr) v = mul2(v, ld2(pr, t, L, vec));
-      z = {z.x + sk * v.x, z.y + sk * v.y};
-    }
-    if (por) z = mul2(z, ld2(por, t, L, vec));
-    st2(y + off, t, L, vec, z.x, z.y);
+    out(2 * (int64_t(m1) * M2 + c0 + c), sm[c * S + pad(m1)]);
   }
 }
 
@@ -186,27 +199,18 @@ __global__ void __launch_bounds__(row_threads(M2), kRowMinBlocks(M2)) rows_kerne
   const int npairs = ka != kb ? M2 : k1 == 0 ? M2 / 2 + 1 : M2 / 2;
   for (int j = fused::fresh_tid(); j < npairs; j += row_threads(M2)) {
     const int pb = k1 == 0 ? (M2 - j) & (M2 - 1) : M2 - 1 - j;
-    const int f = ka + M1 * j, g = M - f;
-    // fused.cuh split/merge with a run-time M (see the formulas there)
-    const float2 zf = bA[pad(j)], zg = bB[pad(pb)];
-    const float2 e = {0.5f * (zf.x + zg.x), 0.5f * (zf.y - zg.y)};
-    const float2 o = {0.5f * (zf.y + zg.y), -0.5f * (zf.x - zg.x)};
-    float s, c;
-    sincospif(float(f) / float(M), &s, &c);
-    const float2 w = {c, -s};
-    const float2 wo = mulf2(w, o);
-    const float2 xf = e + wo, xg = conjf2(e - wo);
+    const int f = ka + M1 * j;
+    const float2 w = pair_w(f, M);
+    const Pair x = split_pair(bA[pad(j)], bB[pad(pb)], w);
     if constexpr (Spectrum) {
       float2* ko = khat_out + khat_block(h, k1, M1, M2);
-      ko[j] = xf;
-      ko[M2 + j] = xg;
+      ko[j] = x.f;
+      ko[M2 + j] = x.g;
     } else {
       const float2* kh = khat + khat_block(h, k1, M1, M2);
-      const float2 yf = mulf2(xf, __ldg(kh + j)), yg = mulf2(xg, __ldg(kh + M2 + j));
-      const float2 a = yf + conjf2(yg), d = yf - conjf2(yg);
-      const float2 t = mul_i(mulcf2(w, d));
-      bA[pad(j)] = a + t;
-      if (f != 0) bB[pad(pb)] = conjf2(a - t);
+      const Pair y = merge_pair(mulf2(x.f, __ldg(kh + j)), mulf2(x.g, __ldg(kh + M2 + j)), w);
+      bA[pad(j)] = y.f;
+      if (f != 0) bB[pad(pb)] = y.g;
     }
   }
   if constexpr (!Spectrum) {

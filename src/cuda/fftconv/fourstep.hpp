@@ -1,6 +1,7 @@
 // Host side of the four-step fftconv kernels (fourstep.cuh): which FFT sizes they cover, the
 // split M = M1·M2 chosen once per plan, and the launches of one call. The plan owns the
-// intermediate X ([rows][M] complex float) and the filter spectrum (khat_bytes, pass B's order).
+// intermediate X ([rows][M] complex float) and the filter spectrum (khat_bytes, pass B's order);
+// for backward two X of B·H rows (v and dz) and one of H rows (dK̂).
 #pragma once
 
 #include <cstddef>
@@ -24,7 +25,7 @@ int64_t fft_size(bool circular, int64_t L, int64_t Lmin);
 struct Geometry {
   int M1 = 0, M2 = 0;
 };
-// Sets the kernels' shared-memory limits for dtype dt.
+// Sets the kernels' shared-memory limits for dtype dt (the backward's row pass too).
 Geometry plan(DType dt, int64_t nfft);
 size_t scratch_bytes(const Geometry& g, int64_t rows);  // X for `rows` rows
 size_t khat_bytes(const Geometry& g, int64_t H);        // K̂ of H filter rows, in pass B's order
@@ -36,6 +37,15 @@ void spectrum(DType dt, const Geometry& g, const void* k, int64_t H, int64_t Lk,
 // y = post ⊙ (irfft(rfft(v)·khat[h]) + skip·v), v = u ⊙ pre, for rows b·H + h of length L.
 void forward(DType dt, const Geometry& g, const void* u, const void* pre, const void* post, const void* skip,
              const float2* khat, float2* X, void* y, int64_t B, int64_t H, int64_t L, cudaStream_t s);
+// The gradients of forward (kernels.cuh's contract: backward_spectra, epilogue_backward, filter_grad):
+// dz = dy ⊙ post, dv = irfft(conj(khat)·rfft(dz))[t < L] + skip·dz, du = dv ⊙ pre, dpre = dv ⊙ u,
+// dpost = dy ⊙ (z + skip·v), dk[h, s] = Σ_b irfft(conj(rfft(v))·rfft(dz))[s] for s < Lmin, 0 up to
+// Lk, dskip[h] = the same at s = 0. dpre, dpost, dskip may be null (not wanted). Xv, Xg: scratch of
+// B·H rows, Xdk of H rows (scratch_bytes).
+void backward(DType dt, const Geometry& g, const void* dy, const void* u, const void* pre, const void* post,
+              const void* skip, const float2* khat, float2* Xv, float2* Xg, float2* Xdk, void* du, void* dk,
+              void* dpre, void* dpost, void* dskip, int64_t B, int64_t H, int64_t L, int64_t Lk, int64_t Lmin,
+              cudaStream_t s);
 
 namespace detail {  // the column passes, instantiated per element type in fourstep_cols.cu
 template <class T>
@@ -43,9 +53,18 @@ void prepare_cols(int M1);
 template <class T>
 void cols_forward(const T* x, const T* gate, int64_t rows, int64_t ld, int64_t nvalid, float scale, const Geometry& g,
                   bool vec, float2* X, cudaStream_t s);
+// pass C with the forward epilogue (fourstep_epi.cuh EpiForward)
 template <class T>
 void cols_inverse(const float2* X, const T* u, const T* pre, const T* post, const T* skip, int64_t rows, int64_t H,
                   int64_t L, const Geometry& g, bool vec, T* y, cudaStream_t s);
+// pass C with the input-gradient epilogue (EpiGrad: du, dpre)
+template <class T>
+void cols_grad(const float2* X, const T* dy, const T* u, const T* pre, const T* post, const T* skip, int64_t rows,
+               int64_t H, int64_t L, const Geometry& g, bool vec, T* du, T* dpre, cudaStream_t s);
+// pass C with the filter-gradient epilogue (EpiFilter: dk[:, :Lmin], dskip) on H rows
+template <class T>
+void cols_filter(const float2* X, int64_t H, int64_t Lk, int64_t Lmin, const Geometry& g, bool vec, T* dk, T* dskip,
+                 cudaStream_t s);
 }  // namespace detail
 
 }  // namespace strux::cuda::fourstep

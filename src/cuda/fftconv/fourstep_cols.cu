@@ -1,11 +1,11 @@
-// Launches of the four-step column passes (fourstep.cuh cols_forward / cols_inverse) for each
-// element type and column length M1.
+// Launches of the four-step column passes (fourstep.cuh cols_forward / cols_inverse with the
+// epilogues of fourstep_epi.cuh) for each element type and column length M1.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "core/dispatch.hpp"
 #include "cuda/check.hpp"
-#include "cuda/fftconv/fourstep.cuh"
+#include "cuda/fftconv/fourstep_epi.cuh"
 
 namespace strux::cuda::fourstep::detail {
 namespace {
@@ -16,6 +16,16 @@ void with_m1(int M1, F&& f) {
 void set_smem(const void* kernel, size_t bytes) {
   STRUX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
+// Pass C over `rows` rows of X with epilogue epi.
+template <class Epi>
+void inverse(const float2* X, int64_t rows, const Geometry& g, const Epi& epi, cudaStream_t s) {
+  with_m1(g.M1, [&](auto m) {
+    constexpr int N = decltype(m)::value;
+    const unsigned grid = unsigned(rows * (g.M2 / (kTile / N)));
+    fourstep::cols_inverse<N, Epi><<<grid, kColThreads, col_smem(N), s>>>(X, g.M2, epi);
+    STRUX_LAUNCH("fftconv four-step pass C");
+  });
+}
 }  // namespace
 
 template <class T>
@@ -23,7 +33,9 @@ void prepare_cols(int M1) {
   with_m1(M1, [&](auto m) {
     constexpr int N = decltype(m)::value;
     set_smem(reinterpret_cast<const void*>(&fourstep::cols_forward<T, N>), col_smem(N));
-    set_smem(reinterpret_cast<const void*>(&fourstep::cols_inverse<T, N>), col_smem(N));
+    set_smem(reinterpret_cast<const void*>(&fourstep::cols_inverse<N, EpiForward<T>>), col_smem(N));
+    set_smem(reinterpret_cast<const void*>(&fourstep::cols_inverse<N, EpiGrad<T>>), col_smem(N));
+    set_smem(reinterpret_cast<const void*>(&fourstep::cols_inverse<N, EpiFilter<T>>), col_smem(N));
   });
 }
 
@@ -41,12 +53,19 @@ void cols_forward(const T* x, const T* gate, int64_t rows, int64_t ld, int64_t n
 template <class T>
 void cols_inverse(const float2* X, const T* u, const T* pre, const T* post, const T* skip, int64_t rows, int64_t H,
                   int64_t L, const Geometry& g, bool vec, T* y, cudaStream_t s) {
-  with_m1(g.M1, [&](auto m) {
-    constexpr int N = decltype(m)::value;
-    const unsigned grid = unsigned(rows * (g.M2 / (kTile / N)));
-    fourstep::cols_inverse<T, N><<<grid, kColThreads, col_smem(N), s>>>(X, u, pre, post, skip, H, L, g.M2, vec, y);
-    STRUX_LAUNCH("fftconv four-step pass C");
-  });
+  inverse(X, rows, g, EpiForward<T>{u, pre, post, skip, H, L, vec, y}, s);
+}
+
+template <class T>
+void cols_grad(const float2* X, const T* dy, const T* u, const T* pre, const T* post, const T* skip, int64_t rows,
+               int64_t H, int64_t L, const Geometry& g, bool vec, T* du, T* dpre, cudaStream_t s) {
+  inverse(X, rows, g, EpiGrad<T>{dy, u, pre, post, skip, H, L, vec, du, dpre}, s);
+}
+
+template <class T>
+void cols_filter(const float2* X, int64_t H, int64_t Lk, int64_t Lmin, const Geometry& g, bool vec, T* dk, T* dskip,
+                 cudaStream_t s) {
+  inverse(X, H, g, EpiFilter<T>{Lk, Lmin, vec, dk, dskip}, s);
 }
 
 #define STRUX_FOURSTEP_COLS(T)                                                                                 \
@@ -54,7 +73,11 @@ void cols_inverse(const float2* X, const T* u, const T* pre, const T* post, cons
   template void cols_forward<T>(const T*, const T*, int64_t, int64_t, int64_t, float, const Geometry&, bool,   \
                                 float2*, cudaStream_t);                                                        \
   template void cols_inverse<T>(const float2*, const T*, const T*, const T*, const T*, int64_t, int64_t,       \
-                                int64_t, const Geometry&, bool, T*, cudaStream_t);
+                                int64_t, const Geometry&, bool, T*, cudaStream_t);                             \
+  template void cols_grad<T>(const float2*, const T*, const T*, const T*, const T*, const T*, int64_t,         \
+                             int64_t, int64_t, const Geometry&, bool, T*, T*, cudaStream_t);                   \
+  template void cols_filter<T>(const float2*, int64_t, int64_t, int64_t, const Geometry&, bool, T*, T*,        \
+                               cudaStream_t);
 STRUX_FOURSTEP_COLS(float)
 STRUX_FOURSTEP_COLS(__half)
 STRUX_FOURSTEP_COLS(__nv_bfloat16)

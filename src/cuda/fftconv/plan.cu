@@ -37,7 +37,8 @@ struct FFTConvPlan::Impl {
   std::unique_ptr<FFTConvPlan> grad;
   const void* kf_last = nullptr;
   // Four-step path (fourstep.cuh; algo 8, or algo 0 at FFT sizes 65536 … 4M): K̂ in pass B's order, the
-  // intermediate in slotA; forward only, gradients by the cuFFT plan `grad` (as the tensor path).
+  // intermediate in slotA. Backward by its own passes (fourstep_bwd.cuh): v's and dz's
+  // intermediates in slotA and slotB (B·H rows each), dK̂'s in dkhat (H rows).
   bool fourstep = false;
   fourstep::Geometry fs;
   std::unique_ptr<direct::Plan> direct;  // direct sums for short filters (direct.hpp; algo 9)
@@ -130,7 +131,10 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
     p.fs = fourstep::plan(dtype, n);
     p.khat.allocate(fourstep::khat_bytes(p.fs, H));
     p.slotA.allocate(fourstep::scratch_bytes(p.fs, B * H));
-    if (with_backward) p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, 1);
+    if (with_backward) {
+      p.slotB.allocate(fourstep::scratch_bytes(p.fs, B * H));
+      p.dkhat.allocate(fourstep::scratch_bytes(p.fs, H));
+    }
     return;
   }
   // The fused kernels take float32 arithmetic and power-of-two nfft (causal: any length up to
@@ -219,7 +223,6 @@ void FFTConvPlan::Impl::set_filter(const T* kf, cudaStream_t s) {
   // 1/nfft of the inverse transform is folded into the filter spectrum once, here.
   if (fourstep) {
     fourstep::spectrum(dtype, fs, kf, H, Lk, Lmin, 1.f / float(nfft), slotA.as<float2>(), khat.as<float2>(), s);
-    kf_last = kf;
     filter = true;
     return;
   }
@@ -285,9 +288,14 @@ void FFTConvPlan::Impl::backward(const T* dy, const T* u, const T* pre, const T*
   check_arg(with_backward, "plan", "this plan was made without backward workspace");
   if (direct) return direct->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
   if (blocks) return blocks->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
-  if (tensor || fourstep) {  // gradients by the `grad` plan (these kernels run forward only)
+  if (tensor) {  // gradients by the `grad` plan (these kernels run forward only)
     grad->set_filter(kf_last, s);
     grad->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
+    return;
+  }
+  if (fourstep) {  // passes A (v, dz), B' (dV̂, dK̂ summed over b, Ẑ for dpost), C (three epilogues)
+    fourstep::backward(dtype, fs, dy, u, pre, post, skip, khat.as<float2>(), slotA.as<float2>(), slotB.as<float2>(),
+                       dkhat.as<float2>(), du, dk, dpre, dpost, dskip, B, H, L, Lk, Lmin, s);
     return;
   }
   const int64_t rows = B * H, ld = 2 * nf;
