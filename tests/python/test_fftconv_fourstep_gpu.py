@@ -137,6 +137,23 @@ def test_unaligned_and_odd_rows():
     assert rel(_cuda.fftconv(u, k), fft_ref(*cpu64(u, k))) < tol("float16", 131072)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_quad_loads_at_boundaries(dtype):
+    """16-bit rows load four samples at once where the row stride is a multiple of 4 and the bases are
+    8-byte aligned: a filter longer than L (stride Lk = 40004, valid length L = 40002 inside a group of
+    four), with gates; and rows 4 but not 8 bytes aligned (a slice), which take the pair loads."""
+    B, H, L = 2, 2, 40002
+    u, _, pre, post, skip = make(B, H, L, L, dtype, ("pre", "post", "skip"))
+    k = rand((H, L + 2), dtype) / 200
+    y = _cuda.fftconv(u, k, "causal", pre, post, skip)
+    assert rel(y, fft_ref(*cpu64(u, k), "causal", *cpu64(pre, post, skip))) < tol(dtype, 131072)
+    L = 40000
+    flat = rand((2 + B * H * L,), dtype)
+    u = flat[2:].view(B, H, L)
+    k = rand((H, 3001), dtype) / 60
+    assert rel(_cuda.fftconv(u, k), fft_ref(*cpu64(u, k))) < tol(dtype, 131072)
+
+
 def test_cached_filter_operator():
     B, H, L, Lk = 2, 2, 70000, 70000
     u, k, pre, post, skip = make(B, H, L, Lk, "bfloat16", ("pre", "post", "skip"))
