@@ -39,7 +39,8 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 #: >= max(1024, 8m, min(16m, 4096)) (>= 4m past N = 32768) taps through an inner circular plan of
 #: length N (blocks in the input dtype, float32 arithmetic for the 16-bit types; every dtype, causal
 #: and circular, any L and Lk; src/cuda/fftconv/blocks.hpp); 11, 12, 13 = as 10 with N >= 8m, 16m,
-#: 4m (probes of the block size).
+#: 4m (probes of the block size); 14 = as 8 with its row pass's grid row by row (a probe of the
+#: batch rows' order against K̂'s reuse, bench/NOTES-gpu-fftconv-long.md).
 #: Part of the plan cache key.
 fftconv_algo = 0
 

@@ -154,6 +154,19 @@ def test_quad_loads_at_boundaries(dtype):
     assert rel(_cuda.fftconv(u, k), fft_ref(*cpu64(u, k))) < tol(dtype, 131072)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_rows_by_k1_probe(dtype):
+    """Plan algo 14 (the row pass's grid row by row) is the same arithmetic as 8 in another CTA order:
+    bit-identical results, B > 1 and H > 1."""
+    B, H, L, Lk = 3, 2, 50001, 20000
+    u, k, pre, post, skip = make(B, H, L, Lk, dtype, ("pre", "post", "skip"))
+    y8 = _cuda.fftconv(u, k, "causal", pre, post, skip)
+    _cuda.fftconv_algo = 14
+    assert plan_of(B, H, L, Lk, "causal", dtype, algo=14).fourstep
+    y14 = _cuda.fftconv(u, k, "causal", pre, post, skip)
+    assert torch.equal(y8, y14)
+
+
 def test_cached_filter_operator():
     B, H, L, Lk = 2, 2, 70000, 70000
     u, k, pre, post, skip = make(B, H, L, Lk, "bfloat16", ("pre", "post", "skip"))

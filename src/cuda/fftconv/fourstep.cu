@@ -35,7 +35,8 @@ void rows(const Geometry& g, float2* X, const float2* khat, float2* khat_out, in
   with_m2(g.M2, [&](auto m) {
     constexpr int N = decltype(m)::value;
     const unsigned grid = unsigned(B * H * (g.M1 / 2 + 1));
-    rows_kernel<N, Spectrum><<<grid, row_threads(N), row_smem(N), s>>>(X, khat, khat_out, g.M1, B, H);
+    rows_kernel<N, Spectrum><<<grid, row_threads(N), row_smem(N), s>>>(X, khat, khat_out, g.M1, B, H,
+                                                                       g.rows_by_k1);
     STRUX_LAUNCH("fftconv four-step pass B");
   });
 }

@@ -206,14 +206,16 @@ template <int M2, bool Spectrum>
 __global__ void __launch_bounds__(row_threads(M2), kRowMinBlocks(M2)) rows_kernel(float2* __restrict__ X,
                                                                const float2* __restrict__ khat,
                                                                float2* __restrict__ khat_out, int M1, int64_t B,
-                                                               int64_t H) {
+                                                               int64_t H, bool k1_fastest) {
   constexpr int T2 = M2 / 16, S = padded(M2) + 1;
   extern __shared__ float2 sm[];
   const int M = M1 * M2;
-  const int64_t hk = blockIdx.x / B;  // h·(M1/2 + 1) + k1
-  const int64_t h = hk / (M1 / 2 + 1);
-  const int64_t row = int64_t(blockIdx.x % B) * H + h;
-  const int k1 = int(hk % (M1 / 2 + 1));
+  // k1_fastest (the probe of Geometry::rows_by_k1): CTA = row·(M1/2 + 1) + k1 instead
+  const int64_t nk = M1 / 2 + 1;
+  const int64_t hk = k1_fastest ? (blockIdx.x / nk % H) * nk + blockIdx.x % nk : blockIdx.x / B;
+  const int64_t h = hk / nk;
+  const int64_t row = (k1_fastest ? blockIdx.x / nk / H : blockIdx.x % B) * H + h;
+  const int k1 = int(hk % nk);
   const int ka = k1, kb = (M1 - k1) & (M1 - 1);
   const int grp = threadIdx.x / T2, tid = threadIdx.x % T2;
   const int kr = grp ? kb : ka;

@@ -24,6 +24,9 @@ int64_t fft_size(bool circular, int64_t L, int64_t Lmin);
 // CTA), M1 = M / M2 (columns of passes A and C: 128 … 1024 points, 8192 per CTA).
 struct Geometry {
   int M1 = 0, M2 = 0;
+  // Pass B's grid with k1 fastest (row by row, round 1's order) instead of the batch rows of one
+  // (h, k1) together: a benchmark probe (plan algo 14), K̂'s block then read once per row.
+  bool rows_by_k1 = false;
 };
 // Sets the kernels' shared-memory limits for dtype dt (the backward's row pass too).
 Geometry plan(DType dt, int64_t nfft);

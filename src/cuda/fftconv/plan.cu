@@ -76,13 +76,13 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
     impl_->dtype = dtype, impl_->with_backward = with_backward, impl_->circular = circular;
     return;
   }
-  check_arg(algo >= 0 && algo <= 8, "algo",
+  check_arg((algo >= 0 && algo <= 8) || algo == 14, "algo",
             "expected 0 (automatic), 1 (cuFFT), 2 (tensor cores), 3 (tensor cores, one product per real "
             "product: a benchmark probe), 4 (fused kernels where they apply, else cuFFT), 5 (tensor cores, "
             "short mma chains), 6 (as 5 with the radix passes' indices out of their loops), 7 (as 2 with factored "
             "twiddles), 8 (four-step kernels, FFT sizes 65536 to 4194304), 9 (direct sums, at most 64 "
             "taps), 10 (blocks: overlap-save over blocks of a few times the taps), 11, 12 or 13 (blocks of 8, 16 "
-            "or 4 times the taps: probes), got ", algo);
+            "or 4 times the taps: probes), 14 (as 8 with pass B's grid row by row: a probe), got ", algo);
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
   Impl& p = *impl_;
   p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);
@@ -118,7 +118,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   const int64_t n_fs = fourstep::fft_size(circular, L, p.Lmin);
   const bool fourstep_auto = algo == 0 && fourstep::supported_dtype(dtype) && n_fs != 0 &&
                              (circular || L + p.Lmin - 1 > fourstep::kMinNfft / 2);
-  if (algo == 8 || fourstep_auto) {
+  if (algo == 8 || algo == 14 || fourstep_auto) {
     check_arg(fourstep::supported_dtype(dtype), "dtype", "the four-step solver takes float32, float16 or bfloat16, got ",
               dtype_name(dtype));
     const int64_t n = n_fs;
@@ -129,6 +129,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
     p.nfft = n;
     p.nf = n / 2 + 1;
     p.fs = fourstep::plan(dtype, n);
+    p.fs.rows_by_k1 = algo == 14;
     p.khat.allocate(fourstep::khat_bytes(p.fs, H));
     p.slotA.allocate(fourstep::scratch_bytes(p.fs, B * H));
     if (with_backward) {

@@ -1,0 +1,57 @@
+"""Where the per-call filter spectrum's time goes at short FFT sizes (issue 12's table, float16,
+B = 64, H = 768): fftconv(u, k) (spectrum per call) against FFTConvCUDA (spectrum cached), GPU ms
+per call back to back (CUDA events, median of 20), and the CUDA kernels of 10 calls of each
+(torch.profiler: name, calls, device time per call), so that a gap between the two is either a
+kernel (the spectrum's) or idle GPU time between launches (host-bound). Writes
+OUTDIR/fftconv_percall.json.
+    python bench/gpu_fftconv_percall.py OUTDIR
+"""
+import json
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from strux import _cuda_fftconv as _fc
+from strux.bench.timing import time_ms
+
+out = sys.argv[1] if len(sys.argv) > 1 else "."
+CASES = [(256, "circular"), (256, "causal"), (1024, "causal")]  # (FFT size, mode): L = N circular, N/2 causal
+B, H = 64, 768
+res = dict(device=torch.cuda.get_device_name(), cases={})
+
+
+def kernels(fn, calls=10):
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    rows = []
+    for ev in prof.key_averages():
+        t = ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+        if t > 0:
+            rows.append((ev.key[:70], ev.count / calls, t / calls))
+    return sorted(rows, key=lambda r: -r[2])
+
+
+for N, mode in CASES:
+    L = N if mode == "circular" else N // 2
+    u = torch.randn(B, H, L, device="cuda", dtype=torch.float16)
+    k = (torch.randn(H, L, device="cuda") / L ** 0.5).half()
+    op = _fc.FFTConvCUDA(k, B, L, mode)
+    percall = lambda: _fc.fftconv(u, k, mode)  # noqa: E731
+    cached = lambda: op(u)  # noqa: E731
+    c = res["cases"][f"{N}_{mode}"] = dict(
+        percall_ms=time_ms(percall, warm=5, reps=20)[0], cached_ms=time_ms(cached, warm=5, reps=20)[0],
+        percall_kernels=kernels(percall), cached_kernels=kernels(cached), describe=op.describe())
+    print(f"N={N} {mode}: per call {c['percall_ms']:.4f} ms, cached {c['cached_ms']:.4f} ms ({op.describe()})",
+          flush=True)
+    for what in ("percall", "cached"):
+        ks = c[f"{what}_kernels"]
+        print(f"  {what}: kernels {sum(r[2] for r in ks) / 1e3:.4f} ms per call: " +
+              "; ".join(f"{n} x{cnt:g} {t:.1f} us" for n, cnt, t in ks[:4]), flush=True)
+    del u, k, op
+with open(f"{out}/fftconv_percall.json", "w") as fh:
+    json.dump(res, fh, indent=1)
