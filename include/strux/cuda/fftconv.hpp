@@ -41,7 +41,7 @@ class FFTConvPlan {
   // m taps used) through an inner circular plan of length N (its own choice: the fused kernels at
   // N <= 32768), blocks in the input dtype with float32 arithmetic for the 16-bit types; every
   // dtype, causal and circular, any L and Lk; algos 11, 12, 13: as 10 with N >= 8m, 16m, 4m (probes
-  // of the block size). Algo 0 takes it, after the direct kernels, where it pays by the operation
+  // of the block size); algo 14: as 8 with its row pass's grid row by row (a probe). Algo 0 takes it, after the direct kernels, where it pays by the operation
   // counts (causal or circular, float32/float16/bfloat16, m > 32, L + m - 1 > 32768 and
   // 8·N4 <= L + m - 1, N4 the size at 4m; src/cuda/fftconv/blocks.hpp).
   FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, DType dtype, bool with_backward,
