@@ -239,6 +239,20 @@ def test_backward_workspace():
     assert bwd.workspace_bytes - fwd.workspace_bytes == (B * H + H) * 4 * bwd.nfft
 
 
+def test_backward_rule_few_row_pairs():
+    """The automatic rule (algo 0) takes the four-step forward at B = 4, H = 1, L = 65536 but hands
+    the gradients to its cuFFT plan (the row pass would have 65 CTAs, each looping over the batch):
+    more workspace than the own passes' and the same gradients; forced algo 8 keeps its passes."""
+    B, H, L, Lk = 4, 1, 65536, 65536
+    auto = plan_of(B, H, L, Lk, "causal", "float32", backward=True, algo=0)
+    own = plan_of(B, H, L, Lk, "causal", "float32", backward=True)
+    assert auto.fourstep and own.fourstep
+    assert own.workspace_bytes - plan_of(B, H, L, Lk, "causal", "float32").workspace_bytes == (B * H + H) * 4 * own.nfft
+    assert auto.workspace_bytes != own.workspace_bytes
+    _cuda.fftconv_algo = 0
+    check_vjp(B, H, L, Lk, "causal", "float32", ("pre", "post", "skip"), 2e-5)
+
+
 def test_backward_nan_stays_in_its_row():
     """NaN in one sample of dy: that row's du and dpregate, that sample's dpostgate, that h's dk and
     dskip; every other gradient finite and right."""

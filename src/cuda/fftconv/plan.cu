@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "cuda/buffer.hpp"
+#include "cuda/device.hpp"
 #include "cuda/fftconv/blocks.hpp"
 #include "cuda/fftconv/fourstep.hpp"
 #include "cuda/fftconv/direct.hpp"
@@ -38,8 +39,9 @@ struct FFTConvPlan::Impl {
   const void* kf_last = nullptr;
   // Four-step path (fourstep.cuh; algo 8, or algo 0 at FFT sizes 65536 … 4M): K̂ in pass B's order, the
   // intermediate in slotA. Backward by its own passes (fourstep_bwd.cuh): v's and dz's
-  // intermediates in slotA and slotB (B·H rows each), dK̂'s in dkhat (H rows).
-  bool fourstep = false;
+  // intermediates in slotA and slotB (B·H rows each), dK̂'s in dkhat (H rows); or, where its row
+  // pass would have too few CTAs (fs_own_bwd false), by the cuFFT plan `grad` as the tensor path.
+  bool fourstep = false, fs_own_bwd = true;
   fourstep::Geometry fs;
   std::unique_ptr<direct::Plan> direct;  // direct sums for short filters (direct.hpp; algo 9)
   // Overlap-save over blocks for filters much shorter than the row (blocks.hpp; algo 10, or algo 0
@@ -132,9 +134,15 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
     p.fs.rows_by_k1 = algo == 14;
     p.khat.allocate(fourstep::khat_bytes(p.fs, H));
     p.slotA.allocate(fourstep::scratch_bytes(p.fs, B * H));
-    if (with_backward) {
+    // The backward's row pass has one CTA per (h, k1), each looping over the B batch rows: with
+    // fewer than two per SM (small H) the batch runs serialized on a few SMs, so the automatic
+    // rule hands those gradients to the cuFFT plan; forced algo 8 / 14 keep the own passes.
+    p.fs_own_bwd = algo != 0 || B == 1 || H * (p.fs.M1 / 2 + 1) >= 2 * int64_t(current_sm_count());
+    if (with_backward && p.fs_own_bwd) {
       p.slotB.allocate(fourstep::scratch_bytes(p.fs, B * H));
       p.dkhat.allocate(fourstep::scratch_bytes(p.fs, H));
+    } else if (with_backward) {
+      p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, 1);
     }
     return;
   }
@@ -224,6 +232,7 @@ void FFTConvPlan::Impl::set_filter(const T* kf, cudaStream_t s) {
   // 1/nfft of the inverse transform is folded into the filter spectrum once, here.
   if (fourstep) {
     fourstep::spectrum(dtype, fs, kf, H, Lk, Lmin, 1.f / float(nfft), slotA.as<float2>(), khat.as<float2>(), s);
+    kf_last = kf;  // for `grad`, where the cuFFT plan takes the gradients
     filter = true;
     return;
   }
@@ -289,7 +298,7 @@ void FFTConvPlan::Impl::backward(const T* dy, const T* u, const T* pre, const T*
   check_arg(with_backward, "plan", "this plan was made without backward workspace");
   if (direct) return direct->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
   if (blocks) return blocks->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
-  if (tensor) {  // gradients by the `grad` plan (these kernels run forward only)
+  if (tensor || (fourstep && !fs_own_bwd)) {  // gradients by the `grad` plan
     grad->set_filter(kf_last, s);
     grad->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
     return;
