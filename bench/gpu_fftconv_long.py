@@ -21,7 +21,7 @@ import torch
 
 from strux import _cuda_fftconv as _fc
 from strux.bench.gpu import copy_bandwidth, free, rel
-from strux.bench.timing import time_ms
+from strux.bench.timing import kernel_us, time_ms
 
 out = sys.argv[1] if len(sys.argv) > 1 else "."
 quick = "--quick" in sys.argv
@@ -66,23 +66,13 @@ PASSES = (("A", "cols_forward"), ("B", "rows_kernel"), ("C", "cols_inverse"))
 
 def passes(op, u, nfft, B, H, L, calls=5):
     """Per-pass kernel ms (mean over `calls` cached calls) and GB/s against each pass's bytes."""
-    from torch.profiler import ProfilerActivity, profile
-    op(u)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            op(u)
-        torch.cuda.synchronize()
-    us = {p: 0.0 for p, _ in PASSES}
-    for ev in prof.key_averages():
-        for p, name in PASSES:
-            if name in ev.key:
-                us[p] += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+    ks = kernel_us(lambda: op(u), calls, width=200)
+    us = {p: sum(t for k, _, t in ks if name in k) for p, name in PASSES}  # per call
     rows, e, x = B * H, u.element_size(), 4 * nfft
     nbytes = {"A": rows * (L * e + x), "B": rows * 2 * x + H * x, "C": rows * (x + 2 * L * e)}
     res = {}
     for p, _ in PASSES:
-        t = us[p] / calls / 1e3
+        t = us[p] / 1e3
         res[p] = {"ms": t, "GB": nbytes[p] / 1e9, "GBps": nbytes[p] / (t * 1e-3) / 1e9 if t > 0 else float("nan")}
     return res
 

@@ -11,11 +11,10 @@ import json
 import sys
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 from strux import _cuda_fftconv as _fc
 from strux.bench.gpu import copy_bandwidth
-from strux.bench.timing import time_ms
+from strux.bench.timing import kernel_us, time_ms
 
 out = sys.argv[1] if len(sys.argv) > 1 else "."
 # (FFT size, mode): L = N circular, N/2 causal; (None, L): causal at that odd L
@@ -23,21 +22,6 @@ CASES = [(256, "circular"), (256, "causal"), (1024, "causal"), (None, 3000), (No
 B, H = 64, 768
 bw = copy_bandwidth()
 res = dict(device=torch.cuda.get_device_name(), copy_TBps=bw / 1e12, cases={})
-
-
-def kernels(fn, calls=10):
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    rows = []
-    for ev in prof.key_averages():
-        t = ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
-        if t > 0:
-            rows.append((ev.key[:70], ev.count / calls, t / calls))
-    return sorted(rows, key=lambda r: -r[2])
 
 
 for N, mode in CASES:
@@ -52,7 +36,7 @@ for N, mode in CASES:
     cached = lambda: op(u)  # noqa: E731
     c = res["cases"][f"{N}_{L}_{mode}"] = dict(
         percall_ms=time_ms(percall, warm=5, reps=20)[0], cached_ms=time_ms(cached, warm=5, reps=20)[0],
-        percall_kernels=kernels(percall), cached_kernels=kernels(cached), describe=op.describe())
+        percall_kernels=kernel_us(percall), cached_kernels=kernel_us(cached), describe=op.describe())
     floor_ms = 2 * u.numel() * u.element_size() / bw * 1e3
     c["floor_pct"], c["floor_pct_cached"] = 100 * floor_ms / c["percall_ms"], 100 * floor_ms / c["cached_ms"]
     print(f"N={N} L={L} {mode}: per call {c['percall_ms']:.4f} ms ({c['floor_pct']:.0f}% of the HBM floor), "

@@ -29,7 +29,7 @@ import statistics
 import torch
 
 from strux.bench.gpu_ks_scan import bmm_operands, bmm_recipe
-from strux.bench.timing import back_to_back_ms, median_ms
+from strux.bench.timing import back_to_back_ms, kernel_us, median_ms
 
 PATS = [(1, 48, 48, 16), (2, 96, 384, 4), (2, 192, 48, 4), (1, 768, 768, 1), (6, 64, 64, 1),
         (1, 768, 192, 2), (4, 64, 64, 4), (1, 256, 256, 4), (4, 96, 96, 2), (16, 64, 64, 1)]
@@ -215,7 +215,6 @@ def bsf_tr_table(batches=(25088,)):
 def profile_bsf(pats=((1, 768, 192, 2), (2, 192, 48, 4), (1, 256, 256, 4)), batch=25088, calls=5):
     """Per-kernel GPU microseconds (torch.profiler, CUDA activity) of the tr path and of bmm:
     which piece costs what."""
-    from torch.profiler import ProfilerActivity, profile
     res = {}
     for p in pats:
         a, b, c, d = p
@@ -225,20 +224,7 @@ def profile_bsf(pats=((1, 768, 192, 2), (2, 192, 48, 4), (1, 256, 256, 4)), batc
         runs = {"tr": lambda: forced(_path_opts("tr"), lambda: mm(x, w, p)),
                 "bmm": lambda: bmm_recipe(x, None, wf, p, "bsf")}
         for name, fn in runs.items():
-            fn()
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(calls):
-                    fn()
-                torch.cuda.synchronize()
-            rows = []
-            for ev in prof.key_averages():
-                t = getattr(ev, "device_time_total", None)
-                if t is None:
-                    t = getattr(ev, "cuda_time_total", 0.0)
-                if t > 0:
-                    rows.append((ev.key[:60], ev.count / calls, t / calls))
-            rows.sort(key=lambda r: -r[2])
+            rows = kernel_us(fn, calls, width=60)
             res[f"{p} {name}"] = rows
             print(f"profile {p} {name}: " + "; ".join(f"{k} x{n:g} {t:.1f} us" for k, n, t in rows[:6]), flush=True)
     return res

@@ -4,7 +4,8 @@ medians. Every GPU benchmark driver times through these functions.
 - time_ms: each call between two events (host work before the launch counts too);
 - back_to_back_ms: n calls between two events, queued behind a GPU sleep (the GPU's time);
 - host_us: host time per call while the GPU is kept busy (the host's own cost);
-- copy_bandwidth: device-to-device copy rate, the ceiling the tables compare against.
+- copy_bandwidth: device-to-device copy rate, the ceiling the tables compare against;
+- kernel_us: the CUDA kernels of a call and their device time (torch.profiler): what costs what.
 """
 from __future__ import annotations
 
@@ -89,3 +90,22 @@ def copy_bandwidth(n=1 << 28, reps=20, warm=3):
     t = time_ms(lambda: y.copy_(x), warm=warm, reps=reps)[0]
     del x, y
     return 2 * 4 * n / (t * 1e-3)
+
+
+def kernel_us(fn, calls=10, width=70):
+    """[(kernel name cut to `width`, launches per call, device us per call)] of fn()'s CUDA kernels,
+    slowest first: torch.profiler's CUDA activity over `calls` calls after one warm-up call."""
+    from torch.profiler import ProfilerActivity, profile
+    torch = _warmed(fn, 1)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    rows = []
+    for ev in prof.key_averages():
+        t = getattr(ev, "device_time_total", None)
+        if t is None:
+            t = getattr(ev, "cuda_time_total", 0.0)
+        if t > 0:
+            rows.append((ev.key[:width], ev.count / calls, t / calls))
+    return sorted(rows, key=lambda r: -r[2])
