@@ -33,7 +33,8 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 #: with the radix passes' indices out of their loops, 7 = as 2 with factored twiddles (variants
 #: to measure); 8 = the four-step kernels, forced (float32, float16, bfloat16; causal nfft =
 #: the next power of two >= max(65536, L + min(Lk, L) - 1), circular L a power of two;
-#: nfft <= 4194304; ValueError elsewhere), forward and gradients; 9 = the direct
+#: nfft <= 4194304; ValueError elsewhere), forward and gradients (under 0 the gradients go to
+#: cuFFT where B > 1 and the row pass's H·(M1/2 + 1) CTAs are under two per SM); 9 = the direct
 #: kernels (sums over the taps, no transform; at most 64 taps used: causal min(Lk, L), circular
 #: Lk; every dtype); 10 = "blocks": overlap-save over blocks of N = the power of two
 #: >= max(1024, 8m, min(16m, 4096)) (>= 4m past N = 32768) taps through an inner circular plan of

@@ -52,7 +52,8 @@ class CudaFFTConv final : public FFTConvBackend {
                : plan_->tensor()  ? "tensor-core kernels (Monarch FFTs on mma.sync, one row per complex sequence; "
                                   "gradients by the fused kernels or cuFFT)"
                : plan_->fourstep() ? "four-step kernels (column, row-pair and column passes through one fp32 "
-                                     "intermediate; gradients by the same passes)"
+                                     "intermediate; gradients by the same passes, or by cuFFT under the automatic "
+                                     "rule where B > 1 and the row pairs are too few)"
                : plan_->fused() ? "fused kernels (FFTs in shared memory)"
                                 : "cuFFT R2C/C2R with fused pre/post kernels",
                ", nfft = ", plan_->nfft(), ", filter spectrum computed per call",

@@ -22,7 +22,8 @@
 // memory; ValueError where it does not apply), "cufft", "tensor" (tensor-core kernels for the forward,
 // float16/bfloat16, nfft 256 … 16384, ValueError where it does not apply; gradients by "fused"
 // where it applies, else "cufft"), "fourstep" (four-step kernels at FFT sizes 65536 … 4194304,
-// float32/float16/bfloat16, ValueError elsewhere; forward and gradients), "blocks"
+// float32/float16/bfloat16, ValueError elsewhere; forward and gradients; under "auto" the
+// gradients go to "cufft" where B > 1 and H·(M1/2 + 1) row pairs are under two per SM), "blocks"
 // (overlap-save over blocks of N = the power of two >= max(1024, 8m, min(16m, 4096)), >= 4m past
 // 32768, through an inner circular plan of length N, float32 arithmetic inside for the 16-bit
 // types; every dtype, causal and circular, any L and Lk; forward and gradients).
