@@ -4,12 +4,8 @@
 # n = 64..1024, B = 64 at n = 256: default vs fft / fused / onepass, ms and % of the byte floor), then, if ncu
 # is there and time is left, one single-pass kernel (n = 256) under ncu. Logs and JSON under $OUT.
 set -uo pipefail
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-export PYTHONPATH=${PYTHONPATH:-python:tests/python}
-rc=0
 T0=$(date +%s)
-source scripts/gpu_step.sh
+source scripts/gpu_step.sh  # OUT, PYTHONPATH, rc and step()
 step 55 "tests (test_cuda_circulant_fused.py)" python3 -m pytest -q -x -p no:cacheprovider \
   tests/python/test_cuda_circulant_fused.py > "$OUT/pytest.log" 2>&1
 grep -E "passed|failed|error|Error" "$OUT/pytest.log" | tail -12

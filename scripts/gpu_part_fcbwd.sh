@@ -6,11 +6,7 @@
 # the vjp on the four-step solver against the cuFFT path) and bench/gpu_fftconv_percall.py (the
 # per-call spectrum's cost at FFT 256 / 1K). Logs and JSON under $OUT.
 set -uo pipefail
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-export PYTHONPATH=${PYTHONPATH:-python:tests/python}
-rc=0
-source scripts/gpu_step.sh
+source scripts/gpu_step.sh  # OUT, PYTHONPATH, rc and step()
 step 150 "tests (four-step, blocks, cuda fftconv)" python3 -m pytest -q -p no:cacheprovider \
   tests/python/test_fftconv_fourstep_gpu.py tests/python/test_fftconv_blocks_gpu.py \
   tests/python/test_cuda_fftconv.py > "$OUT/pytest.log" 2>&1

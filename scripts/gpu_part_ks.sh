@@ -12,11 +12,7 @@
 #   KS_DENSE=1 (the forced dense path instead: tests/python/test_cuda_ks_dense.py, the sweep's
 #   --focus dense (a*d <= 8, both layouts) and ks_rule_check.py --dense; NOTES "ks-dense").
 set -uo pipefail
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-export PYTHONPATH=${PYTHONPATH:-python:tests/python}
-rc=0
-source scripts/gpu_step.sh
+source scripts/gpu_step.sh  # OUT, PYTHONPATH, rc and step()
 if [ "${KS_DENSE:-0}" = 1 ]; then
   step 120 "tests (test_cuda_ks_dense.py)" python3 -m pytest -q -p no:cacheprovider \
     tests/python/test_cuda_ks_dense.py > "$OUT/pytest_dense.log" 2>&1

@@ -7,11 +7,7 @@
 # GPU time per layer forward, and the Fourier-form scan alone (onepass vs fft, % of the byte floor).
 # Summary lines: "== ... rc=", "EXPERIMENT", "LAYER", "SCAN". JSON and logs under $OUT.
 set -uo pipefail
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-export PYTHONPATH=${PYTHONPATH:-python:tests/python}
-rc=0
-source scripts/gpu_step.sh
+source scripts/gpu_step.sh  # OUT, PYTHONPATH, rc and step()
 step 75 "tests (circulant Fourier form, fused paths)" python3 -m pytest -q -x -p no:cacheprovider \
   tests/python/test_cuda_circulant_fourier.py tests/python/test_cuda_circulant_fused.py > "$OUT/pytest.log" 2>&1
 grep -E "^(FAILED|ERROR)|passed|failed|error" "$OUT/pytest.log" | tail -8

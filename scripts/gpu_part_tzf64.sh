@@ -4,11 +4,7 @@
 # bench/gpu_toeplitz_f64.py (float64 matvec / rmatvec, one right-hand side, % of copy bandwidth
 # over F̂'s bytes, error against the PyTorch recipe). JSON and logs under $OUT.
 set -uo pipefail
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-export PYTHONPATH=${PYTHONPATH:-python:tests/python}
-rc=0
-source scripts/gpu_step.sh
+source scripts/gpu_step.sh  # OUT, PYTHONPATH, rc and step()
 step 40 "tests (test_cuda_toeplitz.py -k float64)" python3 -m pytest -q -p no:cacheprovider \
   tests/python/test_cuda_toeplitz.py -k float64 > "$OUT/pytest.log" 2>&1
 grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.log" | tail -6
