@@ -20,8 +20,8 @@ import traceback
 import torch
 
 from strux import _cuda_fftconv as _fc
-from strux.bench.gpu import copy_bandwidth, free, rel
-from strux.bench.timing import kernel_us, time_ms
+from strux.bench.gpu import copy_bandwidth, fftconv_algo, free, rel, with_algo
+from strux.bench.timing import kernel_us, median_ms
 
 out = sys.argv[1] if len(sys.argv) > 1 else "."
 quick = "--quick" in sys.argv
@@ -34,7 +34,7 @@ REPS = 10
 
 
 def ms(fn):
-    return time_ms(fn, warm=3, reps=REPS)[0]
+    return median_ms(fn, reps=REPS)
 
 
 def recipe(u, k):
@@ -48,17 +48,6 @@ def ref64(u, k):
     L = u.shape[-1]
     n = 2 * L
     return torch.fft.irfft(torch.fft.rfft(u.double(), n=n) * torch.fft.rfft(k.double(), n=n), n=n)[..., :L]
-
-
-def with_algo(algo, fn):
-    def call():
-        old = _fc.fftconv_algo
-        _fc.fftconv_algo = algo
-        try:
-            return fn()
-        finally:
-            _fc.fftconv_algo = old
-    return call
 
 
 PASSES = (("A", "cols_forward"), ("B", "rows_kernel"), ("C", "cols_inverse"))
@@ -102,12 +91,8 @@ def run_case(B, H, L, res, bw):
                 d[f"{name}_err"] = rel(y[:1, :2].double(), ref)
                 del y, ref
                 d[f"{name}_ms"] = ms(call)
-                old = _fc.fftconv_algo
-                _fc.fftconv_algo = algo
-                try:
+                with fftconv_algo(algo):
                     op = _fc.FFTConvCUDA(k, B, L)
-                finally:
-                    _fc.fftconv_algo = old
                 d[f"{name}_cached_ms"] = ms(lambda: op(u))
                 if name == "fourstep":
                     try:

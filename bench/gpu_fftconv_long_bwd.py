@@ -13,24 +13,20 @@ import traceback
 import torch
 
 from strux import _cuda_fftconv as _fc
-from strux.bench.gpu import free, rel
-from strux.bench.timing import time_ms
+from strux.bench.gpu import fftconv_algo, free, rel
+from strux.bench.timing import median_ms
 
 out = sys.argv[1] if len(sys.argv) > 1 else "."
 CASES = [(1, 64, 1 << 19), (1, 64, 1 << 20)]
 
 
 def ms(fn):
-    return time_ms(fn, warm=3, reps=10)[0]
+    return median_ms(fn, reps=10)
 
 
 def vjp_with(algo, dy, u, k):
-    old = _fc.fftconv_algo
-    _fc.fftconv_algo = algo
-    try:
+    with fftconv_algo(algo):
         return _fc.fftconv_vjp(dy, u, k)
-    finally:
-        _fc.fftconv_algo = old
 
 
 def run_case(B, H, L, dt):
@@ -38,12 +34,8 @@ def run_case(B, H, L, dt):
     k = (torch.randn(H, L, device="cuda") / L ** 0.5).to(dt)
     dy = torch.randn_like(u)
     d = {}
-    old = _fc.fftconv_algo
-    _fc.fftconv_algo = 8
-    try:
+    with fftconv_algo(8):
         op = _fc.FFTConvCUDA(k, B, L)
-    finally:
-        _fc.fftconv_algo = old
     d["fwd_cached_ms"] = ms(lambda: op(u))
     del op
     mode = "causal"

@@ -20,7 +20,7 @@ import traceback
 import torch
 
 from strux import _cuda_fftconv as _fc
-from strux.bench.gpu import copy_bandwidth, free, rel
+from strux.bench.gpu import copy_bandwidth, fftconv_algo, free, rel, with_algo
 from strux.bench.timing import back_to_back_ms, time_ms
 
 out = sys.argv[1] if len(sys.argv) > 1 else "."
@@ -54,17 +54,6 @@ def ref64(u, k, mode):
     return torch.fft.irfft(torch.fft.rfft(u.double(), n=n) * torch.fft.rfft(k.double(), n=n), n=n)[..., :L]
 
 
-def with_algo(algo, fn):
-    def call():
-        old = _fc.fftconv_algo
-        _fc.fftconv_algo = algo
-        try:
-            return fn()
-        finally:
-            _fc.fftconv_algo = old
-    return call
-
-
 for N in SIZES:
     for mode in MODES:
         for dt in DTYPES:
@@ -96,15 +85,12 @@ for N in SIZES:
                     traceback.print_exc()
                 free()
             try:  # the operator with its filter spectrum cached (no spectrum kernel per call)
-                old = _fc.fftconv_algo
-                _fc.fftconv_algo = 2
-                op = _fc.FFTConvCUDA(k, B=B, L=L, mode=mode)
-                _fc.fftconv_algo = old
+                with fftconv_algo(2):
+                    op = _fc.FFTConvCUDA(k, B=B, L=L, mode=mode)
                 gpu = back_to_back_ms(lambda: op(u), n=10, reps=5, warm=2)
                 case["tensor_cached"] = dict(gpu_ms=gpu, floor_frac=floor_ms / gpu, err=rel(op(u)[:2], ref))
                 del op
             except Exception as e:
-                _fc.fftconv_algo = 0
                 case["tensor_cached"] = dict(error=f"{type(e).__name__}: {e}")
                 traceback.print_exc()
             res["cases"][key] = case

@@ -7,6 +7,7 @@ median of repeats), with accuracy against float64. Writes JSON and a markdown ta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import gc
 import json
@@ -30,6 +31,26 @@ def free():
     _cuda.clear_plan_cache()
     gc.collect()
     torch.cuda.empty_cache()
+
+
+@contextlib.contextmanager
+def fftconv_algo(algo):
+    """fftconv plans made inside the block use plan algo `algo` (strux._cuda_fftconv.fftconv_algo,
+    restored on the way out, exceptions included)."""
+    old = _fc.fftconv_algo
+    _fc.fftconv_algo = algo
+    try:
+        yield
+    finally:
+        _fc.fftconv_algo = old
+
+
+def with_algo(algo, fn):
+    """fn made to run under fftconv_algo(algo) on every call (plans are cached per algo)."""
+    def call():
+        with fftconv_algo(algo):
+            return fn()
+    return call
 
 
 def copy_bandwidth():
@@ -61,15 +82,14 @@ def fftconv_cases(L_list, B, H, results):
         # the cuFFT path (algo 1) on the same inputs, for comparison
         y0 = _fc.fftconv(u, k)[:2].clone()
         free()
-        _fc.fftconv_algo = 1
         try:
-            err_paths = rel(y0, _fc.fftconv(u, k)[:2])
-            del y0
-            t_c = time_ms(lambda: _fc.fftconv(u, k))
-            free()
-            t_cb = time_ms(lambda: _fc.fftconv_vjp(dy, u, k))
+            with fftconv_algo(1):
+                err_paths = rel(y0, _fc.fftconv(u, k)[:2])
+                del y0
+                t_c = time_ms(lambda: _fc.fftconv(u, k))
+                free()
+                t_cb = time_ms(lambda: _fc.fftconv_vjp(dy, u, k))
         finally:
-            _fc.fftconv_algo = 0
             free()
         conv = _fc.FFTConvCUDA(k, B, L)
         t_obj = time_ms(lambda: conv(u))
