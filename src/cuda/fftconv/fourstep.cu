@@ -53,8 +53,6 @@ void rows_bwd(const Geometry& g, float2* Xv, float2* Xg, const float2* khat, flo
 
 bool is_pow2(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
 
-// Pairs of elements load as one 2-vector only when every row base is 2-element aligned.
-bool aligned2(const void* p, size_t elem) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % (2 * elem) == 0; }
 
 }  // namespace
 
@@ -107,7 +105,8 @@ void forward(DType dt, const Geometry& g, const void* u, const void* pre, const 
   with_type(dt, [&](auto t) {
     using T = decltype(t);
     const size_t e = sizeof(T);
-    const bool vec = L % 2 == 0 && aligned2(u, e) && aligned2(pre, e) && aligned2(post, e) && aligned2(y, e);
+    // pairs of elements load as one 2-vector only when every row base is 2-element aligned
+    const bool vec = L % 2 == 0 && aligned({u, pre, post, y}, 2 * e);
     const int64_t nrows = B * H;
     detail::cols_forward<T>(static_cast<const T*>(u), static_cast<const T*>(pre), nrows, L, L, 1.f, g, vec, X, s);
     rows<false>(g, X, khat, nullptr, B, H, s);
@@ -125,9 +124,8 @@ void backward(DType dt, const Geometry& g, const void* dy, const void* u, const 
     const size_t e = sizeof(T);
     auto in = [](const void* p) { return static_cast<const T*>(p); };
     auto out = [](void* p) { return static_cast<T*>(p); };
-    const bool vec = L % 2 == 0 && aligned2(dy, e) && aligned2(u, e) && aligned2(pre, e) && aligned2(post, e) &&
-                     aligned2(du, e) && aligned2(dpre, e) && aligned2(dpost, e);
-    const bool vec_k = Lk % 2 == 0 && Lmin % 2 == 0 && aligned2(dk, e);
+    const bool vec = L % 2 == 0 && aligned({dy, u, pre, post, du, dpre, dpost}, 2 * e);
+    const bool vec_k = Lk % 2 == 0 && Lmin % 2 == 0 && aligned({dk}, 2 * e);
     const int64_t nrows = B * H;
     detail::cols_forward<T>(in(u), in(pre), nrows, L, L, 1.f, g, vec, Xv, s);
     detail::cols_forward<T>(in(dy), in(post), nrows, L, L, 1.f, g, vec, Xg, s);

@@ -6,12 +6,20 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include <cuda_runtime.h>
 
 #include "strux/cuda/common.hpp"
 
 namespace strux::cuda::fourstep {
+
+// Whether every pointer (null ones pass) is `bytes`-aligned: row bases that take vector loads.
+inline bool aligned(std::initializer_list<const void*> ptrs, size_t bytes) {
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % bytes != 0) return false;
+  return true;
+}
 
 // FFT sizes with kernels: powers of two from just past the fused kernels (32768) to 4M.
 constexpr int64_t kMinNfft = 65536, kMaxNfft = int64_t(1) << 22;

@@ -13,7 +13,6 @@ template <class F>
 void with_m1(int M1, F&& f) {
   if (!core::dispatch_pow2<128, 1024>(M1, f)) check_arg(false, "nfft", "no four-step column kernel for M1 = ", M1);
 }
-bool aligned8(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 8 == 0; }
 void set_smem(const void* kernel, size_t bytes) {
   STRUX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
@@ -47,7 +46,7 @@ void cols_forward(const T* x, const T* gate, int64_t rows, int64_t ld, int64_t n
     constexpr int N = decltype(m)::value;
     const unsigned grid = unsigned(rows * (g.M2 / (kTile / N)));
     // 16-bit rows whose every 4-sample group is one aligned 8-byte load (fourstep.cuh cols_forward)
-    const bool quad = sizeof(T) == 2 && ld % 4 == 0 && aligned8(x) && aligned8(gate);
+    const bool quad = sizeof(T) == 2 && ld % 4 == 0 && aligned({x, gate}, 8);
     fourstep::cols_forward<T, N><<<grid, kColThreads, col_smem(N), s>>>(x, gate, ld, nvalid, scale, g.M2, vec, quad,
                                                                         X);
     STRUX_LAUNCH("fftconv four-step pass A");
