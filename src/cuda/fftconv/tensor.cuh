@@ -39,6 +39,10 @@ __host__ __device__ constexpr int radix_r(int N) { return N / pow16(passes16(N))
 // Threads per CTA and sequences per CTA (seqs·N = 8192 points, 64 KB).
 __host__ __device__ constexpr int threads_for(int) { return 256; }
 __host__ __device__ constexpr int seqs_for(int N) { return 8192 / N; }
+// The spectrum kernel's sequences per CTA: an eighth of the forward's (at least 1), so that its
+// tiles still fill the 8 warps (seqs·N/128 >= 8) while H filters make H / spec_seqs_for(N) CTAs
+// (with the forward's count, nfft 256 and H = 768 gave 12 CTAs on 132 SMs: 15–24 us).
+__host__ __device__ constexpr int spec_seqs_for(int N) { return seqs_for(N) / 8 > 1 ? seqs_for(N) / 8 : 1; }
 // Resident CTAs per SM the register budget is set for (64 KB of shared memory per CTA: three
 // fit in the H100's 228 KB, two in the A100's 164 KB).
 // TB: tiles per warp in flight in each radix-16 pass (1, or 2 with the register budget of one
@@ -602,7 +606,7 @@ __global__ void __launch_bounds__(threads_for(N), blocks_for(N)) spectrum_kernel
                                                                   int64_t Lmin, const float2* __restrict__ tw,
                                                                   float4* __restrict__ ab) {
   using E = typename OpOf<T>::type;
-  constexpr int SEQ = seqs_for(N);
+  constexpr int SEQ = spec_seqs_for(N);
   extern __shared__ float2 buf[];
   const int64_t h0 = int64_t(blockIdx.x) * SEQ;
   const Dft16<E> F(threadIdx.x & 31, true);

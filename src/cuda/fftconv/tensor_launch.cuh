@@ -45,9 +45,10 @@ template <class T>
 void spectrum_t(const Launch& g, const T* k, int64_t H, int64_t Lk, int64_t Lmin, float2* khat, cudaStream_t s) {
   with_n(g.N, [&](auto nn) {
     constexpr int NN = decltype(nn)::value / 2;
-    const int64_t grid = (H + g.seqs - 1) / g.seqs;
-    spectrum_kernel<T, NN><<<unsigned(grid), g.threads, g.smem, s>>>(k, H, Lk, Lmin, g.tw.as<float2>(),
-                                                                     reinterpret_cast<float4*>(khat));
+    constexpr int SEQ = spec_seqs_for(NN);
+    const int64_t grid = (H + SEQ - 1) / SEQ;
+    spectrum_kernel<T, NN><<<unsigned(grid), g.threads, size_t(SEQ) * NN * sizeof(float2), s>>>(
+        k, H, Lk, Lmin, g.tw.as<float2>(), reinterpret_cast<float4*>(khat));
     STRUX_LAUNCH("fftconv tensor spectrum");
   });
 }
