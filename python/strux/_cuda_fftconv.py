@@ -41,12 +41,16 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 #: length N (blocks in the input dtype, float32 arithmetic for the 16-bit types; every dtype, causal
 #: and circular, any L and Lk; src/cuda/fftconv/blocks.hpp); 11, 12, 13 = as 10 with N >= 8m, 16m,
 #: 4m (probes of the block size); 14 = as 8 with its row pass's grid row by row (a probe of the
-#: batch rows' order against K̂'s reuse, bench/NOTES-gpu-fftconv-long.md).
+#: batch rows' order against K̂'s reuse, bench/NOTES-gpu-fftconv-long.md); 15 = dense: Toeplitz
+#: blocks of the filter on tensor cores (float16/bfloat16, at most 8192 taps used, L <= 32768,
+#: circular L a multiple of 32; forward, gradients by the automatic choice without it:
+#: src/cuda/fftconv/dense.hpp); 16 = the automatic choice without the dense kernels.
 #: Part of the plan cache key.
 fftconv_algo = 0
 
 #: options={"solver": name} of strux.fftconv on the GPU -> plan algo ("auto": fftconv_algo).
-GPU_SOLVERS = {"auto": None, "fused": 4, "cufft": 1, "tensor": 2, "fourstep": 8, "direct": 9, "blocks": 10}
+GPU_SOLVERS = {"auto": None, "fused": 4, "cufft": 1, "tensor": 2, "fourstep": 8, "direct": 9, "blocks": 10,
+               "dense": 15}
 
 
 def _algo(options) -> int:

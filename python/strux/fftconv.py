@@ -182,8 +182,9 @@ def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=Non
     over blocks of a few times the taps, for short filters on long rows; "auto" takes it from
     L = 16384 where its block FFT is at most an eighth of the whole row's); on the GPU "auto" (the
     direct kernels where at most 32 taps are used, else the FFT kernels), "fused", "cufft",
-    "tensor", "fourstep", "direct" or "blocks" (overlap-save over blocks, for short filters on long
-    rows; "auto" takes it for long causal rows, float32/float16/bfloat16)
+    "tensor", "fourstep", "direct", "blocks" (overlap-save over blocks, for short filters on long
+    rows; "auto" takes it for long causal rows, float32/float16/bfloat16) or "dense" (Toeplitz
+    blocks of the filter on tensor cores, float16/bfloat16, at most 8192 taps used)
     (strux._cuda_fftconv.GPU_SOLVERS). A forced solver that does not apply raises ValueError.
     """
     if options is None and type(u) in _gpu_types and u.is_cuda:

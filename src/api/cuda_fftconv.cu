@@ -8,7 +8,7 @@ namespace strux::api {
 namespace {
 
 const char* inner_kind(const cuda::FFTConvPlan& p) {
-  return p.direct() ? "direct kernels" : p.tensor() ? "tensor-core kernels" : p.fourstep() ? "four-step kernels"
+  return p.direct() ? "direct kernels" : p.dense() ? "dense kernels" : p.tensor() ? "tensor-core kernels" : p.fourstep() ? "four-step kernels"
          : p.fused() ? "fused kernels" : "cuFFT";
 }
 
@@ -22,9 +22,11 @@ class CudaFFTConv final : public FFTConvBackend {
     // 3: tensor cores forced for the forward (the plan says when it does not apply), 4: the
     // four-step kernels forced for the forward (plan algo 8; the plan says when they do not apply),
     // 5: the direct kernels (plan algo 9: sums over the taps, at most 64 taps used), 6: blocks
-    // (plan algo 10: overlap-save over blocks through an inner circular plan).
+    // (plan algo 10: overlap-save over blocks through an inner circular plan), 7: dense (plan algo
+    // 15: Toeplitz blocks of the filter on tensor cores, float16/bfloat16; gradients by the
+    // automatic choice without it).
     const int solver =
-        solver_index(o, "the CUDA fftconv", {"", "fused", "cufft", "tensor", "fourstep", "direct", "blocks"});
+        solver_index(o, "the CUDA fftconv", {"", "fused", "cufft", "tensor", "fourstep", "direct", "blocks", "dense"});
     check_dtype<CudaReals>(p.dtype, "the CUDA fftconv");
     DeviceGuard g(p.device);
     plan_ = std::make_unique<cuda::FFTConvPlan>(p.B, p.H, p.L, p.Lk, p.mode == ConvMode::Circular,
@@ -35,6 +37,7 @@ class CudaFFTConv final : public FFTConvBackend {
                                                 : solver == 4 ? 8
                                                 : solver == 5 ? 9
                                                 : solver == 6 ? 10
+                                                : solver == 7 ? 15
                                                               : 0);
     if (solver == 1)
       check_arg(plan_->fused(), "options.solver",
@@ -46,6 +49,8 @@ class CudaFFTConv final : public FFTConvBackend {
     return msg("fftconv ", conv_mode_name(p_.mode), " (B, H, L) = ", dims({p_.B, p_.H, p_.L}), ", Lk = ", p_.Lk,
                ", ", dtype_name(p_.dtype), " on ", device_name(p_.device), ": ",
                plan_->direct()  ? "direct kernels (sums over the taps, no transform)"
+               : plan_->dense() ? "dense kernels (32×32 Toeplitz blocks of the filter on tensor cores, no transform; "
+                                  "gradients by the automatic choice without them)"
                : plan_->blocks() ? msg("blocks: overlap-save over ", plan_->blocks_per_row(),
                                        " blocks per row through an inner circular plan (",
                                        inner_kind(*plan_->inner()), ")")

@@ -210,7 +210,7 @@ def test_errors():
     with pytest.raises(ValueError, match="'k'"):
         plan_of(1, 1, 100, 200, "circular", "float32")
     with pytest.raises(ValueError, match="'algo'"):
-        plan_of(1, 1, 100, 10, "causal", "float32", algo=15)
+        plan_of(1, 1, 100, 10, "causal", "float32", algo=17)
     u = rand((1, 1, 100), "float32")
     with pytest.raises(ValueError, match="solver"):
         _cuda.fftconv(u, rand((1, 10), "float32"), options={"solver": "block"})

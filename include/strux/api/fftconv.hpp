@@ -26,7 +26,10 @@
 // gradients go to "cufft" where B > 1 and H·(M1/2 + 1) row pairs are under two per SM), "blocks"
 // (overlap-save over blocks of N = the power of two >= max(1024, 8m, min(16m, 4096)), >= 4m past
 // 32768, through an inner circular plan of length N, float32 arithmetic inside for the 16-bit
-// types; every dtype, causal and circular, any L and Lk; forward and gradients).
+// types; every dtype, causal and circular, any L and Lk; forward and gradients), "dense" (the
+// convolution as products of 32×32 Toeplitz blocks of the filter on tensor cores, no transform,
+// float32 accumulation; float16/bfloat16, at most 8192 taps used, L <= 32768, circular L a
+// multiple of 32, ValueError elsewhere; gradients by the automatic choice without it).
 #pragma once
 
 #include <cstdint>

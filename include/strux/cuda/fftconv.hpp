@@ -68,6 +68,7 @@ class FFTConvPlan {
   bool tensor() const;  // true when this plan runs the tensor-core kernels
   bool fourstep() const;  // true when this plan runs the four-step kernels
   bool direct() const;  // true when this plan runs the direct kernels (short filters; algo 9)
+  bool dense() const;   // true when this plan runs the dense kernels (Toeplitz blocks on tensor cores; algo 15)
   bool blocks() const;  // true when this plan runs the blocks solver (algo 10); nfft() is then N
   int64_t blocks_per_row() const;       // the blocks solver's blocks per row, else 0
   const FFTConvPlan* inner() const;     // the blocks solver's inner plan (B·nb, H, N), else null

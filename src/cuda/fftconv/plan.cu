@@ -6,6 +6,7 @@
 #include "cuda/buffer.hpp"
 #include "cuda/device.hpp"
 #include "cuda/fftconv/blocks.hpp"
+#include "cuda/fftconv/dense.hpp"
 #include "cuda/fftconv/fourstep.hpp"
 #include "cuda/fftconv/direct.hpp"
 #include "cuda/fftconv/fused.hpp"
@@ -44,6 +45,9 @@ struct FFTConvPlan::Impl {
   bool fourstep = false, fs_own_bwd = true;
   fourstep::Geometry fs;
   std::unique_ptr<direct::Plan> direct;  // direct sums for short filters (direct.hpp; algo 9)
+  // Toeplitz-block products on tensor cores (dense.hpp; algo 15), forward only: the gradients run
+  // through `grad`, an algo-16 plan (the automatic choice without them), as for the tensor path.
+  std::unique_ptr<dense::Plan> dense;
   // Overlap-save over blocks for filters much shorter than the row (blocks.hpp; algo 10, or algo 0
   // by blocks::automatic); nfft is then the block transform size.
   std::unique_ptr<blocks::Plan> blocks;
@@ -65,26 +69,42 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   check_positive(H, "H");
   check_positive(L, "L");
   check_positive(Lk, "Lk");
-  if (algo == direct::kAlgo || (algo == 0 && direct::automatic(circular, L, Lk))) {
+  // Algo 16 is the automatic choice that never takes the dense kernels (their plans' gradients).
+  const bool auto_rule = algo == 0 || algo == dense::kAlgoNoDense;
+  if (algo == dense::kAlgo) {
+    check_arg(dense::supported(dtype, circular, L, Lk), "algo",
+              "the dense fftconv kernels (algo 15) take float16 or bfloat16, at most ", dense::kMaxTaps,
+              " taps used, L <= ", dense::kMaxL, " and circular L a multiple of ", dense::kPb, "; got ",
+              dtype_name(dtype), ", L = ", L, ", Lk = ", Lk, circular ? " (circular)" : " (causal)");
+    impl_->dense = std::make_unique<dense::Plan>(dtype, B, H, L, Lk, circular);
+    if (with_backward)
+      impl_->grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, dense::kAlgoNoDense);
+    impl_->nfft = impl_->nf = 0;  // no transform
+    impl_->Lk = Lk;
+    impl_->dtype = dtype, impl_->with_backward = with_backward, impl_->circular = circular;
+    return;
+  }
+  if (algo == direct::kAlgo || (auto_rule && direct::automatic(circular, L, Lk))) {
     impl_->direct = std::make_unique<direct::Plan>(dtype, B, H, L, Lk, circular, with_backward);
     impl_->nfft = impl_->nf = 0;  // no transform
     impl_->dtype = dtype, impl_->with_backward = with_backward, impl_->circular = circular;
     return;
   }
-  if (blocks::is_algo(algo) || (algo == 0 && blocks::automatic(circular, dtype, L, Lk))) {
+  if (blocks::is_algo(algo) || (auto_rule && blocks::automatic(circular, dtype, L, Lk))) {
     impl_->blocks =
         std::make_unique<blocks::Plan>(dtype, B, H, L, Lk, circular, with_backward, blocks::ratio_of(algo));
     impl_->nfft = impl_->blocks->fft_size(), impl_->nf = 0;
     impl_->dtype = dtype, impl_->with_backward = with_backward, impl_->circular = circular;
     return;
   }
-  check_arg((algo >= 0 && algo <= 8) || algo == 14, "algo",
+  check_arg((algo >= 0 && algo <= 8) || algo == 14 || algo == dense::kAlgoNoDense, "algo",
             "expected 0 (automatic), 1 (cuFFT), 2 (tensor cores), 3 (tensor cores, one product per real "
             "product: a benchmark probe), 4 (fused kernels where they apply, else cuFFT), 5 (tensor cores, "
             "short mma chains), 6 (as 5 with the radix passes' indices out of their loops), 7 (as 2 with factored "
             "twiddles), 8 (four-step kernels, FFT sizes 65536 to 4194304), 9 (direct sums, at most 64 "
             "taps), 10 (blocks: overlap-save over blocks of a few times the taps), 11, 12 or 13 (blocks of 8, 16 "
-            "or 4 times the taps: probes), 14 (as 8 with pass B's grid row by row: a probe), got ", algo);
+            "or 4 times the taps: probes), 14 (as 8 with pass B's grid row by row: a probe), 15 (dense: Toeplitz "
+            "blocks on tensor cores), 16 (automatic without the dense kernels), got ", algo);
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
   Impl& p = *impl_;
   p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);
@@ -96,7 +116,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   // nfft = L; both in [256, 16384]. Forced by algo 2, 3, 5, 6 and 7; algo 0 takes them for float16 /
   // bfloat16 up to nfft = tensor::kAutoMaxN (tensor.hpp says why).
   const int64_t n_tc = tensor::fft_size(circular, L, p.Lmin);
-  const bool tensor_auto = algo == 0 && tensor::supported_dtype(dtype) && tensor::supported_n(n_tc) &&
+  const bool tensor_auto = auto_rule && tensor::supported_dtype(dtype) && tensor::supported_n(n_tc) &&
                            n_tc <= tensor::kAutoMaxN;
   if (algo == 2 || algo == 3 || (algo >= 5 && algo <= 7) || tensor_auto) {
     check_arg(tensor::supported_dtype(dtype), "dtype", "the tensor solver takes float16 or bfloat16, got ",
@@ -118,7 +138,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   // kernels' sizes (causal L + Lmin - 1 > 32768, circular L a power of two >= 65536), where it
   // was measured faster than the cuFFT path at every size (bench/NOTES-gpu-fftconv-long.md).
   const int64_t n_fs = fourstep::fft_size(circular, L, p.Lmin);
-  const bool fourstep_auto = algo == 0 && fourstep::supported_dtype(dtype) && n_fs != 0 &&
+  const bool fourstep_auto = auto_rule && fourstep::supported_dtype(dtype) && n_fs != 0 &&
                              (circular || L + p.Lmin - 1 > fourstep::kMinNfft / 2);
   if (algo == 8 || algo == 14 || fourstep_auto) {
     check_arg(fourstep::supported_dtype(dtype), "dtype", "the four-step solver takes float32, float16 or bfloat16, got ",
@@ -137,7 +157,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
     // The backward's row pass has one CTA per (h, k1), each looping over the B batch rows: with
     // fewer than two per SM (small H) the batch runs serialized on a few SMs, so the automatic
     // rule hands those gradients to the cuFFT plan; forced algo 8 / 14 keep the own passes.
-    p.fs_own_bwd = algo != 0 || B == 1 || H * (p.fs.M1 / 2 + 1) >= 2 * int64_t(current_sm_count());
+    p.fs_own_bwd = !auto_rule || B == 1 || H * (p.fs.M1 / 2 + 1) >= 2 * int64_t(current_sm_count());
     if (with_backward && p.fs_own_bwd) {
       p.slotB.allocate(fourstep::scratch_bytes(p.fs, B * H));
       p.dkhat.allocate(fourstep::scratch_bytes(p.fs, H));
@@ -148,7 +168,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   }
   // The fused kernels take float32 arithmetic and power-of-two nfft (causal: any length up to
   // L + Lmin - 1 <= 32768, padded to at least 1024; circular: L itself a supported power of two).
-  if ((algo == 0 || algo == 4) && dtype != DType::f64) {
+  if ((auto_rule || algo == 4) && dtype != DType::f64) {
     if (circular && L > 1) {
       p.fused = fused::supported_n(L / 2) && L % 2 == 0;
       if (p.fused) p.nfft = L;
@@ -197,6 +217,7 @@ bool FFTConvPlan::filter_set() const { return impl_->filter; }
 size_t FFTConvPlan::workspace_bytes() const {
   const Impl& p = *impl_;
   if (p.direct) return p.direct->workspace_bytes();
+  if (p.dense) return p.dense->workspace_bytes() + (p.grad ? p.grad->workspace_bytes() : 0);
   if (p.blocks) return p.blocks->workspace_bytes();
   return p.slotA.bytes() + p.slotB.bytes() + p.khat.bytes() + p.dkhat.bytes() + p.work.bytes() + p.dkpart.bytes() +
          p.vh.bytes() + p.tc.tw.bytes() + (p.grad ? p.grad->workspace_bytes() : 0);
@@ -205,6 +226,7 @@ bool FFTConvPlan::fused() const { return impl_->fused; }
 bool FFTConvPlan::tensor() const { return impl_->tensor; }
 bool FFTConvPlan::fourstep() const { return impl_->fourstep; }
 bool FFTConvPlan::direct() const { return impl_->direct != nullptr; }
+bool FFTConvPlan::dense() const { return impl_->dense != nullptr; }
 bool FFTConvPlan::blocks() const { return impl_->blocks != nullptr; }
 int64_t FFTConvPlan::blocks_per_row() const { return impl_->blocks ? impl_->blocks->blocks_per_row() : 0; }
 const FFTConvPlan* FFTConvPlan::inner() const { return impl_->blocks ? &impl_->blocks->inner() : nullptr; }
@@ -215,6 +237,12 @@ void FFTConvPlan::Impl::set_filter(const T* kf, cudaStream_t s) {
   using F = Fft<Tc>;
   if (direct) {  // no spectrum: the taps are copied
     direct->set_filter(kf, s);
+    filter = true;
+    return;
+  }
+  if (dense) {  // the taps are copied; `grad` gets the filter at backward
+    dense->set_filter(kf, s);
+    kf_last = kf;
     filter = true;
     return;
   }
@@ -259,6 +287,7 @@ void FFTConvPlan::Impl::forward(const T* u, const T* pre, const T* post, const T
   using C = typename F::C;
   check_arg(filter || own.k, "k", "no filter set on this plan (call set_filter first)");
   if (direct) return direct->forward(u, pre, post, skip, y, s);
+  if (dense) return dense->forward(u, pre, post, skip, y, s);
   if (blocks) return blocks->forward(u, pre, post, skip, y, s);
   if (tensor) {
     tensor::forward(dtype, tc, u, pre, post, skip, khat.as<float2>(), y, B, H, L, tc_split, tc_variant, s);
@@ -298,7 +327,7 @@ void FFTConvPlan::Impl::backward(const T* dy, const T* u, const T* pre, const T*
   check_arg(with_backward, "plan", "this plan was made without backward workspace");
   if (direct) return direct->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
   if (blocks) return blocks->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
-  if (tensor || (fourstep && !fs_own_bwd)) {  // gradients by the `grad` plan
+  if (dense || tensor || (fourstep && !fs_own_bwd)) {  // gradients by the `grad` plan
     grad->set_filter(kf_last, s);
     grad->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
     return;

@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "cuda/elem.cuh"
+#include "cuda/mma16.cuh"
 #include "cuda/fftconv/fused.cuh"
 
 namespace strux::cuda::tensor {
@@ -60,39 +61,9 @@ __device__ __forceinline__ int swz(int a) {
          ((__popc(a & 0x44444440) & 1) << 2);
 }
 
-// ---- 16-bit operand types ----------------------------------------------------------------------
+// ---- 16-bit operand types: cuda/mma16.cuh -------------------------------------------------------
 template <class E>
-struct Op;
-template <>
-struct Op<__half> {
-  static constexpr float kLo = 2048.f;  // 2^11: lo halves stay normal f16
-  static __device__ __forceinline__ float round(float x) { return __half2float(__float2half_rn(x)); }
-  static __device__ __forceinline__ uint32_t pack(float a, float b) {
-    __half2 h = __floats2half2_rn(a, b);
-    return *reinterpret_cast<uint32_t*>(&h);
-  }
-  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-};
-template <>
-struct Op<__nv_bfloat16> {
-  static constexpr float kLo = 256.f;  // 2^8
-  static __device__ __forceinline__ float round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-  static __device__ __forceinline__ uint32_t pack(float a, float b) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    return *reinterpret_cast<uint32_t*>(&h);
-  }
-  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-};
+using Op = Mma16<E>;
 
 // hi/lo halves of a pair (a, b), each packed as one 32-bit operand register (lo() on demand,
 // so the one-product probe does not compute it).

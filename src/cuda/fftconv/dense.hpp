@@ -1,0 +1,68 @@
+// Host side of the dense fftconv kernels (dense.cuh): the convolution as products of 32×32
+// Toeplitz blocks of the filter on tensor cores, no transform. 2·taps FLOPs per output instead of
+// the FFT's O(log n), but at the tensor-core rate: for float16 / bfloat16 rows up to a few thousand
+// taps that is below or near the HBM time of reading u and writing y, where the FFT kernels are
+// bound by their own latency (bench/NOTES-gpu-fftconv-dense.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <cuda_runtime.h>
+
+#include "cuda/buffer.hpp"
+#include "strux/cuda/common.hpp"
+
+namespace strux::cuda::dense {
+
+constexpr int kPb = 32;       // outputs t = 32·i + p, inputs s = 32·j + q: blocks of 32
+constexpr int kThreads = 128;  // 4 warps per CTA
+// The plan algo code (strux/cuda/fftconv.hpp FFTConvPlan) that forces these kernels, and the one
+// its gradient plan uses: the automatic choice without them.
+constexpr int kAlgo = 15;
+constexpr int kAlgoNoDense = 16;
+// Limits: taps used (causal min(Lk, L), circular Lk) and the row length whose CTA (one row at
+// least, in shared memory) fits.
+constexpr int64_t kMaxTaps = 8192;
+constexpr int64_t kMaxL = 32768;
+
+bool supported_dtype(DType dt);
+// Float16 / bfloat16, taps used <= kMaxTaps, L <= kMaxL, circular L a multiple of 32.
+bool supported(DType dt, bool circular, int64_t L, int64_t Lk);
+
+struct Geometry {
+  int NI = 0;     // blocks of 32 outputs per row
+  int S = 0;      // a row's stride in shared memory, in blocks (odd: conflict-free ldmatrix)
+  int D = 0;      // tap blocks: k index 32·d + p − q, d < D
+  int R = 0;      // batch rows per CTA (one h)
+  int nchunk = 0;  // CTAs per h
+  int kwords = 0;  // 32-bit words per copy of the reversed filter in shared memory
+  bool split = false;  // v = u ⊙ pregate as hi + lo operands (two products)
+  size_t smem = 0;
+};
+
+Geometry plan(DType dt, int64_t B, int64_t L, int64_t m, bool split);
+
+// taps: (H, m) in the plan dtype. y = postgate ⊙ (taps * v + skip ⊙ v), v = u ⊙ pregate.
+void forward(DType dt, const Geometry& g, const void* taps, const void* u, const void* pre, const void* post,
+             const void* skip, void* y, int64_t B, int64_t H, int64_t L, int64_t m, bool circular, cudaStream_t s);
+
+// What an FFTConvPlan keeps for these kernels: the geometries without and with a pregate and its
+// copy of the taps (set_filter). Forward only: the plan's gradients run through a kAlgoNoDense plan.
+class Plan {
+ public:
+  Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular);
+  void set_filter(const void* k, cudaStream_t s);
+  void forward(const void* u, const void* pre, const void* post, const void* skip, void* y, cudaStream_t s) const;
+  size_t workspace_bytes() const { return taps_.bytes(); }
+
+ private:
+  DType dt_;
+  int64_t B_, H_, L_, Lk_, m_;
+  bool circular_;
+  Geometry g_, g_split_;
+  DeviceBuffer taps_;
+};
+
+}  // namespace strux::cuda::dense

@@ -1,0 +1,166 @@
+"""The GPU dense fftconv solver (plan algo 15, options={"solver": "dense"}; src/cuda/fftconv/dense.hpp):
+the convolution as 32×32 Toeplitz blocks of the filter on tensor cores, against a float64
+reference of the rounded inputs: causal and circular, sizes 1, odd and prime, partial blocks, batch
+chunks, gates, misaligned views; gradients (by the automatic choice without it); NaN kept to its
+row; the solver's limits."""
+import numpy as np
+import pytest
+
+import strux
+import strux._cuda_fftconv  # noqa: F401
+
+torch = pytest.importorskip("torch")
+if not (torch.cuda.is_available() and strux._cuda_fftconv.available()):
+    pytest.skip("no CUDA torch", allow_module_level=True)
+
+DENSE = {"solver": "dense"}
+# Output rounding (2^-11 float16, 2^-8 bfloat16) over a norm, with room for the float32 sums.
+TOL = {"float16": 1.5e-3, "bfloat16": 1.2e-2}
+
+
+def ref(u, k, mode, pre=None, post=None, skip=None):
+    """float64 y by FFT of exact length (causal: 2L zero padding)."""
+    v = u * (pre if pre is not None else 1.0)
+    L, Lk = u.shape[-1], k.shape[-1]
+    if mode == "causal":
+        kk = k[:, :min(Lk, L)]
+        n = 2 * L
+    else:
+        kk, n = k, L
+    y = np.fft.irfft(np.fft.rfft(v, n) * np.fft.rfft(kk, n), n)[..., :L]
+    if skip is not None:
+        y = y + skip[:, None] * v
+    if post is not None:
+        y = y * post
+    return y
+
+
+def rounded(td, *xs):
+    return [x.to(td) for x in xs], [x.to(td).double().cpu().numpy() for x in xs]
+
+
+def check(B, H, L, Lk, mode, dtype, gates, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    td = getattr(torch, dtype)
+    u, pre, post = (torch.randn(B, H, L, device="cuda", generator=g) for _ in range(3))
+    k = torch.randn(H, Lk, device="cuda", generator=g) / min(Lk, L) ** 0.5
+    skip = torch.randn(H, device="cuda", generator=g)
+    (u, pre, post, k, skip), (ru, rpre, rpost, rk, rskip) = rounded(td, u, pre, post, k, skip)
+    if gates:
+        y = strux.fftconv(u, k, mode=mode, pregate=pre, postgate=post, skip=skip, options=DENSE)
+        want = ref(ru, rk, mode, rpre, rpost, rskip)
+    else:
+        y = strux.fftconv(u, k, mode=mode, options=DENSE)
+        want = ref(ru, rk, mode)
+    assert y.dtype == td and y.shape == (B, H, L)
+    err = np.linalg.norm(y.double().cpu().numpy() - want) / max(np.linalg.norm(want), 1e-30)
+    assert err <= TOL[dtype], (B, H, L, Lk, mode, dtype, gates, err)
+
+
+CAUSAL = [(1, 1), (1, 7), (5, 5), (31, 31), (32, 32), (33, 33), (33, 1), (100, 100), (128, 128), (256, 256),
+          (257, 300), (512, 512), (1000, 37), (4099, 4099), (4096, 4096), (2048, 9000)]
+CIRCULAR = [(32, 1), (32, 32), (64, 33), (96, 96), (128, 128), (256, 256), (256, 100), (1024, 1024)]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("gates", [False, True])
+@pytest.mark.parametrize("mode,L,Lk", [("causal",) + c for c in CAUSAL] + [("circular",) + c for c in CIRCULAR])
+def test_forward(mode, L, Lk, dtype, gates):
+    check(3, 2, L, Lk, mode, dtype, gates, seed=L * 7 + Lk)
+
+
+@pytest.mark.parametrize("B", [1, 2, 63, 64, 65, 130])
+def test_batch_chunks(B):
+    """Rows per CTA (R <= 64) and a last, partial chunk of rows."""
+    check(B, 3, 256, 256, "circular", "float16", True, seed=B)
+    check(B, 3, 500, 500, "causal", "float16", False, seed=B + 1)
+
+
+def test_long_rows_and_many_taps():
+    """Row lengths where one row fills a CTA's shared memory, and the tap limit."""
+    check(2, 2, 32768, 64, "causal", "float16", True, seed=1)
+    check(1, 2, 8192, 8192, "causal", "bfloat16", False, seed=2)
+    check(2, 1, 8192, 8192, "circular", "float16", False, seed=3)
+
+
+def test_misaligned_views():
+    """Inputs whose rows are not 16-byte aligned run the one-sample-at-a-time kernels: same result
+    as the aligned copies, bit for bit."""
+    B, H, L, Lk = 2, 3, 256, 200
+    g = torch.Generator(device="cuda").manual_seed(5)
+    n = B * H * L
+    buf = [torch.randn(n + 1, device="cuda", generator=g).half() for _ in range(3)]
+    u, pre, post = (b[1:].view(B, H, L) for b in buf)
+    assert u.data_ptr() % 16 != 0
+    k = (torch.randn(H, Lk, device="cuda", generator=g) / 15).half()
+    skip = torch.randn(H, device="cuda", generator=g).half()
+    y = strux.fftconv(u, k, pregate=pre, postgate=post, skip=skip, options=DENSE)
+    y2 = strux.fftconv(u.clone(), k, pregate=pre.clone(), postgate=post.clone(), skip=skip, options=DENSE)
+    assert torch.equal(y, y2)
+
+
+@pytest.mark.parametrize("mode,L", [("causal", 300), ("circular", 256)])
+def test_gradients_are_the_automatic_choice(mode, L):
+    """The dense plan's gradients run through the automatic choice without it: the same bits as
+    the automatic solver's gradients; the forward agrees with it to rounding."""
+    g = torch.Generator(device="cuda").manual_seed(L)
+    u, pre, post, dy = (torch.randn(2, 3, L, device="cuda", generator=g).half() for _ in range(4))
+    k = (torch.randn(3, L, device="cuda", generator=g) / L ** 0.5).half()
+    skip = torch.randn(3, device="cuda", generator=g).half()
+    gd = strux.fftconv_vjp(dy, u, k, mode=mode, pregate=pre, postgate=post, skip=skip, options=DENSE)
+    ga = strux.fftconv_vjp(dy, u, k, mode=mode, pregate=pre, postgate=post, skip=skip)
+    for a, b in zip(gd, ga):
+        assert torch.equal(a, b)
+    yd = strux.fftconv(u, k, mode=mode, pregate=pre, postgate=post, skip=skip, options=DENSE).double()
+    ya = strux.fftconv(u, k, mode=mode, pregate=pre, postgate=post, skip=skip).double()
+    assert (yd - ya).norm() <= 2e-3 * ya.norm()
+
+
+def test_torch_autograd_under_forced_algo():
+    """strux.torch.fftconv with plan algo 15: forward by the dense kernels, backward through autograd."""
+    import strux.torch as st
+    from strux.bench.gpu import fftconv_algo
+    g = torch.Generator(device="cuda").manual_seed(11)
+    u = torch.randn(2, 4, 200, device="cuda", generator=g).half().requires_grad_(True)
+    k = (torch.randn(4, 200, device="cuda", generator=g) / 14).half().requires_grad_(True)
+    with fftconv_algo(15):
+        y = st.fftconv(u, k, "causal")
+        y.float().square().sum().backward()
+    want = ref(u.detach().double().cpu().numpy(), k.detach().double().cpu().numpy(), "causal")
+    assert np.linalg.norm(y.detach().double().cpu().numpy() - want) <= TOL["float16"] * np.linalg.norm(want)
+    assert u.grad is not None and torch.isfinite(u.grad).all() and torch.isfinite(k.grad).all()
+
+
+@pytest.mark.parametrize("mode", ["causal", "circular"])
+def test_nan_stays_in_its_row(mode):
+    """A NaN reaches only its own batch row (rows of one CTA share tiles of the products)."""
+    g = torch.Generator(device="cuda").manual_seed(2)
+    u = torch.randn(40, 2, 256, device="cuda", generator=g).half()
+    k = (torch.randn(2, 256, device="cuda", generator=g) / 16).half()
+    clean = strux.fftconv(u, k, mode=mode, options=DENSE)
+    u[17, 1, 100] = float("nan")
+    y = strux.fftconv(u, k, mode=mode, options=DENSE)
+    bad = torch.isnan(y)
+    assert bad[17, 1, 100 if mode == "causal" else 0:].any()
+    others = torch.ones_like(bad)
+    others[17, 1] = False
+    assert not bad[others].any()
+    assert torch.equal(y[others], clean[others])
+
+
+def test_limits():
+    P = strux._ext.cuda.FFTConvPlan
+    with pytest.raises(ValueError, match="'algo'"):
+        P(2, 3, 256, 256, "causal", "float32", False, 15)
+    with pytest.raises(ValueError, match="'algo'"):
+        P(2, 3, 100, 100, "circular", "float16", False, 15)  # circular L not a multiple of 32
+    with pytest.raises(ValueError, match="'algo'"):
+        P(2, 3, 20000, 9000, "causal", "float16", False, 15)  # more than 8192 taps
+    with pytest.raises(ValueError, match="'algo'"):
+        P(2, 3, 40000, 10, "causal", "float16", False, 15)  # L past 32768
+    with pytest.raises(ValueError, match="algo|solver"):  # float32 through the Python options
+        strux.fftconv(torch.zeros(1, 2, 64, device="cuda"), torch.zeros(2, 64, device="cuda"), options=DENSE)
+    p = P(2, 3, 256, 256, "causal", "float16", True, 15)
+    assert p.dense and p.nfft == 0
+    assert not P(2, 3, 256, 256, "causal", "float16", True, 16).dense
+    assert not P(2, 3, 256, 256, "causal", "float16", True, 0).dense
