@@ -1,5 +1,6 @@
-"""The dense fftconv solver (plan algo 15: Toeplitz blocks on tensor cores) against the automatic
-choice (plan algo 0) and the tensor-core FFT solver (algo 2, where it applies), same process,
+"""The dense fftconv solver (plan algo 15: Toeplitz blocks on tensor cores; 17: four tiles per warp)
+against the automatic choice without it (plan algo 16: what algo 0 took before it) and the
+tensor-core FFT solver (algo 2, where it applies), same process,
 float16 and bfloat16: issue 12's shapes (B = 64, H = 768, FFT size 256 … 8K, causal L = N/2 and
 circular L = N, Lk = L), their neighbours (B = 8 and 1, odd L, short filters) and the kernel alone
 (FFTConvCUDA: spectrum/taps cached). Per case: GPU ms per call back to back, dense / auto, the HBM
@@ -19,14 +20,16 @@ from strux.bench.timing import back_to_back_ms
 
 out = sys.argv[1] if len(sys.argv) > 1 else "."
 quick = "--quick" in sys.argv
-# (B, H, L, Lk, mode)
+# (B, H, L, Lk, mode[, "gated": pregate, postgate and skip])
 ISSUE = [(64, 768, 128, 128, "causal"), (64, 768, 256, 256, "circular"), (64, 768, 512, 512, "causal"),
-         (64, 768, 1024, 1024, "circular"), (64, 768, 2048, 2048, "causal"), (64, 768, 4096, 4096, "circular"),
-         (64, 768, 4096, 4096, "causal")]
-NEAR = [(8, 768, 256, 256, "causal"), (8, 768, 1024, 1024, "causal"), (1, 768, 2048, 2048, "causal"),
-        (64, 768, 3000, 3000, "causal"), (16, 768, 5000, 5000, "causal"), (64, 768, 200, 200, "causal"),
-        (8, 768, 8192, 128, "causal"), (8, 768, 8192, 64, "causal"), (4, 1536, 16384, 256, "causal"),
-        (64, 768, 512, 512, "circular")]
+         (64, 768, 1024, 1024, "circular"), (64, 768, 2048, 2048, "causal"), (64, 768, 4096, 4096, "causal")]
+NEAR = [(8, 768, 256, 256, "causal"), (8, 768, 1024, 1024, "causal"), (64, 768, 1024, 1024, "causal"),
+        (1, 768, 1024, 1024, "causal"), (1, 768, 2048, 2048, "causal"), (2, 768, 512, 512, "circular"),
+        (1, 64, 512, 512, "causal"), (64, 768, 3000, 3000, "causal"), (16, 768, 5000, 5000, "causal"),
+        (64, 768, 200, 200, "causal"), (8, 768, 8192, 128, "causal"), (8, 768, 8192, 64, "causal"),
+        (4, 1536, 16384, 256, "causal"), (2, 768, 32768, 300, "causal"), (64, 768, 512, 512, "circular"),
+        (64, 768, 512, 512, "causal", "gated"), (64, 768, 1024, 1024, "causal", "gated"),
+        (64, 768, 512, 512, "circular", "gated"), (64, 768, 128, 128, "causal", "gated")]
 CASES = ISSUE + ([] if quick else NEAR)
 dtypes = [torch.float16] if quick else [torch.float16, torch.bfloat16]
 bw = copy_bandwidth()
@@ -49,8 +52,8 @@ def flops(B, H, L, m, mode):
 
 
 for dt in dtypes:
-    for B, H, L, Lk, mode in CASES:
-        r = dict(dtype=str(dt).replace("torch.", ""), B=B, H=H, L=L, Lk=Lk, mode=mode)
+    for B, H, L, Lk, mode, *gated in CASES:
+        r = dict(dtype=str(dt).replace("torch.", ""), B=B, H=H, L=L, Lk=Lk, mode=mode, gated=bool(gated))
         try:
             g = torch.Generator(device="cuda").manual_seed(L + Lk)
             u = torch.randn(B, H, L, device="cuda", generator=g).to(dt)
@@ -59,9 +62,14 @@ for dt in dtypes:
             fast = n <= (1 << 25)
             t = (lambda f: back_to_back_ms(f, n=20, reps=5, warm=3)) if fast else \
                 (lambda f: back_to_back_ms(f, n=5, reps=3, warm=2))
-            call = lambda: _fc.fftconv(u, k, mode)  # noqa: E731
-            want = ref64(u[:2], k, mode)
-            for name, algo in (("auto", 0), ("dense", 15), ("tensor", 2)):
+            gates = ((torch.rand_like(u) + 0.5, torch.rand_like(u) + 0.5, torch.randn(H, device="cuda").to(dt))
+                     if gated else (None, None, None))
+            call = lambda: _fc.fftconv(u, k, mode, *gates)  # noqa: E731
+            v = u[:2] if not gated else (u[:2].double() * gates[0][:2].double())
+            want = ref64(v, k, mode)
+            if gated:
+                want = (want + gates[2].double()[:, None] * v) * gates[1][:2].double()
+            for name, algo in (("auto", 16), ("dense", 15), ("dense4", 17), ("tensor", 2)):
                 try:
                     f = with_algo(algo, call)
                     y = f()
@@ -76,7 +84,7 @@ for dt in dtypes:
             if "dense_ms" in r:  # the kernel alone: the taps kept in the plan
                 with fftconv_algo(15):
                     op = _fc.FFTConvCUDA(k, B, L, mode)
-                r["dense_cached_ms"] = t(lambda: op(u))
+                r["dense_cached_ms"] = t(lambda: op(u, *gates))
                 del op
             floor = 2 * n * u.element_size() / bw * 1e3
             r["floor_ms"] = floor
@@ -100,6 +108,7 @@ for dt in dtypes:
                  f"err {r['err_dense']:.1e}) / auto {r['auto_ms']:.4f} ({r['auto_floor_frac']:.0%}) = "
                  f"{r['dense_over_auto']:.2f}") if "dense_ms" in r else f"dense skipped: {r.get('dense_skipped')}"
             tc = f"; tensor {r['tensor_ms']:.4f}" if "tensor_ms" in r else ""
-            print(f"{r['dtype']} B={B} H={H} L={L} Lk={Lk} {mode}: {d}{tc}", flush=True)
+            tc += f"; 4 tiles/warp {r['dense4_ms']:.4f}" if "dense4_ms" in r else ""
+            print(f"{r['dtype']} B={B} H={H} L={L} Lk={Lk} {mode}{' gated' if gated else ''}: {d}{tc}", flush=True)
         with open(f"{out}/fftconv_dense.json", "w") as fh:
             json.dump(res, fh, indent=1)

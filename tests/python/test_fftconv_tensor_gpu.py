@@ -67,8 +67,9 @@ def test_plan_errors():
         plan_of(1, 1, 128, 10, "circular", "float16")        # below 256
 
 
-# (L, Lk, mode) -> the default plan's tensor nfft (float16/bfloat16), None where it is not chosen
-# (src/cuda/fftconv/tensor.hpp kAutoMaxN = 512)
+# (L, Lk, mode) -> the tensor nfft (float16/bfloat16) of the automatic choice without the dense
+# kernels (plan algo 16), None where it is not chosen (src/cuda/fftconv/tensor.hpp kAutoMaxN = 512).
+# Under plan algo 0 the dense kernels take every one of these sizes first (dense.hpp automatic).
 DEFAULT_RULE = [
     ((1, 1, "causal"), None), ((16, 4, "causal"), None), ((128, 128, "causal"), 256), ((129, 128, "causal"), 256),
     ((300, 50, "causal"), 512), ((256, 256, "causal"), 512), ((257, 256, "causal"), 512), ((257, 257, "causal"), None),
@@ -112,13 +113,15 @@ def test_single_and_odd_batch(N, dtype):
         check(B, H, N, N // 3, "circular", dtype, ())
 
 
-def test_default_keeps_rows_apart():
-    """A NaN in one batch row leaves every other row's output finite and right on the default plan,
-    which takes the tensor kernels at these sizes."""
-    _cuda.fftconv_algo = 0
+@pytest.mark.parametrize("algo", [0, 16])
+def test_default_keeps_rows_apart(algo):
+    """A NaN in one batch row leaves every other row's output finite and right on the automatic
+    plans at these sizes: the dense kernels (algo 0) and the tensor kernels (algo 16)."""
+    _cuda.fftconv_algo = algo
     for dt in DTYPES:
         for mode, L in (("causal", 200), ("circular", 256)):
-            assert plan_of(4, 3, L, 57, mode, dt, algo=0).tensor, (dt, mode)
+            p = plan_of(4, 3, L, 57, mode, dt, algo=algo)
+            assert (p.dense, p.tensor) == ((True, False) if algo == 0 else (False, True)), (dt, mode)
             u, k, pre, post, skip = make(4, 3, L, 57, dt, ())
             u[1, 2, 7] = float("nan")
             y = _cuda.fftconv(u, k, mode).double().cpu()
@@ -132,14 +135,15 @@ def test_default_keeps_rows_apart():
 
 @pytest.mark.parametrize("size, nfft", DEFAULT_RULE, ids=str)
 def test_default_rule(size, nfft):
-    """The automatic choice (algo 0) takes the direct kernels where at most 32 taps are used, the
-    tensor kernels where DEFAULT_RULE says, never for
-    float32/float64; algo 4 (the fused kernels where they apply, else cuFFT) never
-    does."""
+    """The automatic choice without the dense kernels (algo 16) takes the direct kernels where at
+    most 32 taps are used, the tensor kernels where DEFAULT_RULE says, never for float32/float64;
+    algo 4 (the fused kernels where they apply, else cuFFT) never does; algo 0 never takes the
+    tensor kernels now (the dense kernels come first wherever they would)."""
     L, Lk, mode = size
     for dt in DTYPES:
+        assert not plan_of(2, 3, L, Lk, mode, dt, algo=0).tensor
         for backward in (False, True):
-            p = plan_of(2, 3, L, Lk, mode, dt, backward, algo=0)
+            p = plan_of(2, 3, L, Lk, mode, dt, backward, algo=16)
             assert p.tensor == (nfft is not None) and not (p.tensor and p.fused), (dt, backward)
             assert p.direct == ((Lk if mode == "circular" else min(Lk, L)) <= 32), (dt, backward)
             if nfft is not None:

@@ -1,6 +1,9 @@
 // Geometry, launches and plan of the dense fftconv kernel (dense.hpp, dense.cuh).
 #include <algorithm>
 #include <initializer_list>
+#include <type_traits>
+
+#include "cuda/device.hpp"
 
 #include "cuda/check.hpp"
 #include "cuda/fftconv/dense.cuh"
@@ -12,7 +15,6 @@ namespace {
 // Shared memory a CTA aims at: R rows are halved until the CTA fits, so that about four CTAs
 // (16 warps) share an SM and one CTA's staging overlaps another's products.
 constexpr size_t kSmemTarget = 48 * 1024;
-constexpr int kTiles = 2;  // NT: tiles of 16 rows per warp in flight
 
 int64_t taps_used(bool circular, int64_t L, int64_t Lk) { return circular ? Lk : std::min(Lk, L); }
 
@@ -22,9 +24,9 @@ bool aligned16(std::initializer_list<const void*> ps) {
   return true;
 }
 
-template <class T, bool SPLIT, bool VEC>
+template <class T, int NT, bool SPLIT, bool VEC>
 void launch(const Geometry& g, const Params<T>& p, unsigned grid, cudaStream_t s) {
-  auto kernel = forward_kernel<T, kTiles, SPLIT, VEC>;
+  auto kernel = forward_kernel<T, NT, SPLIT, VEC>;
   if (g.smem > 48 * 1024)
     STRUX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(g.smem)));
   kernel<<<grid, kThreads, g.smem, s>>>(p);
@@ -36,11 +38,15 @@ void forward_t(const Geometry& g, const T* k, const T* u, const T* pre, const T*
   const Params<T> p{k, u, pre, post, skip, y, B, H, L, int(m), g.NI, g.S, g.D, g.R, g.nchunk, g.kwords, circular};
   const unsigned grid = unsigned(H * g.nchunk);
   const bool vec = L % 8 == 0 && aligned16({u, pre, post, y});
-  if (pre) {
-    vec ? launch<T, true, true>(g, p, grid, s) : launch<T, true, false>(g, p, grid, s);
-  } else {
-    vec ? launch<T, false, true>(g, p, grid, s) : launch<T, false, false>(g, p, grid, s);
-  }
+  const auto go = [&](auto nt) {
+    constexpr int NT = decltype(nt)::value;
+    if (pre) {
+      vec ? launch<T, NT, true, true>(g, p, grid, s) : launch<T, NT, true, false>(g, p, grid, s);
+    } else {
+      vec ? launch<T, NT, false, true>(g, p, grid, s) : launch<T, NT, false, false>(g, p, grid, s);
+    }
+  };
+  g.nt == 4 ? go(std::integral_constant<int, 4>{}) : go(std::integral_constant<int, 2>{});
   STRUX_LAUNCH("fftconv dense forward");
 }
 }  // namespace
@@ -52,13 +58,20 @@ bool supported(DType dt, bool circular, int64_t L, int64_t Lk) {
          (!circular || (L % kPb == 0 && Lk <= L));
 }
 
-Geometry plan(DType dt, int64_t B, int64_t L, int64_t m, bool split) {
+bool automatic(DType dt, bool circular, int64_t L, int64_t Lk) {
+  if (!supported(dt, circular, L, Lk)) return false;
+  const double m = double(taps_used(circular, L, Lk));
+  return (circular ? m : m - m * m / (2.0 * double(L))) <= kAutoTapsPerOutput;
+}
+
+Geometry plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t m, bool split, int nt) {
   check_arg(supported_dtype(dt), "dtype", "the dense fftconv kernels take float16 or bfloat16, got ", dtype_name(dt));
   check_arg(L >= 1 && L <= kMaxL, "L", "the dense fftconv kernels take L up to ", kMaxL, ", got ", L);
   check_arg(m >= 1 && m <= kMaxTaps, "Lk", "the dense fftconv kernels take 1 to ", kMaxTaps,
             " taps used (causal min(Lk, L), circular Lk), got ", m);
   Geometry g;
   g.split = split;
+  g.nt = nt == 4 ? 4 : 2;
   g.NI = int((L + kPb - 1) / kPb);
   g.S = g.NI | 1;
   g.D = int((m + kPb - 2) / kPb) + 1;
@@ -68,6 +81,12 @@ Geometry plan(DType dt, int64_t B, int64_t L, int64_t m, bool split) {
   const size_t row_bytes = size_t(g.S) * 64 * (split ? 2 : 1), fixed = 64 + 2 * size_t(g.kwords) * 4;
   int64_t R = 64;
   while (R > 1 && size_t(R) * row_bytes + fixed > kSmemTarget) R /= 2;
+  // Fewer rows per CTA while the grid is under kWaves CTAs per SM: with ~5 resident CTAs per SM a
+  // grid of 1–2 waves leaves SMs idle in its last wave (B = 64, H = 768, L = 256: 768 CTAs of 64
+  // rows on 132 SMs). Not under 16 rows: a tile of 16 rows then still shares one block index.
+  constexpr int64_t kWaves = 16;
+  const int64_t want = kWaves * int64_t(current_sm_count());
+  while (R > 16 && H * ((B + R - 1) / R) < want) R /= 2;
   g.R = int(std::min(R, B));
   g.nchunk = int((B + g.R - 1) / g.R);
   g.smem = size_t(g.R) * row_bytes + fixed;
@@ -94,14 +113,14 @@ void forward(DType dt, const Geometry& g, const void* taps, const void* u, const
   }
 }
 
-Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular)
+Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, int nt)
     : dt_(dt), B_(B), H_(H), L_(L), Lk_(Lk), m_(taps_used(circular, L, Lk)), circular_(circular) {
   if (circular) {
     check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
     check_arg(L % kPb == 0, "L", "the dense fftconv kernels take circular L a multiple of ", kPb, ", got ", L);
   }
-  g_ = plan(dt, B, L, m_, false);
-  g_split_ = plan(dt, B, L, m_, true);
+  g_ = plan(dt, B, H, L, m_, false, nt);
+  g_split_ = plan(dt, B, H, L, m_, true, nt);
   check_arg(H * g_split_.nchunk <= int64_t(INT32_MAX), "H",
             "too many CTAs for one launch of the dense fftconv kernels: H = ", H);
   taps_.allocate(size_t(H * m_) * 2);
