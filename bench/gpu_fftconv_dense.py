@@ -1,4 +1,4 @@
-"""The dense fftconv solver (plan algo 15: Toeplitz blocks on tensor cores; 17: four tiles per warp)
+"""The dense fftconv solver (plan algo 15: Toeplitz blocks on tensor cores)
 against the automatic choice without it (plan algo 16: what algo 0 took before it) and the
 tensor-core FFT solver (algo 2, where it applies), same process,
 float16 and bfloat16: issue 12's shapes (B = 64, H = 768, FFT size 256 … 8K, causal L = N/2 and
@@ -69,7 +69,7 @@ for dt in dtypes:
             want = ref64(v, k, mode)
             if gated:
                 want = (want + gates[2].double()[:, None] * v) * gates[1][:2].double()
-            for name, algo in (("auto", 16), ("dense", 15), ("dense4", 17), ("tensor", 2)):
+            for name, algo in (("auto", 16), ("dense", 15), ("tensor", 2)):
                 try:
                     f = with_algo(algo, call)
                     y = f()
@@ -108,7 +108,6 @@ for dt in dtypes:
                  f"err {r['err_dense']:.1e}) / auto {r['auto_ms']:.4f} ({r['auto_floor_frac']:.0%}) = "
                  f"{r['dense_over_auto']:.2f}") if "dense_ms" in r else f"dense skipped: {r.get('dense_skipped')}"
             tc = f"; tensor {r['tensor_ms']:.4f}" if "tensor_ms" in r else ""
-            tc += f"; 4 tiles/warp {r['dense4_ms']:.4f}" if "dense4_ms" in r else ""
             print(f"{r['dtype']} B={B} H={H} L={L} Lk={Lk} {mode}{' gated' if gated else ''}: {d}{tc}", flush=True)
         with open(f"{out}/fftconv_dense.json", "w") as fh:
             json.dump(res, fh, indent=1)

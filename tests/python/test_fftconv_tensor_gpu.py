@@ -67,9 +67,10 @@ def test_plan_errors():
         plan_of(1, 1, 128, 10, "circular", "float16")        # below 256
 
 
-# (L, Lk, mode) -> the tensor nfft (float16/bfloat16) of the automatic choice without the dense
-# kernels (plan algo 16), None where it is not chosen (src/cuda/fftconv/tensor.hpp kAutoMaxN = 512).
-# Under plan algo 0 the dense kernels take every one of these sizes first (dense.hpp automatic).
+# (L, Lk, mode) -> the tensor nfft (float16/bfloat16) of the automatic choice at B = 2 (plan algo
+# 0 and 16 alike: the dense kernels need more rows), None where it is not chosen
+# (src/cuda/fftconv/tensor.hpp kAutoMaxN = 512). With B = 64 the dense kernels take every one of
+# these sizes first (dense.hpp automatic).
 DEFAULT_RULE = [
     ((1, 1, "causal"), None), ((16, 4, "causal"), None), ((128, 128, "causal"), 256), ((129, 128, "causal"), 256),
     ((300, 50, "causal"), 512), ((256, 256, "causal"), 512), ((257, 256, "causal"), 512), ((257, 257, "causal"), None),
@@ -118,15 +119,16 @@ def test_default_keeps_rows_apart(algo):
     """A NaN in one batch row leaves every other row's output finite and right on the automatic
     plans at these sizes: the dense kernels (algo 0) and the tensor kernels (algo 16)."""
     _cuda.fftconv_algo = algo
+    B = 64 if algo == 0 else 4
     for dt in DTYPES:
         for mode, L in (("causal", 200), ("circular", 256)):
-            p = plan_of(4, 3, L, 57, mode, dt, algo=algo)
+            p = plan_of(B, 3, L, 57, mode, dt, algo=algo)
             assert (p.dense, p.tensor) == ((True, False) if algo == 0 else (False, True)), (dt, mode)
-            u, k, pre, post, skip = make(4, 3, L, 57, dt, ())
+            u, k, pre, post, skip = make(B, 3, L, 57, dt, ())
             u[1, 2, 7] = float("nan")
             y = _cuda.fftconv(u, k, mode).double().cpu()
             ref = fft_ref(*cpu64(u, k), mode)
-            ok = torch.ones(4, 3, dtype=torch.bool)
+            ok = torch.ones(B, 3, dtype=torch.bool)
             ok[1, 2] = False
             assert torch.isnan(y[1, 2]).any(), (dt, mode)
             assert torch.isfinite(y[ok]).all(), (dt, mode)
@@ -135,15 +137,16 @@ def test_default_keeps_rows_apart(algo):
 
 @pytest.mark.parametrize("size, nfft", DEFAULT_RULE, ids=str)
 def test_default_rule(size, nfft):
-    """The automatic choice without the dense kernels (algo 16) takes the direct kernels where at
-    most 32 taps are used, the tensor kernels where DEFAULT_RULE says, never for float32/float64;
-    algo 4 (the fused kernels where they apply, else cuFFT) never does; algo 0 never takes the
-    tensor kernels now (the dense kernels come first wherever they would)."""
+    """The automatic choice (algo 0 at B = 2, and algo 16: without the dense kernels) takes the
+    direct kernels where at most 32 taps are used, the tensor kernels where DEFAULT_RULE says, never
+    for float32/float64; algo 4 (the fused kernels where they apply, else cuFFT) never does; at
+    B = 64 algo 0 takes the dense kernels instead wherever the tensor kernels would apply."""
     L, Lk, mode = size
     for dt in DTYPES:
-        assert not plan_of(2, 3, L, Lk, mode, dt, algo=0).tensor
-        for backward in (False, True):
-            p = plan_of(2, 3, L, Lk, mode, dt, backward, algo=16)
+        if nfft is not None:
+            assert plan_of(64, 3, L, Lk, mode, dt, algo=0).dense
+        for backward, algo in ((False, 0), (True, 0), (False, 16), (True, 16)):
+            p = plan_of(2, 3, L, Lk, mode, dt, backward, algo=algo)
             assert p.tensor == (nfft is not None) and not (p.tensor and p.fused), (dt, backward)
             assert p.direct == ((Lk if mode == "circular" else min(Lk, L)) <= 32), (dt, backward)
             if nfft is not None:

@@ -1,7 +1,6 @@
 // Geometry, launches and plan of the dense fftconv kernel (dense.hpp, dense.cuh).
 #include <algorithm>
 #include <initializer_list>
-#include <type_traits>
 
 #include "cuda/device.hpp"
 
@@ -24,9 +23,13 @@ bool aligned16(std::initializer_list<const void*> ps) {
   return true;
 }
 
-template <class T, int NT, bool SPLIT, bool VEC>
+// Tiles of 16 rows per warp in flight (they share each filter fragment): 2 (4 measured slower
+// at nearly every shape, 127–218 registers; NOTES-gpu-fftconv-dense.md round 2).
+constexpr int kTiles = 2;
+
+template <class T, bool SPLIT, bool VEC>
 void launch(const Geometry& g, const Params<T>& p, unsigned grid, cudaStream_t s) {
-  auto kernel = forward_kernel<T, NT, SPLIT, VEC>;
+  auto kernel = forward_kernel<T, kTiles, SPLIT, VEC>;
   if (g.smem > 48 * 1024)
     STRUX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(g.smem)));
   kernel<<<grid, kThreads, g.smem, s>>>(p);
@@ -38,15 +41,11 @@ void forward_t(const Geometry& g, const T* k, const T* u, const T* pre, const T*
   const Params<T> p{k, u, pre, post, skip, y, B, H, L, int(m), g.NI, g.S, g.D, g.R, g.nchunk, g.kwords, circular};
   const unsigned grid = unsigned(H * g.nchunk);
   const bool vec = L % 8 == 0 && aligned16({u, pre, post, y});
-  const auto go = [&](auto nt) {
-    constexpr int NT = decltype(nt)::value;
-    if (pre) {
-      vec ? launch<T, NT, true, true>(g, p, grid, s) : launch<T, NT, true, false>(g, p, grid, s);
-    } else {
-      vec ? launch<T, NT, false, true>(g, p, grid, s) : launch<T, NT, false, false>(g, p, grid, s);
-    }
-  };
-  g.nt == 4 ? go(std::integral_constant<int, 4>{}) : go(std::integral_constant<int, 2>{});
+  if (pre) {
+    vec ? launch<T, true, true>(g, p, grid, s) : launch<T, true, false>(g, p, grid, s);
+  } else {
+    vec ? launch<T, false, true>(g, p, grid, s) : launch<T, false, false>(g, p, grid, s);
+  }
   STRUX_LAUNCH("fftconv dense forward");
 }
 }  // namespace
@@ -58,20 +57,19 @@ bool supported(DType dt, bool circular, int64_t L, int64_t Lk) {
          (!circular || (L % kPb == 0 && Lk <= L));
 }
 
-bool automatic(DType dt, bool circular, int64_t L, int64_t Lk) {
-  if (!supported(dt, circular, L, Lk)) return false;
+bool automatic(DType dt, bool circular, int64_t B, int64_t L, int64_t Lk) {
+  if (!supported(dt, circular, L, Lk) || std::min<int64_t>(B, 64) * ((L + kPb - 1) / kPb) < kAutoMinRows) return false;
   const double m = double(taps_used(circular, L, Lk));
   return (circular ? m : m - m * m / (2.0 * double(L))) <= kAutoTapsPerOutput;
 }
 
-Geometry plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t m, bool split, int nt) {
+Geometry plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t m, bool split) {
   check_arg(supported_dtype(dt), "dtype", "the dense fftconv kernels take float16 or bfloat16, got ", dtype_name(dt));
   check_arg(L >= 1 && L <= kMaxL, "L", "the dense fftconv kernels take L up to ", kMaxL, ", got ", L);
   check_arg(m >= 1 && m <= kMaxTaps, "Lk", "the dense fftconv kernels take 1 to ", kMaxTaps,
             " taps used (causal min(Lk, L), circular Lk), got ", m);
   Geometry g;
   g.split = split;
-  g.nt = nt == 4 ? 4 : 2;
   g.NI = int((L + kPb - 1) / kPb);
   g.S = g.NI | 1;
   g.D = int((m + kPb - 2) / kPb) + 1;
@@ -83,10 +81,11 @@ Geometry plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t m, bool split, 
   while (R > 1 && size_t(R) * row_bytes + fixed > kSmemTarget) R /= 2;
   // Fewer rows per CTA while the grid is under kWaves CTAs per SM: with ~5 resident CTAs per SM a
   // grid of 1–2 waves leaves SMs idle in its last wave (B = 64, H = 768, L = 256: 768 CTAs of 64
-  // rows on 132 SMs). Not under 16 rows: a tile of 16 rows then still shares one block index.
+  // rows on 132 SMs). Not under 16 rows (a tile of 16 rows then still shares one block index), nor
+  // under 4 groups of 2 tiles per CTA (one per warp: at L = 128, 16 rows left two warps idle).
   constexpr int64_t kWaves = 16;
   const int64_t want = kWaves * int64_t(current_sm_count());
-  while (R > 16 && H * ((B + R - 1) / R) < want) R /= 2;
+  while (R > 16 && (R / 2) * g.NI >= 4 * 32 && H * ((B + R - 1) / R) < want) R /= 2;
   g.R = int(std::min(R, B));
   g.nchunk = int((B + g.R - 1) / g.R);
   g.smem = size_t(g.R) * row_bytes + fixed;
@@ -113,14 +112,14 @@ void forward(DType dt, const Geometry& g, const void* taps, const void* u, const
   }
 }
 
-Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, int nt)
+Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular)
     : dt_(dt), B_(B), H_(H), L_(L), Lk_(Lk), m_(taps_used(circular, L, Lk)), circular_(circular) {
   if (circular) {
     check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
     check_arg(L % kPb == 0, "L", "the dense fftconv kernels take circular L a multiple of ", kPb, ", got ", L);
   }
-  g_ = plan(dt, B, H, L, m_, false, nt);
-  g_split_ = plan(dt, B, H, L, m_, true, nt);
+  g_ = plan(dt, B, H, L, m_, false);
+  g_split_ = plan(dt, B, H, L, m_, true);
   check_arg(H * g_split_.nchunk <= int64_t(INT32_MAX), "H",
             "too many CTAs for one launch of the dense fftconv kernels: H = ", H);
   taps_.allocate(size_t(H * m_) * 2);

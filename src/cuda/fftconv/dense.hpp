@@ -18,16 +18,17 @@ namespace strux::cuda::dense {
 
 constexpr int kPb = 32;       // outputs t = 32·i + p, inputs s = 32·j + q: blocks of 32
 constexpr int kThreads = 128;  // 4 warps per CTA
-// The plan algo code (strux/cuda/fftconv.hpp FFTConvPlan) that forces these kernels, the one its
-// gradient plan uses (the automatic choice without them), and a probe: four tiles per warp.
+// The plan algo code (strux/cuda/fftconv.hpp FFTConvPlan) that forces these kernels, and the one
+// its gradient plan uses: the automatic choice without them.
 constexpr int kAlgo = 15;
 constexpr int kAlgoNoDense = 16;
-constexpr int kAlgoTiles4 = 17;
 // The automatic choice takes these kernels for float16 / bfloat16 where the taps per output
-// (circular m, causal m − m²/(2L): the mean over the row) are at most this many: measured faster
-// than the FFT solvers there at every shape tried, also with a pregate (twice the products);
-// bench/NOTES-gpu-fftconv-dense.md.
+// (circular m, causal m − m²/(2L): the mean over the row) are at most kAutoTapsPerOutput and a
+// CTA's rows give its four warps two tiles each (min(B, 64)·⌈L/32⌉ >= kAutoMinRows): measured
+// faster than the FFT solvers there at every shape tried, also with a pregate (twice the
+// products); bench/NOTES-gpu-fftconv-dense.md.
 constexpr double kAutoTapsPerOutput = 512;
+constexpr int64_t kAutoMinRows = 128;
 // Limits: taps used (causal min(Lk, L), circular Lk) and the row length whose CTA (one row at
 // least, in shared memory) fits.
 constexpr int64_t kMaxTaps = 8192;
@@ -36,7 +37,7 @@ constexpr int64_t kMaxL = 32768;
 bool supported_dtype(DType dt);
 // Float16 / bfloat16, taps used <= kMaxTaps, L <= kMaxL, circular L a multiple of 32.
 bool supported(DType dt, bool circular, int64_t L, int64_t Lk);
-bool automatic(DType dt, bool circular, int64_t L, int64_t Lk);
+bool automatic(DType dt, bool circular, int64_t B, int64_t L, int64_t Lk);
 
 struct Geometry {
   int NI = 0;     // blocks of 32 outputs per row
@@ -45,12 +46,11 @@ struct Geometry {
   int R = 0;      // batch rows per CTA (one h)
   int nchunk = 0;  // CTAs per h
   int kwords = 0;  // 32-bit words per copy of the reversed filter in shared memory
-  int nt = 2;      // tiles of 16 rows per warp in flight (they share each filter fragment)
   bool split = false;  // v = u ⊙ pregate as hi + lo operands (two products)
   size_t smem = 0;
 };
 
-Geometry plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t m, bool split, int nt = 2);
+Geometry plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t m, bool split);
 
 // taps: (H, m) in the plan dtype. y = postgate ⊙ (taps * v + skip ⊙ v), v = u ⊙ pregate.
 void forward(DType dt, const Geometry& g, const void* taps, const void* u, const void* pre, const void* post,
@@ -60,7 +60,7 @@ void forward(DType dt, const Geometry& g, const void* taps, const void* u, const
 // copy of the taps (set_filter). Forward only: the plan's gradients run through a kAlgoNoDense plan.
 class Plan {
  public:
-  Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, int nt = 2);
+  Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular);
   void set_filter(const void* k, cudaStream_t s);
   void forward(const void* u, const void* pre, const void* post, const void* skip, void* y, cudaStream_t s) const;
   size_t workspace_bytes() const { return taps_.bytes(); }

@@ -71,13 +71,13 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   check_positive(Lk, "Lk");
   // Algo 16 is the automatic choice that never takes the dense kernels (their plans' gradients).
   const bool auto_rule = algo == 0 || algo == dense::kAlgoNoDense;
-  if (algo == dense::kAlgo || algo == dense::kAlgoTiles4 || (algo == 0 && dense::automatic(dtype, circular, L, Lk) &&
-                                                              !direct::automatic(circular, L, Lk))) {
+  if (algo == dense::kAlgo ||
+      (algo == 0 && dense::automatic(dtype, circular, B, L, Lk) && !direct::automatic(circular, L, Lk))) {
     check_arg(dense::supported(dtype, circular, L, Lk), "algo",
-              "the dense fftconv kernels (algo 15, 17) take float16 or bfloat16, at most ", dense::kMaxTaps,
+              "the dense fftconv kernels (algo 15) take float16 or bfloat16, at most ", dense::kMaxTaps,
               " taps used, L <= ", dense::kMaxL, " and circular L a multiple of ", dense::kPb, "; got ",
               dtype_name(dtype), ", L = ", L, ", Lk = ", Lk, circular ? " (circular)" : " (causal)");
-    impl_->dense = std::make_unique<dense::Plan>(dtype, B, H, L, Lk, circular, algo == dense::kAlgoTiles4 ? 4 : 2);
+    impl_->dense = std::make_unique<dense::Plan>(dtype, B, H, L, Lk, circular);
     if (with_backward)
       impl_->grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, dense::kAlgoNoDense);
     impl_->nfft = impl_->nf = 0;  // no transform
@@ -105,8 +105,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
             "twiddles), 8 (four-step kernels, FFT sizes 65536 to 4194304), 9 (direct sums, at most 64 "
             "taps), 10 (blocks: overlap-save over blocks of a few times the taps), 11, 12 or 13 (blocks of 8, 16 "
             "or 4 times the taps: probes), 14 (as 8 with pass B's grid row by row: a probe), 15 (dense: Toeplitz "
-            "blocks on tensor cores), 16 (automatic without the dense kernels), 17 (as 15 with four tiles per warp: a "
-            "probe), got ", algo);
+            "blocks on tensor cores), 16 (automatic without the dense kernels), got ", algo);
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
   Impl& p = *impl_;
   p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);
@@ -128,7 +127,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
               "<= 16384, got L = ", L, ", Lk = ", Lk, circular ? " (circular)" : " (causal)");
     p.tensor = true;
     p.tc_split = algo != 3;
-    p.tc_variant = algo >= 5 ? algo - 4 : 0;
+    p.tc_variant = (algo >= 5 && algo <= 7) ? algo - 4 : 0;
     p.nfft = n_tc;
     p.nf = n_tc / 2 + 1;
     p.khat.allocate(size_t(H) * n_tc * sizeof(float2));
