@@ -81,6 +81,17 @@ for dt in dtypes:
                 except ValueError as e:  # the solver does not apply here
                     r[f"{name}_skipped"] = str(e)[:160]
             free()
+            if "dense_ms" in r:  # gradients (vjp: du, dk and the gates'), dense against the automatic choice
+                dy = torch.randn_like(u)
+                vjp = lambda: _fc.fftconv_vjp(dy, u, k, mode, *gates)  # noqa: E731
+                ga, gd = with_algo(16, vjp)(), with_algo(15, vjp)()
+                r["err_vjp_dense_vs_auto"] = max(rel(a, b) for a, b in zip(gd, ga) if b is not None)
+                del ga, gd
+                r["auto_vjp_ms"] = t(with_algo(16, vjp))
+                r["dense_vjp_ms"] = t(with_algo(15, vjp))
+                r["dense_vjp_over_auto"] = r["dense_vjp_ms"] / r["auto_vjp_ms"]
+                dy = None
+                free()
             if "dense_ms" in r:  # the kernel alone: the taps kept in the plan
                 with fftconv_algo(15):
                     op = _fc.FFTConvCUDA(k, B, L, mode)
@@ -108,6 +119,9 @@ for dt in dtypes:
                  f"err {r['err_dense']:.1e}) / auto {r['auto_ms']:.4f} ({r['auto_floor_frac']:.0%}) = "
                  f"{r['dense_over_auto']:.2f}") if "dense_ms" in r else f"dense skipped: {r.get('dense_skipped')}"
             tc = f"; tensor {r['tensor_ms']:.4f}" if "tensor_ms" in r else ""
+            if "dense_vjp_ms" in r:
+                tc += (f"; vjp dense {r['dense_vjp_ms']:.4f} / auto {r['auto_vjp_ms']:.4f} = "
+                       f"{r['dense_vjp_over_auto']:.2f} (grads apart {r['err_vjp_dense_vs_auto']:.1e})")
             print(f"{r['dtype']} B={B} H={H} L={L} Lk={Lk} {mode}{' gated' if gated else ''}: {d}{tc}", flush=True)
         with open(f"{out}/fftconv_dense.json", "w") as fh:
             json.dump(res, fh, indent=1)

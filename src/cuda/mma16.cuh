@@ -52,4 +52,12 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4], uint32_t row) {
                : "r"(row));
 }
 
+// As ldmatrix_x4, each 8×8 matrix transposed: lane 4·g + c receives elements (2c, g) and
+// (2c + 1, g) of its matrix (rows as addressed), the mma fragment of the transposed matrix.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&a)[4], uint32_t row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(row));
+}
+
 }  // namespace strux::cuda

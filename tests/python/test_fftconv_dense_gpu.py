@@ -1,8 +1,9 @@
 """The GPU dense fftconv solver (plan algo 15, options={"solver": "dense"}; src/cuda/fftconv/dense.hpp):
 the convolution as 32×32 Toeplitz blocks of the filter on tensor cores, against a float64
 reference of the rounded inputs: causal and circular, sizes 1, odd and prime, partial blocks, batch
-chunks, gates, misaligned views; gradients (by the automatic choice without it); NaN kept to its
-row; the solver's limits."""
+chunks, gates, misaligned views; NaN kept to its
+row; the solver's limits; its own backward (du and dpre on reversed rows, dk as tensor-core
+products) against float64 autograd."""
 import numpy as np
 import pytest
 
@@ -99,25 +100,90 @@ def test_misaligned_views():
     assert torch.equal(y, y2)
 
 
-@pytest.mark.parametrize("mode,L", [("causal", 300), ("circular", 256)])
-def test_gradients_are_the_automatic_choice(mode, L):
-    """The dense plan's gradients run through the automatic choice without it: the same bits as
-    the automatic solver's gradients; the forward agrees with it to rounding."""
-    g = torch.Generator(device="cuda").manual_seed(L)
-    u, pre, post, dy = (torch.randn(2, 3, L, device="cuda", generator=g).half() for _ in range(4))
-    k = (torch.randn(3, L, device="cuda", generator=g) / L ** 0.5).half()
-    skip = torch.randn(3, device="cuda", generator=g).half()
-    gd = strux.fftconv_vjp(dy, u, k, mode=mode, pregate=pre, postgate=post, skip=skip, options=DENSE)
-    ga = strux.fftconv_vjp(dy, u, k, mode=mode, pregate=pre, postgate=post, skip=skip)
-    for a, b in zip(gd, ga):
-        assert torch.equal(a, b)
-    yd = strux.fftconv(u, k, mode=mode, pregate=pre, postgate=post, skip=skip, options=DENSE).double()
-    ya = strux.fftconv(u, k, mode=mode, pregate=pre, postgate=post, skip=skip).double()
-    assert (yd - ya).norm() <= 2e-3 * ya.norm()
+def ref_grads(dy, u, k, mode, pre, post, skip):
+    """float64 gradients (du, dk, dpre, dpost, dskip) of the contract's formula by torch autograd on
+    the CPU (an exact-length FFT convolution; causal taps past L get 0)."""
+    t = [torch.tensor(x, dtype=torch.float64, requires_grad=True) if x is not None else None
+         for x in (u, k, pre, post, skip)]
+    u_, k_, pre_, post_, skip_ = t
+    L = u.shape[-1]
+    v = u_ * pre_ if pre_ is not None else u_
+    kk, n = (k_[:, :min(k.shape[1], L)], 2 * L) if mode == "causal" else (k_, L)
+    y = torch.fft.irfft(torch.fft.rfft(v, n) * torch.fft.rfft(kk, n), n)[..., :L]
+    if skip_ is not None:
+        y = y + skip_[:, None] * v
+    if post_ is not None:
+        y = y * post_
+    y.backward(torch.tensor(dy, dtype=torch.float64))
+    return [x.grad.numpy() if x is not None else None for x in t]
+
+
+def check_grads(B, H, L, Lk, mode, dtype, gates, seed, options=DENSE):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    td = getattr(torch, dtype)
+    u, pre, post, dy = (torch.randn(B, H, L, device="cuda", generator=g) for _ in range(4))
+    k = torch.randn(H, Lk, device="cuda", generator=g) / min(Lk, L) ** 0.5
+    skip = torch.randn(H, device="cuda", generator=g)
+    (u, pre, post, dy, k, skip), r = rounded(td, u, pre, post, dy, k, skip)
+    if not gates:
+        pre = post = skip = None
+        r[1] = r[2] = r[5] = None
+    got = strux.fftconv_vjp(dy, u, k, mode=mode, pregate=pre, postgate=post, skip=skip, options=options)
+    want = ref_grads(r[3], r[0], r[4], mode, r[1], r[2], r[5])
+    for name, a, w in zip(("du", "dk", "dpre", "dpost", "dskip"), got, want):
+        if w is None:
+            continue
+        err = np.linalg.norm(a.double().cpu().numpy() - w) / max(np.linalg.norm(w), 1e-30)
+        assert err <= 2 * TOL[dtype], (name, B, H, L, Lk, mode, dtype, gates, err)
+
+
+GRAD_CASES = [("causal", 1, 1), ("causal", 33, 33), ("causal", 100, 40), ("causal", 300, 300), ("causal", 512, 512),
+              ("causal", 1000, 37), ("causal", 257, 600), ("causal", 1024, 1024), ("circular", 32, 32),
+              ("circular", 96, 50), ("circular", 256, 256)]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("gates", [False, True])
+@pytest.mark.parametrize("mode,L,Lk", GRAD_CASES)
+def test_gradients(mode, L, Lk, dtype, gates):
+    """The dense plan's own backward (three passes of the products) against float64 autograd."""
+    check_grads(3, 2, L, Lk, mode, dtype, gates, seed=L + 3 * Lk)
+
+
+@pytest.mark.parametrize("B", [1, 17, 70])
+def test_gradients_batch_chunks(B):
+    """dk and dskip summed over several CTAs of rows (partials in a fixed order)."""
+    check_grads(B, 3, 256, 256, "circular", "float16", True, seed=B)
+    check_grads(B, 2, 700, 300, "causal", "bfloat16", True, seed=B + 1)
+
+
+def test_gradients_where_the_kernel_does_not_fit():
+    """Long rows with many taps and both gates: the filter gradient's shared memory does not fit,
+    so the plan's gradients run through the automatic choice without the dense kernels."""
+    check_grads(1, 1, 32768, 8192, "causal", "float16", True, seed=9)
+
+
+def test_backward_bits_repeat_and_misaligned_views():
+    """The same gradients run after run (fixed-order sums), and from rows that are not 16-byte
+    aligned (the one-sample-at-a-time kernels) the same bits as from aligned copies."""
+    B, H, L, Lk = 5, 3, 256, 200
+    g = torch.Generator(device="cuda").manual_seed(8)
+    n = B * H * L
+    buf = [torch.randn(n + 1, device="cuda", generator=g).half() for _ in range(4)]
+    u, pre, post, dy = (b[1:].view(B, H, L) for b in buf)
+    k = (torch.randn(H, Lk, device="cuda", generator=g) / 15).half()
+    skip = torch.randn(H, device="cuda", generator=g).half()
+    a = strux.fftconv_vjp(dy, u, k, pregate=pre, postgate=post, skip=skip, options=DENSE)
+    b = strux.fftconv_vjp(dy.clone(), u.clone(), k, pregate=pre.clone(), postgate=post.clone(), skip=skip,
+                          options=DENSE)
+    c = strux.fftconv_vjp(dy.clone(), u.clone(), k, pregate=pre.clone(), postgate=post.clone(), skip=skip,
+                          options=DENSE)
+    for x, y, z in zip(a, b, c):
+        assert torch.equal(x, y) and torch.equal(y, z)
 
 
 def test_torch_autograd_under_forced_algo():
-    """strux.torch.fftconv with plan algo 15: forward by the dense kernels, backward through autograd."""
+    """strux.torch.fftconv with plan algo 15: forward and backward by the dense kernels through autograd."""
     import strux.torch as st
     from strux.bench.gpu import fftconv_algo
     g = torch.Generator(device="cuda").manual_seed(11)

@@ -1,19 +1,18 @@
-// Geometry, launches and plan of the dense fftconv kernel (dense.hpp, dense.cuh).
+// Geometry, launches and plan of the dense fftconv kernels (dense.hpp, dense.cuh).
 #include <algorithm>
 #include <initializer_list>
 
-#include "cuda/device.hpp"
-
 #include "cuda/check.hpp"
+#include "cuda/device.hpp"
 #include "cuda/fftconv/dense.cuh"
 #include "cuda/fftconv/dense.hpp"
 
 namespace strux::cuda::dense {
 
 namespace {
-// Shared memory a CTA aims at: R rows are halved until the CTA fits, so that about four CTAs
-// (16 warps) share an SM and one CTA's staging overlaps another's products.
-constexpr size_t kSmemTarget = 48 * 1024;
+// Tiles of 16 rows per warp in flight (they share each filter fragment): 2 (4 measured slower
+// at nearly every shape, 127–218 registers; NOTES-gpu-fftconv-dense.md round 2).
+constexpr int kTiles = 2;
 
 int64_t taps_used(bool circular, int64_t L, int64_t Lk) { return circular ? Lk : std::min(Lk, L); }
 
@@ -23,30 +22,94 @@ bool aligned16(std::initializer_list<const void*> ps) {
   return true;
 }
 
-// Tiles of 16 rows per warp in flight (they share each filter fragment): 2 (4 measured slower
-// at nearly every shape, 127–218 registers; NOTES-gpu-fftconv-dense.md round 2).
-constexpr int kTiles = 2;
+// Rows per CTA and shared memory of a kernel whose CTA holds `buffers` row buffers (S blocks of
+// 64 bytes per row each) and `extra` bytes more.
+Geometry shape(int64_t B, int64_t H, int64_t L, int64_t m, int buffers, size_t extra_of_D(int)) {
+  check_arg(L >= 1 && L <= kMaxL, "L", "the dense fftconv kernels take L up to ", kMaxL, ", got ", L);
+  check_arg(m >= 1 && m <= kMaxTaps, "Lk", "the dense fftconv kernels take 1 to ", kMaxTaps,
+            " taps used (causal min(Lk, L), circular Lk), got ", m);
+  Geometry g;
+  g.NI = int((L + kPb - 1) / kPb);
+  g.S = g.NI | 1;
+  g.D = int((m + kPb - 2) / kPb) + 1;
+  // B fragment words reach 16·D + 15 (dense.cuh); kO starts 16 banks after kE.
+  g.kwords = 16 * (g.D + 1);
+  if (g.kwords % 32 == 0) g.kwords += 16;
+  const size_t row_bytes = size_t(g.S) * 64 * buffers, fixed = extra_of_D(g.D) + 64;
+  int64_t R = 64;
+  while (R > 1 && size_t(R) * row_bytes + fixed > kSmemTarget) R /= 2;
+  // Fewer rows per CTA while the grid is under kWaves CTAs per SM: with ~5 resident CTAs per SM a
+  // grid of 1–2 waves leaves SMs idle in its last wave (B = 64, H = 768, L = 256: 768 CTAs of 64
+  // rows on 132 SMs). Not under 16 rows (a tile of 16 rows then still shares one block index), nor
+  // under 4 groups of 2 tiles per CTA (one per warp: at L = 128, 16 rows left two warps idle).
+  constexpr int64_t kWaves = 16;
+  const int64_t want = kWaves * int64_t(current_sm_count());
+  while (R > 16 && (R / 2) * g.NI >= 4 * 32 && H * ((B + R - 1) / R) < want) R /= 2;
+  g.R = int(std::min(R, B));
+  g.nchunk = int((B + g.R - 1) / g.R);
+  g.smem = size_t(g.R) * row_bytes + fixed;
+  int dev = 0, optin = 0;
+  STRUX_CUDA(cudaGetDevice(&dev));
+  STRUX_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  g.fits = g.smem <= size_t(optin) && H * g.nchunk <= int64_t(INT32_MAX);
+  return g;
+}
 
-template <class T, bool SPLIT, bool VEC>
-void launch(const Geometry& g, const Params<T>& p, unsigned grid, cudaStream_t s) {
-  auto kernel = forward_kernel<T, kTiles, SPLIT, VEC>;
-  if (g.smem > 48 * 1024)
-    STRUX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(g.smem)));
-  kernel<<<grid, kThreads, g.smem, s>>>(p);
+template <class K>
+void set_smem(K kernel, size_t smem) {
+  if (smem > 48 * 1024) STRUX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+}
+
+// One pass of the forward kernel: y = post ⊙ (k * v + skip ⊙ v), v = src ⊙ gate (and y2 with post2),
+// rows back to front when rev.
+template <class T>
+void conv_pass(const Geometry& g, const T* k, const T* src, const T* gate, const T* post, const T* skip, T* y, T* y2,
+               const T* post2, int64_t B, int64_t H, int64_t L, int64_t m, bool circular, bool rev, cudaStream_t s) {
+  const Params<T> p{k, src, gate, post, skip, y, y2, post2, B, H, L, int(m), g.NI, g.S, g.D, g.R, g.nchunk, g.kwords,
+                    circular};
+  const bool vec = L % 8 == 0 && aligned16({src, gate, post, y, y2, post2});
+  const auto go = [&](auto split, auto v, auto r) {
+    auto kernel = forward_kernel<T, kTiles, decltype(split)::value, decltype(v)::value, decltype(r)::value>;
+    set_smem(kernel, g.smem);
+    kernel<<<unsigned(H * g.nchunk), kThreads, g.smem, s>>>(p);
+  };
+  using F = std::false_type;
+  using Tr = std::true_type;
+  const auto by_rev = [&](auto split, auto v) { rev ? go(split, v, Tr{}) : go(split, v, F{}); };
+  const auto by_vec = [&](auto split) { vec ? by_rev(split, Tr{}) : by_rev(split, F{}); };
+  gate ? by_vec(Tr{}) : by_vec(F{});
+  STRUX_LAUNCH("fftconv dense forward");
 }
 
 template <class T>
-void forward_t(const Geometry& g, const T* k, const T* u, const T* pre, const T* post, const T* skip, T* y,
+void grad_pass(const Geometry& g, const T* u, const T* pre, const T* dy, const T* post, float* part, float* part_s,
                int64_t B, int64_t H, int64_t L, int64_t m, bool circular, cudaStream_t s) {
-  const Params<T> p{k, u, pre, post, skip, y, B, H, L, int(m), g.NI, g.S, g.D, g.R, g.nchunk, g.kwords, circular};
-  const unsigned grid = unsigned(H * g.nchunk);
-  const bool vec = L % 8 == 0 && aligned16({u, pre, post, y});
-  if (pre) {
-    vec ? launch<T, true, true>(g, p, grid, s) : launch<T, true, false>(g, p, grid, s);
-  } else {
-    vec ? launch<T, false, true>(g, p, grid, s) : launch<T, false, false>(g, p, grid, s);
-  }
-  STRUX_LAUNCH("fftconv dense forward");
+  const GradParams<T> p{u, pre, dy, post, part, part_s, B, H, L, int(m), g.NI, g.S, g.D, g.R, g.nchunk, circular};
+  const bool vec = L % 8 == 0 && aligned16({u, pre, dy, post});
+  const auto go = [&](auto sv, auto sz, auto v) {
+    auto kernel = filter_grad_kernel<T, decltype(sv)::value, decltype(sz)::value, decltype(v)::value>;
+    set_smem(kernel, g.smem);
+    kernel<<<unsigned(H * g.nchunk), kThreads, g.smem, s>>>(p);
+  };
+  using F = std::false_type;
+  using Tr = std::true_type;
+  const auto by_vec = [&](auto sv, auto sz) { vec ? go(sv, sz, Tr{}) : go(sv, sz, F{}); };
+  const auto by_sz = [&](auto sv) { post ? by_vec(sv, Tr{}) : by_vec(sv, F{}); };
+  pre ? by_sz(Tr{}) : by_sz(F{});
+  STRUX_LAUNCH("fftconv dense filter gradient");
+}
+
+template <class T>
+const T* cp(const void* p) { return static_cast<const T*>(p); }
+template <class T>
+T* mp(void* p) { return static_cast<T*>(p); }
+
+template <class F>
+void with_type(DType dt, F&& f) {
+  if (dt == DType::f16)
+    f(__half{});
+  else
+    f(__nv_bfloat16{});
 }
 }  // namespace
 
@@ -63,66 +126,42 @@ bool automatic(DType dt, bool circular, int64_t B, int64_t L, int64_t Lk) {
   return (circular ? m : m - m * m / (2.0 * double(L))) <= kAutoTapsPerOutput;
 }
 
-Geometry plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t m, bool split) {
-  check_arg(supported_dtype(dt), "dtype", "the dense fftconv kernels take float16 or bfloat16, got ", dtype_name(dt));
-  check_arg(L >= 1 && L <= kMaxL, "L", "the dense fftconv kernels take L up to ", kMaxL, ", got ", L);
-  check_arg(m >= 1 && m <= kMaxTaps, "Lk", "the dense fftconv kernels take 1 to ", kMaxTaps,
-            " taps used (causal min(Lk, L), circular Lk), got ", m);
-  Geometry g;
-  g.split = split;
-  g.NI = int((L + kPb - 1) / kPb);
-  g.S = g.NI | 1;
-  g.D = int((m + kPb - 2) / kPb) + 1;
-  // B fragment words reach 16·D + 15 (dense.cuh); kO starts 16 banks after kE.
-  g.kwords = 16 * (g.D + 1);
-  if (g.kwords % 32 == 0) g.kwords += 16;
-  const size_t row_bytes = size_t(g.S) * 64 * (split ? 2 : 1), fixed = 64 + 2 * size_t(g.kwords) * 4;
-  int64_t R = 64;
-  while (R > 1 && size_t(R) * row_bytes + fixed > kSmemTarget) R /= 2;
-  // Fewer rows per CTA while the grid is under kWaves CTAs per SM: with ~5 resident CTAs per SM a
-  // grid of 1–2 waves leaves SMs idle in its last wave (B = 64, H = 768, L = 256: 768 CTAs of 64
-  // rows on 132 SMs). Not under 16 rows (a tile of 16 rows then still shares one block index), nor
-  // under 4 groups of 2 tiles per CTA (one per warp: at L = 128, 16 rows left two warps idle).
-  constexpr int64_t kWaves = 16;
-  const int64_t want = kWaves * int64_t(current_sm_count());
-  while (R > 16 && (R / 2) * g.NI >= 4 * 32 && H * ((B + R - 1) / R) < want) R /= 2;
-  g.R = int(std::min(R, B));
-  g.nchunk = int((B + g.R - 1) / g.R);
-  g.smem = size_t(g.R) * row_bytes + fixed;
-  int dev = 0, optin = 0;
-  STRUX_CUDA(cudaGetDevice(&dev));
-  STRUX_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  check_arg(g.smem <= size_t(optin), "L", "a row of the dense fftconv kernels needs ", g.smem,
-            " bytes of shared memory, the device has ", optin, " per block (L = ", L, ", taps ", m, ")");
+Geometry plan(int64_t B, int64_t H, int64_t L, int64_t m, bool split) {
+  Geometry g = shape(B, H, L, m, split ? 2 : 1, [](int D) {
+    int kwords = 16 * (D + 1);
+    if (kwords % 32 == 0) kwords += 16;
+    return 2 * size_t(kwords) * 4;
+  });
   return g;
 }
 
-void forward(DType dt, const Geometry& g, const void* taps, const void* u, const void* pre, const void* post,
-             const void* skip, void* y, int64_t B, int64_t H, int64_t L, int64_t m, bool circular, cudaStream_t s) {
-  check_arg(H * g.nchunk <= int64_t(INT32_MAX), "H", "too many CTAs for one launch of the dense fftconv kernels: H = ",
-            H, " × ", g.nchunk, " row chunks");
-  if (dt == DType::f16) {
-    using T = __half;
-    forward_t<T>(g, static_cast<const T*>(taps), static_cast<const T*>(u), static_cast<const T*>(pre),
-                 static_cast<const T*>(post), static_cast<const T*>(skip), static_cast<T*>(y), B, H, L, m, circular, s);
-  } else {
-    using T = __nv_bfloat16;
-    forward_t<T>(g, static_cast<const T*>(taps), static_cast<const T*>(u), static_cast<const T*>(pre),
-                 static_cast<const T*>(post), static_cast<const T*>(skip), static_cast<T*>(y), B, H, L, m, circular, s);
-  }
+Geometry plan_grad(int64_t B, int64_t H, int64_t L, int64_t m, bool split_v, bool split_dz) {
+  return shape(B, H, L, m, 2 + int(split_v) + int(split_dz), [](int D) { return size_t(grad_floats(D)) * 4; });
 }
 
-Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular)
+Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward)
     : dt_(dt), B_(B), H_(H), L_(L), Lk_(Lk), m_(taps_used(circular, L, Lk)), circular_(circular) {
+  check_arg(supported_dtype(dt), "dtype", "the dense fftconv kernels take float16 or bfloat16, got ", dtype_name(dt));
   if (circular) {
     check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
     check_arg(L % kPb == 0, "L", "the dense fftconv kernels take circular L a multiple of ", kPb, ", got ", L);
   }
-  g_ = plan(dt, B, H, L, m_, false);
-  g_split_ = plan(dt, B, H, L, m_, true);
-  check_arg(H * g_split_.nchunk <= int64_t(INT32_MAX), "H",
-            "too many CTAs for one launch of the dense fftconv kernels: H = ", H);
+  g_ = plan(B, H, L, m_, false);
+  g_split_ = plan(B, H, L, m_, true);
+  check_arg(g_.fits && g_split_.fits, "L", "a CTA of the dense fftconv kernels needs ", g_split_.smem,
+            " bytes of shared memory, more than the device has per block (L = ", L, ", taps ", m_, ")");
   taps_.allocate(size_t(H * m_) * 2);
+  if (!with_backward) return;
+  int64_t chunks = 0;
+  has_backward_ = true;
+  for (int i = 0; i < 4; ++i) {
+    gg_[i] = plan_grad(B, H, L, m_, i >= 2, i % 2 == 1);
+    has_backward_ = has_backward_ && gg_[i].fits;
+    chunks = std::max<int64_t>(chunks, gg_[i].nchunk);
+  }
+  if (!has_backward_) return;
+  part_stride_ = chunks * H * m_;
+  part_.allocate(size_t(part_stride_ + chunks * H) * sizeof(float));
 }
 
 void Plan::set_filter(const void* k, cudaStream_t s) {
@@ -132,7 +171,36 @@ void Plan::set_filter(const void* k, cudaStream_t s) {
 
 void Plan::forward(const void* u, const void* pre, const void* post, const void* skip, void* y,
                    cudaStream_t s) const {
-  dense::forward(dt_, pre ? g_split_ : g_, taps_.get(), u, pre, post, skip, y, B_, H_, L_, m_, circular_, s);
+  with_type(dt_, [&](auto t) {
+    using T = decltype(t);
+    conv_pass<T>(pre ? g_split_ : g_, cp<T>(taps_.get()), cp<T>(u), cp<T>(pre), cp<T>(post), cp<T>(skip), mp<T>(y),
+                 nullptr, nullptr, B_, H_, L_, m_, circular_, false, s);
+  });
+}
+
+void Plan::backward(const void* dy, const void* u, const void* pre, const void* post, const void* skip, void* du,
+                    void* dk, void* dpre, void* dpost, void* dskip, cudaStream_t s) const {
+  check_arg(has_backward_, "plan", "this dense plan has no backward workspace");
+  with_type(dt_, [&](auto t) {
+    using T = decltype(t);
+    const T* k = cp<T>(taps_.get());
+    // dpost = dy ⊙ (k * v + skip ⊙ v): the forward with dy as its postgate
+    if (dpost && post)
+      conv_pass<T>(pre ? g_split_ : g_, k, cp<T>(u), cp<T>(pre), cp<T>(dy), cp<T>(skip), mp<T>(dpost), nullptr,
+                   nullptr, B_, H_, L_, m_, circular_, false, s);
+    // dv = k ⋆ dz + skip ⊙ dz (dz = dy ⊙ post): the forward on reversed rows; du = pre ⊙ dv, dpre = u ⊙ dv
+    conv_pass<T>(post ? g_split_ : g_, k, cp<T>(dy), cp<T>(post), cp<T>(pre), cp<T>(skip), mp<T>(du),
+                 (pre && dpre) ? mp<T>(dpre) : nullptr, cp<T>(u), B_, H_, L_, m_, circular_, true, s);
+    // dk, dskip: per-CTA partials, then their sum in a fixed order
+    const Geometry& g = gg_[2 * (pre != nullptr) + (post != nullptr)];
+    float* part = part_.as<float>();
+    float* part_s = (skip && dskip) ? part + part_stride_ : nullptr;
+    grad_pass<T>(g, cp<T>(u), cp<T>(pre), cp<T>(dy), cp<T>(post), part, part_s, B_, H_, L_, m_, circular_, s);
+    const int64_t n = std::max(H_ * Lk_, H_);
+    reduce_kernel<T><<<unsigned((n + 255) / 256), 256, 0, s>>>(part, part_s, g.nchunk, H_, int(m_), Lk_, mp<T>(dk),
+                                                                part_s ? mp<T>(dskip) : nullptr);
+    STRUX_LAUNCH("fftconv dense reduce");
+  });
 }
 
 }  // namespace strux::cuda::dense

@@ -28,13 +28,25 @@
 
 namespace strux::cuda::dense {
 
+// y = post ⊙ (k * v + skip ⊙ v), v = u ⊙ pre; where y2 is given also y2 = post2 ⊙ (k * v + skip ⊙ v)
+// (the backward's du and dpre from one pass).
 template <class T>
 struct Params {
   const T *k, *u, *pre, *post, *skip;
   T* y;
+  T* y2;
+  const T* post2;
   int64_t B, H, L;
   int m, NI, S, D, R, nchunk, kwords;
   bool circular;
+};
+
+// The row chunk of a CTA: its h, its first batch row.
+struct Cta {
+  int h, chunk;
+  int64_t b0;
+  __device__ __forceinline__ Cta(int nchunk, int R)
+      : h(int(blockIdx.x / unsigned(nchunk))), chunk(int(blockIdx.x % unsigned(nchunk))), b0(int64_t(chunk) * R) {}
 };
 
 template <class T>
@@ -46,25 +58,35 @@ __device__ __forceinline__ uint32_t pack_bits(uint16_t lo, uint16_t hi) { return
 // Byte offset of 16-byte unit c of block X in a v buffer.
 __device__ __forceinline__ uint32_t unit_offset(int X, int c) { return uint32_t(X) * 64u + (uint32_t(c ^ ((X >> 1) & 3)) << 4); }
 
-// Stage one 16-byte unit (8 samples from t0) of v into the hi (and lo) buffers.
-template <class T, bool SPLIT, bool VEC>
-__device__ __forceinline__ void stage_unit(const Params<T>& p, int64_t row, bool live, int64_t t0, unsigned char* hi,
-                                           unsigned char* lo) {
+// Reverses the 8 samples of a 16-byte unit.
+__device__ __forceinline__ uint4 reverse8(uint4 w) {
+  const auto sw = [](uint32_t x) { return __byte_perm(x, 0, 0x1032); };
+  return make_uint4(sw(w.w), sw(w.z), sw(w.y), sw(w.x));
+}
+
+// Stage one 16-byte unit (samples t0 … t0 + 7 of the staged row, zero past L) of v = src ⊙ gate
+// into the hi (and lo) buffers. REV: staged sample t is src[L − 1 − t] (the backward's reversed rows).
+template <class T, bool SPLIT, bool VEC, bool REV>
+__device__ __forceinline__ void stage_unit(const T* src, const T* gate, int64_t L, int64_t row, bool live, int64_t t0,
+                                           unsigned char* hi, unsigned char* lo) {
   using Op = Mma16<T>;
+  const int64_t v0 = REV ? L - 8 - t0 : t0;  // the unit's first source index (VEC: L % 8 == 0)
   if constexpr (!SPLIT && VEC) {  // a raw copy of 8 samples
     uint4 w = make_uint4(0, 0, 0, 0);
-    if (live && t0 < p.L) w = __ldg(reinterpret_cast<const uint4*>(p.u + row + t0));
-    *reinterpret_cast<uint4*>(hi) = w;
+    if (live && t0 < L) w = __ldg(reinterpret_cast<const uint4*>(src + row + v0));
+    *reinterpret_cast<uint4*>(hi) = REV ? reverse8(w) : w;
     return;
   }
   float v[8];
-  if (VEC && live && t0 < p.L) {
-    const uint4 w = __ldg(reinterpret_cast<const uint4*>(p.u + row + t0));
+  if (VEC && live && t0 < L) {
+    uint4 w = __ldg(reinterpret_cast<const uint4*>(src + row + v0));
+    if (REV) w = reverse8(w);
     const T* e = reinterpret_cast<const T*>(&w);
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = to_c(e[i]);
     if (SPLIT) {
-      const uint4 wp = __ldg(reinterpret_cast<const uint4*>(p.pre + row + t0));
+      uint4 wp = __ldg(reinterpret_cast<const uint4*>(gate + row + v0));
+      if (REV) wp = reverse8(wp);
       const T* ep = reinterpret_cast<const T*>(&wp);
 #pragma unroll
       for (int i = 0; i < 8; ++i) v[i] *= to_c(ep[i]);
@@ -72,9 +94,10 @@ __device__ __forceinline__ void stage_unit(const Params<T>& p, int64_t row, bool
   } else {
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const bool in = live && t0 + i < p.L;
-      v[i] = in ? to_c(p.u[row + t0 + i]) : 0.f;
-      if (SPLIT && in) v[i] *= to_c(p.pre[row + t0 + i]);
+      const bool in = live && t0 + i < L;
+      const int64_t at = row + (REV ? L - 1 - (t0 + i) : t0 + i);
+      v[i] = in ? to_c(src[at]) : 0.f;
+      if (SPLIT && in) v[i] *= to_c(gate[at]);
     }
   }
   uint4 wh, wl;
@@ -90,16 +113,33 @@ __device__ __forceinline__ void stage_unit(const Params<T>& p, int64_t row, bool
   if (SPLIT) *reinterpret_cast<uint4*>(lo) = wl;
 }
 
+// Stage a CTA's R rows (rows past B are zero) of src ⊙ gate, every unit of NI blocks.
+template <class T, bool SPLIT, bool VEC, bool REV>
+__device__ __forceinline__ void stage_rows(const T* src, const T* gate, int64_t B, int64_t H, int64_t L, const Cta& cta,
+                                           int R, int S, int NI, unsigned char* hi, unsigned char* lo) {
+  const int U = NI * 4;
+  for (int idx = threadIdx.x; idx < R * U; idx += kThreads) {
+    const int r = idx / U, un = idx - r * U, x = un >> 2, c = un & 3;
+    const int64_t b = cta.b0 + r;
+    const bool live = b < B;
+    const int64_t row = live ? (b * H + cta.h) * L : 0;
+    const uint32_t off = unit_offset(r * S + x, c);
+    stage_unit<T, SPLIT, VEC, REV>(src, gate, L, row, live, int64_t(kPb) * x + 8 * c, hi + off, lo + off);
+  }
+}
+
 // NT: tiles of 16 rows m per warp in flight (they share each B fragment).
-// SPLIT: a pregate is given (v as hi + lo). VEC: L % 8 == 0 and u, pre, post, y 16-byte aligned
-// (16-byte staging loads, 4-byte epilogue accesses); otherwise one sample at a time.
-template <class T, int NT, bool SPLIT, bool VEC>
+// SPLIT: a pregate is given (v as hi + lo). VEC: L % 8 == 0 and every row pointer 16-byte aligned
+// (16-byte staging loads, 4-byte epilogue accesses); otherwise one sample at a time. REV: rows read
+// and written back to front (the adjoint: correlation with k, for the backward's du).
+template <class T, int NT, bool SPLIT, bool VEC, bool REV>
 __global__ void __launch_bounds__(kThreads) forward_kernel(Params<T> p) {
   using Op = Mma16<T>;
   extern __shared__ __align__(16) unsigned char smem[];
   const int NI = p.NI, S = p.S, R = p.R, D = p.D;
-  const int h = int(blockIdx.x / unsigned(p.nchunk)), chunk = int(blockIdx.x % unsigned(p.nchunk));
-  const int64_t b0 = int64_t(chunk) * R;
+  const Cta cta(p.nchunk, R);
+  const int h = cta.h;
+  const int64_t b0 = cta.b0;
   const size_t vbytes = size_t(R) * S * 64;
   unsigned char* vhi = smem;
   unsigned char* vlo = smem + vbytes;  // SPLIT only
@@ -121,15 +161,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(Params<T> p) {
       kO[w] = pack_bits(b, c);
     }
     if (threadIdx.x < 16) reinterpret_cast<uint32_t*>(zero)[threadIdx.x] = 0u;
-    const int U = NI * 4;
-    for (int idx = threadIdx.x; idx < R * U; idx += kThreads) {
-      const int r = idx / U, un = idx - r * U, x = un >> 2, c = un & 3;
-      const int64_t b = b0 + r;
-      const bool live = b < p.B;
-      const int64_t row = live ? (b * p.H + h) * p.L : 0;
-      const uint32_t off = unit_offset(r * S + x, c);
-      stage_unit<T, SPLIT, VEC>(p, row, live, int64_t(kPb) * x + 8 * c, vhi + off, vlo + off);
-    }
+    stage_rows<T, SPLIT, VEC, REV>(p.u, p.pre, p.B, p.H, p.L, cta, R, S, NI, vhi, vlo);
   }
   __syncthreads();
 
@@ -227,23 +259,208 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(Params<T> p) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) z[e] += sk * (to_c(vh[e]) + (SPLIT ? to_c(vl[e]) / Op::kLo : 0.f));
           }
-          const bool two = t0 + 1 < p.L;
+          // staged samples t0, t0 + 1 are row positions t0, t0 + 1, or (REV) L − 1 − t0, L − 2 − t0
           if (VEC) {  // L even: the pair is in range and 4-byte aligned
-            if (p.post) {
-              const T* q = p.post + row + t0;
-              z[0] *= to_c(q[0]), z[1] *= to_c(q[1]);
-            }
-            *reinterpret_cast<uint32_t*>(p.y + row + t0) = Op::pack(z[0], z[1]);
+            const int64_t at = row + (REV ? p.L - 2 - t0 : t0);
+            const int lo = REV ? 1 : 0;  // which of z is the pair's first
+            const auto put = [&](T* out, const T* gate) {
+              float a = z[lo], b = z[1 - lo];
+              if (gate) a *= to_c(gate[at]), b *= to_c(gate[at + 1]);
+              *reinterpret_cast<uint32_t*>(out + at) = Op::pack(a, b);
+            };
+            put(p.y, p.post);
+            if (p.y2) put(p.y2, p.post2);
           } else {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-              if (e == 1 && !two) break;
-              if (p.post) z[e] *= to_c(p.post[row + t0 + e]);
-              p.y[row + t0 + e] = From<T>::of(z[e]);
+              if (t0 + e >= p.L) break;
+              const int64_t at = row + (REV ? p.L - 1 - (t0 + e) : t0 + e);
+              p.y[at] = From<T>::of(p.post ? z[e] * to_c(p.post[at]) : z[e]);
+              if (p.y2) p.y2[at] = From<T>::of(p.post2 ? z[e] * to_c(p.post2[at]) : z[e]);
             }
           }
         }
       }
+  }
+}
+
+// ---- the filter's gradient ------------------------------------------------------------------
+// dk[x] = Σ_b Σ_t dz[t]·v[t − x] (dz = dy ⊙ post, v = u ⊙ pre; causal t − x >= 0, circular mod L),
+// dskip = Σ_b Σ_t dz[t]·v[t]. With x = 32·d + p − q: G_d[q][p] = Σ_m A_d[m][q]·DZ[m][p] over the
+// CTA's rows m = (i, r) (A_d as in the forward, DZ[m][p] = dz_r[32·i + p]), a 32×32 product per tap
+// block on tensor cores (both operands by ldmatrix.trans from the row buffers), then dk[32·d + δ]
+// += the sum of G_d's diagonal p − q = δ. Per CTA partial sums part[chunk][h][x], part_s[chunk][h],
+// summed over the chunks in a fixed order by reduce_kernel (the same bits run after run).
+template <class T>
+struct GradParams {
+  const T *u, *pre, *dy, *post;
+  float *part, *part_s;
+  int64_t B, H, L;
+  int m, NI, S, D, R, nchunk;
+  bool circular;
+};
+
+// Shared-memory floats of the kernel past its row buffers and zero block: G (32×32), the CTA's dk
+// (x + 32 for x in [−32, 32·D)), four warp sums.
+__host__ __device__ constexpr int grad_floats(int D) { return 1024 + 32 * (D + 1) + 4; }
+// G[q][p] at q·32 + (p ^ 8·(q % 4)): the accumulator flush hits 16 banks per 32 lanes (2-way).
+__device__ __forceinline__ int gidx(int q, int p) { return q * 32 + (p ^ ((q & 3) << 3)); }
+
+template <class T, bool SV, bool SZ, bool VEC>
+__global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) {
+  using Op = Mma16<T>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int NI = p.NI, S = p.S, R = p.R, D = p.D;
+  const Cta cta(p.nchunk, R);
+  const size_t bytes = size_t(R) * S * 64;
+  unsigned char* vhi = smem;
+  unsigned char* vlo = vhi + bytes;                    // SV only
+  unsigned char* zhi = vhi + (SV ? 2 : 1) * bytes;
+  unsigned char* zlo = zhi + bytes;                    // SZ only
+  unsigned char* zero = zhi + (SZ ? 2 : 1) * bytes;
+  float* G = reinterpret_cast<float*>(zero + 64);
+  float* dks = G + 1024;
+  float* wsum = dks + 32 * (D + 1);
+  for (int i = threadIdx.x; i < 1024 + 32 * (D + 1); i += kThreads) G[i] = 0.f;  // G and dks
+  if (threadIdx.x < 16) reinterpret_cast<uint32_t*>(zero)[threadIdx.x] = 0u;
+  stage_rows<T, SV, VEC, false>(p.u, p.pre, p.B, p.H, p.L, cta, R, S, NI, vhi, vlo);
+  stage_rows<T, SZ, VEC, false>(p.dy, p.post, p.B, p.H, p.L, cta, R, S, NI, zhi, zlo);
+  __syncthreads();
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+  // dskip: the staged products, hi + lo, each thread over its units
+  if (p.part_s) {
+    float acc = 0.f;
+    const int U = NI * 4;
+    for (int idx = threadIdx.x; idx < R * U; idx += kThreads) {
+      const int r = idx / U, un = idx - r * U;
+      const uint32_t off = unit_offset(r * S + (un >> 2), un & 3);
+      const T* vh = reinterpret_cast<const T*>(vhi + off);
+      const T* vl = reinterpret_cast<const T*>(vlo + off);
+      const T* zh = reinterpret_cast<const T*>(zhi + off);
+      const T* zl = reinterpret_cast<const T*>(zlo + off);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float v = to_c(vh[e]) + (SV ? to_c(vl[e]) / Op::kLo : 0.f);
+        const float z = to_c(zh[e]) + (SZ ? to_c(zl[e]) / Op::kLo : 0.f);
+        acc += v * z;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) wsum[warp] = acc;
+  }
+
+  const int M = R * NI, chunks = (M + 15) / 16;
+  const uint32_t s_v = static_cast<uint32_t>(__cvta_generic_to_shared(vhi));
+  const uint32_t s_z = static_cast<uint32_t>(__cvta_generic_to_shared(zhi));
+  const uint32_t s_zero = static_cast<uint32_t>(__cvta_generic_to_shared(zero));
+  // ldmatrix rows of this lane: A (v, transposed: q × m) rows m0 + (l & 7) + 8·(l >> 4), unit
+  // 2·qt + ((l >> 3) & 1); B (dz: m × p) rows m0 + (l & 7) + 8·((l >> 3) & 1), unit 2·pt + (l >> 4).
+  const int arow = (lane & 7) + 8 * (lane >> 4), aunit = (lane >> 3) & 1;
+  const int brow = (lane & 7) + 8 * ((lane >> 3) & 1), bunit = lane >> 4;
+  for (int d = 0; d < D; ++d) {
+    float acc[2][4][4], accl[2][4][4];
+#pragma unroll
+    for (int a = 0; a < 2; ++a)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[a][j][e] = 0.f, accl[a][j][e] = 0.f;
+    for (int ch = warp; ch < chunks; ch += kThreads / 32) {
+      const int m0 = ch * 16;
+      if (!p.circular && (min(m0 + 16, M) - 1) / R < d) continue;  // every row's block before d: zeros
+      int mA = m0 + arow, mB = m0 + brow;
+      // A: block i − d of row r (the zero block before the row, wrapped when circular)
+      uint32_t abase = s_zero, asw = 0;
+      if (mA < M) {
+        const int i = mA / R, r = mA - i * R;
+        int x = i - d;
+        if (p.circular && x < 0) x += NI;
+        if (x >= 0) {
+          const int X = r * S + x;
+          abase = s_v + uint32_t(X) * 64u, asw = uint32_t((X >> 1) & 3) << 4;
+        }
+      }
+      uint32_t bbase = s_zero, bsw = 0;
+      if (mB < M) {
+        const int i = mB / R, r = mB - i * R, X = r * S + i;
+        bbase = s_z + uint32_t(X) * 64u, bsw = uint32_t((X >> 1) & 3) << 4;
+      }
+      uint32_t a[2][4], b[2][4];
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        ldmatrix_x4_trans(a[t], abase + ((uint32_t(2 * t + aunit) << 4) ^ asw));
+        ldmatrix_x4_trans(b[t], bbase + ((uint32_t(2 * t + bunit) << 4) ^ bsw));
+      }
+      // b[t]: n8 tiles 2t (regs 0, 1) and 2t + 1 (regs 2, 3)
+#pragma unroll
+      for (int qt = 0; qt < 2; ++qt)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) Op::mma(acc[qt][nt], a[qt], b[nt >> 1][2 * (nt & 1)], b[nt >> 1][2 * (nt & 1) + 1]);
+      if constexpr (SV || SZ) {
+        const uint32_t lo_v = uint32_t(vlo - vhi), lo_z = uint32_t(zlo - zhi);
+        uint32_t al[2][4], bl[2][4];
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          if (SV) ldmatrix_x4_trans(al[t], abase == s_zero ? abase : abase + lo_v + ((uint32_t(2 * t + aunit) << 4) ^ asw));
+          if (SZ) ldmatrix_x4_trans(bl[t], bbase == s_zero ? bbase : bbase + lo_z + ((uint32_t(2 * t + bunit) << 4) ^ bsw));
+        }
+#pragma unroll
+        for (int qt = 0; qt < 2; ++qt)
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt) {
+            const int bt = nt >> 1, br = 2 * (nt & 1);
+            if (SV) Op::mma(accl[qt][nt], al[qt], b[bt][br], b[bt][br + 1]);
+            if (SZ) Op::mma(accl[qt][nt], a[qt], bl[bt][br], bl[bt][br + 1]);
+          }
+      }
+    }
+    // flush: G += this warp's sums; then one thread per diagonal adds it into dks and clears it
+#pragma unroll
+    for (int qt = 0; qt < 2; ++qt)
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int q = 16 * qt + g + 8 * (e >> 1), pp = 8 * nt + 2 * c + (e & 1);
+          atomicAdd(&G[gidx(q, pp)], acc[qt][nt][e] + ((SV || SZ) ? accl[qt][nt][e] / Op::kLo : 0.f));
+        }
+    __syncthreads();
+    if (threadIdx.x < 63) {
+      const int delta = int(threadIdx.x) - 31;  // p − q
+      float sum = 0.f;
+      for (int q = max(0, -delta); q < min(32, 32 - delta); ++q) {
+        const int i = gidx(q, q + delta);
+        sum += G[i];
+        G[i] = 0.f;
+      }
+      dks[32 * d + delta + 32] += sum;
+    }
+    __syncthreads();
+  }
+  const int64_t base = (int64_t(cta.chunk) * p.H + cta.h) * p.m;
+  for (int x = threadIdx.x; x < p.m; x += kThreads) p.part[base + x] = dks[x + 32];
+  if (p.part_s && threadIdx.x == 0)
+    p.part_s[int64_t(cta.chunk) * p.H + cta.h] = (wsum[0] + wsum[1]) + (wsum[2] + wsum[3]);
+}
+
+// dk[h][x] = Σ_chunk part[chunk][h][x] for x < m, 0 for m <= x < Lk; dskip[h] = Σ_chunk part_s.
+template <class T>
+__global__ void reduce_kernel(const float* part, const float* part_s, int nchunk, int64_t H, int m, int64_t Lk, T* dk,
+                              T* dskip) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < H * Lk) {
+    const int64_t h = i / Lk, x = i - h * Lk;
+    double s = 0.0;
+    if (x < m)
+      for (int c = 0; c < nchunk; ++c) s += part[(int64_t(c) * H + h) * m + x];
+    dk[i] = From<T>::of(float(s));
+  }
+  if (dskip && i < H) {
+    double s = 0.0;
+    for (int c = 0; c < nchunk; ++c) s += part_s[int64_t(c) * H + i];
+    dskip[i] = From<T>::of(float(s));
   }
 }
 

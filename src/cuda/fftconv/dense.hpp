@@ -35,6 +35,8 @@ constexpr int64_t kMaxTaps = 8192;
 constexpr int64_t kMaxL = 32768;
 
 bool supported_dtype(DType dt);
+// The dense kernels' shared memory per CTA aims at this: rows per CTA are halved until it fits.
+constexpr size_t kSmemTarget = 48 * 1024;
 // Float16 / bfloat16, taps used <= kMaxTaps, L <= kMaxL, circular L a multiple of 32.
 bool supported(DType dt, bool circular, int64_t L, int64_t Lk);
 bool automatic(DType dt, bool circular, int64_t B, int64_t L, int64_t Lk);
@@ -45,32 +47,41 @@ struct Geometry {
   int D = 0;      // tap blocks: k index 32·d + p − q, d < D
   int R = 0;      // batch rows per CTA (one h)
   int nchunk = 0;  // CTAs per h
-  int kwords = 0;  // 32-bit words per copy of the reversed filter in shared memory
-  bool split = false;  // v = u ⊙ pregate as hi + lo operands (two products)
+  int kwords = 0;  // forward: 32-bit words per copy of the reversed filter in shared memory
   size_t smem = 0;
+  bool fits = false;  // smem within the device's per-block limit
 };
 
-Geometry plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t m, bool split);
+// The forward kernel's geometry (split: v = u ⊙ pregate as hi + lo, two row buffers).
+Geometry plan(int64_t B, int64_t H, int64_t L, int64_t m, bool split);
+// The filter-gradient kernel's (v and dz = dy ⊙ postgate, each split or not).
+Geometry plan_grad(int64_t B, int64_t H, int64_t L, int64_t m, bool split_v, bool split_dz);
 
-// taps: (H, m) in the plan dtype. y = postgate ⊙ (taps * v + skip ⊙ v), v = u ⊙ pregate.
-void forward(DType dt, const Geometry& g, const void* taps, const void* u, const void* pre, const void* post,
-             const void* skip, void* y, int64_t B, int64_t H, int64_t L, int64_t m, bool circular, cudaStream_t s);
-
-// What an FFTConvPlan keeps for these kernels: the geometries without and with a pregate and its
-// copy of the taps (set_filter). Forward only: the plan's gradients run through a kAlgoNoDense plan.
+// What an FFTConvPlan keeps for these kernels: the geometries, its copy of the taps (set_filter)
+// and the filter gradient's per-CTA partial sums.
 class Plan {
  public:
-  Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular);
+  Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward);
   void set_filter(const void* k, cudaStream_t s);
+  // y = postgate ⊙ (taps * v + skip ⊙ v), v = u ⊙ pregate; null gates/skip are absent.
   void forward(const void* u, const void* pre, const void* post, const void* skip, void* y, cudaStream_t s) const;
-  size_t workspace_bytes() const { return taps_.bytes(); }
+  // Whether backward() runs here (its shared memory fits; else the FFTConvPlan's gradient plan).
+  bool has_backward() const { return has_backward_; }
+  // du, dk (H, Lk; taps >= m get 0) and, where the pointers are not null, dpre, dpost, dskip: three
+  // passes of the tensor-core products (dpost: the forward with dy as its postgate; du and dpre:
+  // the forward on reversed rows of dz = dy ⊙ postgate; dk and dskip: filter_grad_kernel) and a
+  // fixed-order sum of the filter gradient's partials.
+  void backward(const void* dy, const void* u, const void* pre, const void* post, const void* skip, void* du,
+                void* dk, void* dpre, void* dpost, void* dskip, cudaStream_t s) const;
+  size_t workspace_bytes() const { return taps_.bytes() + part_.bytes(); }
 
  private:
   DType dt_;
   int64_t B_, H_, L_, Lk_, m_;
-  bool circular_;
-  Geometry g_, g_split_;
-  DeviceBuffer taps_;
+  bool circular_, has_backward_ = false;
+  Geometry g_, g_split_, gg_[4];  // gg_[2·split_v + split_dz]
+  int64_t part_stride_ = 0;       // floats of dk partials before the dskip partials
+  DeviceBuffer taps_, part_;
 };
 
 }  // namespace strux::cuda::dense
