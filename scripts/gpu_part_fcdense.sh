@@ -8,7 +8,7 @@
 # arguments of the dense bench (e.g. --quick). Logs and JSON under $OUT.
 set -uo pipefail
 source scripts/gpu_step.sh  # OUT, PYTHONPATH, rc and step()
-step 100 "tests (dense)" python3 -m pytest -q -x -p no:cacheprovider tests/python/test_fftconv_dense_gpu.py \
+step 150 "tests (dense)" python3 -m pytest -q -x -p no:cacheprovider tests/python/test_fftconv_dense_gpu.py \
   > "$OUT/pytest_dense.log" 2>&1
 grep -E "^(FAILED|ERROR|E  )|passed|failed" "$OUT/pytest_dense.log" | head -16
 SMALL='
@@ -22,6 +22,8 @@ for mode, L, Lk in (("causal", 301, 77), ("circular", 96, 96), ("causal", 33, 40
         g = torch.randn_like(u)
         F.fftconv(u, k, mode, g, g, k[:, 0].contiguous())
         F.fftconv(u, k, mode)
+        F.fftconv_vjp(g, u, k, mode, g, g, k[:, 0].contiguous())
+        F.fftconv_vjp(g, u, k, mode)
 torch.cuda.synchronize()
 '
 for tool in memcheck racecheck; do
