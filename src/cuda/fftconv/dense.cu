@@ -120,10 +120,14 @@ bool supported(DType dt, bool circular, int64_t L, int64_t Lk) {
          (!circular || (L % kPb == 0 && Lk <= L));
 }
 
+double taps_per_output(bool circular, int64_t L, int64_t Lk) {
+  const double m = double(taps_used(circular, L, Lk));
+  return circular ? m : m - m * m / (2.0 * double(L));
+}
+
 bool automatic(DType dt, bool circular, int64_t B, int64_t L, int64_t Lk) {
   if (!supported(dt, circular, L, Lk) || std::min<int64_t>(B, 64) * ((L + kPb - 1) / kPb) < kAutoMinRows) return false;
-  const double m = double(taps_used(circular, L, Lk));
-  return (circular ? m : m - m * m / (2.0 * double(L))) <= kAutoTapsPerOutput;
+  return taps_per_output(circular, L, Lk) <= kAutoTapsPerOutput;
 }
 
 Geometry plan(int64_t B, int64_t H, int64_t L, int64_t m, bool split) {

@@ -289,7 +289,9 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(Params<T> p) {
 // dskip = Σ_b Σ_t dz[t]·v[t]. With x = 32·d + p − q: G_d[q][p] = Σ_m A_d[m][q]·DZ[m][p] over the
 // CTA's rows m = (i, r) (A_d as in the forward, DZ[m][p] = dz_r[32·i + p]), a 32×32 product per tap
 // block on tensor cores (both operands by ldmatrix.trans from the row buffers), then dk[32·d + δ]
-// += the sum of G_d's diagonal p − q = δ. Per CTA partial sums part[chunk][h][x], part_s[chunk][h],
+// += the sum of G_d's diagonal p − q = δ (shared atomics of each lane's diagonal sums: a first
+// version summed G_d in shared memory with two barriers per d and ran 3–17× the forward's time,
+// NOTES-gpu-fftconv-dense.md round 3). Per CTA partial sums part[chunk][h][x], part_s[chunk][h],
 // summed over the chunks in a fixed order by reduce_kernel (the same bits run after run).
 template <class T>
 struct GradParams {
@@ -300,11 +302,9 @@ struct GradParams {
   bool circular;
 };
 
-// Shared-memory floats of the kernel past its row buffers and zero block: G (32×32), the CTA's dk
-// (x + 32 for x in [−32, 32·D)), four warp sums.
-__host__ __device__ constexpr int grad_floats(int D) { return 1024 + 32 * (D + 1) + 4; }
-// G[q][p] at q·32 + (p ^ 8·(q % 4)): the accumulator flush hits 16 banks per 32 lanes (2-way).
-__device__ __forceinline__ int gidx(int q, int p) { return q * 32 + (p ^ ((q & 3) << 3)); }
+// Shared-memory floats of the kernel past its row buffers and zero block: the CTA's dk (x + 32 for
+// x in [−32, 32·D)), four warp sums.
+__host__ __device__ constexpr int grad_floats(int D) { return 32 * (D + 1) + 4; }
 
 template <class T, bool SV, bool SZ, bool VEC>
 __global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) {
@@ -318,10 +318,9 @@ __global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) 
   unsigned char* zhi = vhi + (SV ? 2 : 1) * bytes;
   unsigned char* zlo = zhi + bytes;                    // SZ only
   unsigned char* zero = zhi + (SZ ? 2 : 1) * bytes;
-  float* G = reinterpret_cast<float*>(zero + 64);
-  float* dks = G + 1024;
+  float* dks = reinterpret_cast<float*>(zero + 64);
   float* wsum = dks + 32 * (D + 1);
-  for (int i = threadIdx.x; i < 1024 + 32 * (D + 1); i += kThreads) G[i] = 0.f;  // G and dks
+  for (int i = threadIdx.x; i < 32 * (D + 1); i += kThreads) dks[i] = 0.f;
   if (threadIdx.x < 16) reinterpret_cast<uint32_t*>(zero)[threadIdx.x] = 0u;
   stage_rows<T, SV, VEC, false>(p.u, p.pre, p.B, p.H, p.L, cta, R, S, NI, vhi, vlo);
   stage_rows<T, SZ, VEC, false>(p.dy, p.post, p.B, p.H, p.L, cta, R, S, NI, zhi, zlo);
@@ -416,29 +415,26 @@ __global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) 
           }
       }
     }
-    // flush: G += this warp's sums; then one thread per diagonal adds it into dks and clears it
+    // Flush: element (q, p) of G_d adds to dk[32·d + p − q]. The lane's 32 sums fall on 14
+    // diagonals (p − q = 2c − g + 8·j + e0, j in [−3, 3]): added here first, then 14 shared
+    // atomics per lane, no barrier (the warps go on to the next d independently).
+    float diag[7][2];
+#pragma unroll
+    for (int j = 0; j < 7; ++j) diag[j][0] = diag[j][1] = 0.f;
 #pragma unroll
     for (int qt = 0; qt < 2; ++qt)
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int q = 16 * qt + g + 8 * (e >> 1), pp = 8 * nt + 2 * c + (e & 1);
-          atomicAdd(&G[gidx(q, pp)], acc[qt][nt][e] + ((SV || SZ) ? accl[qt][nt][e] / Op::kLo : 0.f));
-        }
-    __syncthreads();
-    if (threadIdx.x < 63) {
-      const int delta = int(threadIdx.x) - 31;  // p − q
-      float sum = 0.f;
-      for (int q = max(0, -delta); q < min(32, 32 - delta); ++q) {
-        const int i = gidx(q, q + delta);
-        sum += G[i];
-        G[i] = 0.f;
-      }
-      dks[32 * d + delta + 32] += sum;
-    }
-    __syncthreads();
+        for (int e = 0; e < 4; ++e)  // q = 16·qt + g + 8·(e >> 1), p = 8·nt + 2c + (e & 1)
+          diag[nt - 2 * qt - (e >> 1) + 3][e & 1] +=
+              acc[qt][nt][e] + ((SV || SZ) ? accl[qt][nt][e] / Op::kLo : 0.f);
+#pragma unroll
+    for (int j = 0; j < 7; ++j)
+#pragma unroll
+      for (int e0 = 0; e0 < 2; ++e0) atomicAdd(&dks[32 * d + 32 + 2 * c - g + 8 * (j - 3) + e0], diag[j][e0]);
   }
+  __syncthreads();
   const int64_t base = (int64_t(cta.chunk) * p.H + cta.h) * p.m;
   for (int x = threadIdx.x; x < p.m; x += kThreads) p.part[base + x] = dks[x + 32];
   if (p.part_s && threadIdx.x == 0)

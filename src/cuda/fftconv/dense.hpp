@@ -29,6 +29,9 @@ constexpr int kAlgoNoDense = 16;
 // products); bench/NOTES-gpu-fftconv-dense.md.
 constexpr double kAutoTapsPerOutput = 512;
 constexpr int64_t kAutoMinRows = 128;
+// An automatic plan's gradients run here (else through the FFT gradient plan) up to this many taps
+// per output: the measured break-even of the dense backward against the FFT one.
+constexpr double kAutoBwdTapsPerOutput = 512;
 // Limits: taps used (causal min(Lk, L), circular Lk) and the row length whose CTA (one row at
 // least, in shared memory) fits.
 constexpr int64_t kMaxTaps = 8192;
@@ -40,6 +43,8 @@ constexpr size_t kSmemTarget = 48 * 1024;
 // Float16 / bfloat16, taps used <= kMaxTaps, L <= kMaxL, circular L a multiple of 32.
 bool supported(DType dt, bool circular, int64_t L, int64_t Lk);
 bool automatic(DType dt, bool circular, int64_t B, int64_t L, int64_t Lk);
+// Taps per output: circular m, causal m − m²/(2L) (the mean over the row; m the taps used).
+double taps_per_output(bool circular, int64_t L, int64_t Lk);
 
 struct Geometry {
   int NI = 0;     // blocks of 32 outputs per row
