@@ -256,3 +256,22 @@ def test_automatic_rule(size, want):
         assert not P(B, 3, L, Lk, mode, dt, False, 16).dense
     for dt in ("float32", "float64"):
         assert not P(B, 3, L, Lk, mode, dt, False, 0).dense
+
+
+@pytest.mark.parametrize("L,Lk,own", [(512, 512, True), (1024, 1024, False)])
+def test_automatic_backward_rule(L, Lk, own):
+    """An automatic dense plan runs its own backward up to 256 taps per output (causal 512: 256),
+    the FFT gradient plan's above (causal 1024: 512): the gradients are the bits of the forced dense
+    plan, or of the automatic choice without it (algo 16)."""
+    from strux.bench.gpu import fftconv_algo
+    g = torch.Generator(device="cuda").manual_seed(L)
+    u, dy = (torch.randn(64, 2, L, device="cuda", generator=g).half() for _ in range(2))
+    k = (torch.randn(2, Lk, device="cuda", generator=g) / L ** 0.5).half()
+    assert strux._ext.cuda.FFTConvPlan(64, 2, L, Lk, "causal", "float16", True, 0).dense
+    vjp = strux._cuda_fftconv.fftconv_vjp
+    with fftconv_algo(0):
+        auto = vjp(dy, u, k, "causal")
+    with fftconv_algo(15 if own else 16):
+        want = vjp(dy, u, k, "causal")
+    for a, w in zip(auto, want):
+        assert (a is None and w is None) or torch.equal(a, w)
