@@ -162,7 +162,7 @@ Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular,
   has_backward_ = true;
   for (int i = 0; i < 4; ++i) {
     gg_[i] = plan_grad(B, H, L, m_, i >= 2, i % 2 == 1);
-    has_backward_ = has_backward_ && gg_[i].fits;
+    has_backward_ = has_backward_ && gg_[i].fits && H * gg_[i].nchunk <= int64_t(INT32_MAX);
     chunks = std::max<int64_t>(chunks, gg_[i].nchunk);
   }
   if (!has_backward_) return;
