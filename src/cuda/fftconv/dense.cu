@@ -16,6 +16,13 @@ constexpr int kTiles = 2;
 
 int64_t taps_used(bool circular, int64_t L, int64_t Lk) { return circular ? Lk : std::min(Lk, L); }
 
+// Words per parity copy of the reversed filter: B fragment words reach 16·D + 15 (dense.cuh), and
+// kO starts 16 banks after kE.
+int kwords_of(int D) {
+  const int w = 16 * (D + 1);
+  return w % 32 == 0 ? w + 16 : w;
+}
+
 bool aligned16(std::initializer_list<const void*> ps) {
   for (const void* q : ps)
     if (reinterpret_cast<uintptr_t>(q) % 16) return false;
@@ -32,9 +39,7 @@ Geometry shape(int64_t B, int64_t H, int64_t L, int64_t m, int buffers, size_t e
   g.NI = int((L + kPb - 1) / kPb);
   g.S = g.NI | 1;
   g.D = int((m + kPb - 2) / kPb) + 1;
-  // B fragment words reach 16·D + 15 (dense.cuh); kO starts 16 banks after kE.
-  g.kwords = 16 * (g.D + 1);
-  if (g.kwords % 32 == 0) g.kwords += 16;
+  g.kwords = kwords_of(g.D);
   const size_t row_bytes = size_t(g.S) * 64 * buffers, fixed = extra_of_D(g.D) + 64;
   int64_t R = 64;
   while (R > 1 && size_t(R) * row_bytes + fixed > kSmemTarget) R /= 2;
@@ -55,6 +60,20 @@ Geometry shape(int64_t B, int64_t H, int64_t L, int64_t m, int buffers, size_t e
   return g;
 }
 
+// Calls f(std::true_type or std::false_type, ...) for the run-time flags, in order: one template
+// instance of the kernel per combination.
+template <class F>
+void with_flags(F&& f) {
+  f();
+}
+template <class F, class... Rest>
+void with_flags(F&& f, bool flag, Rest... rest) {
+  if (flag)
+    with_flags([&](auto... c) { f(std::true_type{}, c...); }, rest...);
+  else
+    with_flags([&](auto... c) { f(std::false_type{}, c...); }, rest...);
+}
+
 template <class K>
 void set_smem(K kernel, size_t smem) {
   if (smem > 48 * 1024) STRUX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -68,16 +87,13 @@ void conv_pass(const Geometry& g, const T* k, const T* src, const T* gate, const
   const Params<T> p{k, src, gate, post, skip, y, y2, post2, B, H, L, int(m), g.NI, g.S, g.D, g.R, g.nchunk, g.kwords,
                     circular};
   const bool vec = L % 8 == 0 && aligned16({src, gate, post, y, y2, post2});
-  const auto go = [&](auto split, auto v, auto r) {
-    auto kernel = forward_kernel<T, kTiles, decltype(split)::value, decltype(v)::value, decltype(r)::value>;
-    set_smem(kernel, g.smem);
-    kernel<<<unsigned(H * g.nchunk), kThreads, g.smem, s>>>(p);
-  };
-  using F = std::false_type;
-  using Tr = std::true_type;
-  const auto by_rev = [&](auto split, auto v) { rev ? go(split, v, Tr{}) : go(split, v, F{}); };
-  const auto by_vec = [&](auto split) { vec ? by_rev(split, Tr{}) : by_rev(split, F{}); };
-  gate ? by_vec(Tr{}) : by_vec(F{});
+  with_flags(
+      [&](auto split, auto v, auto r) {
+        auto kernel = forward_kernel<T, kTiles, decltype(split)::value, decltype(v)::value, decltype(r)::value>;
+        set_smem(kernel, g.smem);
+        kernel<<<unsigned(H * g.nchunk), kThreads, g.smem, s>>>(p);
+      },
+      gate != nullptr, vec, rev);
   STRUX_LAUNCH("fftconv dense forward");
 }
 
@@ -86,16 +102,13 @@ void grad_pass(const Geometry& g, const T* u, const T* pre, const T* dy, const T
                int64_t B, int64_t H, int64_t L, int64_t m, bool circular, cudaStream_t s) {
   const GradParams<T> p{u, pre, dy, post, part, part_s, B, H, L, int(m), g.NI, g.S, g.D, g.R, g.nchunk, circular};
   const bool vec = L % 8 == 0 && aligned16({u, pre, dy, post});
-  const auto go = [&](auto sv, auto sz, auto v) {
-    auto kernel = filter_grad_kernel<T, decltype(sv)::value, decltype(sz)::value, decltype(v)::value>;
-    set_smem(kernel, g.smem);
-    kernel<<<unsigned(H * g.nchunk), kThreads, g.smem, s>>>(p);
-  };
-  using F = std::false_type;
-  using Tr = std::true_type;
-  const auto by_vec = [&](auto sv, auto sz) { vec ? go(sv, sz, Tr{}) : go(sv, sz, F{}); };
-  const auto by_sz = [&](auto sv) { post ? by_vec(sv, Tr{}) : by_vec(sv, F{}); };
-  pre ? by_sz(Tr{}) : by_sz(F{});
+  with_flags(
+      [&](auto sv, auto sz, auto v) {
+        auto kernel = filter_grad_kernel<T, decltype(sv)::value, decltype(sz)::value, decltype(v)::value>;
+        set_smem(kernel, g.smem);
+        kernel<<<unsigned(H * g.nchunk), kThreads, g.smem, s>>>(p);
+      },
+      pre != nullptr, post != nullptr, vec);
   STRUX_LAUNCH("fftconv dense filter gradient");
 }
 
@@ -131,12 +144,7 @@ bool automatic(DType dt, bool circular, int64_t B, int64_t L, int64_t Lk) {
 }
 
 Geometry plan(int64_t B, int64_t H, int64_t L, int64_t m, bool split) {
-  Geometry g = shape(B, H, L, m, split ? 2 : 1, [](int D) {
-    int kwords = 16 * (D + 1);
-    if (kwords % 32 == 0) kwords += 16;
-    return 2 * size_t(kwords) * 4;
-  });
-  return g;
+  return shape(B, H, L, m, split ? 2 : 1, [](int D) { return 2 * size_t(kwords_of(D)) * 4; });
 }
 
 Geometry plan_grad(int64_t B, int64_t H, int64_t L, int64_t m, bool split_v, bool split_dz) {
