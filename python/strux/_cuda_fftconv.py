@@ -43,8 +43,9 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 #: 4m (probes of the block size); 14 = as 8 with its row pass's grid row by row (a probe of the
 #: batch rows' order against K̂'s reuse, bench/NOTES-gpu-fftconv-long.md); 15 = dense: Toeplitz
 #: blocks of the filter on tensor cores (float16/bfloat16, at most 8192 taps used, L <= 32768,
-#: circular L a multiple of 32; forward, gradients by the automatic choice without it:
-#: src/cuda/fftconv/dense.hpp); 16 = the automatic choice without the dense kernels.
+#: circular L a multiple of 32; forward and gradients, the gradients by the automatic choice
+#: without it where their shared memory does not fit: src/cuda/fftconv/dense.hpp); 16 = the
+#: automatic choice without the dense kernels.
 #: Part of the plan cache key.
 fftconv_algo = 0
 

@@ -24,8 +24,7 @@ class CudaFFTConv final : public FFTConvBackend {
     // four-step kernels forced for the forward (plan algo 8; the plan says when they do not apply),
     // 5: the direct kernels (plan algo 9: sums over the taps, at most 64 taps used), 6: blocks
     // (plan algo 10: overlap-save over blocks through an inner circular plan), 7: dense (plan algo
-    // 15: Toeplitz blocks of the filter on tensor cores, float16/bfloat16; gradients by the
-    // automatic choice without it).
+    // 15: Toeplitz blocks of the filter on tensor cores, float16/bfloat16, forward and gradients).
     const int solver =
         solver_index(o, "the CUDA fftconv", {"", "fused", "cufft", "tensor", "fourstep", "direct", "blocks", "dense"});
     check_dtype<CudaReals>(p.dtype, "the CUDA fftconv");
@@ -51,7 +50,8 @@ class CudaFFTConv final : public FFTConvBackend {
                ", ", dtype_name(p_.dtype), " on ", device_name(p_.device), ": ",
                plan_->direct()  ? "direct kernels (sums over the taps, no transform)"
                : plan_->dense() ? "dense kernels (32×32 Toeplitz blocks of the filter on tensor cores, no transform; "
-                                  "gradients by the automatic choice without them)"
+                                  "gradients by the same products, or by the FFT kernels past 256 taps per output "
+                                  "under the automatic rule)"
                : plan_->blocks() ? msg("blocks: overlap-save over ", plan_->blocks_per_row(),
                                        " blocks per row through an inner circular plan (",
                                        inner_kind(*plan_->inner()), ")")

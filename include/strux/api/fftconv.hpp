@@ -31,7 +31,8 @@
 // types; every dtype, causal and circular, any L and Lk; forward and gradients), "dense" (the
 // convolution as products of 32×32 Toeplitz blocks of the filter on tensor cores, no transform,
 // float32 accumulation; float16/bfloat16, at most 8192 taps used, L <= 32768, circular L a
-// multiple of 32, ValueError elsewhere; gradients by the automatic choice without it).
+// multiple of 32, ValueError elsewhere; forward and gradients, the gradients by the FFT solvers
+// under "" past 256 taps per output or where their shared memory does not fit).
 #pragma once
 
 #include <cstdint>
