@@ -52,7 +52,7 @@ Geometry shape(int64_t B, int64_t H, int64_t L, int64_t m, int buffers, size_t e
   int dev = 0, optin = 0;
   STRUX_CUDA(cudaGetDevice(&dev));
   STRUX_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  g.fits = g.smem <= size_t(optin) && H * g.nchunk <= int64_t(INT32_MAX);
+  g.fits = g.smem <= size_t(optin);
   return g;
 }
 
@@ -158,13 +158,15 @@ Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular,
   g_split_ = plan(B, H, L, m_, true);
   check_arg(g_.fits && g_split_.fits, "L", "a CTA of the dense fftconv kernels needs ", g_split_.smem,
             " bytes of shared memory, more than the device has per block (L = ", L, ", taps ", m_, ")");
+  check_arg(H * g_split_.nchunk <= int64_t(INT32_MAX), "H", "the dense fftconv kernels launch H × ",
+            g_split_.nchunk, " CTAs, at most 2^31 − 1; got H = ", H);
   taps_.allocate(size_t(H * m_) * 2);
   if (!with_backward) return;
   int64_t chunks = 0;
   has_backward_ = true;
   for (int i = 0; i < 4; ++i) {
     gg_[i] = plan_grad(B, H, L, m_, i >= 2, i % 2 == 1);
-    has_backward_ = has_backward_ && gg_[i].fits;
+    has_backward_ = has_backward_ && gg_[i].fits && H * gg_[i].nchunk <= int64_t(INT32_MAX);
     chunks = std::max<int64_t>(chunks, gg_[i].nchunk);
   }
   if (!has_backward_) return;

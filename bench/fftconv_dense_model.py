@@ -1,0 +1,273 @@
+"""A float64 model of the dense fftconv kernels (src/cuda/fftconv/dense.cuh): their indexing taken
+literally, lane by lane (the staged rows' 16-byte unit swizzle, ldmatrix and ldmatrix.trans row
+addresses and fragment layouts, the reversed filter's two parity copies and each lane's B-fragment
+words, the mma m16n8k16 fragment layouts, the causal zero block and circular wrap, the epilogue's
+output positions, the reversed rows of the du pass, the filter gradient's diagonal fold), the
+products done exactly. Checked against a direct convolution; also checks that every ldmatrix
+phase (8 rows of 16 bytes) and every filter-word load hits distinct banks. Keep it in step with
+dense.cuh when the layout changes; tests/python/test_fftconv_dense_model.py runs it in CI.
+    python bench/fftconv_dense_model.py
+"""
+import numpy as np
+
+PB = 32
+
+
+def geometry(L, m, R):
+    NI = -(-L // PB)
+    S = NI | 1
+    D = (m + PB - 2) // PB + 1
+    kwords = 16 * (D + 1)
+    if kwords % 32 == 0:
+        kwords += 16
+    return NI, S, D, kwords
+
+
+def unit_offset(X, c):
+    """Index (in 16-byte units) of unit c of block X (dense.cuh unit_offset)."""
+    return X * 4 + (c ^ ((X >> 1) & 3))
+
+
+def stage(v, S, NI):
+    """v (R, L) float64 -> the row buffer: 16-bit element slots, 8 per unit, zero past L."""
+    R, L = v.shape
+    buf = np.zeros(R * S * 32)
+    for r in range(R):
+        for x in range(NI):
+            for c in range(4):
+                u = unit_offset(r * S + x, c)
+                for e in range(8):
+                    t = PB * x + 8 * c + e
+                    buf[u * 8 + e] = v[r, t] if t < L else 0.0
+    return buf
+
+
+CONFLICTS = {"worst": 1}  # the most rows of one ldmatrix phase on one 16-byte bank group
+
+
+def ldmatrix(mem, addrs, trans=False, zero=None):
+    """addrs[l]: element index of the row lane l gives (matrix l // 8, row l % 8). Returns a[j][lane]
+    = (lo, hi) of matrix j as the lane holds it. Records in CONFLICTS the most distinct rows (the
+    zero block's left out) that one phase puts on one 16-byte bank group."""
+    for j in range(4):
+        groups = {}
+        for a in addrs[8 * j:8 * j + 8]:
+            if zero is None or a < zero:
+                groups.setdefault((a * 2 // 16) % 8, set()).add(a)
+        CONFLICTS["worst"] = max([CONFLICTS["worst"]] + [len(s) for s in groups.values()])
+    out = []
+    for j in range(4):
+        mat = np.array([[mem[addrs[8 * j + r] + e] for e in range(8)] for r in range(8)])
+        if trans:
+            mat = mat.T
+        out.append([(mat[lane >> 2, 2 * (lane & 3)], mat[lane >> 2, 2 * (lane & 3) + 1]) for lane in range(32)])
+    return out
+
+
+def mma(acc, a, b0, b1):
+    """acc[lane] (4 floats) += A (16×16) · B (16×8) from the lanes' fragments (PTX m16n8k16)."""
+    A = np.zeros((16, 16))
+    B = np.zeros((16, 8))
+    for lane in range(32):
+        g, c = lane >> 2, lane & 3
+        for reg, (row, col) in enumerate(((g, 2 * c), (g + 8, 2 * c), (g, 2 * c + 8), (g + 8, 2 * c + 8))):
+            A[row, col], A[row, col + 1] = a[reg][lane]
+        B[2 * c, g], B[2 * c + 1, g] = b0[lane]
+        B[2 * c + 8, g], B[2 * c + 9, g] = b1[lane]
+    C = A @ B
+    for lane in range(32):
+        g, c = lane >> 2, lane & 3
+        acc[lane] += np.array([C[g, 2 * c], C[g, 2 * c + 1], C[g + 8, 2 * c], C[g + 8, 2 * c + 1]])
+
+
+def filter_words(k, m, D, kwords):
+    Z0 = PB * D
+
+    def kr(z):
+        x = Z0 - z
+        return k[x] if 0 <= x < m else 0.0
+    kE = [(kr(2 * w), kr(2 * w + 1)) for w in range(kwords)]
+    kO = [(kr(2 * w + 1), kr(2 * w + 2)) for w in range(kwords)]
+    return kE, kO
+
+
+def forward(v, k, circular, NT=2, rev=False):
+    """The forward kernel on one CTA (R rows of one h): y (R, L) from v (R, L) (the staged rows:
+    u ⊙ pregate, reversed when rev) and k (m taps), as dense.cuh forward_kernel computes it."""
+    R, L = v.shape
+    m = len(k)
+    NI, S, D, kwords = geometry(L, m, R)
+    Z0 = PB * D
+    src = v[:, ::-1] if rev else v
+    buf = stage(src, S, NI)
+    zero = len(buf)
+    mem = np.concatenate([buf, np.zeros(32)])
+    kE, kO = filter_words(k, m, D, kwords)
+    M = R * NI
+    G = -(-M // (16 * NT))
+    y = np.zeros((R, L))
+    for grp in range(G):
+        mbase = grp * 16 * NT
+        acc = [np.zeros((32, 4)) for _ in range(NT * 4)]
+        dmax = D - 1 if circular else min(D - 1, (min(mbase + 16 * NT, M) - 1) // R)
+        for d in range(dmax + 1):
+            for kk in range(2):
+                bf = {}
+                for j in range(4):
+                    b0, b1 = [], []
+                    words = []
+                    for lane in range(32):
+                        g, c = lane >> 2, lane & 3
+                        base = (Z0 - g + 2 * c - (g & 1)) // 2
+                        tab = kO if g & 1 else kE
+                        w = base - 16 * d - 4 * j + 8 * kk
+                        words.append((g & 1, w))
+                        b0.append(tab[w])
+                        b1.append(tab[w + 4])
+                    # kO starts kwords words after kE (kwords = 16 mod 32): no two lanes on one bank
+                    banks = {}
+                    for par, w in words:
+                        banks.setdefault((w + par * kwords) % 32, set()).add((par, w))
+                    assert all(len(s) == 1 for s in banks.values()), "filter-word bank conflict"
+                    bf[j] = (b0, b1)
+                for t in range(NT):
+                    addrs = []
+                    for lane in range(32):
+                        lrow = (lane & 7) + ((lane >> 3) & 1) * 8
+                        lunit = lane >> 4
+                        mm = mbase + 16 * t + lrow
+                        ok = mm < M
+                        i = mm // R if ok else 0
+                        r = mm - i * R if ok else 0
+                        x = i - d
+                        if circular and x < 0:
+                            x += NI
+                        if ok and x >= 0:
+                            X = r * S + x
+                            addrs.append(unit_offset(X, 2 * kk + lunit) * 8)
+                        else:
+                            addrs.append(zero + 8 * (2 * kk + lunit) % 32)
+                    a = ldmatrix(mem, addrs, zero=zero)
+                    for j in range(4):
+                        mma(acc[t * 4 + j], a, *bf[j])
+        for t in range(NT):
+            for lane in range(32):
+                g, c = lane >> 2, lane & 3
+                for hh in range(2):
+                    mm = mbase + 16 * t + g + 8 * hh
+                    if mm >= M:
+                        continue
+                    i, r = mm // R, mm % R
+                    for j in range(4):
+                        for e in range(2):
+                            tt = PB * i + 8 * j + 2 * c + e
+                            if tt < L:
+                                y[r, L - 1 - tt if rev else tt] = acc[t * 4 + j][lane][2 * hh + e]
+    return y
+
+
+def filter_grad(v, dz, m, circular):
+    """dk (m,) of one CTA as dense.cuh filter_grad_kernel computes it: per tap block the product
+    A_dᵀ·DZ from ldmatrix.trans fragments, each lane's 32 sums folded onto its 14 diagonals."""
+    R, L = v.shape
+    NI, S, D, _ = geometry(L, m, R)
+    mv = np.concatenate([stage(v, S, NI), np.zeros(32)])
+    mz = np.concatenate([stage(dz, S, NI), np.zeros(32)])
+    zero = len(mv) - 32
+    M = R * NI
+    chunks = -(-M // 16)
+    dks = np.zeros(PB * (D + 1))
+    for d in range(D):
+        for warp in range(4):
+            acc = [[np.zeros((32, 4)) for _ in range(4)] for _ in range(2)]
+            for ch in range(warp, chunks, 4):
+                m0 = ch * 16
+                if not circular and (min(m0 + 16, M) - 1) // R < d:
+                    continue
+                a_addr, b_addr = [[], []], [[], []]
+                for lane in range(32):
+                    arow = (lane & 7) + 8 * (lane >> 4)
+                    aunit = (lane >> 3) & 1
+                    brow = (lane & 7) + 8 * ((lane >> 3) & 1)
+                    bunit = lane >> 4
+                    mA, mB = m0 + arow, m0 + brow
+                    XA = None
+                    if mA < M:
+                        i, r = mA // R, mA % R
+                        x = i - d
+                        if circular and x < 0:
+                            x += NI
+                        if x >= 0:
+                            XA = r * S + x
+                    XB = (mB % R) * S + mB // R if mB < M else None
+                    for t in range(2):
+                        a_addr[t].append(unit_offset(XA, 2 * t + aunit) * 8 if XA is not None else zero)
+                        b_addr[t].append(unit_offset(XB, 2 * t + bunit) * 8 if XB is not None else zero)
+                a = [ldmatrix(mv, a_addr[t], trans=True, zero=zero) for t in range(2)]
+                b = [ldmatrix(mz, b_addr[t], trans=True, zero=zero) for t in range(2)]
+                for qt in range(2):
+                    for nt in range(4):
+                        bt, br = nt >> 1, 2 * (nt & 1)
+                        mma(acc[qt][nt], a[qt], b[bt][br], b[bt][br + 1])
+            for lane in range(32):
+                g, c = lane >> 2, lane & 3
+                diag = np.zeros((7, 2))
+                for qt in range(2):
+                    for nt in range(4):
+                        for e in range(4):
+                            diag[nt - 2 * qt - (e >> 1) + 3, e & 1] += acc[qt][nt][lane][e]
+                for j in range(7):
+                    for e0 in range(2):
+                        dks[32 * d + 32 + 2 * c - g + 8 * (j - 3) + e0] += diag[j, e0]
+    return dks[32:32 + m]
+
+
+def reference(v, k, circular):
+    R, L = v.shape
+    y = np.zeros((R, L))
+    for s in range(len(k)):
+        if circular:
+            y += k[s] * np.roll(v, s, axis=1)
+        elif s < L:
+            y[:, s:] += k[s] * v[:, :L - s]
+    return y
+
+
+def reference_dk(v, dz, m, circular):
+    R, L = v.shape
+    dk = np.zeros(m)
+    for x in range(m):
+        if circular:
+            dk[x] = np.sum(dz * np.roll(v, x, axis=1))
+        elif x < L:
+            dk[x] = np.sum(dz[:, x:] * v[:, :L - x])
+    return dk
+
+
+def check(R, L, m, circular, seed=0):
+    """Relative errors of the forward, the reversed (du) pass and dk against the direct sums, and the
+    worst ldmatrix bank-group sharing seen (1: conflict-free)."""
+    CONFLICTS["worst"] = 1
+    rng = np.random.default_rng(seed)
+    v, dz, k = rng.standard_normal((R, L)), rng.standard_normal((R, L)), rng.standard_normal(m)
+    y = forward(v, k, circular)
+    ref = reference(v, k, circular)
+    e1 = np.abs(y - ref).max() / np.abs(ref).max()
+    # the du pass: the forward on reversed rows is the adjoint (correlation with k)
+    yr = forward(dz, k, circular, rev=True)
+    adj = reference(dz[:, ::-1], k, circular)[:, ::-1]
+    e2 = np.abs(yr - adj).max() / np.abs(adj).max()
+    dk = filter_grad(v, dz, m, circular)
+    want = reference_dk(v, dz, m, circular)
+    e3 = np.abs(dk - want).max() / np.abs(want).max()
+    return e1, e2, e3, CONFLICTS["worst"]
+
+
+CASES = [(3, 100, 37, False), (2, 64, 64, True), (1, 33, 33, False), (5, 96, 50, True), (17, 70, 70, False),
+         (2, 40, 1, False), (16, 64, 64, False), (16, 96, 96, True), (8, 200, 100, False)]
+
+if __name__ == "__main__":
+    for R, L, m, circ in CASES:
+        e1, e2, e3, worst = check(R, L, m, circ)
+        print(f"R={R} L={L} m={m} {'circular' if circ else 'causal'}: errors forward {e1:.1e}, reversed {e2:.1e}, "
+              f"dk {e3:.1e}; ldmatrix rows per bank group <= {worst}")

@@ -1,0 +1,35 @@
+"""CPU check of the dense fftconv kernels' index mapping (bench/fftconv_dense_model.py, the float64
+model of src/cuda/fftconv/dense.cuh lane by lane): forward, the reversed du pass and the filter
+gradient against direct sums, causal and circular, odd rows counts and lengths, partial blocks;
+and the shared-memory layout's claim: ldmatrix phases conflict-free when the rows per CTA are a
+power of two (the plan's choice whenever B >= 16)."""
+import importlib.util
+import pathlib
+
+import pytest
+
+_path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "fftconv_dense_model.py"
+_spec = importlib.util.spec_from_file_location("fftconv_dense_model", _path)
+model = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(model)
+
+
+@pytest.mark.parametrize("R, L, m, circular", model.CASES)
+def test_index_mapping(R, L, m, circular):
+    e_fwd, e_rev, e_dk, worst = model.check(R, L, m, circular, seed=R + L)
+    assert max(e_fwd, e_rev, e_dk) < 1e-13, (e_fwd, e_rev, e_dk)
+    if R & (R - 1) == 0:
+        assert worst == 1
+    assert worst <= 2
+
+
+def test_a_wrong_layout_is_caught():
+    """The model fails when the kernel's layout is broken (here: the swizzle dropped)."""
+    keep = model.unit_offset
+    model.unit_offset = lambda X, c: X * 4 + c
+    try:
+        model.CONFLICTS["worst"] = 1
+        *_, worst = model.check(16, 64, 64, False)
+        assert worst > 1
+    finally:
+        model.unit_offset = keep
