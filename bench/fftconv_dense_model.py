@@ -168,7 +168,8 @@ def forward(v, k, circular, NT=2, rev=False):
 
 def filter_grad(v, dz, m, circular):
     """dk (m,) of one CTA as dense.cuh filter_grad_kernel computes it: per tap block the product
-    A_dᵀ·DZ from ldmatrix.trans fragments, each lane's 32 sums folded onto its 14 diagonals."""
+    A_dᵀ·DZ from ldmatrix.trans fragments, the warp's tile of it summed by diagonals (two per lane,
+    the second carried to the next tap block), the four warps' rows added at the end."""
     R, L = v.shape
     NI, S, D, _ = geometry(L, m, R)
     mv = np.concatenate([stage(v, S, NI), np.zeros(32)])
@@ -176,7 +177,8 @@ def filter_grad(v, dz, m, circular):
     zero = len(mv) - 32
     M = R * NI
     chunks = -(-M // 16)
-    dks = np.zeros(PB * (D + 1))
+    rows = [np.zeros(32 * (D + 2)) for _ in range(4)]  # each warp's dk row, dk[x] at x + 32
+    carry = [np.zeros(32) for _ in range(4)]
     for d in range(D):
         for warp in range(4):
             acc = [[np.zeros((32, 4)) for _ in range(4)] for _ in range(2)]
@@ -209,16 +211,33 @@ def filter_grad(v, dz, m, circular):
                     for nt in range(4):
                         bt, br = nt >> 1, 2 * (nt & 1)
                         mma(acc[qt][nt], a[qt], b[bt][br], b[bt][br + 1])
+            # the warp's G_d tile (float2 stores at q·40 + p, checked conflict-free per half warp),
+            # then lane l sums diagonals l − 31 and l + 1, carrying the second into the next d
+            GS = 40
+            tile = np.zeros(32 * GS)
+            for half in range(2):
+                pairs = set()
+                for lane in range(16 * half, 16 * half + 16):
+                    g, c = lane >> 2, lane & 3
+                    pairs.add(((g + 8 * 0) * GS + 2 * c) % 32 // 2)
+                assert len(pairs) == 16, "G tile bank conflict"
             for lane in range(32):
                 g, c = lane >> 2, lane & 3
-                diag = np.zeros((7, 2))
                 for qt in range(2):
                     for nt in range(4):
-                        for e in range(4):
-                            diag[nt - 2 * qt - (e >> 1) + 3, e & 1] += acc[qt][nt][lane][e]
-                for j in range(7):
-                    for e0 in range(2):
-                        dks[32 * d + 32 + 2 * c - g + 8 * (j - 3) + e0] += diag[j, e0]
+                        for hh in range(2):
+                            q, p = 16 * qt + g + 8 * hh, 8 * nt + 2 * c
+                            tile[q * GS + p] = acc[qt][nt][lane][2 * hh]
+                            tile[q * GS + p + 1] = acc[qt][nt][lane][2 * hh + 1]
+            for lane in range(32):
+                s1 = sum(tile[q * GS + q + lane - 31] for q in range(32) if q >= 31 - lane)
+                s2 = sum(tile[q * GS + q + lane + 1] for q in range(32) if q <= 30 - lane)
+                rows[warp][32 * d + lane + 1] = carry[warp][lane] + s1
+                carry[warp][lane] = s2
+    for warp in range(4):
+        for lane in range(32):
+            rows[warp][32 * D + lane + 1] = carry[warp][lane]
+    dks = rows[0] + rows[1] + rows[2] + rows[3]
     return dks[32:32 + m]
 
 

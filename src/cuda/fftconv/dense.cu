@@ -31,7 +31,8 @@ bool aligned16(std::initializer_list<const void*> ps) {
 
 // Rows per CTA and shared memory of a kernel whose CTA holds `buffers` row buffers (S blocks of
 // 64 bytes per row each) and `extra` bytes more.
-Geometry shape(int64_t B, int64_t H, int64_t L, int64_t m, int buffers, size_t extra_of_D(int)) {
+Geometry shape(int64_t B, int64_t H, int64_t L, int64_t m, int buffers, size_t extra_of_D(int),
+               size_t target = kSmemTarget) {
   check_arg(L >= 1 && L <= kMaxL, "L", "the dense fftconv kernels take L up to ", kMaxL, ", got ", L);
   check_arg(m >= 1 && m <= kMaxTaps, "Lk", "the dense fftconv kernels take 1 to ", kMaxTaps,
             " taps used (causal min(Lk, L), circular Lk), got ", m);
@@ -42,7 +43,7 @@ Geometry shape(int64_t B, int64_t H, int64_t L, int64_t m, int buffers, size_t e
   g.kwords = kwords_of(g.D);
   const size_t row_bytes = size_t(g.S) * 64 * buffers, fixed = extra_of_D(g.D) + 64;
   int64_t R = 64;
-  while (R > 1 && size_t(R) * row_bytes + fixed > kSmemTarget) R /= 2;
+  while (R > 1 && size_t(R) * row_bytes + fixed > target) R /= 2;
   // Fewer rows per CTA while the grid is under kWaves CTAs per SM: with ~5 resident CTAs per SM a
   // grid of 1–2 waves leaves SMs idle in its last wave (B = 64, H = 768, L = 256: 768 CTAs of 64
   // rows on 132 SMs). Not under 16 rows (a tile of 16 rows then still shares one block index), nor
@@ -148,7 +149,10 @@ Geometry plan(int64_t B, int64_t H, int64_t L, int64_t m, bool split) {
 }
 
 Geometry plan_grad(int64_t B, int64_t H, int64_t L, int64_t m, bool split_v, bool split_dz) {
-  return shape(B, H, L, m, 2 + int(split_v) + int(split_dz), [](int D) { return size_t(grad_floats(D)) * 4; });
+  // Twice the forward's target: the per-warp G tiles and dk rows take ~20–40 KB, and the flush per
+  // tap block is paid once per warp whatever its rows, so a CTA keeps enough rows (2 per SM).
+  return shape(B, H, L, m, 2 + int(split_v) + int(split_dz), [](int D) { return size_t(grad_floats(D)) * 4; },
+               2 * kSmemTarget);
 }
 
 Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward)

@@ -289,8 +289,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(Params<T> p) {
 // dskip = Σ_b Σ_t dz[t]·v[t]. With x = 32·d + p − q: G_d[q][p] = Σ_m A_d[m][q]·DZ[m][p] over the
 // CTA's rows m = (i, r) (A_d as in the forward, DZ[m][p] = dz_r[32·i + p]), a 32×32 product per tap
 // block on tensor cores (both operands by ldmatrix.trans from the row buffers), then dk[32·d + δ]
-// += the sum of G_d's diagonal p − q = δ (shared atomics of each lane's diagonal sums: a first
-// version summed G_d in shared memory with two barriers per d and ran 3–17× the forward's time,
+// += the sum of G_d's diagonal p − q = δ (per warp, through a warp-private tile: earlier versions
+// with block barriers per d, then with shared float atomics, ran 3–17× the forward's time,
 // NOTES-gpu-fftconv-dense.md round 3). Per CTA partial sums part[chunk][h][x], part_s[chunk][h],
 // summed over the chunks in a fixed order by reduce_kernel (the same bits run after run).
 template <class T>
@@ -302,9 +302,11 @@ struct GradParams {
   bool circular;
 };
 
-// Shared-memory floats of the kernel past its row buffers and zero block: the CTA's dk (x + 32 for
-// x in [−32, 32·D)), four warp sums.
-__host__ __device__ constexpr int grad_floats(int D) { return 32 * (D + 1) + 4; }
+// Shared-memory floats of the kernel past its row buffers and zero block: per warp a 32×kGStride
+// tile of G_d and a dk row (dk[x] at x + 32, x in [−31, 32·D + 1)), four warp sums.
+constexpr int kGStride = 40;  // float2 stores of a fragment row: 16 lanes on 16 distinct bank pairs
+__host__ __device__ constexpr int dk_row(int D) { return 32 * (D + 2); }
+__host__ __device__ constexpr int grad_floats(int D) { return 4 * (32 * kGStride + dk_row(D)) + 4; }
 
 template <class T, bool SV, bool SZ, bool VEC>
 __global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) {
@@ -318,9 +320,10 @@ __global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) 
   unsigned char* zhi = vhi + (SV ? 2 : 1) * bytes;
   unsigned char* zlo = zhi + bytes;                    // SZ only
   unsigned char* zero = zhi + (SZ ? 2 : 1) * bytes;
-  float* dks = reinterpret_cast<float*>(zero + 64);
-  float* wsum = dks + 32 * (D + 1);
-  for (int i = threadIdx.x; i < 32 * (D + 1); i += kThreads) dks[i] = 0.f;
+  float* Gw = reinterpret_cast<float*>(zero + 64);
+  float* dkw = Gw + 4 * 32 * kGStride;
+  float* wsum = dkw + 4 * dk_row(D);
+  for (int i = threadIdx.x; i < 4 * dk_row(D); i += kThreads) dkw[i] = 0.f;
   if (threadIdx.x < 16) reinterpret_cast<uint32_t*>(zero)[threadIdx.x] = 0u;
   stage_rows<T, SV, VEC, false>(p.u, p.pre, p.B, p.H, p.L, cta, R, S, NI, vhi, vlo);
   stage_rows<T, SZ, VEC, false>(p.dy, p.post, p.B, p.H, p.L, cta, R, S, NI, zhi, zlo);
@@ -358,6 +361,7 @@ __global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) 
   // 2·qt + ((l >> 3) & 1); B (dz: m × p) rows m0 + (l & 7) + 8·((l >> 3) & 1), unit 2·pt + (l >> 4).
   const int arow = (lane & 7) + 8 * (lane >> 4), aunit = (lane >> 3) & 1;
   const int brow = (lane & 7) + 8 * ((lane >> 3) & 1), bunit = lane >> 4;
+  float carry = 0.f;  // this lane's δ2 sum of the previous tap block
   for (int d = 0; d < D; ++d) {
     float acc[2][4][4], accl[2][4][4];
 #pragma unroll
@@ -415,28 +419,41 @@ __global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) 
           }
       }
     }
-    // Flush: element (q, p) of G_d adds to dk[32·d + p − q]. The lane's 32 sums fall on 14
-    // diagonals (p − q = 2c − g + 8·j + e0, j in [−3, 3]): added here first, then 14 shared
-    // atomics per lane, no barrier (the warps go on to the next d independently).
-    float diag[7][2];
-#pragma unroll
-    for (int j = 0; j < 7; ++j) diag[j][0] = diag[j][1] = 0.f;
+    // Flush: element (q, p) of G_d adds to dk[32·d + p − q]. The warp's G_d (its chunks' sums) goes
+    // to its own 32×40 tile (float2 stores, conflict-free), then lane l sums the diagonals
+    // δ1 = l − 31 and δ2 = l + 1: dk position 32·d + δ1 is lane l's for every d, and δ2 of d is δ1
+    // of d + 1 (carried in a register), so each lane writes its own slots of the warp's dk row
+    // once, with no atomics and no block barrier.
+    float* Gm = Gw + warp * kGStride * 32;
 #pragma unroll
     for (int qt = 0; qt < 2; ++qt)
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)  // q = 16·qt + g + 8·(e >> 1), p = 8·nt + 2c + (e & 1)
-          diag[nt - 2 * qt - (e >> 1) + 3][e & 1] +=
-              acc[qt][nt][e] + ((SV || SZ) ? accl[qt][nt][e] / Op::kLo : 0.f);
-#pragma unroll
-    for (int j = 0; j < 7; ++j)
-#pragma unroll
-      for (int e0 = 0; e0 < 2; ++e0) atomicAdd(&dks[32 * d + 32 + 2 * c - g + 8 * (j - 3) + e0], diag[j][e0]);
+        for (int hh = 0; hh < 2; ++hh) {  // q = 16·qt + g + 8·hh, p = 8·nt + 2c (+1)
+          float2 v;
+          v.x = acc[qt][nt][2 * hh] + ((SV || SZ) ? accl[qt][nt][2 * hh] / Op::kLo : 0.f);
+          v.y = acc[qt][nt][2 * hh + 1] + ((SV || SZ) ? accl[qt][nt][2 * hh + 1] / Op::kLo : 0.f);
+          *reinterpret_cast<float2*>(&Gm[(16 * qt + g + 8 * hh) * kGStride + 8 * nt + 2 * c]) = v;
+        }
+    __syncwarp();
+    float s1 = 0.f, s2 = 0.f;
+#pragma unroll 8
+    for (int q = 0; q < 32; ++q) {
+      if (q >= 31 - lane) s1 += Gm[q * kGStride + q + lane - 31];
+      if (q <= 30 - lane) s2 += Gm[q * kGStride + q + lane + 1];
+    }
+    __syncwarp();  // the tile is rewritten at the next d
+    dkw[warp * dk_row(D) + 32 * d + lane + 1] = carry + s1;
+    carry = s2;
   }
+  dkw[warp * dk_row(D) + 32 * D + lane + 1] = carry;
   __syncthreads();
   const int64_t base = (int64_t(cta.chunk) * p.H + cta.h) * p.m;
-  for (int x = threadIdx.x; x < p.m; x += kThreads) p.part[base + x] = dks[x + 32];
+  for (int x = threadIdx.x; x < p.m; x += kThreads) {
+    const float* r = dkw + x + 32;
+    p.part[base + x] = (r[0] + r[dk_row(D)]) + (r[2 * dk_row(D)] + r[3 * dk_row(D)]);
+  }
   if (p.part_s && threadIdx.x == 0)
     p.part_s[int64_t(cta.chunk) * p.H + cta.h] = (wsum[0] + wsum[1]) + (wsum[2] + wsum[3]);
 }
