@@ -166,10 +166,35 @@ def forward(v, k, circular, NT=2, rev=False):
     return y
 
 
+def live_chunks(d, M, R, chunks, circular):
+    """dense.cuh live_chunks: chunks of 16 block rows whose last row has i >= d (all when circular)."""
+    if circular:
+        return chunks
+    return 0 if d * R >= M else chunks - d * R // 16
+
+
+def warp_range(w, D, M, R, chunks, circular):
+    """dense.cuh warp_range: warp w's tap blocks [lo, hi), contiguous, balanced by live chunks + 2."""
+    work = [live_chunks(d, M, R, chunks, circular) + 2 for d in range(D)]
+    total, acc, lo, hi = sum(work), 0, D, D
+    for d in range(D):
+        if lo == D and 4 * acc >= w * total:
+            lo = d
+        if 4 * acc >= (w + 1) * total:
+            hi = d
+            break
+        acc += work[d]
+    if w == 3:
+        hi = D
+    return lo, max(lo, hi)
+
+
 def filter_grad(v, dz, m, circular):
-    """dk (m,) of one CTA as dense.cuh filter_grad_kernel computes it: per tap block the product
-    A_dᵀ·DZ from ldmatrix.trans fragments, the warp's tile of it summed by diagonals (two per lane,
-    the second carried to the next tap block), the four warps' rows added at the end."""
+    """dk (m,) of one CTA as dense.cuh filter_grad_kernel computes it: each warp owns a range of tap
+    blocks and runs every live chunk for each; per tap block the product A_dᵀ·DZ from ldmatrix.trans
+    fragments, the warp's tile of it summed by diagonals (two per lane, the second carried to the
+    next tap block), positions written once; a range's first position takes the previous range's
+    carry after the barrier (the edges)."""
     R, L = v.shape
     NI, S, D, _ = geometry(L, m, R)
     mv = np.concatenate([stage(v, S, NI), np.zeros(32)])
@@ -177,15 +202,23 @@ def filter_grad(v, dz, m, circular):
     zero = len(mv) - 32
     M = R * NI
     chunks = -(-M // 16)
-    rows = [np.zeros(32 * (D + 2)) for _ in range(4)]  # each warp's dk row, dk[x] at x + 32
-    carry = [np.zeros(32) for _ in range(4)]
-    for d in range(D):
-        for warp in range(4):
+    part = np.full(m, np.nan)  # every position must be written exactly once
+    written = np.zeros(m, dtype=int)
+    first_s1, last_s2, ranges = np.zeros((4, 32)), np.zeros((4, 32)), []
+
+    def put(x, val):
+        if 0 <= x < m:
+            part[x] = val
+            written[x] += 1
+
+    for warp in range(4):
+        dlo, dhi = warp_range(warp, D, M, R, chunks, circular)
+        ranges.append((dlo, dhi))
+        carry = np.zeros(32)
+        for d in range(dlo, dhi):
             acc = [[np.zeros((32, 4)) for _ in range(4)] for _ in range(2)]
-            for ch in range(warp, chunks, 4):
+            for ch in range(0 if circular else d * R // 16, chunks):
                 m0 = ch * 16
-                if not circular and (min(m0 + 16, M) - 1) // R < d:
-                    continue
                 a_addr, b_addr = [[], []], [[], []]
                 for lane in range(32):
                     arow = (lane & 7) + 8 * (lane >> 4)
@@ -232,13 +265,23 @@ def filter_grad(v, dz, m, circular):
             for lane in range(32):
                 s1 = sum(tile[q * GS + q + lane - 31] for q in range(32) if q >= 31 - lane)
                 s2 = sum(tile[q * GS + q + lane + 1] for q in range(32) if q <= 30 - lane)
-                rows[warp][32 * d + lane + 1] = carry[warp][lane] + s1
-                carry[warp][lane] = s2
-    for warp in range(4):
+                if d == dlo:
+                    first_s1[warp][lane] = s1
+                else:
+                    put(32 * d + lane - 31, carry[lane] + s1)
+                carry[lane] = s2
+        last_s2[warp] = carry
+    for warp, (dlo, dhi) in enumerate(ranges):
+        if dlo >= dhi:
+            continue
+        prev = [last_s2[w] for w in range(warp) if ranges[w][0] < ranges[w][1]]
+        last = not any(ranges[w][0] < ranges[w][1] for w in range(warp + 1, 4))
         for lane in range(32):
-            rows[warp][32 * D + lane + 1] = carry[warp][lane]
-    dks = rows[0] + rows[1] + rows[2] + rows[3]
-    return dks[32:32 + m]
+            put(32 * dlo + lane - 31, (prev[-1][lane] if prev else 0.0) + first_s1[warp][lane])
+            if last:
+                put(32 * D + lane - 31, last_s2[warp][lane])
+    assert (written == 1).all(), "a dk position written other than once"
+    return part
 
 
 def reference(v, k, circular):
@@ -283,7 +326,8 @@ def check(R, L, m, circular, seed=0):
 
 
 CASES = [(3, 100, 37, False), (2, 64, 64, True), (1, 33, 33, False), (5, 96, 50, True), (17, 70, 70, False),
-         (2, 40, 1, False), (16, 64, 64, False), (16, 96, 96, True), (8, 200, 100, False)]
+         (2, 40, 1, False), (16, 64, 64, False), (16, 96, 96, True), (8, 200, 100, False),
+         (4, 330, 330, False), (2, 320, 300, True)]
 
 if __name__ == "__main__":
     for R, L, m, circ in CASES:

@@ -149,9 +149,9 @@ Geometry plan(int64_t B, int64_t H, int64_t L, int64_t m, bool split) {
 }
 
 Geometry plan_grad(int64_t B, int64_t H, int64_t L, int64_t m, bool split_v, bool split_dz) {
-  // Twice the forward's target: the per-warp G tiles and dk rows take ~20–40 KB, and the flush per
-  // tap block is paid once per warp whatever its rows, so a CTA keeps enough rows (2 per SM).
-  return shape(B, H, L, m, 2 + int(split_v) + int(split_dz), [](int D) { return size_t(grad_floats(D)) * 4; },
+  // Twice the forward's target: each warp runs every chunk of 16 block rows of the CTA for its tap
+  // blocks and pays a tile flush per tap block, so more rows per CTA amortize the flush.
+  return shape(B, H, L, m, 2 + int(split_v) + int(split_dz), [](int) { return size_t(grad_floats()) * 4; },
                2 * kSmemTarget);
 }
 

@@ -303,10 +303,31 @@ struct GradParams {
 };
 
 // Shared-memory floats of the kernel past its row buffers and zero block: per warp a 32×kGStride
-// tile of G_d and a dk row (dk[x] at x + 32, x in [−31, 32·D + 1)), four warp sums.
+// tile of G_d, the edges of the warps' tap-block ranges (2 × 4 × 32) and four warp sums.
 constexpr int kGStride = 40;  // float2 stores of a fragment row: 16 lanes on 16 distinct bank pairs
-__host__ __device__ constexpr int dk_row(int D) { return 32 * (D + 2); }
-__host__ __device__ constexpr int grad_floats(int D) { return 4 * (32 * kGStride + dk_row(D)) + 4; }
+__host__ __device__ constexpr int grad_floats() { return 4 * 32 * kGStride + 2 * 4 * 32 + 4; }
+
+// Live chunks of 16 block rows at tap block d (causal: the chunks whose last row has i >= d).
+__device__ __forceinline__ int live_chunks(int d, int M, int R, int chunks, bool circular) {
+  if (circular) return chunks;
+  return d * R >= M ? 0 : chunks - d * R / 16;  // the first live chunk: 16·ch + 15 >= d·R
+}
+
+// Warp w's tap blocks [lo, hi): contiguous ranges of about equal work (live chunks plus two for the
+// flush) over the four warps; a range may be empty when D < 4.
+__device__ __forceinline__ void warp_range(int w, int D, int M, int R, int chunks, bool circular, int& lo, int& hi) {
+  int64_t total = 0;
+  for (int d = 0; d < D; ++d) total += live_chunks(d, M, R, chunks, circular) + 2;
+  int64_t acc = 0;
+  lo = D, hi = D;
+  for (int d = 0; d < D; ++d) {
+    if (lo == D && 4 * acc >= w * total) lo = d;
+    if (4 * acc >= (w + 1) * total) { hi = d; break; }
+    acc += live_chunks(d, M, R, chunks, circular) + 2;
+  }
+  if (w == 3) hi = D;
+  if (hi < lo) hi = lo;
+}
 
 template <class T, bool SV, bool SZ, bool VEC>
 __global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) {
@@ -321,9 +342,9 @@ __global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) 
   unsigned char* zlo = zhi + bytes;                    // SZ only
   unsigned char* zero = zhi + (SZ ? 2 : 1) * bytes;
   float* Gw = reinterpret_cast<float*>(zero + 64);
-  float* dkw = Gw + 4 * 32 * kGStride;
-  float* wsum = dkw + 4 * dk_row(D);
-  for (int i = threadIdx.x; i < 4 * dk_row(D); i += kThreads) dkw[i] = 0.f;
+  float* first_s1 = Gw + 4 * 32 * kGStride;  // per warp: s1 of its first tap block
+  float* last_s2 = first_s1 + 4 * 32;        // per warp: s2 of its last tap block
+  float* wsum = last_s2 + 4 * 32;
   if (threadIdx.x < 16) reinterpret_cast<uint32_t*>(zero)[threadIdx.x] = 0u;
   stage_rows<T, SV, VEC, false>(p.u, p.pre, p.B, p.H, p.L, cta, R, S, NI, vhi, vlo);
   stage_rows<T, SZ, VEC, false>(p.dy, p.post, p.B, p.H, p.L, cta, R, S, NI, zhi, zlo);
@@ -361,8 +382,11 @@ __global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) 
   // 2·qt + ((l >> 3) & 1); B (dz: m × p) rows m0 + (l & 7) + 8·((l >> 3) & 1), unit 2·pt + (l >> 4).
   const int arow = (lane & 7) + 8 * (lane >> 4), aunit = (lane >> 3) & 1;
   const int brow = (lane & 7) + 8 * ((lane >> 3) & 1), bunit = lane >> 4;
+  int dlo, dhi;
+  warp_range(warp, D, M, R, chunks, p.circular, dlo, dhi);
+  float* part = p.part + (int64_t(cta.chunk) * p.H + cta.h) * p.m;
   float carry = 0.f;  // this lane's δ2 sum of the previous tap block
-  for (int d = 0; d < D; ++d) {
+  for (int d = dlo; d < dhi; ++d) {
     float acc[2][4][4], accl[2][4][4];
 #pragma unroll
     for (int a = 0; a < 2; ++a)
@@ -370,9 +394,8 @@ __global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) 
       for (int j = 0; j < 4; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[a][j][e] = 0.f, accl[a][j][e] = 0.f;
-    for (int ch = warp; ch < chunks; ch += kThreads / 32) {
+    for (int ch = p.circular ? 0 : d * R / 16; ch < chunks; ++ch) {  // the live chunks (live_chunks)
       const int m0 = ch * 16;
-      if (!p.circular && (min(m0 + 16, M) - 1) / R < d) continue;  // every row's block before d: zeros
       int mA = m0 + arow, mB = m0 + brow;
       // A: block i − d of row r (the zero block before the row, wrapped when circular)
       uint32_t abase = s_zero, asw = 0;
@@ -419,11 +442,11 @@ __global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) 
           }
       }
     }
-    // Flush: element (q, p) of G_d adds to dk[32·d + p − q]. The warp's G_d (its chunks' sums) goes
-    // to its own 32×40 tile (float2 stores, conflict-free), then lane l sums the diagonals
-    // δ1 = l − 31 and δ2 = l + 1: dk position 32·d + δ1 is lane l's for every d, and δ2 of d is δ1
-    // of d + 1 (carried in a register), so each lane writes its own slots of the warp's dk row
-    // once, with no atomics and no block barrier.
+    // Flush: element (q, p) of G_d adds to dk[32·d + p − q]. The warp's G_d goes to its own 32×40
+    // tile (float2 stores, conflict-free), then lane l sums the diagonals δ1 = l − 31 and δ2 = l + 1:
+    // dk position 32·d + δ1 is s1 of d plus s2 of d − 1 (δ2 of d − 1 is δ1 of d, carried in a
+    // register), written once, straight to the CTA's partial row; the first d of the warp's range
+    // waits for the previous range's carry (the edges below).
     float* Gm = Gw + warp * kGStride * 32;
 #pragma unroll
     for (int qt = 0; qt < 2; ++qt)
@@ -444,15 +467,30 @@ __global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) 
       if (q <= 30 - lane) s2 += Gm[q * kGStride + q + lane + 1];
     }
     __syncwarp();  // the tile is rewritten at the next d
-    dkw[warp * dk_row(D) + 32 * d + lane + 1] = carry + s1;
+    const int x = 32 * d + lane - 31;
+    if (d == dlo)
+      first_s1[warp * 32 + lane] = s1;
+    else if (x < p.m)
+      part[x] = carry + s1;  // x >= 1 here
     carry = s2;
   }
-  dkw[warp * dk_row(D) + 32 * D + lane + 1] = carry;
+  last_s2[warp * 32 + lane] = carry;
   __syncthreads();
-  const int64_t base = (int64_t(cta.chunk) * p.H + cta.h) * p.m;
-  for (int x = threadIdx.x; x < p.m; x += kThreads) {
-    const float* r = dkw + x + 32;
-    p.part[base + x] = (r[0] + r[dk_row(D)]) + (r[2 * dk_row(D)] + r[3 * dk_row(D)]);
+  // The edges: the first position of each non-empty range adds the carry of the range before it
+  // (the nearest earlier non-empty warp); the last non-empty range also owns position 32·D + l − 31.
+  if (dlo < dhi) {
+    float prev = 0.f;
+    bool last = true;
+    for (int w = 0; w < 4; ++w) {
+      int a, b;
+      warp_range(w, D, M, R, chunks, p.circular, a, b);
+      if (a < b && w < warp) prev = last_s2[w * 32 + lane];
+      if (a < b && w > warp) last = false;
+    }
+    const int x = 32 * dlo + lane - 31;
+    if (x >= 0 && x < p.m) part[x] = prev + first_s1[warp * 32 + lane];
+    const int xe = 32 * D + lane - 31;
+    if (last && xe < p.m) part[xe] = carry;
   }
   if (p.part_s && threadIdx.x == 0)
     p.part_s[int64_t(cta.chunk) * p.H + cta.h] = (wsum[0] + wsum[1]) + (wsum[2] + wsum[3]);
