@@ -11,6 +11,8 @@
 # build/flashfftconv; a build already there (same machine, warm) is reused. (CC is the host
 # compiler to cpp_extension: the capability goes in CAP.)
 #   FLASH_ARGS: extra arguments of the bench (default --quick: float16 only)
+#   FLASH_BUILD_ONLY=1: build (or find) the extension and stop (gpu_session.sh starts it early, in
+#   the background, while the other parts use the GPU)
 set -uo pipefail
 ROOT=$PWD
 OUT=${OUT:-$ROOT/out/flash}
@@ -40,6 +42,7 @@ PY
   [ $r = 0 ] || { grep -E "error|Error" -A3 "$OUT/build.log" | tail -20; exit 1; }
 fi
 ls -la "$BUILD"/monarch_cuda*.so
+[ "${FLASH_BUILD_ONLY:-0}" = 1 ] && exit 0
 t0=$(date +%s)
 python3 -u bench/gpu_fftconv_peer.py "$OUT/fftconv_peer.json" ${FLASH_ARGS:---quick} 2>&1 | tee "$OUT/bench.log" \
   | grep -v -E '^  File "|^Traceback|^    [^ ]'
