@@ -227,13 +227,12 @@ def filter_grad(v, dz, m, circular):
                     bunit = lane >> 4
                     mA, mB = m0 + arow, m0 + brow
                     XA = None
-                    if mA < M:
-                        i, r = mA // R, mA % R
-                        x = i - d
-                        if circular and x < 0:
-                            x += NI
-                        if x >= 0:
-                            XA = r * S + x
+                    if mA < M:  # block row mA − d·R (the kernel: R a power of two, mask and shift)
+                        mA -= d * R
+                        if circular and mA < 0:
+                            mA += M
+                        if mA >= 0:
+                            XA = (mA % R) * S + mA // R
                     XB = (mB % R) * S + mB // R if mB < M else None
                     for t in range(2):
                         a_addr[t].append(unit_offset(XA, 2 * t + aunit) * 8 if XA is not None else zero)

@@ -32,7 +32,7 @@ bool aligned16(std::initializer_list<const void*> ps) {
 // Rows per CTA and shared memory of a kernel whose CTA holds `buffers` row buffers (S blocks of
 // 64 bytes per row each) and `extra` bytes more.
 Geometry shape(int64_t B, int64_t H, int64_t L, int64_t m, int buffers, size_t extra_of_D(int),
-               size_t target = kSmemTarget) {
+               size_t target = kSmemTarget, bool pow2_rows = false) {
   check_arg(L >= 1 && L <= kMaxL, "L", "the dense fftconv kernels take L up to ", kMaxL, ", got ", L);
   check_arg(m >= 1 && m <= kMaxTaps, "Lk", "the dense fftconv kernels take 1 to ", kMaxTaps,
             " taps used (causal min(Lk, L), circular Lk), got ", m);
@@ -52,6 +52,7 @@ Geometry shape(int64_t B, int64_t H, int64_t L, int64_t m, int buffers, size_t e
   const int64_t want = kWaves * int64_t(current_sm_count());
   while (R > 16 && (R / 2) * g.NI >= 4 * 32 && H * ((B + R - 1) / R) < want) R /= 2;
   g.R = int(std::min(R, B));
+  while (pow2_rows && (g.R & (g.R - 1))) ++g.R;  // a batch under R rows: up to a power of two (dead rows)
   g.nchunk = int((B + g.R - 1) / g.R);
   g.smem = size_t(g.R) * row_bytes + fixed;
   int dev = 0, optin = 0;
@@ -149,10 +150,10 @@ Geometry plan(int64_t B, int64_t H, int64_t L, int64_t m, bool split) {
 }
 
 Geometry plan_grad(int64_t B, int64_t H, int64_t L, int64_t m, bool split_v, bool split_dz) {
-  // Twice the forward's target: each warp runs every chunk of 16 block rows of the CTA for its tap
-  // blocks and pays a tile flush per tap block, so more rows per CTA amortize the flush.
+  // Four CTAs per SM (56 KB each on an H200: at two, 8 warps per SM left the kernel latency-bound,
+  // NOTES-gpu-fftconv-dense.md round 7); rows per CTA a power of two (the kernel's addressing).
   return shape(B, H, L, m, 2 + int(split_v) + int(split_dz), [](int) { return size_t(grad_floats()) * 4; },
-               2 * kSmemTarget);
+               kGradSmemTarget, true);
 }
 
 Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward)

@@ -374,7 +374,7 @@ __global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) 
     if (lane == 0) wsum[warp] = acc;
   }
 
-  const int M = R * NI, chunks = (M + 15) / 16;
+  const int M = R * NI, chunks = (M + 15) / 16, rshift = __ffs(R) - 1;
   const uint32_t s_v = static_cast<uint32_t>(__cvta_generic_to_shared(vhi));
   const uint32_t s_z = static_cast<uint32_t>(__cvta_generic_to_shared(zhi));
   const uint32_t s_zero = static_cast<uint32_t>(__cvta_generic_to_shared(zero));
@@ -394,23 +394,25 @@ __global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) 
       for (int j = 0; j < 4; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[a][j][e] = 0.f, accl[a][j][e] = 0.f;
-    for (int ch = p.circular ? 0 : d * R / 16; ch < chunks; ++ch) {  // the live chunks (live_chunks)
-      const int m0 = ch * 16;
-      int mA = m0 + arow, mB = m0 + brow;
-      // A: block i − d of row r (the zero block before the row, wrapped when circular)
+    // Block row m = i·R + r sits at X = r·S + i; the A row of (m, d) is block i − d of row r, i.e.
+    // the block row m − d·R (wrapped by M when circular, the zero block before the row when causal).
+    // R is a power of two (plan_grad), so X takes a mask and a shift, not a division.
+    const int dR = d * R;
+    for (int ch = p.circular ? 0 : dR / 16; ch < chunks; ++ch) {  // the live chunks (live_chunks)
+      const int m0 = ch * 16, mB = m0 + brow;
+      int mA = m0 + arow;
       uint32_t abase = s_zero, asw = 0;
       if (mA < M) {
-        const int i = mA / R, r = mA - i * R;
-        int x = i - d;
-        if (p.circular && x < 0) x += NI;
-        if (x >= 0) {
-          const int X = r * S + x;
+        mA -= dR;
+        if (p.circular && mA < 0) mA += M;
+        if (mA >= 0) {
+          const int X = (mA & (R - 1)) * S + (mA >> rshift);
           abase = s_v + uint32_t(X) * 64u, asw = uint32_t((X >> 1) & 3) << 4;
         }
       }
       uint32_t bbase = s_zero, bsw = 0;
       if (mB < M) {
-        const int i = mB / R, r = mB - i * R, X = r * S + i;
+        const int X = (mB & (R - 1)) * S + (mB >> rshift);
         bbase = s_z + uint32_t(X) * 64u, bsw = uint32_t((X >> 1) & 3) << 4;
       }
       uint32_t a[2][4], b[2][4];

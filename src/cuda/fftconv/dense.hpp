@@ -41,6 +41,7 @@ constexpr int64_t kMaxL = 32768;
 bool supported_dtype(DType dt);
 // The dense kernels' shared memory per CTA aims at this: rows per CTA are halved until it fits.
 constexpr size_t kSmemTarget = 48 * 1024;
+constexpr size_t kGradSmemTarget = 55 * 1024;  // the filter gradient kernel's (four CTAs per SM)
 // Float16 / bfloat16, taps used <= kMaxTaps, L <= kMaxL, circular L a multiple of 32.
 bool supported(DType dt, bool circular, int64_t L, int64_t Lk);
 bool automatic(DType dt, bool circular, int64_t B, int64_t L, int64_t Lk);
