@@ -50,8 +50,8 @@ class CudaFFTConv final : public FFTConvBackend {
                ", ", dtype_name(p_.dtype), " on ", device_name(p_.device), ": ",
                plan_->direct()  ? "direct kernels (sums over the taps, no transform)"
                : plan_->dense() ? "dense kernels (32×32 Toeplitz blocks of the filter on tensor cores, no transform; "
-                                  "gradients by the same products, or by the FFT kernels past 256 taps per output "
-                                  "under the automatic rule)"
+                                  "gradients by the same products, or by the FFT kernels where their shared "
+                                  "memory does not fit)"
                : plan_->blocks() ? msg("blocks: overlap-save over ", plan_->blocks_per_row(),
                                        " blocks per row through an inner circular plan (",
                                        inner_kind(*plan_->inner()), ")")

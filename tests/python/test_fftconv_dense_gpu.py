@@ -258,11 +258,11 @@ def test_automatic_rule(size, want):
         assert not P(B, 3, L, Lk, mode, dt, False, 0).dense
 
 
-@pytest.mark.parametrize("L,Lk,own", [(512, 512, True), (1024, 1024, False)])
+@pytest.mark.parametrize("L,Lk,own", [(512, 512, True), (1024, 1024, True)])
 def test_automatic_backward_rule(L, Lk, own):
-    """An automatic dense plan runs its own backward up to 256 taps per output (causal 512: 256),
-    the FFT gradient plan's above (causal 1024: 512): the gradients are the bits of the forced dense
-    plan, or of the automatic choice without it (algo 16)."""
+    """An automatic dense plan runs its own backward wherever it takes the forward (causal 512: 256
+    taps per output, causal 1024: 512): the gradients are the bits of the forced dense plan, not of
+    the automatic choice without it (algo 16)."""
     from strux.bench.gpu import fftconv_algo
     g = torch.Generator(device="cuda").manual_seed(L)
     u, dy = (torch.randn(64, 2, L, device="cuda", generator=g).half() for _ in range(2))

@@ -14,7 +14,7 @@
 // times the taps used, for filters much shorter than the row); CUDA "direct" (the direct kernels,
 // same limit, every dtype), "" (automatic: "direct" where at most 32 taps are used, else "dense"
 // for float16/bfloat16 at most 512 taps per output (circular Lk, causal m - m^2/(2L)) where
-// min(B, 64)·ceil(L/32) >= 128 (its own gradients up to 256 taps per output), else "blocks"
+// min(B, 64)·ceil(L/32) >= 128 (with its own gradients), else "blocks"
 // for causal float32/float16/bfloat16 rows with more than 32 taps used (m = min(Lk, L)) where
 // L + m - 1 > 32768 and the block FFT N is at most an eighth of L + m - 1 (measured 2.5-4.9x the
 // whole-row solvers on an H200: bench/NOTES-gpu-fftconv-blocks.md), else "tensor" for float16/bfloat16 at nfft 256
@@ -32,7 +32,7 @@
 // convolution as products of 32×32 Toeplitz blocks of the filter on tensor cores, no transform,
 // float32 accumulation; float16/bfloat16, at most 8192 taps used, L <= 32768, circular L a
 // multiple of 32, ValueError elsewhere; forward and gradients, the gradients by the FFT solvers
-// under "" past 256 taps per output or where their shared memory does not fit).
+// where their shared memory does not fit).
 #pragma once
 
 #include <cstdint>

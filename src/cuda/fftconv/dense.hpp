@@ -29,10 +29,6 @@ constexpr int kAlgoNoDense = 16;
 // products); bench/NOTES-gpu-fftconv-dense.md.
 constexpr double kAutoTapsPerOutput = 512;
 constexpr int64_t kAutoMinRows = 128;
-// An automatic plan's gradients run here (else through the FFT gradient plan) up to this many taps
-// per output: measured 0.18–0.86× the FFT gradients' time at 64–256 (H200), 2.9–4.4× at 1024–2048
-// (the filter gradient's shared atomics; NOTES-gpu-fftconv-dense.md round 3).
-constexpr double kAutoBwdTapsPerOutput = 256;
 // Limits: taps used (causal min(Lk, L), circular Lk) and the row length whose CTA (one row at
 // least, in shared memory) fits.
 constexpr int64_t kMaxTaps = 8192;

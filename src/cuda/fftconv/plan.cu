@@ -46,9 +46,10 @@ struct FFTConvPlan::Impl {
   fourstep::Geometry fs;
   std::unique_ptr<direct::Plan> direct;  // direct sums for short filters (direct.hpp; algo 9)
   // Toeplitz-block products on tensor cores (dense.hpp; algo 15), forward and gradients; where the
-  // gradient kernel's shared memory would not fit (long rows with many taps), or an automatic plan
-  // has more taps per output than kAutoBwdTapsPerOutput, the gradients run through `grad`, an
-  // algo-16 plan (the automatic choice without them), as for the tensor path.
+  // gradient kernel's shared memory would not fit (long rows with many taps), the gradients run
+  // through `grad`, an algo-16 plan (the automatic choice without them), as for the tensor path.
+  // Wherever the automatic rule takes the dense forward (<= 512 taps per output) its own gradients
+  // measured faster than the FFT ones (0.10–0.69×, NOTES-gpu-fftconv-dense.md round 7).
   std::unique_ptr<dense::Plan> dense;
   // Overlap-save over blocks for filters much shorter than the row (blocks.hpp; algo 10, or algo 0
   // by blocks::automatic); nfft is then the block transform size.
@@ -80,9 +81,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
               " taps used, L <= ", dense::kMaxL, " and circular L a multiple of ", dense::kPb, "; got ",
               dtype_name(dtype), ", L = ", L, ", Lk = ", Lk, circular ? " (circular)" : " (causal)");
     impl_->dense = std::make_unique<dense::Plan>(dtype, B, H, L, Lk, circular, with_backward);
-    const bool own_bwd = impl_->dense->has_backward() &&
-                         (algo == dense::kAlgo || dense::taps_per_output(circular, L, Lk) <= dense::kAutoBwdTapsPerOutput);
-    if (with_backward && !own_bwd)
+    if (with_backward && !impl_->dense->has_backward())
       impl_->grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, dense::kAlgoNoDense);
     impl_->nfft = impl_->nf = 0;  // no transform
     impl_->Lk = Lk;
