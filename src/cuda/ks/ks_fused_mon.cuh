@@ -55,7 +55,9 @@ struct Geo {
   static constexpr int RW = S / 2;             // words per weight row
   static constexpr int GSW = S * RW + 1;       // words per weight group
   static constexpr int WW = (2 * S * GSW + 3) / 4 * 4;  // both factors, 16-byte rounded
-  static constexpr int ZJ = S / 2 + 4;         // words per j column of Zt (== 4 mod 8: stage-2 stores)
+  // words per j column of Zt: odd, so stage 2's stores (lanes 2t*ZJ apart) are at most 2-way
+  // conflicted (1-way is impossible with LDZ == 4 mod 32) and the copy-out's S = 16 gathers free
+  static constexpr int ZJ = S / 2 + 1;
   // row strides == 4 mod 32 words: the 8 rows x 4 lanes of an A-fragment load hit 32 banks
   static constexpr int LDX = N / 2 + (36 - (N / 2) % 32) % 32;
   static constexpr int LDZ = S * ZJ + (36 - (S * ZJ) % 32) % 32;
