@@ -25,7 +25,7 @@ def geo(S, RT):
     LDX = N // 2 + (36 - (N // 2) % 32) % 32
     LDZ = S * ZJ + (36 - (S * ZJ) % 32) % 32
     assert LDX % 32 == 4 and LDZ % 32 == 4
-    return dict(TB=TB, N=N, RW=RW, GSW=GSW, WW=WW, ZJ=ZJ, LDX=LDX, LDZ=LDZ, WORDS=WW + TB * (LDX + LDZ))
+    return dict(TB=TB, N=N, RW=RW, GSW=GSW, WW=WW, ZJ=ZJ, LDX=LDX, LDZ=LDZ, WORDS=WW + TB * (2 * LDX + LDZ))
 
 
 def swz(S, r, w):
@@ -82,7 +82,7 @@ def run(x, w1, w2, S, RT, grid):
     xf, w1f, w2f = x.reshape(-1), w1.reshape(-1), w2.reshape(-1)
     y = np.full(batch * N, np.nan)
     tiles = -(-batch // TB)
-    W2S, W1S, XS, ZS = 0, S * GSW, g["WW"], g["WW"] + TB * LDX
+    W2S, W1S, XB, ZS = 0, S * GSW, g["WW"], g["WW"] + 2 * TB * LDX
     for blk in range(grid):
         sm = Smem(g["WORDS"])
         # weights: thread tid handles e = tid, tid + NTHR, ...; a warp's store is 32 consecutive e
@@ -98,16 +98,24 @@ def run(x, w1, w2, S, RT, grid):
             q = k * RW + swz(S, k, w)
             sm.st("w1 staging", W1S + 2 * jp * GSW + q, w1f[o0], w1f[o1])
             sm.st("w1 staging", W1S + (2 * jp + 1) * GSW + q, w1f[o0 + 1], w1f[o1 + 1])
-        for tile in range(blk, tiles, grid):
+        def load_x(tile, xs):  # cp.async: 16-byte chunks
             row0 = tile * TB
-            for e0 in range(0, TB * (N // 8), 32):  # cp.async: 16-byte chunks
+            for e0 in range(0, TB * (N // 8), 32):
                 e = e0 + LANES
                 r, c = e // (N // 8), e % (N // 8)
                 for lane in range(32):
                     ok = row0 + r[lane] < batch
                     src = xf[(row0 + r[lane]) * N + 8 * c[lane]:][:8] if ok else np.zeros(8)
-                    base = 2 * (XS + r[lane] * LDX + 4 * c[lane])
+                    base = 2 * (xs + r[lane] * LDX + 4 * c[lane])
                     sm.s[base:base + 8] = src
+
+        if blk < tiles:
+            load_x(blk, XB)
+        for it, tile in enumerate(range(blk, tiles, grid)):
+            row0 = tile * TB
+            XS = XB + (it & 1) * TB * LDX
+            if tile + grid < tiles:
+                load_x(tile + grid, XB + ((it + 1) & 1) * TB * LDX)
             for warp in range(NWARP):  # stage 2
                 for g0 in range(2 * warp, S, 2 * NWARP):
                     acc = np.zeros((2, RT, NT, 32, 4))
@@ -131,7 +139,6 @@ def run(x, w1, w2, S, RT, grid):
                             for e in range(4):
                                 sm.st("stage 2 C", p + (e >> 1) * 8 * LDZ + (e & 1) * ZJ, acc[0, rt, nt, :, e],
                                       acc[1, rt, nt, :, e])
-            sm.s[2 * XS:2 * ZS] = np.nan  # xs free: the prefetch may overwrite it from here on
             for warp in range(NWARP):  # stage 1
                 for j in range(warp, S, NWARP):
                     acc = np.zeros((RT, NT, 32, 4))
@@ -177,7 +184,7 @@ def dense(w, p):
     return K
 
 
-CASES = [(16, 2, 37, 2), (16, 2, 32, 1), (32, 1, 21, 2), (32, 1, 1, 1)]  # S, RT, batch, grid
+CASES = [(16, 2, 37, 2), (16, 2, 100, 2), (32, 1, 21, 2), (32, 1, 50, 1), (32, 1, 1, 1)]  # S, RT, batch, grid
 
 
 def check(S, RT, batch, grid, seed=0):

@@ -12,8 +12,9 @@
 //
 // A block is persistent: both factors' weights are copied into shared memory once (2 S^3
 // values: 128 KB at S = 32), then it loops over tiles of TB = 16*RT batch rows:
-//   wait for x tile (cp.async) -> stage 2: X -> Zt -> prefetch the next x tile into X (it
-//   overlaps stage 1 and the copy-out) -> stage 1: Zt -> Yt in place -> 16-byte stores of y.
+//   fetch the next x tile into the other X buffer (cp.async; in flight for the whole tile) ->
+//   wait for this tile's X -> stage 2: X -> Zt -> stage 1: Zt -> Yt in place -> 16-byte stores of y.
+// Two X buffers, one Zt: 232,448 bytes at S = 32, exactly the H100/H200 opt-in per block.
 // Zt holds the intermediate transposed, Zt[n][j][l] = Z[l][j] of row n (the Monarch permutation
 // happens in stage 2's stores), so that stage 1's A fragments are 32-bit loads of (l, l+1)
 // pairs; stage 2 packs groups (g, g+1) into one 32-bit store. A warp owns whole groups of
@@ -61,7 +62,7 @@ struct Geo {
   // row strides == 4 mod 32 words: the 8 rows x 4 lanes of an A-fragment load hit 32 banks
   static constexpr int LDX = N / 2 + (36 - (N / 2) % 32) % 32;
   static constexpr int LDZ = S * ZJ + (36 - (S * ZJ) % 32) % 32;
-  static constexpr int WORDS = WW + TB * (LDX + LDZ);
+  static constexpr int WORDS = WW + TB * (2 * LDX + LDZ);  // weights, two x tiles, Zt
   static_assert(S % 16 == 0 && LDX % 32 == 4 && LDZ % 32 == 4, "fragment rows must fall 4 banks apart");
 };
 
@@ -86,13 +87,13 @@ __global__ void __launch_bounds__(NTHR, 1) mon_kernel(Args<T> ar) {
   extern __shared__ uint4 smem_u4[];
   uint32_t* w2s = reinterpret_cast<uint32_t*>(smem_u4);  // [g][k][swz(l/2)]
   uint32_t* w1s = w2s + S * GSW;                           // [j][k][swz(l/2)]
-  uint32_t* xs = w2s + G::WW;                              // [n][l/2]       x tile
-  uint32_t* zs = xs + TB * LDX;                            // [n][j*ZJ + l/2] Zt, then Yt
+  uint32_t* xb = w2s + G::WW;                              // 2 x [n][l/2]   x tiles
+  uint32_t* zs = xb + 2 * TB * LDX;                        // [n][j*ZJ + l/2] Zt, then Yt
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g8 = lane >> 2, t = lane & 3;
   const int64_t tiles = (ar.batch + TB - 1) / TB;
   using U = unsigned short;
 
-  auto load_x = [&](int64_t tile) {  // TB rows of x -> xs (rows past the batch: zeros)
+  auto load_x = [&](int64_t tile, uint32_t* xs) {  // TB rows of x -> xs (rows past the batch: zeros)
     const int64_t row0 = tile * TB;
 #pragma unroll 4
     for (int e = tid; e < TB * (N / 8); e += NTHR) {
@@ -102,7 +103,7 @@ __global__ void __launch_bounds__(NTHR, 1) mon_kernel(Args<T> ar) {
     }
     asm volatile("cp.async.commit_group;\n" ::);
   };
-  if (blockIdx.x < tiles) load_x(blockIdx.x);
+  if (blockIdx.x < tiles) load_x(blockIdx.x, xb);
 
   // weights, once per block (overlapping the first tile's load)
   const U* w1u = reinterpret_cast<const U*>(ar.w1);
@@ -129,9 +130,16 @@ __global__ void __launch_bounds__(NTHR, 1) mon_kernel(Args<T> ar) {
     w1s[(2 * jp + 1) * GSW + q] = (lo >> 16) | (hi & 0xffff0000u);  // group j = 2jp + 1
   }
 
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    asm volatile("cp.async.wait_all;\n" ::);
-    __syncthreads();  // x tile in xs; the previous tile's copy-out has read zs
+  for (int64_t tile = blockIdx.x, it = 0; tile < tiles; tile += gridDim.x, ++it) {
+    const uint32_t* xs = xb + (it & 1) * TB * LDX;
+    // the other buffer was last read by the previous tile's stage 2, before its second barrier
+    if (tile + gridDim.x < tiles) {
+      load_x(tile + gridDim.x, xb + ((it + 1) & 1) * TB * LDX);
+      asm volatile("cp.async.wait_group 1;\n" ::);  // this tile's group done, the next in flight
+    } else {
+      asm volatile("cp.async.wait_group 0;\n" ::);
+    }
+    __syncthreads();  // x tile in xs (every thread's copies); the previous tile's copy-out has read zs
     // stage 2: groups (g, g+1) per warp step; Zt[n][j][g..g+1] = one packed word
     for (int g0 = 2 * warp; g0 < S; g0 += 2 * NWARP) {
       float acc[2][RT][NT][4] = {};
@@ -171,8 +179,7 @@ __global__ void __launch_bounds__(NTHR, 1) mon_kernel(Args<T> ar) {
                 fused::pack2(fused::from_f32<T>(acc[0][rt][nt][e]), fused::from_f32<T>(acc[1][rt][nt][e]));
         }
     }
-    __syncthreads();  // Zt complete; xs free
-    if (tile + gridDim.x < tiles) load_x(tile + gridDim.x);
+    __syncthreads();  // Zt complete
     // stage 1: group j per warp step, in place in zs
     for (int j = warp; j < S; j += NWARP) {
       float acc[RT][NT][4] = {};
