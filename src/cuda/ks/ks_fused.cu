@@ -108,7 +108,8 @@ int mon_s(KsPattern p1, KsPattern p2, DType t, bool bl) {
   const bool shape = p2.a == S && p2.c == S && p2.d == 1 && p1.a == 1 && p1.b == S && p1.c == S && p1.d == S;
   return shape && (S == 16 || S == 32) ? int(S) : 0;
 }
-// Rows per tile (16 * RT): S = 32 takes RT 1 (232,448 bytes, one block per SM), S = 16 RT 2 (71,296, three per SM).
+// Rows per tile (16 * RT): S = 32 takes RT 1 (232,448 bytes of shared memory, one block per SM),
+// S = 16 RT 2 (71,296 bytes, three per SM).
 int mon_rt(int S) { return S == 16 ? 2 : 1; }
 int64_t mon_smem(int S) {
   return S == 16 ? 4 * int64_t(mon::Geo<16, 2>::WORDS) : 4 * int64_t(mon::Geo<32, 1>::WORDS);

@@ -12,7 +12,8 @@
 
 namespace strux::cuda::ks {
 
-// Batch rows per block (8, 16, 32 or 64) and dynamic shared-memory bytes; tb == 0: not fused.
+// Batch rows per block (8, 16, 32 or 64; the Monarch kernel: per tile, 16 or 32) and dynamic
+// shared-memory bytes; tb == 0: not fused.
 // mon: the persistent Monarch kernel (ks_fused_mon.cuh) instead of pair_kernel (ks_fused.cuh).
 struct FusedCfg {
   int tb = 0;
