@@ -1,6 +1,8 @@
-"""The fused KS pair (src/cuda/ks/ks_fused.cuh) against the factor-by-factor chain, two
-single-factor calls, a dense F.linear and bmm-with-permutations, same process; batch-first, and
-batch-last for the Monarch pairs at batch 25088.
+"""The fused KS pair (src/cuda/ks/ks_fused_mon.cuh for the Monarch pairs it takes, else
+src/cuda/ks/ks_fused.cuh; a forced fused_tb, as in the tb sweep, runs the latter) against the
+factor-by-factor chain, two single-factor calls, a dense F.linear and bmm-with-permutations, same
+process; batch-first, and batch-last for the Monarch pairs at batch 25088. The table's last column
+names the fused kernel that ran.
 
 Run: python bench/gpu_ks_fused.py --out DIR [--quick]. Measures the copy bandwidth first (the
 HBM floor of one read of x and one write of y is batch * (N + M) * element size / bandwidth),
@@ -141,6 +143,17 @@ def case(name, ps, dtype, batch, bw, sweep, layout="bsf"):
     return row
 
 
+def kernel(path):
+    """Which fused kernel the path names: "monarch" (ks_fused_mon.cuh), "pair tb N" (ks_fused.cuh),
+    else the path's words (factors: why)."""
+    text = " ".join(map(str, path))
+    if "monarch kernel" in text:
+        return "monarch"
+    if text.startswith("fused tb "):
+        return "pair " + " ".join(text.split()[1:3]).rstrip(",")
+    return text[:40]
+
+
 def fmt(v, p=3):
     return f"{v:.{p}f}" if isinstance(v, float) else ("-" if v is None else str(v)[:18])
 
@@ -195,7 +208,7 @@ def main():
             f"{fmt(r.get('speedup_vs_factors'), 2)} ({fmt(r.get('speedup_vs_factors_b2b'), 2)}) | "
             f"{fmt(r['fused_err'], 1) if not isinstance(r['fused_err'], float) else format(r['fused_err'], '.1e')} / "
             f"{format(r['factors_err'], '.1e') if isinstance(r['factors_err'], float) else r['factors_err']} | {sw} | "
-            f"{' '.join(map(str, r['path']))[:40]} |")
+            f"{kernel(r['path'])} |")
     print("\n".join(lines))
     big = [r for r in rows if r["batch"] == 25088 and isinstance(r.get("speedup_vs_factors_b2b"), float)]
     if big:

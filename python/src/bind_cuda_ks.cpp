@@ -126,7 +126,7 @@ bool chain_fused(const std::vector<int64_t>& flat, size_t P, int64_t batch, bool
                 : ks::fused_pair_why_not(pat(flat, 0), pat(flat, 1), bl, DType(dtype));
   check_arg(solver != 2 || why->empty(), "options", "chain 'fused' was forced but cannot run: ", *why);
   if (!why->empty()) return false;
-  *cfg = ks::fused_pair_pick(pat(flat, 0), pat(flat, 1), DType(dtype), batch, fused_tb(opts));
+  *cfg = ks::fused_pair_pick(pat(flat, 0), pat(flat, 1), DType(dtype), batch, fused_tb(opts), bl);
   check_arg(cfg->ok(), "options", "no block shape fits the fused pair");
   return true;
 }
@@ -226,7 +226,7 @@ std::pair<std::string, std::string> chain_path(const std::vector<int64_t>& flat,
   std::string why;
   if (chain_fused(flat, P, batch, bl, dtype, opts, &cfg, &why))
     return {"fused", "tb " + std::to_string(cfg.tb) + ", " + std::to_string(cfg.smem) +
-                         " bytes of shared memory per block"};
+                         " bytes of shared memory per block" + (cfg.mon ? ", monarch kernel" : "")};
   return {"factors", why};
 }
 

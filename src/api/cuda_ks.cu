@@ -130,7 +130,8 @@ class CudaKSChain final : public KSChainBackend {
                         p_.layout == KSLayout::BatchFirst ? ", batch-first, " : ", batch-last, ",
                         dtype_name(p_.dtype), " on ", device_name(p_.device),
                         fused_.ok() ? msg(": forward fused (one kernel, the intermediate in shared memory, ", fused_.tb,
-                                          " batch rows per block); backward: the factor products in turn")
+                                          fused_.mon ? " batch rows per tile, persistent Monarch kernel" : " batch rows per block",
+                                          "); backward: the factor products in turn")
                                     : msg(": the factor products in turn (the last factor first)",
                                           why_.empty() ? "" : msg(" (not fused: ", why_, ")")));
     for (size_t i = 0; i < factors_.size(); ++i) s += msg("; factor ", i, " ", factors_[i].describe());
@@ -189,7 +190,8 @@ class CudaKSChain final : public KSChainBackend {
       throw ValueError(msg("argument 'options.solver': \"fused\" cannot run this chain: ", why_));
     if (!why_.empty() || (solver == 0 && !cuda::ks::fused_pair_preferred(kp(0), kp(1), p_.batch, to_cuda(p_.dtype))))
       return;
-    fused_ = cuda::ks::fused_pair_pick(kp(0), kp(1), to_cuda(p_.dtype), p_.batch, 0);
+    fused_ = cuda::ks::fused_pair_pick(kp(0), kp(1), to_cuda(p_.dtype), p_.batch, 0,
+                                       p_.layout == KSLayout::BatchLast);
   }
 
   op::KSChainProblem p_;

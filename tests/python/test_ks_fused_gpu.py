@@ -85,16 +85,18 @@ def test_every_block_shape(name, tb, dtype):
     except ValueError as e:  # this tb does not fit in one block's shared memory here
         assert "fused_tb" in str(e)
         pytest.skip(str(e))
-    assert path[0] == "fused" and f"tb {tb}" in path[1]
+    assert path[0] == "fused" and f"tb {tb}" in path[1] and "monarch" not in path[1]  # forced: pair_kernel
     y = K.ks_chain(x, ws, ps, options=opts)
     assert rel(y, _ref(x, ws, ps)) <= TOL[dtype]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda t: str(t).split(".")[-1])
 @pytest.mark.parametrize("layout", ["bsf", "bsl"])
-def test_large_batch_monarch(dtype, layout):
-    """Many blocks (batch 25088, the benchmark's): every row written, the right values."""
-    x, ws, ps = _case("monarch1024", 25088, dtype, layout)
+@pytest.mark.parametrize("name", ["monarch1024", "monarch256"])
+def test_large_batch_monarch(name, dtype, layout):
+    """Many blocks (batch 25088, the benchmark's; the Monarch kernel's persistent blocks loop over
+    several tiles each): every row written, the right values."""
+    x, ws, ps = _case(name, 25088, dtype, layout)
     poisoned_pool(25088 * 1024 * x.element_size())
     y = K.ks_chain(x, ws, ps, layout=layout, options=FUSED)
     assert torch.isfinite(y).all()
@@ -233,3 +235,100 @@ def test_chain_scratch_is_the_plans():
     with pytest.raises(ValueError, match="scratch"):
         ext.cuda_ks_chain_forward(x.data_ptr(), [w.data_ptr() for w in ws], y.data_ptr(), s.data_ptr(), fused - 1,
                                   flat, 64, False, 0, dev, code_f, 0)
+
+
+# ---- the persistent Monarch kernel (src/cuda/ks/ks_fused_mon.cuh) ----------------------------
+HALVES = [torch.float16, torch.bfloat16]
+MON = ["monarch1024", "monarch256"]  # S = 32 (16-row tiles, one block per SM), S = 16 (32-row tiles)
+
+
+def _path(name, batch, dtype, layout="bsf", opts=FUSED):
+    return K.ks_chain_path(PAIRS[name], batch, layout=layout, dtype=str(dtype).split(".")[-1], options=opts)
+
+
+def test_monarch_kernel_is_picked_where_it_applies():
+    """Batch-first halves with K_2 = (S,S,S,1), K_1 = (1,S,S,S), S = 16, 32, no forced tb; pair_kernel
+    everywhere else (float32, batch-last, S = 64, other pairs, a forced fused_tb)."""
+    for name in MON:
+        for dt in HALVES:
+            assert "monarch kernel" in _path(name, 4096, dt)[1]
+            assert "monarch kernel" not in _path(name, 4096, dt, "bsl")[1]
+            assert "monarch kernel" not in _path(name, 4096, dt, opts=dict(FUSED, fused_tb=16))[1]
+        assert "monarch kernel" not in _path(name, 4096, torch.float32)[1]
+    for name in ("monarch4096", "strided_both", "nonsquare_first"):
+        assert "monarch kernel" not in _path(name, 4096, torch.bfloat16)[1]
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=lambda t: str(t).split(".")[-1])
+@pytest.mark.parametrize("name", MON)
+@pytest.mark.parametrize("batch", [1, 7, 17, 33, 301, 4111])
+def test_monarch_kernel_matches_float64(name, batch, dtype):
+    """Fresh inputs, batches that leave partial tiles (17, 33, 301) and that give blocks more than
+    one tile (4111 at S = 32: 132 blocks x 16 rows per sweep on an H100/H200); against float64
+    and against pair_kernel forced in the same process."""
+    x, ws, ps = _case(name, batch, dtype)
+    assert "monarch kernel" in _path(name, batch, dtype)[1]
+    y = K.ks_chain(x, ws, ps, options=FUSED)
+    ref = _ref(x, ws, ps)
+    assert torch.isfinite(y).all()
+    assert rel(y, ref) <= TOL[dtype], (name, batch, dtype, rel(y, ref))
+    y_old = K.ks_chain(x, ws, ps, options=dict(FUSED, fused_tb=16))
+    assert rel(y, y_old.double()) <= 2 * TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=lambda t: str(t).split(".")[-1])
+def test_monarch_kernel_unaligned(dtype):
+    """Weights one element off 4-byte alignment (the 2-byte staging loads) and x one element off
+    16 bytes (falls back to pair_kernel): both right."""
+    ps = PAIRS["monarch1024"]
+    x, ws, _ = _case("monarch1024", 45, dtype)
+    wsu = []
+    for w in ws:
+        buf = torch.empty(w.numel() + 1, dtype=dtype, device=DEV)
+        v = buf[1:].view(w.shape)
+        v.copy_(w)
+        assert v.data_ptr() % 4 != 0
+        wsu.append(v)
+    ref = _ref(x, ws, ps)
+    assert rel(K.ks_chain(x, wsu, ps, options=FUSED), ref) <= TOL[dtype]
+    buf = torch.empty(x.numel() + 1, dtype=dtype, device=DEV)
+    xu = buf[1:].view(x.shape)
+    xu.copy_(x)
+    assert rel(K.ks_chain(xu, ws, ps, options=FUSED), ref) <= TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=lambda t: str(t).split(".")[-1])
+@pytest.mark.parametrize("name", MON)
+def test_monarch_kernel_nan_stays_in_its_row(name, dtype):
+    """Every output of a Monarch row depends on every input of that row (the ks contract), and on
+    nothing else: a NaN in x reaches exactly its row's outputs, in the first and in a later tile,
+    and the zero-filled rows of the partial last tile leave no trace."""
+    batch = 4111
+    x, ws, ps = _case(name, batch, dtype)
+    bad_rows = [5, 2500, batch - 1]
+    for r in bad_rows:
+        x[r, (r * 37) % x.shape[1]] = float("nan")
+    y = K.ks_chain(x, ws, ps, options=FUSED)
+    nonfinite = ~torch.isfinite(y)
+    assert nonfinite.any(dim=1).nonzero().flatten().tolist() == bad_rows
+    assert nonfinite[bad_rows].all()
+    good = torch.ones(batch, dtype=torch.bool, device=DEV)
+    good[bad_rows] = False
+    assert rel(y[good], _ref(x[good], ws, ps)) <= TOL[dtype]
+
+
+def test_monarch_kernel_back_to_back_calls_and_streams():
+    """Two calls on different streams and a call right after a pair_kernel call: the kernel keeps
+    no state between calls (its shared-memory attribute and occupancy are read once per device)."""
+    x, ws, ps = _case("monarch1024", 999, torch.bfloat16)
+    ref = _ref(x, ws, ps)
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s1):
+        y1 = K.ks_chain(x, ws, ps, options=FUSED)
+    with torch.cuda.stream(s2):
+        y2 = K.ks_chain(x, ws, ps, options=dict(FUSED, fused_tb=32))
+        y3 = K.ks_chain(x, ws, ps, options=FUSED)
+    torch.cuda.synchronize()
+    for y in (y1, y2, y3):
+        assert rel(y, ref) <= TOL[torch.bfloat16]

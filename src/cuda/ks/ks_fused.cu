@@ -10,6 +10,7 @@
 #include "cuda/check.hpp"
 #include "cuda/device.hpp"
 #include "cuda/ks/ks_fused.cuh"
+#include "cuda/ks/ks_fused_mon.cuh"
 #include "strux/core.hpp"
 
 namespace strux::cuda::ks {
@@ -96,6 +97,63 @@ const T* grouped(const void* w, KsPattern p, char* wbuf, int64_t* off, cudaStrea
   return wt;
 }
 
+// ---- the persistent Monarch kernel (ks_fused_mon.cuh) ----
+
+// S of a Monarch pair the kernel takes (K_2 = (S, S, S, 1), K_1 = (1, S, S, S), S = 16 or 32,
+// batch-first halves), 0 otherwise. Float32 (3xTF32, 256 KB of weights at S = 32) and S = 64
+// (1 MB) do not fit one block's shared memory: pair_kernel runs them.
+int mon_s(KsPattern p1, KsPattern p2, DType t, bool bl) {
+  if (bl || (t != DType::f16 && t != DType::bf16)) return 0;
+  const int64_t S = p2.b;
+  const bool shape = p2.a == S && p2.c == S && p2.d == 1 && p1.a == 1 && p1.b == S && p1.c == S && p1.d == S;
+  return shape && (S == 16 || S == 32) ? int(S) : 0;
+}
+// Rows per tile (16 * RT): S = 32 takes RT 1 (232,448 bytes of shared memory, one block per SM),
+// S = 16 RT 2 (71,296 bytes, three per SM).
+int mon_rt(int S) { return S == 16 ? 2 : 1; }
+int64_t mon_smem(int S) {
+  return S == 16 ? 4 * int64_t(mon::Geo<16, 2>::WORDS) : 4 * int64_t(mon::Geo<32, 1>::WORDS);
+}
+
+template <class T, int S, int RT>
+void launch_mon(const mon::Args<T>& a, cudaStream_t s) {
+  auto kern = mon::mon_kernel<T, S, RT>;
+  const int64_t smem = 4 * int64_t(mon::Geo<S, RT>::WORDS);
+  static std::atomic<uint64_t> set{0};  // the shared-memory attribute, once per device
+  static std::atomic<int> per_sm[64];   // resident blocks per SM, per device (0: not yet asked)
+  int dev = 0;
+  STRUX_CUDA(cudaGetDevice(&dev));
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (!(set.load(std::memory_order_acquire) & bit)) {
+    STRUX_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    set.fetch_or(bit, std::memory_order_release);
+  }
+  int occ = dev < 64 ? per_sm[dev].load(std::memory_order_relaxed) : 0;
+  if (!occ) {
+    STRUX_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, mon::NTHR, size_t(smem)));
+    occ = std::max(occ, 1);
+    if (dev < 64) per_sm[dev].store(occ, std::memory_order_relaxed);
+  }
+  // persistent: one block per resident slot, each looping over tiles (its weights loaded once)
+  const int64_t tiles = (a.batch + 16 * RT - 1) / (16 * RT);
+  const int64_t blocks = std::min<int64_t>(tiles, int64_t(occ) * sm_count());
+  kern<<<dim3(unsigned(blocks)), mon::NTHR, size_t(smem), s>>>(a);
+  STRUX_LAUNCH("ks fused mon_kernel");
+}
+
+template <class T>
+void launch_mon_t(const void* x, const void* w1, const void* w2, void* y, int S, int64_t batch, cudaStream_t s) {
+  mon::Args<T> a;
+  a.x = static_cast<const T*>(x);
+  a.w1 = static_cast<const T*>(w1);
+  a.w2 = static_cast<const T*>(w2);
+  a.y = static_cast<T*>(y);
+  a.batch = batch;
+  a.wpair = reinterpret_cast<uintptr_t>(w1) % 4 == 0 && reinterpret_cast<uintptr_t>(w2) % 4 == 0;
+  if (S == 16) return launch_mon<T, 16, 2>(a, s);
+  return launch_mon<T, 32, 1>(a, s);
+}
+
 template <class T>
 void launch(const void* x, const void* w1, const void* w2, void* y, KsPattern p1, KsPattern p2,
             int64_t batch, bool bl, DType t, FusedCfg cfg, void* wbuf, cudaStream_t s) {
@@ -152,9 +210,9 @@ std::string fused_pair_why_not(KsPattern p1, KsPattern p2, bool batch_last, DTyp
   return "";
 }
 
-FusedCfg fused_pair_pick(KsPattern p1, KsPattern p2, DType t, int64_t batch, int tb_force) {
-  check_arg(tb_force == 0 || tb_force == 8 || tb_force == 16 || tb_force == 32 || tb_force == 64, "fused_tb",
-            "expected 0 (automatic), 8, 16, 32 or 64, got ", tb_force);
+namespace {
+// pair_kernel's block shape (fused_pair_pick without the Monarch kernel)
+FusedCfg pick_pair(KsPattern p1, KsPattern p2, DType t, int64_t batch, int tb_force) {
   const Layout L = layout(p1, p2, t);
   const int64_t optin = smem_optin();
   if (tb_force) {
@@ -173,6 +231,15 @@ FusedCfg fused_pair_pick(KsPattern p1, KsPattern p2, DType t, int64_t batch, int
   for (int tb : {32, 16, 8})
     if (tb <= top && L.smem(tb) <= optin) return {tb, L.smem(tb)};
   return {};
+}
+}  // namespace
+
+FusedCfg fused_pair_pick(KsPattern p1, KsPattern p2, DType t, int64_t batch, int tb_force, bool batch_last) {
+  check_arg(tb_force == 0 || tb_force == 8 || tb_force == 16 || tb_force == 32 || tb_force == 64, "fused_tb",
+            "expected 0 (automatic), 8, 16, 32 or 64, got ", tb_force);
+  if (const int S = tb_force ? 0 : mon_s(p1, p2, t, batch_last); S && mon_smem(S) <= smem_optin())
+    return {16 * mon_rt(S), mon_smem(S), true};
+  return pick_pair(p1, p2, t, batch, tb_force);
 }
 
 bool fused_pair_preferred(KsPattern, KsPattern, int64_t, DType) {
@@ -196,6 +263,17 @@ void fused_pair(const void* x, const void* w1, const void* w2, void* y, KsPatter
             "the fused pair needs fused_pair_workspace_bytes() of scratch, got none");
   check_arg(batch >= 1 && (batch + cfg.tb - 1) / cfg.tb < (int64_t(1) << 31), "batch", "expected 1 to 2^31 blocks of ",
             cfg.tb, " rows, got batch ", batch);
+  if (cfg.mon) {
+    // 16-byte x loads and y stores; an unaligned call runs pair_kernel (its scratch is reserved)
+    auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    const int S = mon_s(p1, p2, t, batch_last);
+    check_arg(S > 0, "fused_tb", "the Monarch kernel does not take the pair ", pat(p1), " ", pat(p2));
+    if (al(x) && al(y))
+      return t == DType::f16 ? launch_mon_t<__half>(x, w1, w2, y, S, batch, s)
+                             : launch_mon_t<__nv_bfloat16>(x, w1, w2, y, S, batch, s);
+    const FusedCfg old = pick_pair(p1, p2, t, batch, 0);
+    return fused_pair(x, w1, w2, y, p1, p2, batch, batch_last, t, old, wbuf, s);
+  }
   switch (t) {
     case DType::f32: return launch<float>(x, w1, w2, y, p1, p2, batch, batch_last, t, cfg, wbuf, s);
     case DType::f16: return launch<__half>(x, w1, w2, y, p1, p2, batch, batch_last, t, cfg, wbuf, s);

@@ -202,10 +202,14 @@ __device__ void stage(const T* __restrict__ w, Fac f, const T* in, int LD, T* ou
       }
     }
     if (inplace) {  // every lane has read its last input of this group: write the group over it
+      // lanes along k (one output column each, its buffer offset computed once), rows unrolled:
+      // round 2's loop over e = r*b + k spent ~35 instructions per element on a runtime division
+      // and sidx, ~40% of the pair's time by the count in NOTES "ks-fused round 3"
       __syncwarp();
-      for (int e = lane; e < TB * f.b; e += 32) {
-        const int r = e / f.b, k = e - r * f.b;
-        out[r * LDO + sidx(out_base + k * f.d, sh, EPW)] = scr[r * sb + k];
+      for (int k = lane; k < f.b; k += 32) {
+        const int o = sidx(out_base + k * f.d, sh, EPW);
+#pragma unroll 8
+        for (int r = 0; r < TB; ++r) out[r * LDO + o] = scr[r * sb + k];
       }
       __syncwarp();
     }
