@@ -373,11 +373,12 @@ def test_fft2_even_inverse(dtype, layout, size, R, algo):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("Nt", [1, 6, 7])
 def test_fft2_even_nan_in_fhat(dtype, Nt):
-    # A NaN in F̂ reaches exactly the output columns it touches through the fused pre step.
+    # A NaN in F̂ reaches exactly the output columns it touches through the fused pre step (the
+    # own products, as in test_own_kernels_nan_in_tail, which runs odd nfft only).
     Nd, Nm = 35, 130
     blocks = torch.randn(Nt, Nd, Nm, device="cuda", dtype=getattr(torch, dtype))
     blocks[:, 34, 129] = float("nan")
-    op = _cuda.BlockToeplitzCUDA(blocks, fft=2)
+    op = _cuda.BlockToeplitzCUDA(blocks, algo=2, fft=2)
     assert op._plan(1).nfft % 2 == 0
     for R in (None, 3):
         tail = () if R is None else (R,)
