@@ -3,7 +3,7 @@ F̂, matvec and rmatvec, float32, R = 1, time-major, in one process (GPU ms per 
 and at the narrow shapes each call's CUDA kernels (torch.profiler: device us per call), so the
 transforms' share S = whole − product can be read off. NOTES: bench/NOTES-toeplitz-precision.md
 #narrow-shapes.
-    python bench/gpu_toeplitz_narrow.py [OUT.json]
+    python bench/gpu_toeplitz_narrow.py [OUT.jsonl]
 """
 import json
 import sys
@@ -14,27 +14,44 @@ from strux import _cuda, _cuda_toeplitz
 from strux.bench.gpu import copy_bandwidth
 from strux.bench.timing import back_to_back_ms, kernel_us
 
-SHAPES = [(1000, 100, 5000), (500, 1024, 1024), (1000, 1767, 1767), (1000, 2499, 64), (1000, 64, 2499),
-          (200, 4096, 512), (1000, 100, 4999)]
+# The narrow shapes first (a time limit then cuts the square ones), each row printed and written as
+# soon as it is measured.
+SHAPES = [(1000, 100, 5000), (1000, 64, 2499), (1000, 2499, 64), (1000, 100, 4999), (500, 1024, 1024),
+          (200, 4096, 512), (1000, 1767, 1767)]
 NARROW = {(1000, 100, 5000), (1000, 64, 2499), (1000, 2499, 64)}
 CONFIGS = (("c64", {}), ("bf16", {"precision": {"fhat": "bfloat16"}}))
 
 
 def short(name):
     """A kernel's name without namespaces and template arguments, for the one-line table."""
-    n = name.split("(")[0].split("<")[0]
-    return n.split("::")[-1][:26]
+    n = name.replace("(anonymous namespace)::", "").split("<")[0].split("(")[0]
+    return n.split("::")[-1].split(" ")[-1][:26]
+
+
+def kernel_lines(row):
+    """Per-kernel lines of a narrow shape: the product (the largest kernel) and the rest, S."""
+    for name, _ in CONFIGS:
+        for dname in ("matvec", "rmatvec"):
+            ks = row[name].get(dname + "_kernels_us")
+            if not isinstance(ks, list) or not ks:
+                continue
+            whole = row[name][dname + "_ms"] * 1e3
+            rest = sum(k[2] for k in ks[1:])
+            parts = ", ".join(f"{short(k[0])} {k[2]:.1f}" for k in ks[1:8])
+            print(f"    {name} {dname} (us): whole {whole:.1f}, product {ks[0][2]:.1f}, S kernels {rest:.1f} "
+                  f"({sum(k[1] for k in ks) - ks[0][1]:.0f} launches), gaps {whole - ks[0][2] - rest:.1f} | {parts}",
+                  flush=True)
 
 
 bw = copy_bandwidth()
 print(f"copy bandwidth {bw / 1e12:.3f} TB/s ({torch.cuda.get_device_name()})", flush=True)
-rows = []
-print("| (Nt, Nd, Nm) | complex64 m / r ms | bfloat16 m / r ms | speedup m / r | bf16 err vs c64 |")
+out = open(sys.argv[1], "w") if len(sys.argv) > 1 else None
+print("| (Nt, Nd, Nm) | complex64 m / r ms | bfloat16 m / r ms | speedup m / r | bf16 err vs c64 |", flush=True)
 for Nt, Nd, Nm in SHAPES:
     torch.manual_seed(0)
     blocks = torch.randn(Nt, Nd, Nm, device="cuda") / (Nm * Nt) ** 0.5
     m, d = torch.randn(Nt, Nm, device="cuda"), torch.randn(Nt, Nd, device="cuda")
-    row = {"shape": [Nt, Nd, Nm]}
+    row = {"shape": [Nt, Nd, Nm], "copy_bandwidth": bw, "device": torch.cuda.get_device_name()}
     ref = None
     for name, kw in CONFIGS:
         op = _cuda_toeplitz.BlockToeplitzCUDA(blocks, **kw)
@@ -63,24 +80,10 @@ for Nt, Nd, Nm in SHAPES:
     print(f"| {Nt}, {Nd}, {Nm} | {c['matvec_ms']:.3f} / {c['rmatvec_ms']:.3f} | {b['matvec_ms']:.3f} / "
           f"{b['rmatvec_ms']:.3f} | {row['bf16_speedup'][0]:.2f} / {row['bf16_speedup'][1]:.2f} | {b['err_vs_c64']:.2e} |",
           flush=True)
-    rows.append(row)
+    if (Nt, Nd, Nm) in NARROW:
+        kernel_lines(row)
+    if out:
+        out.write(json.dumps(row) + "\n")
+        out.flush()
     del blocks
     torch.cuda.empty_cache()
-
-# Per-kernel lines at the narrow shapes: the product (the largest kernel) and everything else.
-print("kernels (device us per call; the largest is the product, S = the rest):")
-for row in rows:
-    for name, _ in CONFIGS:
-        for dname in ("matvec", "rmatvec"):
-            ks = row[name].get(dname + "_kernels_us")
-            if not isinstance(ks, list) or not ks:
-                continue
-            whole = row[name][dname + "_ms"] * 1e3
-            rest = sum(k[2] for k in ks[1:])
-            parts = ", ".join(f"{short(k[0])} {k[2]:.1f}" for k in ks[1:8])
-            print(f"  {tuple(row['shape'])} {name} {dname}: whole {whole:.1f}, product {ks[0][2]:.1f}, "
-                  f"kernels S {rest:.1f} ({sum(k[1] for k in ks) - ks[0][1]:.0f} launches), gaps "
-                  f"{whole - ks[0][2] - rest:.1f} | {parts}", flush=True)
-if len(sys.argv) > 1:
-    with open(sys.argv[1], "w") as f:
-        json.dump({"copy_bandwidth": bw, "device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
