@@ -336,3 +336,68 @@ def test_real_gemm(dtype, layout, size, R):
 def test_real_gemm_other_ffts_use_cgemm(fft):
     op = _cuda.BlockToeplitzCUDA(torch.randn(5, 3, 4, device="cuda"), algo=3, fft=fft)
     assert op._plan(16).algo == 0
+
+
+# fft 2 with even nfft: the inverse side is c2r_pre_transpose (cuFFT's C2R pre step fused into
+# the back transpose) and the side's half-length C2C run backwards (bench/NOTES-toeplitz-precision.md
+# #narrow-shapes). Nt → M = nfft / 2: 1 → 1 (f = 0 and its mirror M only), 6 → 6 (f = M/2 its own
+# mirror), 7 → 7 and 9 → 9 (odd M, prime Nt), 40 → 40 (two frequency tiles); column counts of 1,
+# odd, even and past one 32-column tile on either side.
+EVEN_SIZES = [(1, 1, 1), (1, 2, 35), (6, 1, 33), (7, 34, 1), (9, 3, 66), (40, 65, 8), (40, 7, 9)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("layout", ["time-major", "space-major"])
+@pytest.mark.parametrize("size", EVEN_SIZES)
+@pytest.mark.parametrize("R", [None, 3])
+@pytest.mark.parametrize("algo", [-1, 0, 2, 3])
+def test_fft2_even_inverse(dtype, layout, size, R, algo):
+    Nt, Nd, Nm = size
+    rng = np.random.default_rng()
+    blocks = rng.standard_normal((Nt, Nd, Nm))
+    op = _cuda.BlockToeplitzCUDA(torch.tensor(blocks, dtype=getattr(torch, dtype), device="cuda"), layout, algo,
+                                 fft=2)
+    r = 1 if R is None else R
+    assert op._plan(r).fft == 2 and op._plan(r).nfft % 2 == 0
+    for rep in range(2):  # a second call on the same plan: nothing left behind in its buffers
+        for n, adj in ((Nm, False), (Nd, True)):
+            x = rng.standard_normal((Nt, n, r))
+            xin = to_layout(x, layout)
+            t = torch.tensor(xin if R is not None else xin[..., 0], dtype=getattr(torch, dtype), device="cuda")
+            got = (op.rmatvec(t) if adj else op.matvec(t)).double().cpu().numpy()
+            if R is None:
+                got = got[..., None]
+            assert rel(from_layout(got, layout), ref_toeplitz(blocks, x, adjoint=adj)) < TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("Nt", [1, 6, 7])
+def test_fft2_even_nan_in_fhat(dtype, Nt):
+    # A NaN in F̂ reaches exactly the output columns it touches through the fused pre step (the
+    # own products, as in test_own_kernels_nan_in_tail, which runs odd nfft only).
+    Nd, Nm = 35, 130
+    blocks = torch.randn(Nt, Nd, Nm, device="cuda", dtype=getattr(torch, dtype))
+    blocks[:, 34, 129] = float("nan")
+    op = _cuda.BlockToeplitzCUDA(blocks, algo=2, fft=2)
+    assert op._plan(1).nfft % 2 == 0
+    for R in (None, 3):
+        tail = () if R is None else (R,)
+        y = op.matvec(torch.randn(Nt, Nm, *tail, device="cuda", dtype=blocks.dtype))
+        assert torch.isnan(y[:, 34]).all() and not torch.isnan(y[:, :34]).any()
+        x = op.rmatvec(torch.randn(Nt, Nd, *tail, device="cuda", dtype=blocks.dtype))
+        assert torch.isnan(x[:, 129]).all() and not torch.isnan(x[:, :129]).any()
+
+
+@pytest.mark.parametrize("precision", [None, {"fhat": "bfloat16"}])
+@pytest.mark.parametrize("Nt", [1, 6, 7])
+def test_fft2_even_nan_in_input(precision, Nt):
+    # A NaN in the input spreads over its transform (every output at its last time is NaN); the
+    # next clean call on the same plan is clean.
+    Nd, Nm = 3, 66
+    op = _cuda.BlockToeplitzCUDA(torch.randn(Nt, Nd, Nm, device="cuda"), fft=2, precision=precision)
+    for n, f in ((Nm, op.matvec), (Nd, op.rmatvec)):
+        x = torch.randn(Nt, n, device="cuda")
+        x[0, n - 1] = float("nan")
+        y = f(x)
+        assert torch.isnan(y[Nt - 1 if f == op.matvec else 0]).all()
+        assert not torch.isnan(f(torch.randn(Nt, n, device="cuda"))).any()

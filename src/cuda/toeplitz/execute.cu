@@ -65,14 +65,14 @@ void exec_c2c(cufftHandle p, double2* z, int dir) {
   STRUX_CUFFT(
       cufftExecZ2Z(p, reinterpret_cast<cufftDoubleComplex*>(z), reinterpret_cast<cufftDoubleComplex*>(z), dir));
 }
-// Out of place (fft 2's half-length forward transforms).
-void exec_c2c(cufftHandle p, const float2* in, float2* out) {
+// Out of place (fft 2's half-length transforms: forward on the input side, inverse on the output side).
+void exec_c2c(cufftHandle p, const float2* in, float2* out, int dir = CUFFT_FORWARD) {
   STRUX_CUFFT(cufftExecC2C(p, reinterpret_cast<cufftComplex*>(const_cast<float2*>(in)),
-                           reinterpret_cast<cufftComplex*>(out), CUFFT_FORWARD));
+                           reinterpret_cast<cufftComplex*>(out), dir));
 }
-void exec_c2c(cufftHandle p, const double2* in, double2* out) {
+void exec_c2c(cufftHandle p, const double2* in, double2* out, int dir = CUFFT_FORWARD) {
   STRUX_CUFFT(cufftExecZ2Z(p, reinterpret_cast<cufftDoubleComplex*>(const_cast<double2*>(in)),
-                           reinterpret_cast<cufftDoubleComplex*>(out), CUFFT_FORWARD));
+                           reinterpret_cast<cufftDoubleComplex*>(out), dir));
 }
 
 }  // namespace
@@ -167,8 +167,10 @@ void ToeplitzPlan::Impl::stage_in(const T* in, bool adjoint, cudaStream_t s) {
   }
 }
 
-// fft 2, the output side: the product's spectra (adjoint ? X : Y) → transpose back → contiguous
-// C2R into that buffer (free by then) → scatter (transpose).
+// fft 2, the output side: the product's spectra (adjoint ? X : Y) → transpose back → inverse
+// transform into that buffer (free by then) → scatter (transpose). Even nfft: the transpose does
+// the C2R pre step (c2r_pre_transpose) and the inverse is the side's half-length C2C run backwards
+// (one pass over the spectra and one launch fewer than cuFFT's C2R); odd nfft: cuFFT's C2R.
 template <class T>
 void ToeplitzPlan::Impl::stage_out(T* out, bool adjoint, cudaStream_t s) {
   using F = Fft<T>;
@@ -177,17 +179,29 @@ void ToeplitzPlan::Impl::stage_out(T* out, bool adjoint, cudaStream_t s) {
   const int algo = adjoint ? algo_adj : this->algo;
   const bool reverse = adjoint && R == 1 && algo == 0;
   C* Xout = (adjoint ? X : Y).as<C>();
-  FFTPlan& fout = adjoint ? c2r_m : c2r_d;
   C* Tc = T1.as<C>();
-  const dim3 tb(kTile, kTRows);
-  STRUX_CUFFT(cufftSetStream(fout.get(), s));
-  if (algo == 3)
-    transpose_c<C, false, true><<<tile_grid(cout, nfreq), tb, 0, s>>>(Xout, nfreq, cout, Tc, R);
-  else
-    transpose_c<C><<<tile_grid(cout, nfreq), tb, 0, s>>>(Xout, nfreq, cout, Tc);
-  STRUX_LAUNCH("toeplitz transpose_c");
   T* Q = reinterpret_cast<T*>(Xout);  // nfreq·cout complex >= nfft·cout real
-  F::inverse(fout.get(), Tc, Q);
+  const dim3 tb(kTile, kTRows);
+  if (half) {
+    const int64_t M = nfft / 2;
+    FFTPlan& fout = adjoint ? r2c_m : r2c_d;  // C2C(M) over cout rows
+    STRUX_CUFFT(cufftSetStream(fout.get(), s));
+    if (algo == 3)
+      c2r_pre_transpose<C, true><<<tile_grid(M / 2 + 1, cout), tb, 0, s>>>(Xout, cout, M, Wt.as<C>(), Tc, R);
+    else
+      c2r_pre_transpose<C><<<tile_grid(M / 2 + 1, cout), tb, 0, s>>>(Xout, cout, M, Wt.as<C>(), Tc);
+    STRUX_LAUNCH("toeplitz c2r_pre_transpose");
+    exec_c2c(fout.get(), Tc, reinterpret_cast<C*>(Q), CUFFT_INVERSE);
+  } else {
+    FFTPlan& fout = adjoint ? c2r_m : c2r_d;
+    STRUX_CUFFT(cufftSetStream(fout.get(), s));
+    if (algo == 3)
+      transpose_c<C, false, true><<<tile_grid(cout, nfreq), tb, 0, s>>>(Xout, nfreq, cout, Tc, R);
+    else
+      transpose_c<C><<<tile_grid(cout, nfreq), tb, 0, s>>>(Xout, nfreq, cout, Tc);
+    STRUX_LAUNCH("toeplitz transpose_c");
+    F::inverse(fout.get(), Tc, Q);
+  }
   if (space_major)
     scatter_rows<T, true><<<tile_grid(Nt, cout), tb, 0, s>>>(Q, Nt, cout, R, reverse, nfft, out);
   else

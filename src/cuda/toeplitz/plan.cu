@@ -106,7 +106,9 @@ ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool s
     // Contiguous rows: column c's nfft samples at P[c·nfft], spectra at T1[c·nfreq]. Even nfft:
     // the forward transform is the length-nfft/2 C2C of the rows read as complex (cuFFT's R2C
     // runs that same C2C plus a post pass over all spectra; the post step is fused into the
-    // transpose instead). The inverse C2R writes into the product's output buffer, not P.
+    // transpose instead), and the inverse is that C2C run backwards after the back transpose
+    // has done the C2R pre step (no C2R plans). Odd nfft: cuFFT's R2C and C2R. The inverse
+    // writes into the product's output buffer, not P.
     p.half = nfft % 2 == 0;
     if (p.half) {
       const int64_t M = nfft / 2;
@@ -116,13 +118,14 @@ ToeplitzPlan::ToeplitzPlan(int64_t Nt, int64_t Nd, int64_t Nm, int64_t R, bool s
         upload_twiddles<double2>(p.Wt, nfft);
       else
         upload_twiddles<float2>(p.Wt, nfft);
+      made = {&p.r2c_m, &p.r2c_d};
     } else {
       p.r2c_m.make(nfft, cm, 1, nfft, nfft, 1, nfreq, nfreq, r2c);
       p.r2c_d.make(nfft, cd, 1, nfft, nfft, 1, nfreq, nfreq, r2c);
+      p.c2r_m.make(nfft, cm, 1, nfreq, nfreq, 1, nfft, nfft, c2r);
+      p.c2r_d.make(nfft, cd, 1, nfreq, nfreq, 1, nfft, nfft, c2r);
+      made = {&p.r2c_m, &p.c2r_m, &p.r2c_d, &p.c2r_d};
     }
-    p.c2r_m.make(nfft, cm, 1, nfreq, nfreq, 1, nfft, nfft, c2r);
-    p.c2r_d.make(nfft, cd, 1, nfreq, nfreq, 1, nfft, nfft, c2r);
-    made = {&p.r2c_m, &p.c2r_m, &p.r2c_d, &p.c2r_d};
     p.P.allocate(size_t(nfft) * std::max(cm, cd) * tr);
     zero_now(p.P);
     if (R == 1 && p.algo_adj == 0) {

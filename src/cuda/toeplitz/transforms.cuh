@@ -13,7 +13,8 @@
 //   fft 2: contiguous rows (a tiled transpose writes the data entries; the zero padding is
 //          written once at plan time), contiguous batched R2C (even nfft: half-length C2C with
 //          the R2C post step fused into the transpose to frequency-major), product, tiled
-//          transpose back, contiguous C2R, scatter.
+//          transpose back (even nfft: with the C2R pre step fused, then the half-length
+//          inverse C2C; odd nfft: contiguous C2R), scatter.
 #pragma once
 
 #include <algorithm>
@@ -339,6 +340,51 @@ __global__ void __launch_bounds__(kTile* kTRows) r2c_post_transpose(const C* __r
           const C w2 = Wt[g];
           const R_ p2 = w2.x * vx + w2.y * vy, q2 = w2.y * vx - w2.x * vy;  // W^g·conj V
           put_x<XO>(X, g, c, cols, R, C{ux - q2, p2 - uy});
+        }
+      }
+    }
+    __syncthreads();
+  }
+}
+
+// The inverse of r2c_post_transpose: cuFFT's C2R of even length 2M without its pre-processing
+// pass (a read and a write of all spectra), fused with the transpose back to column rows. X
+// (M + 1, cols) frequency-major half spectra (YI: algo 3's [Re | Im] output, get_y), imaginary
+// parts at f = 0 and M dropped as C2R does; with A = X[f], B = X[M - f]:
+//   Z[f] = (A + conj B) + i·conj(W^f)·(A - conj B),   f < M,
+// and the inverse C2C(M) of Z (cols, M) is nfft · (x[2j] + i·x[2j+1]): the C2R's output bytes.
+// A block takes frequencies f ≤ M/2 of one tile and their mirrors M - f, so X is read once.
+template <class C, bool YI = false>
+__global__ void __launch_bounds__(kTile* kTRows) c2r_pre_transpose(const C* __restrict__ X, int64_t cols, int64_t M,
+                                                                   const C* __restrict__ Wt, C* __restrict__ Z,
+                                                                   int64_t R = 1) {
+  __shared__ C ta[kTile][kTile + 1], tb[kTile][kTile + 1];  // [f][col]
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t f0 = int64_t(blockIdx.x) * kTile, half = M / 2;
+  using R_ = decltype(C{}.x);
+  for (int64_t c0 = int64_t(blockIdx.y) * kTile; c0 < cols; c0 += int64_t(gridDim.y) * kTile) {
+    for (int k = ty; k < kTile; k += kTRows) {
+      const int64_t f = f0 + k, c = c0 + tx;
+      if (f <= half && c < cols) {
+        C a = get_y<YI>(X, f, c, cols, R), b = get_y<YI>(X, M - f, c, cols, R);
+        if (f == 0) a.y = 0, b.y = 0;
+        ta[k][tx] = a, tb[k][tx] = b;
+      }
+    }
+    __syncthreads();
+    for (int k = ty; k < kTile; k += kTRows) {
+      const int64_t c = c0 + k, f = f0 + tx;
+      if (f <= half && c < cols) {
+        const C a = ta[tx][k], b = tb[tx][k];
+        const R_ sx = a.x + b.x, sy = a.y - b.y, dx = a.x - b.x, dy = a.y + b.y;  // A ± conj B
+        const C w = Wt[f];
+        const R_ ex = w.x * dx + w.y * dy, ey = w.x * dy - w.y * dx;  // conj(W^f)·(A − conj B)
+        Z[c * M + f] = C{sx - ey, sy + ex};
+        const int64_t g = M - f;
+        if (g != f && g < M) {  // the mirror: A, B swap (sum conjugated, difference's real part negated)
+          const C w2 = Wt[g];
+          const R_ ex2 = w2.y * dy - w2.x * dx, ey2 = w2.x * dy + w2.y * dx;
+          Z[c * M + g] = C{sx - ey2, ex2 - sy};
         }
       }
     }
