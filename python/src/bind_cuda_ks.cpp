@@ -118,7 +118,7 @@ bool chain_fused(const std::vector<int64_t>& flat, size_t P, int64_t batch, bool
     return false;
   }
   // the rule first: it is cheap, and most chains stop there
-  if (solver == 0 && (P != 2 || !ks::fused_pair_preferred(pat(flat, 0), pat(flat, 1), batch, DType(dtype)))) {
+  if (solver == 0 && (P != 2 || !ks::fused_pair_preferred(pat(flat, 0), pat(flat, 1), batch, DType(dtype), bl))) {
     *why = "factor by factor (the rule: bench/NOTES-gpu-ks-scan.md#ks-fused)";
     return false;
   }

@@ -188,7 +188,8 @@ class CudaKSChain final : public KSChainBackend {
     else why_ = cuda::ks::fused_pair_why_not(kp(0), kp(1), p_.layout == KSLayout::BatchLast, to_cuda(p_.dtype));
     if (solver == 2 && !why_.empty())
       throw ValueError(msg("argument 'options.solver': \"fused\" cannot run this chain: ", why_));
-    if (!why_.empty() || (solver == 0 && !cuda::ks::fused_pair_preferred(kp(0), kp(1), p_.batch, to_cuda(p_.dtype))))
+    if (!why_.empty() || (solver == 0 && !cuda::ks::fused_pair_preferred(kp(0), kp(1), p_.batch, to_cuda(p_.dtype),
+                                                                         p_.layout == KSLayout::BatchLast)))
       return;
     fused_ = cuda::ks::fused_pair_pick(kp(0), kp(1), to_cuda(p_.dtype), p_.batch, 0,
                                        p_.layout == KSLayout::BatchLast);

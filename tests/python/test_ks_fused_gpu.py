@@ -155,12 +155,19 @@ def test_forced_fused_that_cannot_run_says_why(ps, layout, match):
 
 
 def test_default_and_factors_paths_unchanged():
-    """Without a forced choice the rule decides (factor by factor until measured); "factors"
-    forces the old path; both agree with float64."""
+    """Without a forced choice the rule decides: the Monarch kernel for monarch(1024, 32) halves,
+    batch-first, from 16 rows per SM; factor by factor for float32, batch-last and small batches;
+    "factors" forces the old path; both agree with float64."""
     ps = PAIRS["monarch1024"]
-    path = K.ks_chain_path(ps, 4096)
-    assert path[0] in ("fused", "factors")
-    assert K.ks_chain_path(ps, 4096, options=FACTORS)[0] == "factors"
+    big = 16 * torch.cuda.get_device_properties(0).multi_processor_count
+    for dt in ("bfloat16", "float16"):
+        assert K.ks_chain_path(ps, big, dtype=dt)[0] == "fused", dt
+        assert K.ks_chain_path(ps, big - 1, dtype=dt)[0] == "factors", dt
+        assert K.ks_chain_path(ps, big, layout="bsl", dtype=dt)[0] == "factors", dt
+    assert K.ks_chain_path(ps, big, dtype="float32")[0] == "factors"
+    assert K.ks_chain_path(ps, big, dtype="bfloat16", options=FACTORS)[0] == "factors"
+    x, ws, _ = _case("monarch1024", big + 3, torch.bfloat16)
+    assert rel(K.ks_chain(x, ws, ps), _ref(x, ws, ps)) <= 4 * 2.0 ** -8
     x, ws, _ = _case("monarch1024", 129, torch.float32)
     for opts in (None, FACTORS):
         assert rel(K.ks_chain(x, ws, ps, options=opts), _ref(x, ws, ps)) <= 2e-6

@@ -33,7 +33,7 @@ std::string fused_pair_why_not(KsPattern p1, KsPattern p2, bool batch_last, DTyp
 // when a forced tb does not fit.
 FusedCfg fused_pair_pick(KsPattern p1, KsPattern p2, DType t, int64_t batch, int tb_force, bool batch_last);
 // Whether a chain plan with no forced choice runs an applicable pair fused (the solver rule).
-bool fused_pair_preferred(KsPattern p1, KsPattern p2, int64_t batch, DType t);
+bool fused_pair_preferred(KsPattern p1, KsPattern p2, int64_t batch, DType t, bool batch_last);
 // Bytes of device scratch fused_pair needs: group-major copies of the factors with d > 1 (a
 // warp then reads a group's weights as contiguous rows); 0 when both have d == 1.
 int64_t fused_pair_workspace_bytes(KsPattern p1, KsPattern p2, DType t);
