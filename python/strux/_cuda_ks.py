@@ -385,9 +385,11 @@ def ks_matmul_vjp(dy, x, w, pattern, *, layout: str = "bsf", options=None):
 def ks_chain(x, ws, patterns, *, layout: str = "bsf", options=None):
     """A chain of KS factors on the GPU: ``x @ (K_1 ⋯ K_P).T`` ("bsf") or ``K_1 ⋯ K_P @ x`` ("bsl").
 
-    Two factors may run as one kernel with the intermediate on chip (``options={"chain": "fused"}``
-    forces it, ``"factors"`` the factor-by-factor forward; ks_chain_path says which runs); else one
-    launch per factor (K_P first) with the intermediates in one scratch array.
+    Two factors may run as one kernel with the intermediate on chip: by default a Monarch pair
+    monarch(1024, 32) in float16/bfloat16, batch-first, from 16 rows per SM (the persistent Monarch
+    kernel, measured 2.35x the factor-by-factor chain on an H200); ``options={"chain": "fused"}``
+    forces it for any pair it takes, ``"factors"`` the factor-by-factor forward; ks_chain_path says
+    which runs. Else one launch per factor (K_P first) with the intermediates in one scratch array.
     """
     opts = 0 if options is None else _O.ks_code(options)
     if type(x) in _a.TT:

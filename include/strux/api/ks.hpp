@@ -12,8 +12,9 @@
 // workspace, then rounded once.
 // Solvers (options.solver): CPU factor "" (automatic), "gemm", "tiles"; CPU chain "" (automatic),
 // "fused", "factors", "gemm" (see KSSolver in <strux/ks.hpp>). CUDA factor "" only; CUDA chain ""
-// (the rule), "factors" (one product per factor) or "fused" (two factors: one kernel with the
-// intermediate in shared memory; a ValueError says why where it cannot run). describe() names
+// (the rule: the fused Monarch kernel for monarch(1024, 32) halves, batch-first, from 16 rows per
+// SM; factor by factor elsewhere), "factors" (one product per factor) or "fused" (two factors: one
+// kernel with the intermediate in shared memory; a ValueError says why where it cannot run). describe() names
 // the path the CUDA plan picked per
 // product (tile kernels, cuBLAS on strided views, streaming kernel, transpositions + cuBLAS,
 // the fused pair, or the float64 direct kernels).
