@@ -74,6 +74,21 @@ __device__ __forceinline__ int swz(int r, int w) {
   return w ^ (((r / Q) & CM) << 2);
 }
 
+// This lane's m16n8k16 A fragment of a row-major array of 16-bit pairs: p at (row g8, word t),
+// rows ld words apart (rows g8 and g8 + 8, words t and t + 4).
+__device__ __forceinline__ void a_frag(uint32_t (&a)[4], const uint32_t* p, int ld) {
+  a[0] = p[0];
+  a[1] = p[8 * ld];
+  a[2] = p[4];
+  a[3] = p[8 * ld + 4];
+}
+// Its B fragment from a group's swizzled weights w (rows rw words apart): row r, words w0, w0 + 4.
+template <int S>
+__device__ __forceinline__ void b_frag(uint32_t (&b)[2], const uint32_t* w, int r, int w0, int rw) {
+  const uint32_t* q = w + r * rw;
+  b[0] = q[swz<S>(r, w0)];
+  b[1] = q[swz<S>(r, w0 + 4)];
+}
 __device__ __forceinline__ void cp16(uint32_t* dst, const void* src, bool ok) {
   const unsigned s = unsigned(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(ok ? 16 : 0));
@@ -151,17 +166,12 @@ __global__ void __launch_bounds__(NTHR, 1) mon_kernel(Args<T> ar) {
           uint32_t a[RT][4];
 #pragma unroll
           for (int rt = 0; rt < RT; ++rt) {
-            const uint32_t* p = xs + (rt * 16 + g8) * LDX + (g * S + ks * 16) / 2 + t;
-            a[rt][0] = p[0];
-            a[rt][1] = p[8 * LDX];
-            a[rt][2] = p[4];
-            a[rt][3] = p[8 * LDX + 4];
+            a_frag(a[rt], xs + (rt * 16 + g8) * LDX + (g * S + ks * 16) / 2 + t, LDX);
           }
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
-            const int r = nt * 8 + g8;
-            const uint32_t* q = w2s + g * GSW + r * RW;
-            const uint32_t b[2] = {q[swz<S>(r, ks * 8 + t)], q[swz<S>(r, ks * 8 + 4 + t)]};
+            uint32_t b[2];
+            b_frag<S>(b, w2s + g * GSW, nt * 8 + g8, ks * 8 + t, RW);
 #pragma unroll
             for (int rt = 0; rt < RT; ++rt) fused::mma16(acc[gi][rt][nt], a[rt], b, T{});
           }
@@ -188,17 +198,12 @@ __global__ void __launch_bounds__(NTHR, 1) mon_kernel(Args<T> ar) {
         uint32_t a[RT][4];
 #pragma unroll
         for (int rt = 0; rt < RT; ++rt) {
-          const uint32_t* p = zs + (rt * 16 + g8) * LDZ + j * ZJ + ks * 8 + t;
-          a[rt][0] = p[0];
-          a[rt][1] = p[8 * LDZ];
-          a[rt][2] = p[4];
-          a[rt][3] = p[8 * LDZ + 4];
+          a_frag(a[rt], zs + (rt * 16 + g8) * LDZ + j * ZJ + ks * 8 + t, LDZ);
         }
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const int r = nt * 8 + g8;
-          const uint32_t* q = w1s + j * GSW + r * RW;
-          const uint32_t b[2] = {q[swz<S>(r, ks * 8 + t)], q[swz<S>(r, ks * 8 + 4 + t)]};
+          uint32_t b[2];
+          b_frag<S>(b, w1s + j * GSW, nt * 8 + g8, ks * 8 + t, RW);
 #pragma unroll
           for (int rt = 0; rt < RT; ++rt) fused::mma16(acc[rt][nt], a[rt], b, T{});
         }
