@@ -195,13 +195,16 @@ def filter_grad(v, dz, m, circular):
     fragments, the warp's tile of it summed by diagonals (two per lane, the second carried to the
     next tap block), positions written once; a range's first position takes the previous range's
     carry after the barrier (the edges)."""
-    R, L = v.shape
+    R0, L = v.shape
+    R = 1 << (R0 - 1).bit_length()  # plan_grad: rows per CTA a power of two, dead rows zero
+    v, dz = (np.concatenate([x, np.zeros((R - R0, L))]) for x in (v, dz))
     NI, S, D, _ = geometry(L, m, R)
     mv = np.concatenate([stage(v, S, NI), np.zeros(32)])
     mz = np.concatenate([stage(dz, S, NI), np.zeros(32)])
     zero = len(mv) - 32
     M = R * NI
     chunks = -(-M // 16)
+    sh = R.bit_length() - 1  # X = (m & (R - 1))·S + (m >> sh): the kernel's mask and shift
     part = np.full(m, np.nan)  # every position must be written exactly once
     written = np.zeros(m, dtype=int)
     first_s1, last_s2, ranges = np.zeros((4, 32)), np.zeros((4, 32)), []
@@ -232,8 +235,8 @@ def filter_grad(v, dz, m, circular):
                         if circular and mA < 0:
                             mA += M
                         if mA >= 0:
-                            XA = (mA % R) * S + mA // R
-                    XB = (mB % R) * S + mB // R if mB < M else None
+                            XA = (mA & (R - 1)) * S + (mA >> sh)
+                    XB = (mB & (R - 1)) * S + (mB >> sh) if mB < M else None
                     for t in range(2):
                         a_addr[t].append(unit_offset(XA, 2 * t + aunit) * 8 if XA is not None else zero)
                         b_addr[t].append(unit_offset(XB, 2 * t + bunit) * 8 if XB is not None else zero)

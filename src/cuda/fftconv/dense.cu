@@ -53,7 +53,10 @@ Geometry shape(int64_t B, int64_t H, int64_t L, int64_t m, int buffers, size_t e
   while (R > 16 && (R / 2) * g.NI >= 4 * 32 && H * ((B + R - 1) / R) < want) R /= 2;
   g.R = int(std::min(R, B));
   while (pow2_rows && (g.R & (g.R - 1))) ++g.R;  // a batch under R rows: up to a power of two (dead rows)
-  g.nchunk = int((B + g.R - 1) / g.R);
+  const int64_t nchunk = (B + g.R - 1) / g.R;
+  check_arg(nchunk <= INT32_MAX, "B", "the dense fftconv kernels take at most 2^31 - 1 chunks of ", g.R,
+            " batch rows, got B = ", B);
+  g.nchunk = int(nchunk);
   g.smem = size_t(g.R) * row_bytes + fixed;
   int dev = 0, optin = 0;
   STRUX_CUDA(cudaGetDevice(&dev));

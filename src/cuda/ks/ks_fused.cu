@@ -244,7 +244,7 @@ FusedCfg fused_pair_pick(KsPattern p1, KsPattern p2, DType t, int64_t batch, int
 
 bool fused_pair_preferred(KsPattern p1, KsPattern p2, int64_t batch, DType t, bool batch_last) {
   // The Monarch kernel where it was measured: monarch(1024, 32) halves, batch-first, 2.15x the
-  // factor-by-factor chain at batch 25088 (H200); a batch of 16 rows per SM at least keeps its
+  // factor-by-factor chain per call (2.35x back to back) at batch 25088 (H200); a batch of 16 rows per SM at least keeps its
   // persistent blocks busy. pair_kernel (every other pair) measured 0.15-1.27x: forced-only.
   // bench/NOTES-gpu-ks-scan.md#ks-fused.
   return mon_s(p1, p2, t, batch_last) == 32 && mon_smem(32) <= smem_optin() && batch >= 16 * int64_t(sm_count());
