@@ -122,15 +122,10 @@ def run(x, w1, w2, S, RT, grid):
                     for gi in range(2):
                         gg = g0 + gi
                         for ks in range(KS):
-                            a = []
-                            for rt in range(RT):
-                                p = XS + (rt * 16 + G8) * LDX + (gg * S + ks * 16) // 2 + T4
-                                a.append([sm.ld("stage 2 A", p + o) for o in (0, 8 * LDX, 4, 8 * LDX + 4)])
+                            a = [a_frag(sm, "stage 2 A", XS + (rt * 16 + G8) * LDX + (gg * S + ks * 16) // 2 + T4, LDX)
+                                 for rt in range(RT)]
                             for nt in range(NT):
-                                r = nt * 8 + G8
-                                q = W2S + gg * GSW + r * RW
-                                b = [sm.ld("stage 2 B", q + swz(S, r, ks * 8 + T4)),
-                                     sm.ld("stage 2 B", q + swz(S, r, ks * 8 + 4 + T4))]
+                                b = b_frag(sm, "stage 2 B", W2S + gg * GSW, S, nt * 8 + G8, ks * 8 + T4, RW)
                                 for rt in range(RT):
                                     mma(acc[gi, rt, nt], a[rt], b)
                     for rt in range(RT):
@@ -143,15 +138,10 @@ def run(x, w1, w2, S, RT, grid):
                 for j in range(warp, S, NWARP):
                     acc = np.zeros((RT, NT, 32, 4))
                     for ks in range(KS):
-                        a = []
-                        for rt in range(RT):
-                            p = ZS + (rt * 16 + G8) * LDZ + j * ZJ + ks * 8 + T4
-                            a.append([sm.ld("stage 1 A", p + o) for o in (0, 8 * LDZ, 4, 8 * LDZ + 4)])
+                        a = [a_frag(sm, "stage 1 A", ZS + (rt * 16 + G8) * LDZ + j * ZJ + ks * 8 + T4, LDZ)
+                             for rt in range(RT)]
                         for nt in range(NT):
-                            r = nt * 8 + G8
-                            q = W1S + j * GSW + r * RW
-                            b = [sm.ld("stage 1 B", q + swz(S, r, ks * 8 + T4)),
-                                 sm.ld("stage 1 B", q + swz(S, r, ks * 8 + 4 + T4))]
+                            b = b_frag(sm, "stage 1 B", W1S + j * GSW, S, nt * 8 + G8, ks * 8 + T4, RW)
                             for rt in range(RT):
                                 mma(acc[rt, nt], a[rt], b)
                     for rt in range(RT):
@@ -173,15 +163,25 @@ def run(x, w1, w2, S, RT, grid):
     return y.reshape(batch, N), worst
 
 
+def a_frag(sm, name, p, ld):
+    """ks_fused_mon.cuh a_frag: words p, p + 8·ld, p + 4, p + 8·ld + 4 of each lane."""
+    return [sm.ld(name, p + o) for o in (0, 8 * ld, 4, 8 * ld + 4)]
+
+
+def b_frag(sm, name, w, S, r, w0, rw):
+    """ks_fused_mon.cuh b_frag: row r's swizzled words w0 and w0 + 4 of a group's weights w."""
+    q = w + r * rw
+    return [sm.ld(name, q + swz(S, r, w0)), sm.ld(name, q + swz(S, r, w0 + 4))]
+
+
 def dense(w, p):
+    """K (a·b·d, a·c·d) of DESIGN.md's ks formula: K[(i, k, j), (i, l, j)] = w[i, k, l, j]."""
     a, b, c, d = p
-    K = np.zeros((a * b * d, a * c * d))
+    K = np.zeros((a, b, d, a, c, d))
     for i in range(a):
-        for k in range(b):
-            for l in range(c):
-                for j in range(d):
-                    K[i * b * d + k * d + j, i * c * d + l * d + j] = w[i, k, l, j]
-    return K
+        for j in range(d):
+            K[i, :, j, i, :, j] = w[i, :, :, j]
+    return K.reshape(a * b * d, a * c * d)
 
 
 CASES = [(16, 2, 37, 2), (16, 2, 100, 2), (32, 1, 21, 2), (32, 1, 50, 1), (32, 1, 1, 1)]  # S, RT, batch, grid
