@@ -1,24 +1,16 @@
 """The model-free part of bench/e2e_ks_mlp.py on the CPU (its models, timm's ViT-S/16 and a
 transformers GPT-2 layer, exist only on the GPU machine): the patterns, and the replacement of a
 hand-made MLP's projections by KSLinear chains (forward, backward, weight sharing)."""
-import importlib.util
-import pathlib
-
 import pytest
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
+from bench_module import bench_module  # noqa: E402
 from strux.patterns import monarch  # noqa: E402
 
-_PATH = pathlib.Path(__file__).resolve().parents[2] / "bench" / "e2e_ks_mlp.py"
-
-
 def _mod():
-    spec = importlib.util.spec_from_file_location("e2e_ks_mlp", _PATH)
-    m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
-    return m
+    return bench_module("e2e_ks_mlp")
 
 
 def test_mlp_pair_patterns():

@@ -4,15 +4,12 @@ direct sums of ref_fftconv.py: forward and every gradient, causal and circular, 
 and several blocks, and forced small blocks where a position is in three blocks; the float32 /
 float64 path and the 16-bit one (its gates inside the inner plan, its backward on blocks laid out
 ahead)."""
-import importlib.util
-import pathlib
 
 import pytest
 
-_path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "fftconv_blocks_model.py"
-_spec = importlib.util.spec_from_file_location("fftconv_blocks_model", _path)
-model = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(model)
+from bench_module import bench_module
+
+model = bench_module("fftconv_blocks_model")
 
 GATES = [(), ("pre",), ("post",), ("skip",), ("pre", "post", "skip")]
 # The GPU test's 16-bit sizes (odd and prime L, Lk = 1, 2, 63, 64, 65, several blocks per row) at

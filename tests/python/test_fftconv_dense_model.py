@@ -4,15 +4,12 @@ gradient against direct sums, causal and circular, odd rows counts and lengths, 
 and the shared-memory layout's claim: ldmatrix phases conflict-free when the rows per CTA are a
 power of two from 8 (the plan's choice whenever B >= 16 and L <= 2K); 2 or 4 rows (long rows) and
 other counts at most two-way."""
-import importlib.util
-import pathlib
 
 import pytest
 
-_path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "fftconv_dense_model.py"
-_spec = importlib.util.spec_from_file_location("fftconv_dense_model", _path)
-model = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(model)
+from bench_module import bench_module
+
+model = bench_module("fftconv_dense_model")
 
 
 @pytest.mark.parametrize("R, L, m, circular", model.CASES)

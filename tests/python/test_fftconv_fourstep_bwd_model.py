@@ -3,16 +3,13 @@ the float64 model of src/cuda/fftconv/fourstep_bwd.cuh and the column passes' gr
 against the gradients' own np.fft formulas and the dot-product test, at the smallest split (nfft
 65536: M1 128, M2 256) and one with M2 = 512: causal and circular, Lk < L and Lk > L, B > 1 (dK̂
 summed over b), with and without gates and skip, dpost wanted or not (Z merged or not)."""
-import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
 
-_path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "fftconv_fourstep_bwd_model.py"
-_spec = importlib.util.spec_from_file_location("fftconv_fourstep_bwd_model", _path)
-model = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(model)
+from bench_module import bench_module
+
+model = bench_module("fftconv_fourstep_bwd_model")
 
 ALL = ("pre", "post", "skip")
 

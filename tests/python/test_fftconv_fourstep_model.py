@@ -1,16 +1,13 @@
 """CPU check of the four-step fftconv solver's index mapping (bench/fftconv_fourstep_model.py, the
 float64 model of src/cuda/fftconv/fourstep.cuh) against np.fft, at the smallest split (M1 128,
 M2 256) and one with M2 = 512; the model's own main() covers the larger splits."""
-import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
 
-_path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "fftconv_fourstep_model.py"
-_spec = importlib.util.spec_from_file_location("fftconv_fourstep_model", _path)
-model = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(model)
+from bench_module import bench_module
+
+model = bench_module("fftconv_fourstep_model")
 
 
 @pytest.mark.parametrize("M", [1 << 15, 1 << 16])

@@ -3,15 +3,12 @@ float64 model of src/cuda/ks/ks_fused_mon.cuh lane by lane): the pair's output a
 Monarch product for S = 16 (two m16 row tiles) and 32, partial last tiles, a batch of 1, and a
 persistent grid looping over several tiles; and the layout's claims: every fragment load hits
 32 distinct banks, stage 2's packed stores at most 2 per bank."""
-import importlib.util
-import pathlib
 
 import pytest
 
-_path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "ks_fused_mon_model.py"
-_spec = importlib.util.spec_from_file_location("ks_fused_mon_model", _path)
-model = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(model)
+from bench_module import bench_module
+
+model = bench_module("ks_fused_mon_model")
 
 
 @pytest.mark.parametrize("S, RT, batch, grid", model.CASES)
