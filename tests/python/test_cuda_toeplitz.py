@@ -25,6 +25,14 @@ def from_layout(x, layout):
     return x if layout == "time-major" else x.transpose(1, 0, 2)
 
 
+def random_op(size, dtype, layout, algo, **kw):
+    """(rng, float64 blocks (Nt, Nd, Nm), the GPU operator on them in `dtype`)."""
+    rng = np.random.default_rng()
+    blocks = rng.standard_normal(size)
+    op = _cuda.BlockToeplitzCUDA(torch.tensor(blocks, dtype=getattr(torch, dtype), device="cuda"), layout, algo, **kw)
+    return rng, blocks, op
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("layout", ["time-major", "space-major"])
 @pytest.mark.parametrize("size", SIZES)
@@ -32,9 +40,7 @@ def from_layout(x, layout):
 @pytest.mark.parametrize("algo", [-1, 0, 1, 2])
 def test_matvec_rmatvec(dtype, layout, size, R, algo):
     Nt, Nd, Nm = size
-    rng = np.random.default_rng()
-    blocks = rng.standard_normal((Nt, Nd, Nm))
-    op = _cuda.BlockToeplitzCUDA(torch.tensor(blocks, dtype=getattr(torch, dtype), device="cuda"), layout, algo)
+    rng, blocks, op = random_op(size, dtype, layout, algo)
     assert op.shape == (Nt * Nd, Nt * Nm)
     r = 1 if R is None else R
     m = rng.standard_normal((Nt, Nm, r))
@@ -226,10 +232,7 @@ FFT_SIZES = [(1, 1, 1), (2, 3, 2), (5, 3, 4), (13, 5, 7), (7, 37, 131)]
 @pytest.mark.parametrize("fft", [0, 1, 2])
 def test_fft_layouts(dtype, layout, size, R, algo, fft):
     Nt, Nd, Nm = size
-    rng = np.random.default_rng()
-    blocks = rng.standard_normal((Nt, Nd, Nm))
-    op = _cuda.BlockToeplitzCUDA(torch.tensor(blocks, dtype=getattr(torch, dtype), device="cuda"), layout, algo,
-                                 fft=fft)
+    rng, blocks, op = random_op(size, dtype, layout, algo, fft=fft)
     r = 1 if R is None else R
     assert op._plan(r).fft == fft
     for n, adj in ((Nm, False), (Nd, True)):
@@ -275,10 +278,7 @@ def test_paired_nan(layout):
 @pytest.mark.parametrize("algo", [0, 2, 3])
 def test_fft2_padding_persists(dtype, layout, size, R, algo):
     Nt, Nd, Nm = size
-    rng = np.random.default_rng()
-    blocks = rng.standard_normal((Nt, Nd, Nm))
-    op = _cuda.BlockToeplitzCUDA(torch.tensor(blocks, dtype=getattr(torch, dtype), device="cuda"), layout, algo,
-                                 fft=2)
+    rng, blocks, op = random_op(size, dtype, layout, algo, fft=2)
     r = 1 if R is None else R
 
     def call(x, adj, nan=False):
@@ -353,10 +353,7 @@ EVEN_SIZES = [(1, 1, 1), (1, 2, 35), (6, 1, 33), (7, 34, 1), (9, 3, 66), (40, 65
 @pytest.mark.parametrize("algo", [-1, 0, 2, 3])
 def test_fft2_even_inverse(dtype, layout, size, R, algo):
     Nt, Nd, Nm = size
-    rng = np.random.default_rng()
-    blocks = rng.standard_normal((Nt, Nd, Nm))
-    op = _cuda.BlockToeplitzCUDA(torch.tensor(blocks, dtype=getattr(torch, dtype), device="cuda"), layout, algo,
-                                 fft=2)
+    rng, blocks, op = random_op(size, dtype, layout, algo, fft=2)
     r = 1 if R is None else R
     assert op._plan(r).fft == 2 and op._plan(r).nfft % 2 == 0
     for rep in range(2):  # a second call on the same plan: nothing left behind in its buffers
