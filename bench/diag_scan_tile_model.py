@@ -171,7 +171,7 @@ def check(B, T, n, VW, LR, L, ns, *, with_h0=True, scale=1.0, seed=0, bug=None):
     return float(np.max(err))  # NaN if any is
 
 
-# (B, T, n, VW, LR, L, ns): the kernel's (VW, LR, L) for float32 (4, 8|4|2, 4), complex64 (2, ., 4),
+# (B, T, n, VW, LR, L, ns): the kernel's (VW, LR, L) for float32 (4, 16|8|4|2, 4), complex64 (2, ., 4),
 # half types (8, ., 4), one-element lanes (1, 32, 16 or 8); T = 1, prime T, partial chunks, n not a
 # multiple of the tile (tiles straddling batch rows, dead lanes), 2 to 6 stages.
 CASES = [
@@ -181,6 +181,7 @@ CASES = [
     (2, 300, 12, 2, 8, 4, 5), (3, 97, 24, 8, 2, 4, 2),         # complex64-like and half-type lanes
     (2, 389, 5, 1, 32, 16, 2), (1, 200, 7, 1, 32, 8, 6),       # one-element lanes, odd n
     (5, 64, 4, 4, 8, 4, 3), (2, 65, 8, 4, 2, 4, 2),            # exactly one chunk; one chunk and a step
+    (2, 500, 48, 4, 16, 4, 3),                                 # 256-byte rows (forced only)
 ]
 
 if __name__ == "__main__":

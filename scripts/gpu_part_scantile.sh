@@ -6,7 +6,7 @@
 # inputs, NaN, h0, repeated calls on two streams, in place, chunk and tile boundaries at each row
 # width against seq1, describe), then issue 14's three float32 rows against accelerated-scan (the
 # peer, its warp kernel in its own (B, C, T) layout): strux default, tile (the plan's width and
-# 32-, 64-, 128-byte rows forced) in (B, T, n), rows in the peer's layout, forward and backward,
+# 32- to 256-byte rows forced) in (B, T, n), rows in the peer's layout, forward and backward,
 # copy bandwidth measured in the same run. Predictions: bench/NOTES-gpu-ks-scan.md, "diag_scan
 # tile". Logs, the table and gpu_scan_peer.json under $OUT.
 set -uo pipefail
@@ -30,7 +30,7 @@ tail -1 "$OUT/pytest.log"
 
 lim=$(left)
 if [ "$lim" -gt 20 ]; then
-  step "$lim" "tile vs peer" bash -c 'python3 bench/gpu_scan_peer.py "$OUT" --quick --strux tile tile:32 tile:64 tile:128 rows \
+  step "$lim" "tile vs peer" bash -c 'python3 bench/gpu_scan_peer.py "$OUT" --quick --strux tile tile:32 tile:64 tile:128 tile:256 rows \
     --rows "f32 (8,8192,1024)" "f32 (4,65536,256)" "f32 (1,4096,16384)" > "$OUT/peer.log" 2>&1'
   grep -E "^(\||copy|== peer|== rows|== tile)" "$OUT/peer.log"
 else

@@ -29,13 +29,13 @@ def test_a_broken_schedule_is_caught(bug):
 
 def test_option_code():
     """{"path": "tile", "tile_bytes": ...} packs as python/src/cuda_binding.hpp unpacks it (the path in
-    bits 0-3, the row bytes' code in bits 4-5); tile_bytes without path "tile" is refused."""
+    bits 0-3, the row bytes' code in bits 4-6); tile_bytes without path "tile" is refused."""
     spec = importlib.util.spec_from_file_location(
         "cuda_options", pathlib.Path(__file__).resolve().parents[2] / "python" / "strux" / "_cuda_options.py")
     O = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(O)
     assert O.diag_scan_code({"path": "tile"}) == 6
-    assert [O.diag_scan_code({"path": "tile", "tile_bytes": b}) >> 4 for b in (0, 32, 64, 128)] == [0, 1, 2, 3]
+    assert [O.diag_scan_code({"path": "tile", "tile_bytes": b}) >> 4 for b in (0, 32, 64, 128, 256)] == [0, 1, 2, 3, 4]
     assert O.diag_scan_code({"path": "tile", "tile_bytes": 128}) & 15 == 6
     for bad in ({"path": "chunk", "tile_bytes": 32}, {"tile_bytes": 64}, {"path": "tile", "tile_bytes": 48}):
         with pytest.raises(ValueError):

@@ -231,7 +231,7 @@ def test_pipe_in_place(path):
 
 
 # The tile solver across its chunk and tile boundaries, per row width (tile_bytes; 0: the plan's):
-# chunks of 64 / 128 / 256 steps (16-byte lanes of 128- / 64- / 32-byte rows), tiles straddling
+# chunks of 32 / 64 / 128 / 256 steps (16-byte lanes of 256- / 128- / 64- / 32-byte rows), tiles straddling
 # batch rows (n / lane width not a multiple of the lanes per row), partial last chunks, one-element
 # lanes, many chunks with few tiles (issue 14's (4, 65536, 256) on shorter T) and more tiles than
 # one wave of resident blocks.
@@ -242,7 +242,7 @@ _TILE = [
 ]
 
 
-@pytest.mark.parametrize("tile_bytes", [0, 32, 64, 128])
+@pytest.mark.parametrize("tile_bytes", [0, 32, 64, 128, 256])
 @pytest.mark.parametrize("shape,dtype", _TILE, ids=str)
 def test_tile_boundaries_match_seq1(shape, dtype, tile_bytes):
     """Forward and backward with h0 against seq1 on the same data, twice on one plan."""

@@ -304,6 +304,7 @@ template <class S, bool REV>
 void run_tile(const DiagScanOwned& own, bool vec, const scan::SeqArgs& g, cudaStream_t s) {
   constexpr int VW = scan::tile_vw<S>();
   if (!vec) return launch_tile<S, REV, 1, 32>(g, own.tile_ns[0][REV], s);
+  if (own.tile_lr == 16) return launch_tile<S, REV, VW, 16>(g, own.tile_ns[1][REV], s);
   if (own.tile_lr == 8) return launch_tile<S, REV, VW, 8>(g, own.tile_ns[1][REV], s);
   if (own.tile_lr == 4) return launch_tile<S, REV, VW, 4>(g, own.tile_ns[1][REV], s);
   launch_tile<S, REV, VW, 2>(g, own.tile_ns[1][REV], s);
@@ -340,7 +341,8 @@ int tile_stages(int64_t B, int64_t n, int64_t sms) {
 }
 
 // The tile plan: lanes per row (tile_bytes / 16, or the widest of 128, 64, 32 bytes with at least
-// one tile per SM), then the stages of every launch the plan may make.
+// one tile per SM; 256 is forced only, to measure whether longer runs of a row pay), then the
+// stages of every launch the plan may make.
 template <class S>
 void plan_tile(DiagScanOwned& own, int64_t B, int64_t n, int tile_bytes) {
   constexpr int VW = scan::tile_vw<S>();
@@ -354,7 +356,8 @@ void plan_tile(DiagScanOwned& own, int64_t B, int64_t n, int tile_bytes) {
     own.tile_ns[1][0] = tile_stages<S, false, VW, LR>(B, n, sms);
     own.tile_ns[1][1] = tile_stages<S, true, VW, LR>(B, n, sms);
   };
-  if (own.tile_lr == 8) both(std::integral_constant<int, 8>{});
+  if (own.tile_lr == 16) both(std::integral_constant<int, 16>{});
+  else if (own.tile_lr == 8) both(std::integral_constant<int, 8>{});
   else if (own.tile_lr == 4) both(std::integral_constant<int, 4>{});
   else both(std::integral_constant<int, 2>{});
 }
@@ -397,8 +400,9 @@ DiagScanPlan::DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype, const D
             dtype_name(dtype));
   check_arg(layout(B, T, n, dtype).nblk < (int64_t(1) << 31), "a", "too many blocks for shape (",
             B, ", ", T, ", ", n, ")");
-  check_arg(opt.tile_bytes == 0 || opt.tile_bytes == 32 || opt.tile_bytes == 64 || opt.tile_bytes == 128,
-            "tile_bytes", "expected 0 (automatic), 32, 64 or 128, got ", opt.tile_bytes);
+  check_arg(opt.tile_bytes == 0 || opt.tile_bytes == 32 || opt.tile_bytes == 64 || opt.tile_bytes == 128 ||
+                opt.tile_bytes == 256,
+            "tile_bytes", "expected 0 (automatic), 32, 64, 128 or 256, got ", opt.tile_bytes);
   check_arg(opt.tile_bytes == 0 || (opt.algo && *opt.algo == DiagScanAlgo::tile), "tile_bytes",
             "applies to the tile kernel only (algo tile)");
   const Problem q{B, T, n, has_seq(dtype) && !opt.algo ? int64_t(sm_count()) : 0, dtype};

@@ -7,7 +7,7 @@
 // 90-95% (bench/NOTES-gpu-ks-scan.md, "diag_scan relay" and "diag_scan tile").
 //
 // A tile is LR lanes of one time step, a lane VW adjacent channels (16 bytes, or one element when n
-// or a pointer does not allow): LR * 16 bytes of each row of time (32, 64 or 128). The block (4
+// or a pointer does not allow): LR * 16 bytes of each row of time (32 to 256). The block (4
 // warps) walks time in chunks: thread (warp w, lane l) owns channel lane l % LR and segment
 // w * (32 / LR) + l / LR of the chunk, L consecutive steps (64 bytes of each array; 16 for a
 // one-element half type). A chunk is copied into shared memory with cp.async, `ns` chunks ahead
