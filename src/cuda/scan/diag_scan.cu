@@ -31,7 +31,7 @@ struct DiagScanOwned {
   bool vec = false;  // vector lanes possible (n a multiple of their width, chunk_lane_width / tile_vw)
   int64_t flag_cap = 0;  // flags: the most blocks of any launch of the plan
   int64_t pipe_grid[2][2] = {};  // pipe: persistent blocks per launch [vector lanes][backward]
-  int tile_lr = 0;  // tile: 16-byte lanes per row of a tile (2, 4, 8)
+  int tile_lr = 0;  // tile: 16-byte lanes per row of a tile (2, 4, 8, 16)
   int tile_ns[2][2] = {};  // tile: stages per launch [vector lanes][backward]
   std::mutex m;
   cudaEvent_t ev = nullptr;
