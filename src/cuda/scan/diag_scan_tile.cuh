@@ -130,10 +130,10 @@ __global__ void __launch_bounds__(TL_THREADS, TL_MIN_BLOCKS) diag_scan_tile(SeqA
 #pragma unroll
     for (int k = 0; k < VW; ++k) carry.v[k] = scal(get<S>(r.w, k), sc);
   }
-  for (int st = 0; st < ns; ++st) issue(st, st);
+  for (int i = 0; i < ns; ++i) issue(i, i);
 
-  for (int64_t k = 0; k < nchunks; ++k) {
-    const int st = int(k % ns);
+  int st = 0;  // the stage of chunk k: k % ns
+  for (int64_t k = 0; k < nchunks; ++k, st = st + 1 == ns ? 0 : st + 1) {
     cp_wait_upto(ns - 1);  // chunk k's copies (this thread's) have landed; ns - 1 chunks still in flight
     // (1) the thread's steps as one map x -> A x + H (past the sequence: the identity)
     Vals A, H;
