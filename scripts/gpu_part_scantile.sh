@@ -7,7 +7,8 @@
 # width against seq1, describe), then issue 14's three float32 rows against accelerated-scan (the
 # peer, its warp kernel in its own (B, C, T) layout): strux default, tile (the plan's width and
 # 32- to 256-byte rows forced) in (B, T, n), rows in the peer's layout, forward and backward,
-# copy bandwidth measured in the same run. Predictions: bench/NOTES-gpu-ks-scan.md, "diag_scan
+# copy bandwidth measured in the same run; then compute-sanitizer memcheck and racecheck on small
+# tile calls with the time left. Predictions: bench/NOTES-gpu-ks-scan.md, "diag_scan
 # tile". Logs, the table and gpu_scan_peer.json under $OUT.
 set -uo pipefail
 source scripts/gpu_step.sh
@@ -36,5 +37,17 @@ if [ "$lim" -gt 20 ]; then
 else
   echo "== tile vs peer skipped: ${lim} s left"
 fi
+# compute-sanitizer on small tile calls, with the time left (memcheck, then racecheck: the stage
+# ring and the warp totals' parity buffers)
+for tool in memcheck racecheck; do
+  lim=$(left)
+  if [ "$lim" -gt 15 ] && command -v compute-sanitizer > /dev/null; then
+    step "$lim" "tile $tool" bash -c 'compute-sanitizer --tool "$0" --error-exitcode 9 python3 scripts/gpu_memcheck.py tile \
+      > "$OUT/$0.log" 2>&1' "$tool"
+    grep -h "ERROR SUMMARY\|RACECHECK SUMMARY" "$OUT/$tool.log"
+  else
+    echo "== tile $tool skipped: ${lim} s left"
+  fi
+done
 echo "== part total $(( $(date +%s) - T0 )) s"
 exit $rc
