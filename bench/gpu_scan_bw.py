@@ -35,7 +35,7 @@ ROWS = [  # name, dtype, (B, T, n)
     ("bf16 (64,1024,2048)", torch.bfloat16, (64, 1024, 2048)),
     ("f32 (1,4096,16384)", torch.float32, (1, 4096, 16384)),
 ]
-SOLVERS = ["auto", "lookback", "seq1", "seqv", "chunk", "pipe"]
+SOLVERS = ["auto", "lookback", "seq1", "seqv", "chunk", "pipe", "tile"]
 VEC = {torch.float32: 4, torch.complex64: 2, torch.float16: 8, torch.bfloat16: 8}
 
 

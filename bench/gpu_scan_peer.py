@@ -9,8 +9,9 @@ committed; when missing the rows say so). Per row of bench/gpu_scan_bw.py:
   bfloat16, T a power of two in [32, 65536]), complex rows its Triton complex kernel
   (accelerated_scan.complex); --scalar adds its Triton real kernel (accelerated_scan.scalar);
 - strux in its layout, (B, T, n) with channels contiguous, on the same values: the default
-  solver and each --strux solver forced (default: "rows"). "rows" (n = 1 only) runs in the
-  peer's layout: its (B, C, T) arrays viewed as (B * C, T, 1), no copy -- the side by side of
+  solver and each --strux solver forced (default: "rows"; "tile:64" forces the tile solver with
+  tile_bytes 64), checked against the default on the same values. "rows" (n = 1 only) runs in
+  the peer's layout: its (B, C, T) arrays viewed as (B * C, T, 1), no copy -- the side by side of
   the two time-last kernels.
 Forward: h from a, b; backward: the gradients of a and b given dh (the peer through autograd,
 as a model calls it; strux through diag_scan_vjp with the forward's h). Bytes are the same in
@@ -83,6 +84,14 @@ def time_peer(fn, a, b, dh, n):
     return fwd, bwd, h.detach(), grads
 
 
+def options(path):
+    """The options= of a --strux name: a path, or "tile:BYTES" (the tile solver's tile_bytes)."""
+    if path == "auto":
+        return None
+    name, _, tb = path.partition(":")
+    return {"path": name, "tile_bytes": int(tb)} if tb else {"path": name}
+
+
 def row(name, dtype, shape, bw, mods, strux_paths, n):
     B, T, nc = shape
     a, b = inputs(dtype, shape)
@@ -96,7 +105,7 @@ def row(name, dtype, shape, bw, mods, strux_paths, n):
     # the peer's layout: (B, C, T), time contiguous
     ap, bp, dhp = (x.transpose(1, 2).contiguous() for x in (a, b, dh))
     for path in ["auto"] + strux_paths:
-        o = None if path == "auto" else {"path": path}
+        o = options(path)
         r = {}
         try:
             if path == "rows":  # time-last: the peer's arrays as B * C rows of T steps
@@ -111,6 +120,11 @@ def row(name, dtype, shape, bw, mods, strux_paths, n):
                 del hr
             else:
                 r["describe"] = K.diag_scan_describe(*shape, dtype=str(dtype).split(".")[1], options=o)
+                if o is not None:  # a forced solver checked against the default on the same values
+                    r["rel_err_h"] = rel(K.diag_scan(a, b, options=o), h)
+                    r["rel_err_db"] = rel(K.diag_scan_vjp(dh, a, b, h=h, options=o)[1], db)
+                    print(f"== {path} {name}: h {r['rel_err_h']:.0e} db {r['rel_err_db']:.0e} against the default; "
+                          f"{r['describe'].split(': ', 1)[1]}", flush=True)
                 r["fwd_ms"] = back_to_back_ms(lambda: K.diag_scan(a, b, options=o), n=n)
                 r["bwd_ms"] = back_to_back_ms(lambda: K.diag_scan_vjp(dh, a, b, h=h, options=o), n=n)
         except Exception as e:  # noqa: BLE001

@@ -5,7 +5,9 @@ SET: "small" (default: fftconv causal/circular float32/float16 forward and vjp, 
 layouts with R = 1 and 3), "toeplitz" (every product algo 0/2/3 with fft 2, both dtypes and
 layouts, odd, even and tiny shapes, R = 1 and 19) or "families" (ks factors and chains in every
 dtype and both layouts, the three scans forward and backward incl. a misaligned input, fftconv
-float64 and bfloat16): also the set for `--tool racecheck`.
+float64 and bfloat16): also the set for `--tool racecheck`; "tile" (the diag_scan tile solver at every
+row width, forward and backward with h0, partial chunks, dead lanes, one-element and misaligned
+calls, in place; scripts/gpu_part_scantile.sh).
 """
 import sys
 
@@ -84,8 +86,27 @@ def families():
         strux.fftconv_vjp(torch.randn_like(y), u, k)
 
 
+def tile():
+    from strux import _cuda_scan as K
+    cases = [((2, 300, 40), torch.float32), ((1, 70, 12), torch.complex64), ((2, 100, 72), torch.bfloat16),
+             ((3, 50, 5), torch.float32)]
+    for (B, T, n), dt in cases:
+        a = (0.9 * torch.rand(B, T, n, device="cuda")).to(dt)
+        b, dh = torch.randn(B, T, n, device="cuda").to(dt), torch.randn(B, T, n, device="cuda").to(dt)
+        h0 = torch.randn(B, n, device="cuda").to(dt)
+        off = torch.empty(b.numel() + 1, device="cuda", dtype=dt)[1:].view(b.shape)  # misaligned
+        off.copy_(b)
+        for tb in (0, 32, 64, 128, 256):
+            o = {"path": "tile", "tile_bytes": tb}
+            for bb in (b, off):
+                h = K.diag_scan(a, bb, h0=h0, options=o)
+                K.diag_scan_vjp(dh, a, bb, h0=h0, h=h, options=o)
+    a, b = torch.rand(3, 500, 64, device="cuda"), torch.randn(3, 500, 64, device="cuda")
+    K._diag_fwd(a, b, None, 1.0, K._O.diag_scan_code({"path": "tile"}), out=b)  # in place
+
+
 if __name__ == "__main__":
     which = sys.argv[1] if len(sys.argv) > 1 else "small"
-    {"small": small, "toeplitz": toeplitz, "families": families}[which]()
+    {"small": small, "toeplitz": toeplitz, "families": families, "tile": tile}[which]()
     torch.cuda.synchronize()
     print("memcheck script done")

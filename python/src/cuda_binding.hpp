@@ -62,11 +62,16 @@ inline strux::cuda::KsOptions ks_options(int64_t code) {
   return o;
 }
 
-// diag_scan: -1 auto, else DiagScanAlgo (0 lookback, 1 seq1, 2 seqv, 3 chunk, 4 pipe, 5 rows).
-inline strux::cuda::DiagScanOptions diag_scan_options(int algo) {
-  check_arg(algo >= -1 && algo <= 5, "options", "bad diag_scan algo code ", algo);
+// diag_scan: -1 auto, else DiagScanAlgo in bits 0-3 (0 lookback, 1 seq1, 2 seqv, 3 chunk, 4 pipe,
+// 5 rows, 6 tile) and, for tile, tile_bytes in bits 4-6 (0 auto, 1: 32, 2: 64, 3: 128, 4: 256).
+inline strux::cuda::DiagScanOptions diag_scan_options(int code) {
   strux::cuda::DiagScanOptions o;
-  if (algo >= 0) o.algo = strux::cuda::DiagScanAlgo(algo);
+  if (code == -1) return o;
+  const int algo = code & 15, tb = (code >> 4) & 7;
+  check_arg(code >= 0 && code < 128 && algo <= 6 && tb <= 4 && (tb == 0 || algo == 6), "options", "bad diag_scan options code ",
+            code);
+  o.algo = strux::cuda::DiagScanAlgo(algo);
+  o.tile_bytes = tb ? 16 << tb : 0;
   return o;
 }
 

@@ -12,7 +12,8 @@ _KS_PATHS = {"auto": 0, "kernels": 1, "blas": 2, "stream": 3, "tr": 4, "small": 
 _KS_TN = {0: 0, 32: 1, 64: 2, 128: 3}
 _KS_CHAIN = {"auto": 0, "factors": 1, "fused": 2}
 _KS_FUSED_TB = {0: 0, 8: 1, 16: 2, 32: 3, 64: 4}
-_DIAG_PATHS = {"auto": -1, "lookback": 0, "seq1": 1, "seqv": 2, "chunk": 3, "pipe": 4, "rows": 5}
+_DIAG_PATHS = {"auto": -1, "lookback": 0, "seq1": 1, "seqv": 2, "chunk": 3, "pipe": 4, "rows": 5, "tile": 6}
+_DIAG_TILE_BYTES = {0: 0, 32: 1, 64: 2, 128: 3, 256: 4}
 _BLOCK_PATHS = {"auto": -1, "generic": 0, "registers": 1}
 _CIRC_PATHS = {"auto": -1, "fft": 0, "fused": 1, "onepass": 2}
 
@@ -78,19 +79,27 @@ def ks_code(options) -> int:
 
 
 def diag_scan_code(options) -> int:
-    """diag_scan: {"path": "auto" | "lookback" | "seq1" | "seqv" | "chunk" | "pipe" | "rows"}: the look-back
-    kernel, the streaming one with one channel (seq1) or 16 bytes of channels (seqv) per thread,
-    the chunked kernel with a windowed look-back in a plan-owned workspace (chunk), or the same
-    decomposition on a persistent grid that copies the next chunks into shared memory during the
-    look-back of the current one (pipe), or, for n = 1 only (the time-last layout (B, n, T) viewed
-    as (B * n, T, 1)), one block per contiguous row of time steps (rows). Streaming, chunk, pipe and
-    rows kernels for float64 / complex128, rows with n != 1, and seqv with n not a multiple of the
-    vector width, raise ValueError; a forced seqv
-    runs seq1 on calls whose arrays are not 16-byte aligned."""
+    """diag_scan: {"path": "auto" | "lookback" | "seq1" | "seqv" | "chunk" | "pipe" | "rows" | "tile",
+    "tile_bytes": 0 | 32 | 64 | 128 | 256}: the look-back kernel, the streaming one with one channel
+    (seq1) or 16 bytes of channels (seqv) per thread, the chunked kernel with a windowed look-back
+    in a plan-owned workspace (chunk), or the same decomposition on a persistent grid that copies
+    the next chunks into shared memory during the look-back of the current one (pipe), or, for
+    n = 1 only (the time-last layout (B, n, T) viewed as (B * n, T, 1)), one block per contiguous
+    row of time steps (rows), or one block per tile of channels for the whole sequence, chunks of
+    time copied into shared memory ahead (tile; "tile_bytes": the bytes of each time step a block
+    owns, 0 lets the plan pick). Streaming, chunk, pipe, rows and tile kernels for float64 /
+    complex128, rows with n != 1, and seqv with n not a multiple of the vector width, raise
+    ValueError; a forced seqv runs seq1 on calls whose arrays are not 16-byte aligned. The code:
+    -1 auto, else the path in bits 0-3 and tile_bytes in bits 4-6 (python/src/cuda_binding.hpp)."""
     if options is None:
         return -1
-    o = _items(options, "diag_scan", ("path",))
-    return _pick(o, "path", _DIAG_PATHS, "auto", "one of " + ", ".join(map(repr, _DIAG_PATHS)))
+    o = _items(options, "diag_scan", ("path", "tile_bytes"))
+    code = _pick(o, "path", _DIAG_PATHS, "auto", "one of " + ", ".join(map(repr, _DIAG_PATHS)))
+    tb = _pick(o, "tile_bytes", _DIAG_TILE_BYTES, 0, "0 (automatic), 32, 64, 128 or 256")
+    if tb and code != _DIAG_PATHS["tile"]:
+        raise ValueError("argument 'options': 'tile_bytes' needs path 'tile', got path "
+                         f"{o.get('path', 'auto')!r}")
+    return code | tb << 4 if tb else code
 
 
 def circulant_scan_code(options) -> int:

@@ -16,7 +16,7 @@ DEV = "cuda"
 DTYPES = [torch.float32, torch.complex64, torch.float16, torch.bfloat16, torch.float64, torch.complex128]
 TOL = {torch.float32: 5e-5, torch.complex64: 1e-4, torch.float16: 5e-3, torch.bfloat16: 3e-2,
        torch.float64: 1e-12, torch.complex128: 1e-12}
-SOLVERS = ["auto", "lookback", "seq1", "seqv", "chunk", "pipe"]
+SOLVERS = ["auto", "lookback", "seq1", "seqv", "chunk", "pipe", "tile"]
 VEC = {torch.float32: 4, torch.complex64: 2, torch.float16: 8, torch.bfloat16: 8}
 
 
@@ -165,7 +165,7 @@ def test_nan_propagates(path, dtype, where):
     assert not nan.any()
 
 
-@pytest.mark.parametrize("path", ["chunk", "pipe"])
+@pytest.mark.parametrize("path", ["chunk", "pipe", "tile"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex64, torch.bfloat16], ids=str)
 def test_chunk_repeated_calls_and_streams(path, dtype):
     """The chunk / pipe solvers' workspace is the plan's, reused without a reset: many calls on one
@@ -221,12 +221,70 @@ def test_pipe_many_chunks_matches_seq1(shape, dtype):
         assert grel(db, rdb) < tol and grel(da, rda) < tol and grel(dh0, rdh0) < tol
 
 
-def test_pipe_in_place():
+@pytest.mark.parametrize("path", ["pipe", "tile"])
+def test_pipe_in_place(path):
     """h written over b (as circulant_scan's spectra use it): each chunk is read before it is written."""
     a, b = coeffs(3, 5000, 64, torch.complex64)
     ref = ref_fwd(a, b)
-    K._diag_fwd(a, b, None, 1.0, K._O.diag_scan_code({"path": "pipe"}), out=b)
+    K._diag_fwd(a, b, None, 1.0, K._O.diag_scan_code({"path": path}), out=b)
     assert rel(b, ref) < TOL[torch.complex64]
+
+
+# The tile solver across its chunk and tile boundaries, per row width (tile_bytes; 0: the plan's):
+# chunks of 32 / 64 / 128 / 256 steps (16-byte lanes of 256- / 128- / 64- / 32-byte rows), tiles straddling
+# batch rows (n / lane width not a multiple of the lanes per row), partial last chunks, one-element
+# lanes, many chunks with few tiles (issue 14's (4, 65536, 256) on shorter T) and more tiles than
+# one wave of resident blocks.
+_TILE = [
+    ((3, 1000, 40), torch.float32), ((2, 2053, 96), torch.float32), ((1, 257, 4), torch.float32),
+    ((4, 20000, 256), torch.float32), ((2, 1031, 20), torch.complex64), ((2, 777, 72), torch.bfloat16),
+    ((2, 513, 9), torch.float16), ((3, 700, 7), torch.float32), ((64, 300, 1024), torch.float32),
+]
+
+
+@pytest.mark.parametrize("tile_bytes", [0, 32, 64, 128, 256])
+@pytest.mark.parametrize("shape,dtype", _TILE, ids=str)
+def test_tile_boundaries_match_seq1(shape, dtype, tile_bytes):
+    """Forward and backward with h0 against seq1 on the same data, twice on one plan."""
+    B, T, n = shape
+    a, b = coeffs(B, T, n, dtype, seed=8)
+    h0 = coeffs(B, 1, n, dtype, seed=9)[1][:, 0].contiguous()
+    dh = coeffs(B, T, n, dtype, seed=10)[1]
+    tol = 4 * TOL[dtype]
+
+    def grel(x, r):
+        w = torch.complex128 if x.is_complex() else torch.float64
+        x, r = x.to(w), r.to(w)
+        return float((x - r).abs().norm() / r.abs().norm().clamp_min(1e-300))
+
+    ref = K.diag_scan(a, b, h0=h0, options={"path": "seq1"})
+    rda, rdb, rdh0 = K.diag_scan_vjp(dh, a, b, h0=h0, h=ref, options={"path": "seq1"})
+    o = {"path": "tile", "tile_bytes": tile_bytes}
+    for _ in range(2):
+        h = K.diag_scan(a, b, h0=h0, options=o)
+        assert grel(h, ref) < tol
+        da, db, dh0 = K.diag_scan_vjp(dh, a, b, h0=h0, h=ref, options=o)
+        assert grel(db, rdb) < tol and grel(da, rda) < tol and grel(dh0, rdh0) < tol
+
+
+def test_tile_describe():
+    """The plan's row width (the widest with a tile per SM: issue 14's rows on a 132-SM GPU take 128,
+    32 and 128 bytes), the forced width, one-element lanes, no workspace, and the refusals."""
+    from strux import _ext
+    d = K.diag_scan_describe(8, 8192, 1024, "float32", options={"path": "tile"})
+    assert ": tile" in d and "stages" in d
+    if _sms() == 132:
+        assert "128-byte rows" in d
+        assert "32-byte rows" in K.diag_scan_describe(4, 65536, 256, "float32", options={"path": "tile"})
+        assert "128-byte rows" in K.diag_scan_describe(1, 4096, 16384, "float32", options={"path": "tile"})
+    assert "64-byte rows" in K.diag_scan_describe(4, 65536, 256, "float32", options={"path": "tile", "tile_bytes": 64})
+    assert "32 one-element lanes per block" in K.diag_scan_describe(2, 500, 3, "float32", options={"path": "tile"})
+    assert _ext.cuda_diag_scan_workspace(0, 2, 5000, 64, 0, 6) == 0
+    for dt in ("float64", "complex128"):
+        with pytest.raises(ValueError):
+            K.diag_scan_describe(2, 50, 4, dt, options={"path": "tile"})
+    with pytest.raises(ValueError):
+        K.diag_scan_describe(2, 50, 4, "float32", options={"path": "chunk", "tile_bytes": 32})
 
 
 def test_chunk_describe_and_workspace():

@@ -23,11 +23,18 @@ namespace strux::cuda {
 // lane (8 for half types) and a look-back over windows of 8 chunks in a plan-owned workspace
 // (chunk; not float64 / complex128; vector lanes where n and the call's pointers allow, else one
 // element); pipe: chunk's decomposition on a persistent grid that copies the next chunks into
-// shared memory (cp.async) during the look-back of the current one, with a wider look-back window.
-enum class DiagScanAlgo { lookback, seq1, seqv, chunk, pipe, rows };
-const char* diag_scan_algo_name(DiagScanAlgo a);  // "lookback", "seq1", "seqv", "chunk", "pipe", "rows"
+// shared memory (cp.async) during the look-back of the current one, with a wider look-back window;
+// rows: n = 1, one block per row of time; tile: one block per tile of channels (16 bytes per lane,
+// tile_bytes of each time step) for the whole sequence, chunks of time copied into shared memory
+// several chunks ahead (no look-back, no workspace; one element per lane where n or a call's
+// pointers do not allow 16 bytes).
+enum class DiagScanAlgo { lookback, seq1, seqv, chunk, pipe, rows, tile };
+// "lookback", "seq1", "seqv", "chunk", "pipe", "rows", "tile"
+const char* diag_scan_algo_name(DiagScanAlgo a);
 
-struct DiagScanOwned;  // the chunk / pipe kernels' workspace and the order of the calls using it
+// the chunk / pipe kernels' workspace and the order of the calls using it; the tile kernel's
+// launch shape
+struct DiagScanOwned;
 
 // Explicit choices for a DiagScanPlan (tests, benchmarks); unset: the solver table decides. A
 // forced streaming kernel for float64 / complex128, or seqv with n not a multiple of the vector
@@ -35,6 +42,10 @@ struct DiagScanOwned;  // the chunk / pipe kernels' workspace and the order of t
 // aligned (alignment is a property of the call, not of the plan).
 struct DiagScanOptions {
   std::optional<DiagScanAlgo> algo;
+  // tile only: bytes of each time step a block owns, 32, 64, 128 or 256 (0: the plan picks, the
+  // widest of 32, 64, 128 giving at least one tile per SM); other values, or with another algo,
+  // are a ValueError.
+  int tile_bytes = 0;
 };
 
 class DiagScanPlan {
@@ -67,7 +78,7 @@ class DiagScanPlan {
   int64_t B_, T_, n_;
   DType dtype_;
   DiagScanAlgo algo_ = DiagScanAlgo::lookback;
-  std::shared_ptr<DiagScanOwned> own_;  // chunk and pipe only
+  std::shared_ptr<DiagScanOwned> own_;  // chunk, pipe and tile only
 };
 
 // circulant_scan, float32 or float64: h_t = circ(a_t) h_{t-1} + u_t through cuFFT rfft over n,

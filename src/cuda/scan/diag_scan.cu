@@ -10,6 +10,7 @@
 #include "cuda/scan/diag_scan_pipe.cuh"
 #include "cuda/scan/diag_scan_rows.cuh"
 #include "cuda/scan/diag_scan_seq.cuh"
+#include "cuda/scan/diag_scan_tile.cuh"
 
 #include <algorithm>
 #include <initializer_list>
@@ -24,11 +25,14 @@ namespace strux::cuda {
 
 // The chunk kernel's workspace (header, flags, published values; see diag_scan_chunk.cuh) and
 // the order of the calls that use it: a call on another stream than the last one waits for it.
+// The tile kernel uses only its launch shape (vec, tile_lr, tile_ns): no workspace, no ordering.
 struct DiagScanOwned {
   DeviceBuffer buf;
-  bool vec = false;  // vector lanes possible (n a multiple of their width, chunk_lane_width)
+  bool vec = false;  // vector lanes possible (n a multiple of their width, chunk_lane_width / tile_vw)
   int64_t flag_cap = 0;  // flags: the most blocks of any launch of the plan
   int64_t pipe_grid[2][2] = {};  // pipe: persistent blocks per launch [vector lanes][backward]
+  int tile_lr = 0;  // tile: 16-byte lanes per row of a tile (2, 4, 8, 16)
+  int tile_ns[2][2] = {};  // tile: stages per launch [vector lanes][backward]
   std::mutex m;
   cudaEvent_t ev = nullptr;
   cudaStream_t last = nullptr;
@@ -227,6 +231,8 @@ const Solver kSolvers[] = {
      [](const Problem&) { return true; }},
     // forced only until measured (bench/NOTES-gpu-scan.md)
     {DiagScanAlgo::pipe, [](const Problem& q) { return has_seq(q.dt); }, [](const Problem&) { return false; }},
+    // forced only until measured (bench/NOTES-gpu-ks-scan.md, "diag_scan tile": the rule proposed there)
+    {DiagScanAlgo::tile, [](const Problem& q) { return has_seq(q.dt); }, [](const Problem&) { return false; }},
 };
 
 template <class S>
@@ -286,6 +292,76 @@ void run_rows(const scan::SeqArgs& args, bool aligned_ptrs, cudaStream_t s) {
   STRUX_LAUNCH("diag_scan_rows");
 }
 
+// The tile kernel: one block per tile of LR lanes (VW channels each), ns stages of shared memory.
+template <class S, bool REV, int VW, int LR>
+void launch_tile(const scan::SeqArgs& g, int ns, cudaStream_t s) {
+  const int64_t tiles = (g.B * (g.n / VW) + LR - 1) / LR;
+  scan::diag_scan_tile<S, VW, LR, REV><<<unsigned(tiles), scan::TL_THREADS, ns * scan::tile_stage_bytes<S, VW>(REV), s>>>(g, ns);
+  STRUX_LAUNCH("diag_scan_tile");
+}
+
+template <class S, bool REV>
+void run_tile(const DiagScanOwned& own, bool vec, const scan::SeqArgs& g, cudaStream_t s) {
+  constexpr int VW = scan::tile_vw<S>();
+  if (!vec) return launch_tile<S, REV, 1, 32>(g, own.tile_ns[0][REV], s);
+  if (own.tile_lr == 16) return launch_tile<S, REV, VW, 16>(g, own.tile_ns[1][REV], s);
+  if (own.tile_lr == 8) return launch_tile<S, REV, VW, 8>(g, own.tile_ns[1][REV], s);
+  if (own.tile_lr == 4) return launch_tile<S, REV, VW, 4>(g, own.tile_ns[1][REV], s);
+  launch_tile<S, REV, VW, 2>(g, own.tile_ns[1][REV], s);
+}
+
+// Stages of a tile launch: the blocks of one wave (tiles / SMs per SM) share the SM's shared memory,
+// as many stages each as their share holds (the stages in flight are the kernel's memory
+// parallelism: ~32 KB per SM keeps copy bandwidth at ~1 us of latency), 2 to TL_MAX_STAGES; fewer
+// while the occupancy API says the wave does not fit. Sets the kernel's shared-memory attributes.
+template <class S, bool REV, int VW, int LR>
+int tile_stages(int64_t B, int64_t n, int64_t sms) {
+  auto* fn = scan::diag_scan_tile<S, VW, LR, REV>;
+  constexpr int stage = scan::tile_stage_bytes<S, VW>(REV);
+  int dev = 0, per_sm = 0, optin = 0, reserved = 0;
+  STRUX_CUDA(cudaGetDevice(&dev));
+  STRUX_CUDA(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+  STRUX_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  STRUX_CUDA(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev));
+  cudaFuncAttributes fa{};
+  STRUX_CUDA(cudaFuncGetAttributes(&fa, fn));
+  const int64_t tiles = (B * (n / VW) + LR - 1) / LR;
+  const int64_t wave = std::max<int64_t>(1, (tiles + sms - 1) / sms);  // blocks per SM wanted
+  const int64_t share = std::min<int64_t>(optin, per_sm / wave - reserved) - int64_t(fa.sharedSizeBytes);
+  int ns = int(std::max<int64_t>(2, std::min<int64_t>(scan::TL_MAX_STAGES, share / stage)));
+  const int most = std::min<int>(scan::TL_MAX_STAGES * stage, optin - int(fa.sharedSizeBytes));
+  STRUX_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+  STRUX_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared)));
+  for (; ns > 2; --ns) {
+    int fit = 0;
+    STRUX_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, fn, scan::TL_THREADS, size_t(ns) * stage));
+    if (fit >= wave) break;
+  }
+  return ns;
+}
+
+// The tile plan: lanes per row (tile_bytes / 16, or the widest of 128, 64, 32 bytes with at least
+// one tile per SM; 256 is forced only, to measure whether longer runs of a row pay), then the
+// stages of every launch the plan may make.
+template <class S>
+void plan_tile(DiagScanOwned& own, int64_t B, int64_t n, int tile_bytes) {
+  constexpr int VW = scan::tile_vw<S>();
+  const int64_t sms = sm_count(), lanes = B * (n / VW);
+  own.tile_lr = tile_bytes ? tile_bytes / 16 : lanes >= 8 * sms ? 8 : lanes >= 4 * sms ? 4 : 2;
+  own.tile_ns[0][0] = tile_stages<S, false, 1, 32>(B, n, sms);
+  own.tile_ns[0][1] = tile_stages<S, true, 1, 32>(B, n, sms);
+  if (!own.vec) return;
+  auto both = [&](auto lr) {
+    constexpr int LR = decltype(lr)::value;
+    own.tile_ns[1][0] = tile_stages<S, false, VW, LR>(B, n, sms);
+    own.tile_ns[1][1] = tile_stages<S, true, VW, LR>(B, n, sms);
+  };
+  if (own.tile_lr == 16) both(std::integral_constant<int, 16>{});
+  else if (own.tile_lr == 8) both(std::integral_constant<int, 8>{});
+  else if (own.tile_lr == 4) both(std::integral_constant<int, 4>{});
+  else both(std::integral_constant<int, 2>{});
+}
+
 template <class F>
 void by_type(DType dt, F&& f) {
   switch (dt) {
@@ -308,6 +384,7 @@ const char* diag_scan_algo_name(DiagScanAlgo a) {
     case DiagScanAlgo::chunk: return "chunk";
     case DiagScanAlgo::pipe: return "pipe";
     case DiagScanAlgo::rows: return "rows";
+    case DiagScanAlgo::tile: return "tile";
     default: return "lookback";
   }
 }
@@ -323,6 +400,11 @@ DiagScanPlan::DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype, const D
             dtype_name(dtype));
   check_arg(layout(B, T, n, dtype).nblk < (int64_t(1) << 31), "a", "too many blocks for shape (",
             B, ", ", T, ", ", n, ")");
+  check_arg(opt.tile_bytes == 0 || opt.tile_bytes == 32 || opt.tile_bytes == 64 || opt.tile_bytes == 128 ||
+                opt.tile_bytes == 256,
+            "tile_bytes", "expected 0 (automatic), 32, 64, 128 or 256, got ", opt.tile_bytes);
+  check_arg(opt.tile_bytes == 0 || (opt.algo && *opt.algo == DiagScanAlgo::tile), "tile_bytes",
+            "applies to the tile kernel only (algo tile)");
   const Problem q{B, T, n, has_seq(dtype) && !opt.algo ? int64_t(sm_count()) : 0, dtype};
   bool found = false;
   for (const Solver& s : kSolvers)
@@ -333,7 +415,7 @@ DiagScanPlan::DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype, const D
   if (!found)
     check_arg(false, "algo", "the forced kernel '", diag_scan_algo_name(*opt.algo),
             "' does not apply to dtype ", dtype_name(dtype), " with n = ", n,
-            " (streaming, chunk, pipe and rows kernels: not float64 / complex128; seqv: n a multiple of ",
+            " (streaming, chunk, pipe, rows and tile kernels: not float64 / complex128; seqv: n a multiple of ",
             vec_width(dtype), "; rows: n = 1)");
   const bool pipe = algo_ == DiagScanAlgo::pipe;
   if (algo_ == DiagScanAlgo::chunk || pipe) {
@@ -375,6 +457,14 @@ DiagScanPlan::DiagScanPlan(int64_t B, int64_t T, int64_t n, DType dtype, const D
     STRUX_CUDA(cudaDeviceSynchronize());
     STRUX_CUDA(cudaEventCreateWithFlags(&own_->ev, cudaEventDisableTiming));
   }
+  if (algo_ == DiagScanAlgo::tile) {
+    own_ = std::make_shared<DiagScanOwned>();
+    own_->vec = n % vec_width(dtype) == 0;
+    by_type(dtype, [&](auto z) {
+      using S = decltype(z);
+      if constexpr (has_seq<S>()) plan_tile<S>(*own_, B, n, opt.tile_bytes);
+    });
+  }
 }
 
 std::string DiagScanPlan::describe() const {
@@ -382,6 +472,14 @@ std::string DiagScanPlan::describe() const {
                   std::to_string(n_) + ") " + dtype_name(dtype_) + ": " + diag_scan_algo_name(algo_);
   if (algo_ == DiagScanAlgo::seqv) s += " (seq1 on calls with pointers not 16-byte aligned)";
   if (algo_ == DiagScanAlgo::rows) s += " (one block per row; 16-byte loads when pointers are 16-byte aligned and T a whole number of 16 bytes)";
+  if (algo_ == DiagScanAlgo::tile) {
+    const auto ns = [&](int v) {
+      return std::to_string(own_->tile_ns[v][0]) + " / " + std::to_string(own_->tile_ns[v][1]) + " stages";
+    };
+    s += own_->vec ? " (" + std::to_string(16 * own_->tile_lr) + "-byte rows of 16-byte lanes per block, " + ns(1) +
+                         " forward / backward; 32 one-element lanes, " + ns(0) + ", on calls with pointers not 16-byte aligned)"
+                   : " (32 one-element lanes per block, " + ns(0) + " forward / backward)";
+  }
   if (algo_ == DiagScanAlgo::chunk || algo_ == DiagScanAlgo::pipe)
     s += own_->vec ? " (" + std::to_string(chunk_lane_bytes(dtype_)) + "-byte lanes; one element per lane on calls "
                          "with pointers not " + std::to_string(chunk_lane_bytes(dtype_)) + "-byte aligned)"
@@ -412,6 +510,11 @@ void DiagScanPlan::forward(const void* a, const void* b, const void* h0, void* h
                                    scan::ChunkArgs{a, b, h0, nullptr, h, nullptr, nullptr, nullptr, B_, T_, n_, 0, 0,
                                                    scale, nullptr, nullptr, nullptr, nullptr, nullptr},
                                    static_cast<cudaStream_t>(stream));
+    if constexpr (has_seq<S>())
+      if (algo == DiagScanAlgo::tile)
+        return run_tile<S, false>(*own_, own_->vec && aligned16({a, b, h0, h}),
+                                  scan::SeqArgs{a, b, h0, nullptr, h, nullptr, nullptr, nullptr, B_, T_, n_, scale},
+                                  static_cast<cudaStream_t>(stream));
     if constexpr (has_seq<S>())
       if (algo == DiagScanAlgo::rows)
         return run_rows<S, false>(scan::SeqArgs{a, b, h0, nullptr, h, nullptr, nullptr, nullptr, B_, T_, n_, scale},
@@ -446,6 +549,11 @@ void DiagScanPlan::backward(const void* a, const void* h, const void* h0, const 
                                   scan::ChunkArgs{a, dh, h0, h, nullptr, da, db, dh0, B_, T_, n_, 0, 0, 1.0, nullptr,
                                                   nullptr, nullptr, nullptr, nullptr},
                                   static_cast<cudaStream_t>(stream));
+    if constexpr (has_seq<S>())
+      if (algo == DiagScanAlgo::tile)
+        return run_tile<S, true>(*own_, own_->vec && aligned16({a, h, h0, dh, da, db, dh0}),
+                                 scan::SeqArgs{a, dh, h0, h, nullptr, da, db, dh0, B_, T_, n_, 1.0},
+                                 static_cast<cudaStream_t>(stream));
     if constexpr (has_seq<S>())
       if (algo == DiagScanAlgo::rows)
         return run_rows<S, true>(scan::SeqArgs{a, dh, h0, h, nullptr, da, db, dh0, B_, T_, n_, 1.0},
