@@ -214,6 +214,21 @@ def test_nan_stays_in_its_row(mode):
     assert torch.equal(y[others], clean[others])
 
 
+def test_nan_in_dy_reaches_dk_only_at_its_lags():
+    """Causal dk[x] = sum over t >= x of dz[t]·v[t - x]: a NaN in dy at t0 makes dk[x] NaN for
+    x <= t0 only (the FFT gradients spread it over all of dk; the dense kernel keeps the formula)."""
+    g = torch.Generator(device="cuda").manual_seed(3)
+    B, H, L = 8, 2, 1024
+    u, dy = (torch.randn(B, H, L, device="cuda", generator=g).half() for _ in range(2))
+    k = (torch.randn(H, L, device="cuda", generator=g) / 32).half()
+    t0 = 300
+    dy[5, 1, t0] = float("nan")
+    _, dk = strux.fftconv_vjp(dy, u, k, mode="causal", options=DENSE)[:2]
+    assert torch.isnan(dk[1, :t0 + 1]).all()
+    assert not torch.isnan(dk[1, t0 + 1:]).any()
+    assert not torch.isnan(dk[0]).any()
+
+
 def test_limits():
     P = strux._ext.cuda.FFTConvPlan
     with pytest.raises(ValueError, match="'algo'"):

@@ -411,7 +411,9 @@ __global__ void __launch_bounds__(kThreads) filter_grad_kernel(GradParams<T> p) 
         }
       }
       uint32_t bbase = s_zero, bsw = 0;
-      if (mB < M) {
+      // causal: a row whose block is before d has the zero block as A; its dz goes to zero too, so
+      // a NaN in dz reaches only the lags the formula gives it (0 · NaN would be NaN)
+      if (mB < M && (p.circular || (mB >> rshift) >= d)) {
         const int X = (mB & (R - 1)) * S + (mB >> rshift);
         bbase = s_z + uint32_t(X) * 64u, bsw = uint32_t((X >> 1) & 3) << 4;
       }
