@@ -268,15 +268,17 @@ def test_tile_boundaries_match_seq1(shape, dtype, tile_bytes):
 
 
 def test_tile_describe():
-    """The plan's row width (the widest with a tile per SM: issue 14's rows on a 132-SM GPU take 128,
-    32 and 128 bytes), the forced width, one-element lanes, no workspace, and the refusals."""
+    """The plan's row width (the widest with a tile per SM, 15 of 16 SMs busy: issue 14's rows on a
+    132-SM GPU take 256, 32 and 256 bytes), the forced width, one-element lanes, no workspace, and
+    the refusals."""
     from strux import _ext
     d = K.diag_scan_describe(8, 8192, 1024, "float32", options={"path": "tile"})
     assert ": tile" in d and "stages" in d
     if _sms() == 132:
-        assert "128-byte rows" in d
+        assert "256-byte rows" in d
         assert "32-byte rows" in K.diag_scan_describe(4, 65536, 256, "float32", options={"path": "tile"})
-        assert "128-byte rows" in K.diag_scan_describe(1, 4096, 16384, "float32", options={"path": "tile"})
+        assert "256-byte rows" in K.diag_scan_describe(1, 4096, 16384, "float32", options={"path": "tile"})
+        assert "128-byte rows" in K.diag_scan_describe(8, 8192, 1024, "bfloat16", options={"path": "tile"})
     assert "64-byte rows" in K.diag_scan_describe(4, 65536, 256, "float32", options={"path": "tile", "tile_bytes": 64})
     assert "32 one-element lanes per block" in K.diag_scan_describe(2, 500, 3, "float32", options={"path": "tile"})
     assert _ext.cuda_diag_scan_workspace(0, 2, 5000, 64, 0, 6) == 0
@@ -308,12 +310,14 @@ def _sms():
 
 @pytest.mark.parametrize("B,T,n,dtype,want", [
     # issue 14's rows (bench/NOTES-gpu-ks-scan.md#scan-solver-rule)
-    (8, 8192, 1024, "float32", "chunk"), (4, 65536, 256, "float32", "chunk"),
-    (8, 8192, 1024, "complex64", "chunk"), (32, 512, 64, "complex64", "chunk"),
-    (1, 4096, 16384, "float32", "chunk"), (64, 1024, 2048, "bfloat16", "seqv"),
+    (8, 8192, 1024, "float32", "tile"), (4, 65536, 256, "float32", "tile"),
+    (8, 8192, 1024, "complex64", "tile"), (32, 512, 64, "complex64", "tile"),
+    (1, 4096, 16384, "float32", "tile"), (64, 1024, 2048, "bfloat16", "tile"),
     (16, 2048, 4096, "complex64", "seq1"),
     # half types with few channels, as float32; float64 / complex128 keep the look-back kernel
-    (8, 8192, 1024, "bfloat16", "chunk"), (8, 8192, 1024, "float16", "chunk"),
+    (8, 8192, 1024, "bfloat16", "tile"), (8, 8192, 1024, "float16", "tile"),
+    # too few lanes for a tile per SM, or n not a whole number of 16-byte lanes: chunk
+    (4, 65536, 240, "float32", "chunk"), (8, 8192, 1022, "float32", "chunk"),
     (8, 8192, 1024, "float64", "lookback"), (32, 512, 64, "complex128", "lookback"),
     # within one chunk of time (T <= 128): streams, no plan-owned workspace
     (1, 16, 8, "float32", "seq1"), (4, 128, 256, "complex64", "seq1"),
@@ -324,15 +328,17 @@ def _sms():
 ])
 def test_default_solver_rule(B, T, n, dtype, want):
     """The default's choice: the rule (n = 1 with at least one row per SM and a tile of time
-    (128 x 16 bytes): rows; else chunk up to
-    128 channels per SM with T > 128, seqv past 512 per SM, else seq1; float64 / complex128
-    lookback) on every row, and on a GPU with the measured SM count (132: H100, H200) the choices
-    the measurements were made for."""
+    (128 x 16 bytes): rows; n a whole number of 16-byte lanes, T > 128 and from one tile per SM to
+    128 lanes per SM: tile; else chunk up to 128 channels per SM with T > 128, seqv past 512 per SM,
+    else seq1; float64 / complex128 lookback) on every row, and on a GPU with the measured SM count
+    (132: H100, H200) the choices the measurements were made for."""
     sms, vec = _sms(), {"float32": 4, "complex64": 2, "float16": 8, "bfloat16": 8}
     if dtype in ("float64", "complex128"):
         rule = "lookback"
     elif n == 1 and B >= sms and T >= 128 * 16 // torch.empty((), dtype=getattr(torch, dtype)).element_size():
         rule = "rows"
+    elif n % vec[dtype] == 0 and T > 128 and _tile_fits(B * n // vec[dtype], sms):
+        rule = "tile"
     elif B * n <= 128 * sms and T > 128:
         rule = "chunk"
     elif B * n > 512 * sms and n % vec[dtype] == 0:
@@ -345,12 +351,24 @@ def test_default_solver_rule(B, T, n, dtype, want):
         assert rule == want, (rule, want)
 
 
+def _tile_fits(lanes, sms):
+    """The tile rule's band: the widest row (16, 8, 4 or 2 lanes) still gives a tile to 15 of 16
+    SMs, and at most 128 lanes per SM."""
+    lr = next((r for r in (16, 8, 4) if lanes * 16 >= r * sms * 15), 2)
+    return lr * sms * 15 <= lanes * 16 and lanes <= 128 * sms
+
+
 def test_default_solver_rule_band():
-    """The thresholds: chunk up to 128 channels per SM, seq1 above, seqv past 512 (n aligned)."""
+    """The thresholds (float32, 4 channels per 16-byte lane): n aligned, tile from one 32-byte tile
+    per 16/15 SMs to 512 channels per SM, seqv above; n not aligned: chunk up to 128 channels per
+    SM, seq1 above."""
     sms = _sms()
-    assert "chunk" in K.diag_scan_describe(1, 4096, 128 * sms, "float32")
-    assert K.diag_scan_describe(1, 4096, 128 * sms + 4, "float32").split(": ", 1)[1].startswith("seq1")
-    assert K.diag_scan_describe(1, 4096, 512 * sms + 4, "float32").split(": ", 1)[1].startswith("seqv")
+    first = -(-2 * sms * 15 // 16)  # the fewest lanes with a 2-lane tile on 15 of 16 SMs
+    def algo(n):
+        return K.diag_scan_describe(1, 4096, n, "float32").split(": ", 1)[1]
+    assert algo(4 * (first - 1)).startswith("chunk") and algo(4 * first).startswith("tile")
+    assert algo(512 * sms).startswith("tile") and algo(512 * sms + 4).startswith("seqv")
+    assert algo(128 * sms - 1).startswith("chunk") and algo(128 * sms + 3).startswith("seq1")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.complex64], ids=str)

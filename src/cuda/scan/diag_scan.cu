@@ -186,6 +186,17 @@ void launch(const scan::ScanArgs<S, typename scan::Tr<S>::V>& args0, const Layou
 // at many channels. A sequence within one chunk streams: splitting gains nothing and the plan
 // would own a workspace. float64 / complex128 run the look-back kernel only.
 constexpr int64_t CHUNK_MAX_PER_SM = 128;
+// The tile kernel's width: the widest row of 256, 128, 64 or 32 bytes (16 to 2 lanes) that still
+// gives ~one tile per SM (15 of 16 SMs busy). Measured (H200, float32): 256 bytes beat 128 by 3-8
+// points where it leaves one tile per SM; 64 lost to 32 where it left half the SMs idle.
+int tile_lanes_per_row(int64_t lanes, int64_t sms) {
+  for (int lr : {16, 8, 4})
+    if (lanes * 16 >= lr * sms * 15) return lr;
+  return 2;
+}
+// Above 8 tiles of 256 bytes per SM (one resident wave, a share of shared memory for each block's
+// stages) the streaming seqv kernel is as fast and needs no stages.
+constexpr int64_t TILE_MAX_LANES_PER_SM = 128;
 
 int sm_count() {
   int dev = 0, sms = 0;
@@ -223,6 +234,16 @@ const Solver kSolvers[] = {
     {DiagScanAlgo::rows, [](const Problem& q) { return has_seq(q.dt) && q.n == 1; },
      [](const Problem& q) { return q.B >= q.sms && q.T >= rows_tile(q.dt); }},
     {DiagScanAlgo::lookback, [](const Problem&) { return true; }, [](const Problem& q) { return !has_seq(q.dt); }},
+    // (B, T, n) with n a whole number of 16-byte lanes, time to stream (T > one chunk) and from about
+    // one 32-byte tile per SM to one resident wave of 256-byte tiles: one block per channel tile for
+    // the whole sequence, cp.async stages (H200, float32: 89-97% of copy forward, 61-95% backward,
+    // against the chunk / seqv kernels' 54-70%; bench/NOTES-gpu-ks-scan.md, "diag_scan tile").
+    {DiagScanAlgo::tile, [](const Problem& q) { return has_seq(q.dt); },
+     [](const Problem& q) {
+       const int64_t lanes = q.B * (q.n / vec_width(q.dt));
+       return q.n % vec_width(q.dt) == 0 && q.T > scan::CH && tile_lanes_per_row(lanes, q.sms) * q.sms * 15 <= lanes * 16 &&
+              lanes <= TILE_MAX_LANES_PER_SM * q.sms;
+     }},
     {DiagScanAlgo::chunk, [](const Problem& q) { return has_seq(q.dt); },
      [](const Problem& q) { return q.B * q.n <= CHUNK_MAX_PER_SM * q.sms && q.T > scan::CH; }},
     {DiagScanAlgo::seqv, [](const Problem& q) { return has_seq(q.dt) && q.n % vec_width(q.dt) == 0; },
@@ -231,8 +252,6 @@ const Solver kSolvers[] = {
      [](const Problem&) { return true; }},
     // forced only until measured (bench/NOTES-gpu-scan.md)
     {DiagScanAlgo::pipe, [](const Problem& q) { return has_seq(q.dt); }, [](const Problem&) { return false; }},
-    // forced only until measured (bench/NOTES-gpu-ks-scan.md, "diag_scan tile": the rule proposed there)
-    {DiagScanAlgo::tile, [](const Problem& q) { return has_seq(q.dt); }, [](const Problem&) { return false; }},
 };
 
 template <class S>
@@ -340,14 +359,13 @@ int tile_stages(int64_t B, int64_t n, int64_t sms) {
   return ns;
 }
 
-// The tile plan: lanes per row (tile_bytes / 16, or the widest of 128, 64, 32 bytes with at least
-// one tile per SM; 256 is forced only, to measure whether longer runs of a row pay), then the
-// stages of every launch the plan may make.
+// The tile plan: lanes per row (tile_bytes / 16, or tile_lanes_per_row), then the stages of every
+// launch the plan may make.
 template <class S>
 void plan_tile(DiagScanOwned& own, int64_t B, int64_t n, int tile_bytes) {
   constexpr int VW = scan::tile_vw<S>();
   const int64_t sms = sm_count(), lanes = B * (n / VW);
-  own.tile_lr = tile_bytes ? tile_bytes / 16 : lanes >= 8 * sms ? 8 : lanes >= 4 * sms ? 4 : 2;
+  own.tile_lr = tile_bytes ? tile_bytes / 16 : tile_lanes_per_row(lanes, sms);
   own.tile_ns[0][0] = tile_stages<S, false, 1, 32>(B, n, sms);
   own.tile_ns[0][1] = tile_stages<S, true, 1, 32>(B, n, sms);
   if (!own.vec) return;
