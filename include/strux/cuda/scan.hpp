@@ -42,9 +42,9 @@ struct DiagScanOwned;
 // aligned (alignment is a property of the call, not of the plan).
 struct DiagScanOptions {
   std::optional<DiagScanAlgo> algo;
-  // tile only: bytes of each time step a block owns, 32, 64, 128 or 256 (0: the plan picks, the
-  // widest of 32, 64, 128 giving at least one tile per SM); other values, or with another algo,
-  // are a ValueError.
+  // tile only: bytes of each time step a block owns, 32, 64, 128 or 256 (0: the plan picks the
+  // widest that leaves a tile for 15 of 16 SMs); other values, or with another algo, are a
+  // ValueError.
   int tile_bytes = 0;
 };
 
