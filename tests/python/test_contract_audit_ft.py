@@ -1,0 +1,63 @@
+"""Contract audit (DESIGN.md fftconv, toeplitz): cases found where the CPU path deviated."""
+import numpy as np
+import pytest
+
+import strux
+from ref_fftconv import ref_fftconv, ref_fftconv_vjp
+
+
+def rel(a, ref):
+    a = np.asarray(a, dtype=np.float64)
+    return np.linalg.norm(a - ref) / max(np.linalg.norm(ref), 1e-300)
+
+
+# ---- fftconv: "a float32 k with float16/bfloat16 u is allowed" (DESIGN.md fftconv) ------------------
+
+@pytest.mark.parametrize("mode", ["causal", "circular"])
+@pytest.mark.parametrize("gated", [False, True])
+def test_fftconv_float16_u_with_float32_k(mode, gated):
+    rng = np.random.default_rng()
+    B, H, L, Lk = 2, 3, 31, 7
+    u = rng.standard_normal((B, H, L)).astype(np.float16)
+    k = rng.standard_normal((H, Lk)).astype(np.float32)
+    pre = rng.standard_normal((B, H, L)).astype(np.float16) if gated else None
+    post = rng.standard_normal((B, H, L)).astype(np.float16) if gated else None
+    skip = rng.standard_normal(H).astype(np.float16) if gated else None
+    y = strux.fftconv(u, k, mode=mode, pregate=pre, postgate=post, skip=skip)
+    assert y.dtype == np.float16 and y.shape == u.shape
+    ref = ref_fftconv(u, k, mode, pre, post, skip)
+    assert rel(y, ref) < 2e-3
+    # the arithmetic is float32: the same as the all-float32 call, rounded once to float16
+    f32 = [None if a is None else a.astype(np.float32) for a in (u, pre, post, skip)]
+    y32 = strux.fftconv(f32[0], k, mode=mode, pregate=f32[1], postgate=f32[2], skip=f32[3])
+    np.testing.assert_array_equal(y, y32.astype(np.float16))
+
+
+@pytest.mark.parametrize("mode", ["causal", "circular"])
+def test_fftconv_vjp_float16_u_with_float32_k(mode):
+    rng = np.random.default_rng()
+    B, H, L, Lk = 2, 3, 17, 5
+    u = rng.standard_normal((B, H, L)).astype(np.float16)
+    k = rng.standard_normal((H, Lk)).astype(np.float32)
+    skip = rng.standard_normal(H).astype(np.float16)
+    dy = rng.standard_normal((B, H, L)).astype(np.float16)
+    du, dk, dpre, dpost, dskip = strux.fftconv_vjp(dy, u, k, mode=mode, skip=skip)
+    assert du.dtype == np.float16 and dskip.dtype == np.float16
+    assert dk.dtype == np.float32 and dk.shape == k.shape  # each gradient in its input's dtype
+    assert dpre is None and dpost is None
+    rdu, rdk, _, _, rdskip = ref_fftconv_vjp(dy, u, k, mode, None, None, skip)
+    assert rel(du, rdu) < 2e-3 and rel(dk, rdk) < 1e-5 and rel(dskip, rdskip) < 2e-3
+
+
+def test_fftconv_mixed_dtypes_still_rejected():
+    rng = np.random.default_rng()
+    u = rng.standard_normal((1, 2, 8))
+    k = rng.standard_normal((2, 3))
+    with pytest.raises(TypeError, match="'k'"):
+        strux.fftconv(u, k.astype(np.float32))          # float64 u: k must be float64
+    with pytest.raises(TypeError, match="'k'"):
+        strux.fftconv(u.astype(np.float16), k)          # float64 k with float16 u
+    with pytest.raises(TypeError, match="'k'"):
+        strux.fftconv(u.astype(np.float32), k.astype(np.float16))
+    with pytest.raises(TypeError, match="'pregate'"):
+        strux.fftconv(u.astype(np.float16), k.astype(np.float32), pregate=u)
