@@ -4,6 +4,7 @@ import pytest
 
 import strux
 from ref_fftconv import ref_fftconv, ref_fftconv_vjp
+from ref_toeplitz import ref_matvec, ref_rmatvec
 
 
 def rel(a, ref):
@@ -61,3 +62,46 @@ def test_fftconv_mixed_dtypes_still_rejected():
         strux.fftconv(u.astype(np.float32), k.astype(np.float16))
     with pytest.raises(TypeError, match="'pregate'"):
         strux.fftconv(u.astype(np.float16), k.astype(np.float32), pregate=u)
+
+
+# ---- toeplitz: "the result dtype stays the dtype of the vectors" -----------------------------------
+
+@pytest.mark.parametrize("layout", ["time-major", "space-major"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_toeplitz_flat_vectors_keep_their_dtype(layout, dtype):
+    rng = np.random.default_rng()
+    nt, nd, nm = 5, 2, 3
+    blocks = rng.standard_normal((nt, nd, nm)).astype(dtype)
+    op = strux.BlockToeplitz(blocks, layout=layout)
+    m = rng.standard_normal((nt, nm)).astype(dtype)
+    d = rng.standard_normal((nt, nd)).astype(dtype)
+    mf = (m if layout == "time-major" else m.T).ravel()
+    df = (d if layout == "time-major" else d.T).ravel()
+    tol = 2e-3 if dtype == np.float16 else 1e-5 if dtype == np.float32 else 1e-12
+    for y, ref in ((op.matvec(mf), ref_matvec(blocks, m)), (op @ mf, ref_matvec(blocks, m)),
+                   (op.rmatvec(df), ref_rmatvec(blocks, d))):
+        assert y.dtype == dtype and y.ndim == 1
+        assert rel(y, (ref if layout == "time-major" else ref.T).ravel()) < tol
+    # the shaped and the flat forms agree exactly
+    shaped = op.matvec(m if layout == "time-major" else m.T)
+    np.testing.assert_array_equal(op.matvec(mf), shaped.ravel())
+
+
+def test_toeplitz_float32_operator_float64_flat_vector():
+    rng = np.random.default_rng()
+    blocks = rng.standard_normal((4, 2, 3)).astype(np.float32)
+    op = strux.BlockToeplitz(blocks)
+    m = rng.standard_normal((4, 3))
+    y = op.matvec(m.ravel())
+    assert y.dtype == np.float64
+    assert rel(y, ref_matvec(blocks, m).ravel()) < 1e-5
+
+
+def test_toeplitz_flat_python_list():
+    """scipy's flat form as a Python list, like any LinearOperator takes it."""
+    rng = np.random.default_rng()
+    blocks = rng.standard_normal((4, 2, 3))
+    op = strux.BlockToeplitz(blocks)
+    m, d = rng.standard_normal((4, 3)), rng.standard_normal((4, 2))
+    assert rel(op.matvec(m.ravel().tolist()), ref_matvec(blocks, m).ravel()) < 1e-12
+    assert rel(op.rmatvec(d.ravel().tolist()), ref_rmatvec(blocks, d).ravel()) < 1e-12
