@@ -50,7 +50,7 @@ from scipy.sparse.linalg import LinearOperator
 
 from . import _ext
 from ._runtime import planning
-from ._arrays import (choice, compute_dtype, cuda_backend, integer, on_gpu, native, native_dtype, real_array,
+from ._arrays import (choice, compute_dtype, cuda_backend, integer, is_half, on_gpu, native, native_dtype, real_array,
                       result, same_dtype)
 
 __all__ = ["BlockToeplitz", "read_vector", "write_vector", "error_estimate", "product_bytes", "choose_precision",
@@ -481,7 +481,8 @@ class BlockToeplitz(LinearOperator):
         x = np.asarray(x)
         if np.iscomplexobj(x):
             return self._flat(fn, x.real, shp_in, n_out) + 1j * self._flat(fn, x.imag, shp_in, n_out)
-        out = native_dtype(x.dtype) if x.dtype.kind == "f" and x.dtype.itemsize <= 8 else self._cdt
+        out = native_dtype(x.dtype) if (x.dtype.kind == "f" and x.dtype.itemsize <= 8) or is_half(x.dtype) \
+            else self._cdt
         k = x.shape[1] if x.ndim == 2 else None
         a = np.ascontiguousarray(x.reshape(shp_in + ((k,) if k is not None else ())), dtype=self._cdt)
         y = result(fn(a, self._layout), out)

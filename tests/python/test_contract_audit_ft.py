@@ -105,3 +105,24 @@ def test_toeplitz_flat_python_list():
     m, d = rng.standard_normal((4, 3)), rng.standard_normal((4, 2))
     assert rel(op.matvec(m.ravel().tolist()), ref_matvec(blocks, m).ravel()) < 1e-12
     assert rel(op.rmatvec(d.ravel().tolist()), ref_rmatvec(blocks, d).ravel()) < 1e-12
+
+
+def test_toeplitz_flat_bfloat16_vectors_keep_their_dtype():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng()
+    blocks = rng.standard_normal((4, 2, 3)).astype(ml_dtypes.bfloat16)
+    op = strux.BlockToeplitz(blocks)
+    m = rng.standard_normal((4, 3)).astype(ml_dtypes.bfloat16)
+    y = op.matvec(m.ravel())
+    assert y.dtype == m.dtype
+    assert rel(y.astype(np.float64), ref_matvec(blocks.astype(np.float64), m.astype(np.float64)).ravel()) < 2e-2
+
+
+def test_fftconv_bfloat16_u_with_float32_k():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng()
+    u = rng.standard_normal((2, 3, 11)).astype(ml_dtypes.bfloat16)
+    k = rng.standard_normal((3, 4)).astype(np.float32)
+    y = strux.fftconv(u, k)
+    assert y.dtype == u.dtype
+    assert rel(y.astype(np.float64), ref_fftconv(u.astype(np.float64), k)) < 1e-2
