@@ -134,6 +134,11 @@ def same_dtype(**arrays) -> np.dtype:
     return want
 
 
+def is_half(dt) -> bool:
+    """float16 or bfloat16 (any byte order)."""
+    return _is_bfloat16(dt) or native_dtype(dt) == np.float16
+
+
 def compute_dtype(dt: np.dtype) -> np.dtype:
     """The dtype the native code computes in, by kind and size: float64/complex128/complex64 and
     float32 as themselves (native order), float16/bfloat16 -> float32."""

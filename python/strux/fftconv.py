@@ -6,7 +6,9 @@
     y += skip[h] v  (if skip);  y *= postgate  (if postgate)
 
 Shapes: u, pregate, postgate, y (B, H, L); k (H, Lk); skip (H,). All inputs share one real
-dtype; float16/bfloat16 are computed in float32 and returned in the input dtype.
+dtype; float16/bfloat16 are computed in float32 and returned in the input dtype. A float32 `k`
+with float16/bfloat16 `u` is allowed (DESIGN.md): u, the gates and skip (of u's dtype or
+float32) are computed in float32 and y comes back in u's dtype; dk stays float32.
 Non-contiguous inputs are copied to C order before the native call.
 """
 from __future__ import annotations
@@ -15,8 +17,8 @@ import numpy as np
 
 from . import _ext
 from ._runtime import planning
-from ._arrays import (check_shape, cuda_backend, on_gpu, choice, compute_dtype, integer, native, native_dtype,
-                      real_array, result, same_dtype, solver_option, to_numpy)
+from ._arrays import (check_shape, cuda_backend, on_gpu, choice, compute_dtype, integer, is_half, native,
+                      native_dtype, real_array, result, same_dtype, solver_option, to_numpy)
 
 # FFTW transforms take 32-bit sizes: L (and L + Lk - 1 in causal mode) must fit them.
 _MAX_FFT = 2**31 - 1
@@ -78,7 +80,8 @@ class FFTConv:
         y = op(u, pregate=None, postgate=None, skip=None)
         du, dk, dpregate, dpostgate, dskip = op.vjp(dy, u, pregate=..., postgate=..., skip=...)
 
-    Inputs must have the dtype of `k`. Pickling keeps `k`, `L` and `mode` and rebuilds the
+    Inputs must have the dtype of `k`, except that a float32 `k` takes float16/bfloat16 `u`
+    (gates and skip of u's dtype or float32): computed in float32, y in u's dtype. Pickling keeps `k`, `L` and `mode` and rebuilds the
     plan on load (for multiprocessing, joblib, Dask).
     """
 
@@ -122,8 +125,20 @@ class FFTConv:
         return (f"FFTConv(H={self.H}, L={self.L}, Lk={self.Lk}, mode={self.mode!r}, dtype={self.dtype}, "
                 f"solver={self.solver!r}, nfft={self.nfft})")
 
+    def _half_u(self, u) -> bool:
+        """A float16/bfloat16 u with this float32 filter (DESIGN.md: allowed, computed in float32)."""
+        return self.dtype == np.float32 and is_half(u.dtype)
+
     def _native(self, arrays: dict):
-        same_dtype(k=np.empty(0, self.dtype), **arrays)
+        u = arrays["u"]
+        if self._half_u(u):
+            want = native_dtype(u.dtype)
+            for n, a in arrays.items():
+                if a is not None and native_dtype(a.dtype) not in (want, np.dtype(np.float32)):
+                    raise TypeError(f"argument '{n}': expected dtype {want} (the dtype of 'u') or float32 "
+                                    f"(the dtype of 'k'), got {a.dtype}")
+        else:
+            same_dtype(k=np.empty(0, self.dtype), **arrays)
         return [native(a, self._cdt) for a in arrays.values()]
 
     def __call__(self, u, *, pregate=None, postgate=None, skip=None) -> np.ndarray:
@@ -137,10 +152,12 @@ class FFTConv:
         """(du, dk, dpregate, dpostgate, dskip) for cotangent dy; None for absent inputs."""
         u, pregate, postgate, skip, dy = _check_inputs(u, self.H, self.L, pregate, postgate, skip, dy)
         dt = u.dtype
-        dy, u, pregate, postgate, skip = self._native(
-            dict(dy=dy, u=u, pregate=pregate, postgate=postgate, skip=skip))
+        # each gradient in its input's dtype (they all equal u's unless a float32 k takes half u)
+        dts = [dt, self.dtype] + [dt if a is None else a.dtype for a in (pregate, postgate, skip)]
+        u, dy, pregate, postgate, skip = self._native(
+            dict(u=u, dy=dy, pregate=pregate, postgate=postgate, skip=skip))
         grads = self._plan.backward(dy, u, pregate, postgate, skip)
-        return tuple(None if g is None else result(g, dt) for g in grads)
+        return tuple(None if g is None else result(g, d) for g, d in zip(grads, dts))
 
 
 def _operator(u, k, mode, options):
@@ -149,7 +166,8 @@ def _operator(u, k, mode, options):
     u = real_array(u, "u", 3)
     k = real_array(k, "k", 2)
     check_shape(k, "k", (u.shape[1], None))
-    same_dtype(u=u, k=k)
+    if not (is_half(u.dtype) and native_dtype(k.dtype) == np.float32):  # DESIGN.md: float32 k, half u
+        same_dtype(u=u, k=k)
     return u, FFTConv(k, u.shape[2], mode=mode, solver=solver)
 
 
@@ -175,7 +193,8 @@ def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=Non
     mode: "causal" (default; taps s >= L have no effect) or "circular" (requires Lk <= L).
     pregate, postgate: optional (B, H, L) gates, v = u * pregate, y = (k * v + skip v) * postgate.
     skip: optional (H,) per-channel skip weight.
-    Returns y (B, H, L) in the dtype of u (float16/bfloat16 computed in float32).
+    Returns y (B, H, L) in the dtype of u (float16/bfloat16 computed in float32; a float32 k
+    with float16/bfloat16 u is allowed, the gates and skip then of u's dtype or float32).
     CUDA arrays (torch, CuPy) run on the GPU on the current stream and come back of their kind.
     options: None, or {"solver": name} to force a solver: on the CPU "auto", "fft", "direct"
     (sums over the taps; at most 64 taps used; "auto" takes it up to 16) or "blocks" (overlap-save

@@ -50,8 +50,8 @@ from scipy.sparse.linalg import LinearOperator
 
 from . import _ext
 from ._runtime import planning
-from ._arrays import (choice, compute_dtype, cuda_backend, integer, on_gpu, native, real_array, result,
-                      same_dtype)
+from ._arrays import (choice, compute_dtype, cuda_backend, integer, is_half, on_gpu, native, native_dtype, real_array,
+                      result, same_dtype)
 
 __all__ = ["BlockToeplitz", "read_vector", "write_vector", "error_estimate", "product_bytes", "choose_precision",
            "precision_candidates"]
@@ -443,7 +443,7 @@ class BlockToeplitz(LinearOperator):
     def _flat_vector(self, x, n: int) -> bool:
         """Whether x is scipy's flat form (Nt*n,) or (Nt*n, 1) rather than this layout's shape
         (the shaped form wins where both read the same, e.g. Nm = 1)."""
-        s = tuple(getattr(x, "shape", ()))
+        s = tuple(np.shape(x)) if isinstance(x, (list, tuple)) else tuple(getattr(x, "shape", ()))
         shaped = len(s) in (2, 3) and s[:2] == ((self._nt, n) if self._layout == "time-major" else (n, self._nt))
         return not shaped and s in ((self._nt * n,), (self._nt * n, 1))
 
@@ -474,14 +474,18 @@ class BlockToeplitz(LinearOperator):
         return self.matvec(m)
 
     # scipy's side: flat vectors / columns in the layout's order. Other real dtypes (scipy's
-    # float64 work vectors) are cast to the compute dtype; complex ones apply to both parts.
+    # float64 work vectors) are computed in the compute dtype; complex ones apply to both parts.
+    # The result keeps the vectors' real floating dtype (DESIGN.md: "the result dtype stays the
+    # dtype of the vectors"), as the shaped form does; other inputs (integers) give the compute dtype.
     def _flat(self, fn, x, shp_in, n_out):
         x = np.asarray(x)
         if np.iscomplexobj(x):
             return self._flat(fn, x.real, shp_in, n_out) + 1j * self._flat(fn, x.imag, shp_in, n_out)
+        out = native_dtype(x.dtype) if (x.dtype.kind == "f" and x.dtype.itemsize <= 8) or is_half(x.dtype) \
+            else self._cdt
         k = x.shape[1] if x.ndim == 2 else None
         a = np.ascontiguousarray(x.reshape(shp_in + ((k,) if k is not None else ())), dtype=self._cdt)
-        y = fn(a, self._layout)
+        y = result(fn(a, self._layout), out)
         return y.reshape((n_out, k) if k is not None else (n_out,))
 
     def _shape_of(self, n):
