@@ -144,15 +144,40 @@ def forward_torch(u, k, pregate, postgate, skip, r, algo=None):
     return y
 
 
+_HALF = ("float16", "bfloat16")
+
+
+def _f32_filter(u, k) -> bool:
+    """A float32 k with float16 / bfloat16 u (DESIGN.md: allowed; arithmetic in float32)."""
+    return hasattr(u, "dtype") and hasattr(k, "dtype") and D.dtname(u) in _HALF and D.dtname(k) == "float32"
+
+
+def _up(x, name: str, half: str):
+    """x (of u's half dtype or float32) as float32; None stays None; another dtype is a TypeError."""
+    if x is None:
+        return None
+    D.array(x, name)
+    if D.dtname(x) not in (half, "float32"):
+        raise TypeError(f"argument '{name}': expected dtype {half} (the dtype of 'u') or float32 (the dtype "
+                        f"of 'k'), got {D.dtname(x)}")
+    return D.cast(x, "float32")
+
+
 def fftconv(u, k, mode: str = "causal", pregate=None, postgate=None, skip=None, options=None):
     """y = postgate ⊙ (k * v + skip ⊙ v), v = u ⊙ pregate, on the GPU (DESIGN.md fftconv).
 
     u (B, H, L), k (H, Lk), pregate/postgate (B, H, L), skip (H,): one dtype among float16,
-    bfloat16, float32 (computed in float32) and float64; torch tensors or CuPy arrays on one
-    CUDA device. Returns y (B, H, L) of u's kind, dtype and device. The filter spectrum is
-    recomputed on every call (use FFTConvCUDA to keep it). options: None or {"solver": name},
-    name in GPU_SOLVERS.
+    bfloat16, float32 (computed in float32) and float64, or a float32 k with float16 / bfloat16
+    u (the gates and skip of u's dtype or float32: all taken to float32, the float32 path run, y
+    rounded to u's dtype once); torch tensors or CuPy arrays on one CUDA device. Returns y
+    (B, H, L) of u's kind, dtype and device. The filter spectrum is recomputed on every call (use
+    FFTConvCUDA to keep it). options: None or {"solver": name}, name in GPU_SOLVERS.
     """
+    if _f32_filter(u, k):
+        half = D.dtname(u)
+        y = fftconv(_up(u, "u", half), k, mode, _up(pregate, "pregate", half), _up(postgate, "postgate", half),
+                    _up(skip, "skip", half), options)
+        return D.cast(y, half)
     algo = _algo(options)
     r = _fast(u, k, mode, pregate, postgate, skip) if type(u) in D.TT else None
     if r is not None:
@@ -168,8 +193,16 @@ def fftconv_vjp(dy, u, k, mode: str = "causal", pregate=None, postgate=None, ski
 
     Argument order: dy (B, H, L), then fftconv's arguments. Returns the tuple
     (du, dk, dpregate, dpostgate, dskip), each shaped like its input, with None for the
-    inputs that were not given. options: as for fftconv.
+    inputs that were not given. options: as for fftconv. With a float32 k and float16 / bfloat16 u
+    (see fftconv) each gradient comes back in its own input's dtype (dk float32).
     """
+    if _f32_filter(u, k):
+        half = D.dtname(u)
+        ins = (pregate, postgate, skip)
+        g = fftconv_vjp(_up(dy, "dy", half), _up(u, "u", half), k, mode, _up(pregate, "pregate", half),
+                        _up(postgate, "postgate", half), _up(skip, "skip", half), options)
+        return (D.cast(g[0], half), g[1]) + tuple(None if x is None else D.cast(gx, D.dtname(x))
+                                                  for x, gx in zip(ins, g[2:]))
     algo = _algo(options)
     r = _fast(u, k, mode, pregate, postgate, skip) if type(u) in D.TT else None
     if r is not None and type(dy) is type(u) and dy.shape == u.shape and dy.dtype is u.dtype \
