@@ -394,7 +394,7 @@ def _circ_args(a, u, h0, fourier):
     return a, u, h0, fourier, dt, rdt, adt
 
 
-def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False):
+def circulant_scan(a, u, h0=None, *, fourier=False, return_final=False):
     """Circulant linear recurrence h_t = circ(a_t) h_{t-1} + u_t, circ(a)[i, j] = a[(i - j) mod n].
 
     u: (B, T, n) real; h0: (B, n) real or None. a: (B, T, n) real (same dtype as u), or with
@@ -414,7 +414,7 @@ def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False):
     return (h, np.ascontiguousarray(h[:, -1])) if return_final else h
 
 
-def circulant_scan_vjp(dh, a, u, *, h0=None, fourier=False, dh_last=None):
+def circulant_scan_vjp(dh, a, u, h0=None, *, fourier=False, dh_last=None):
     """Gradients of ``circulant_scan``: returns (da, du, dh0); dh0 is None when h0 is None.
 
     dh: (B, T, n) real, dL/dh; dh_last: (B, n) or None, added to dh[:, -1] (the cotangent of
@@ -459,7 +459,7 @@ def _block_args(a, u, h0):
     return a, u, h0, dt, compute_dtype(dt)
 
 
-def block_circulant_scan(a, u, *, h0=None, return_final=False):
+def block_circulant_scan(a, u, h0=None, *, return_final=False):
     """Block-circulant linear recurrence h_t = A_t h_{t-1} + u_t.
 
     a: (B, T, p, p, k) real; A_t is the p x p grid of k x k circulant blocks, block (i, j) =
@@ -476,7 +476,7 @@ def block_circulant_scan(a, u, *, h0=None, return_final=False):
     return (h, np.ascontiguousarray(h[:, -1])) if return_final else h
 
 
-def block_circulant_scan_vjp(dh, a, u, *, h0=None, dh_last=None):
+def block_circulant_scan_vjp(dh, a, u, h0=None, *, dh_last=None):
     """Gradients of ``block_circulant_scan``: returns (da, du, dh0); dh0 is None when h0 is None.
 
     dh: (B, T, n) real, dL/dh; dh_last: (B, n) or None, added to dh[:, -1]. With
