@@ -72,3 +72,45 @@ def test_block_circulant_scan_takes_h0_positionally(B, T, p, k):
     g_pos = strux.block_circulant_scan_vjp(dh, a, u, h0)
     g_kw = strux.block_circulant_scan_vjp(dh, a, u, h0=h0)
     assert all(np.array_equal(x, y) for x, y in zip(g_pos, g_kw)) and g_pos[2] is not None
+
+
+# ---- diag_scan: `a` broadcasts against `b` by numpy's rules (lower ranks too) -------------------
+
+B, T, N = 2, 5, 3
+
+
+@pytest.mark.parametrize("axis", [1, 2, -1])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("a_shape", [(N,), (1, N), (T, N), (1, 1), (1,), ()], ids=str)
+def test_diag_scan_lower_rank_a_broadcasts_by_numpy_rules(a_shape, reverse, axis):
+    """numpy aligns trailing axes in the caller's layout: for time-last arrays (B, n, T) an `a` of
+    shape (T,) is a per-step decay shared by every batch and channel."""
+    r = np.random.default_rng(13)
+    bshape = (B, T, N) if axis == 1 else (B, N, T)
+    a_shape = tuple(bshape[len(bshape) - len(a_shape):][i] if s != 1 else 1 for i, s in enumerate(a_shape))
+    a = 0.8 * r.standard_normal(a_shape)
+    b, h0 = r.standard_normal(bshape), r.standard_normal((B, N))
+    h, last = strux.diag_scan(a, b, h0, axis=axis, reverse=reverse, return_final=True)
+    ref, ref_last = _loop_diag(a, b, h0, reverse, axis)
+    assert h.shape == bshape and h.dtype == np.float64
+    assert _rel(h, ref) < 1e-13 and _rel(last, ref_last) < 1e-13
+    # the gradient of a broadcast `a` comes back in a's own shape, summed over the broadcast axes
+    dh = r.standard_normal(bshape)
+    da, db, dh0 = strux.diag_scan_vjp(dh, a, b, h0, axis=axis, reverse=reverse)
+    da3, db3, dh03 = strux.diag_scan_vjp(dh, np.broadcast_to(a, bshape).copy(), b, h0, axis=axis, reverse=reverse)
+    assert da.shape == a.shape and da.dtype == np.float64
+    lead = len(bshape) - a.ndim
+    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(a.shape) if s == 1)
+    assert _rel(da, da3.sum(axis=axes).reshape(a.shape)) < 1e-12
+    assert _rel(db, db3) < 1e-13 and _rel(dh0, dh03) < 1e-13
+
+
+def test_diag_scan_lower_rank_a_still_checks_sizes():
+    b = np.ones((B, T, N))
+    for a in (np.ones(N + 1), np.ones((T + 1, N)), np.ones((1, 1, 1, N))):
+        with pytest.raises(ValueError, match="'a'"):
+            strux.diag_scan(a, b)
+        with pytest.raises(ValueError, match="'a'"):
+            strux.diag_scan_vjp(b, a, b)
+    with pytest.raises(TypeError, match="'a'"):   # a flag where an array goes is not the number 1
+        strux.diag_scan(True, b)
