@@ -60,6 +60,8 @@ def to_numpy(x, name: str) -> np.ndarray:
 def _to_numpy(x, name: str) -> np.ndarray:
     if x is None:
         raise TypeError(f"argument '{name}': expected an array, got None")
+    if isinstance(x, (bool, np.bool_)):  # a flag passed where an array goes, not the number 1 or 0
+        raise TypeError(f"argument '{name}': expected an array, got {type(x).__name__} {x!r}")
     if hasattr(x, "__dlpack__"):
         dev = x.__dlpack_device__() if hasattr(x, "__dlpack_device__") else (1, 0)
         if int(dev[0]) not in (1, 3):  # kDLCPU, kDLCUDAHost

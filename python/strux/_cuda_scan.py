@@ -308,7 +308,7 @@ def circ_fwd_torch(a, u, h0, fourier, dev, fused=-1):
     return h
 
 
-def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False, options=None):
+def circulant_scan(a, u, h0=None, *, fourier=False, return_final=False, options=None):
     """h_t = circ(a_t) h_{t-1} + u_t on the GPU (circ(a)[i, j] = a[(i - j) mod n]); u real (B, T, n).
 
     a: real (B, T, n), or with ``fourier=True`` its half spectrum rfft(a_t) (B, T, n//2 + 1)
@@ -353,7 +353,7 @@ def circulant_scan_describe(B, T, n, dtype="float32", device=0, options=None) ->
     return _ext.cuda_circulant_scan_describe(int(device), int(B), int(T), int(n), code, _O.circulant_scan_code(options))
 
 
-def circulant_scan_vjp(dh, a, u, *, h0=None, fourier=False, dh_last=None):
+def circulant_scan_vjp(dh, a, u, h0=None, *, fourier=False, dh_last=None):
     """Gradients of ``circulant_scan`` on the GPU: returns (da, du, dh0); dh0 is None when h0 is None.
 
     dh (B, T, n) real = dL/dh; dh_last (B, n) or None, added to dh[:, -1]. With
@@ -509,7 +509,7 @@ def _block_code(options, dt):
     return code
 
 
-def block_circulant_scan(a, u, *, h0=None, return_final=False, options=None):
+def block_circulant_scan(a, u, h0=None, *, return_final=False, options=None):
     """Block-circulant h_t = A_t h_{t-1} + u_t on the GPU; a (B, T, p, p, k) real, u (B, T, n = p k).
 
     A_t is the p x p grid of k x k circulant blocks, block (i, j) = circ(a_t[i, j]); state index
@@ -538,7 +538,7 @@ def block_circulant_scan(a, u, *, h0=None, return_final=False, options=None):
     return (h, h[:, -1]) if return_final else h
 
 
-def block_circulant_scan_vjp(dh, a, u, *, h0=None, dh_last=None, options=None):
+def block_circulant_scan_vjp(dh, a, u, h0=None, *, dh_last=None, options=None):
     """Gradients of ``block_circulant_scan`` on the GPU: returns (da, du, dh0); dh0 is None when h0 is None.
 
     dh (B, T, n) real = dL/dh; dh_last (B, n) or None, the cotangent of h[:, -1] (added to

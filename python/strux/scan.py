@@ -144,12 +144,19 @@ def _layout(a_shape: tuple, b_shape: tuple, axis, reverse):
     t, reverse = _time_axis(axis), _flag(reverse, "reverse")
     if len(b_shape) != 3:
         raise ValueError(f"argument 'b': expected 3 dimensions, got {len(b_shape)} (shape {b_shape})")
-    # a has 3 dimensions like b (numpy's rules for their sizes): a lower rank would be ambiguous
-    # between the layouts, and a scalar stays the error it always was.
-    if len(a_shape) != 3 or any(x not in (1, y) for x, y in zip(a_shape, b_shape)):
-        raise ValueError(f"argument 'a': expected a shape that broadcasts to {b_shape}, the shape of 'b' (3 "
-                         f"dimensions, each of size 1 or that of 'b'), got {a_shape}")
-    return t, reverse, (None if a_shape == b_shape else b_shape)
+    # numpy's rules (DESIGN.md), in the caller's layout: a lower-rank `a` (a scalar too) lines up
+    # with b's trailing axes, e.g. (n,) for (B, T, n) arrays or (T,) for time-last (B, n, T) ones.
+    a3 = _as_3d_shape(a_shape)
+    if a3 is None or any(x not in (1, y) for x, y in zip(a3, b_shape)):
+        raise ValueError(f"argument 'a': expected a shape that broadcasts to {b_shape}, the shape of 'b' (at "
+                         f"most 3 dimensions, aligned with b's last ones, each of size 1 or that of 'b'), "
+                         f"got {a_shape}")
+    return t, reverse, (None if tuple(a_shape) == tuple(b_shape) else b_shape)
+
+
+def _as_3d_shape(shape: tuple):
+    """`shape` with leading 1s up to 3 dimensions (numpy's broadcasting), or None above 3."""
+    return None if len(shape) > 3 else (1,) * (3 - len(shape)) + tuple(shape)
 
 
 def _layout_args(a, b, axis, reverse):
@@ -159,7 +166,10 @@ def _layout_args(a, b, axis, reverse):
         a, b = ca.array(a, "a", None, None), ca.array(b, "b", 3, None)
     else:
         a, b = complex_or_real_array(a, "a"), complex_or_real_array(b, "b", 3)
-    return (a, b) + _layout(tuple(a.shape), tuple(b.shape), axis, reverse)
+    out = _layout(tuple(a.shape), tuple(b.shape), axis, reverse)
+    if a.ndim < 3:  # a view with leading 1s: the kernels and layout maps take 3-D arrays
+        a = a.reshape(_as_3d_shape(tuple(a.shape)))
+    return (a, b) + out
 
 
 def _lib(x):
@@ -205,8 +215,8 @@ def diag_scan(a, b, h0=None, *, axis=1, reverse=False, return_final=False):
     """Diagonal linear recurrence h_t = a_t * h_{t-1} + b_t, h_{-1} = h0 (zeros when None).
 
     a, b: (B, T, n), real or complex (see the module docstring for mixing); ``a`` may broadcast
-    to b's shape (3 dimensions, each of size 1 or b's), e.g. a time-invariant decay (1, 1, n) or
-    (B, 1, n). h0: (B, n) or None. ``axis=2`` (or -1) takes time-last arrays (B, n, T) and
+    to b's shape by numpy's rules (each size 1 or b's; a lower rank lines up with b's last axes in
+    the caller's layout), e.g. a time-invariant decay (1, 1, n), (n,) or (B, 1, n). h0: (B, n) or None. ``axis=2`` (or -1) takes time-last arrays (B, n, T) and
     returns h so. With ``reverse=True`` time runs backwards: h_t = a_t * h_{t+1} + b_t, h_T = h0.
     Returns h in b's shape and the result dtype, or (h, h_last) when ``return_final``, h_last
     (B, n) the final state: h_{T-1}, or h_0 when ``reverse``.
@@ -334,7 +344,11 @@ def diag_scan_vjp(dh, a, b, h0=None, *, dh_last=None, axis=1, reverse=False):
 def _diag_scan_vjp_layout(dh, a, b, h0, dh_last, axis, reverse):
     """diag_scan_vjp with axis / reverse / a broadcasting: the layout maps are permutations, so
     the gradient is the plain one on transformed arrays, brought back (da reduced to a's shape)."""
+    a_shape = tuple(getattr(a, "shape", np.shape(a)))
     a, b, t, flip, shape = _layout_args(a, b, axis, reverse)
+    if len(a_shape) < 3:  # a lower-rank `a`: da in its own shape
+        da, db, dh0 = _diag_scan_vjp_layout(dh, a, b, h0, dh_last, axis, reverse)
+        return da.reshape(a_shape), db, dh0
     if on_gpu(a):
         dh = cuda_backend().array(dh, "dh", 3, None)
     else:
@@ -394,7 +408,7 @@ def _circ_args(a, u, h0, fourier):
     return a, u, h0, fourier, dt, rdt, adt
 
 
-def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False):
+def circulant_scan(a, u, h0=None, *, fourier=False, return_final=False):
     """Circulant linear recurrence h_t = circ(a_t) h_{t-1} + u_t, circ(a)[i, j] = a[(i - j) mod n].
 
     u: (B, T, n) real; h0: (B, n) real or None. a: (B, T, n) real (same dtype as u), or with
@@ -414,7 +428,7 @@ def circulant_scan(a, u, *, h0=None, fourier=False, return_final=False):
     return (h, np.ascontiguousarray(h[:, -1])) if return_final else h
 
 
-def circulant_scan_vjp(dh, a, u, *, h0=None, fourier=False, dh_last=None):
+def circulant_scan_vjp(dh, a, u, h0=None, *, fourier=False, dh_last=None):
     """Gradients of ``circulant_scan``: returns (da, du, dh0); dh0 is None when h0 is None.
 
     dh: (B, T, n) real, dL/dh; dh_last: (B, n) or None, added to dh[:, -1] (the cotangent of
@@ -459,7 +473,7 @@ def _block_args(a, u, h0):
     return a, u, h0, dt, compute_dtype(dt)
 
 
-def block_circulant_scan(a, u, *, h0=None, return_final=False):
+def block_circulant_scan(a, u, h0=None, *, return_final=False):
     """Block-circulant linear recurrence h_t = A_t h_{t-1} + u_t.
 
     a: (B, T, p, p, k) real; A_t is the p x p grid of k x k circulant blocks, block (i, j) =
@@ -476,7 +490,7 @@ def block_circulant_scan(a, u, *, h0=None, return_final=False):
     return (h, np.ascontiguousarray(h[:, -1])) if return_final else h
 
 
-def block_circulant_scan_vjp(dh, a, u, *, h0=None, dh_last=None):
+def block_circulant_scan_vjp(dh, a, u, h0=None, *, dh_last=None):
     """Gradients of ``block_circulant_scan``: returns (da, du, dh0); dh0 is None when h0 is None.
 
     dh: (B, T, n) real, dL/dh; dh_last: (B, n) or None, added to dh[:, -1]. With

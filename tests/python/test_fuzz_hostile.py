@@ -33,7 +33,7 @@ HOSTILE = {
     "flag": ["str", "int", "None", "np.bool_"],
     "path": ["None", "int", "missing", "list"],
 }
-HOSTILE["carray"] = HOSTILE["array"]
+HOSTILE["carray"] = HOSTILE["bcarray"] = HOSTILE["array"]  # bcarray: an array that broadcasts (scalars too)
 HOSTILE["opt"] = HOSTILE["copt"] = [h for h in HOSTILE["array"] if h != "None"]
 HOSTILE["optstr"] = [h for h in HOSTILE["str"] if h != "None"]  # a string whose None means a default
 HOSTILE["prefix"] = ["None", "int", "empty", "bytes", "list", "escape", "absolute", "dotdot-inside", "newline"]
@@ -48,13 +48,15 @@ def hostile(kind, h, valid):
         return None, False
     if valid is None:  # an absent optional array: any array changes the call (result or named error)
         return hostile(kind, h, np.zeros((2, 3)))[0], "any"
-    if kind in ("array", "carray", "opt", "copt"):
+    if kind == "bcarray" and h in ("scalar", "float", "0-d"):  # numpy's rules broadcast a scalar
+        return hostile("carray", h, valid)[0], "any"
+    if kind in ("array", "carray", "bcarray", "opt", "copt"):
         v = np.asarray(valid) if valid is not None else np.zeros((2, 3))
         return {
             "str": ("abc", False), "scalar": (3, False), "float": (2.5, False), "bool": (True, False),
             "object": (np.array(v.tolist(), dtype=object), False),
             "int-array": (np.ones(v.shape, np.int64), False),
-            "complex": (v.astype(np.complex128), kind in ("carray", "copt")),
+            "complex": (v.astype(np.complex128), kind in ("carray", "bcarray", "copt")),
             "rank+1": (v[..., None], "any"), "shape+1": (np.zeros(v.shape[:-1] + (v.shape[-1] + 1,)), "any"),
             "empty": (np.zeros(v.shape[:-1] + (0,)), False), "list": (v.tolist(), True),
             "nan": (np.full(v.shape, np.nan), "any"), "dict": ({"a": 1}, False),
@@ -147,10 +149,10 @@ CASES = {
                  dict(w="array", pattern="pattern")),
     "diag_scan": (lambda **a: strux.diag_scan(a["a"], a["b"], h0=a["h0"], return_final=a["return_final"]),
                   dict(a=arr(2, 5, 3) * 0.5, b=arr(2, 5, 3), h0=arr(2, 3), return_final=True),
-                  dict(a="carray", b="carray", h0="copt", return_final="flag")),
+                  dict(a="bcarray", b="carray", h0="copt", return_final="flag")),
     "diag_scan_vjp": (lambda **a: strux.diag_scan_vjp(a["dh"], a["a"], a["b"], h0=a["h0"], dh_last=a["dh_last"]),
                       dict(dh=arr(2, 5, 3), a=arr(2, 5, 3) * 0.5, b=arr(2, 5, 3), h0=None, dh_last=arr(2, 3)),
-                      dict(dh="carray", a="carray", b="carray", h0="copt", dh_last="copt")),
+                      dict(dh="carray", a="bcarray", b="carray", h0="copt", dh_last="copt")),
     "circulant_scan": (lambda **a: strux.circulant_scan(a["a"], a["u"], h0=a["h0"], fourier=a["fourier"]),
                        dict(a=arr(2, 5, 4) * 0.1, u=arr(2, 5, 4), h0=arr(2, 4), fourier=False),
                        dict(a="array", u="array", h0="opt", fourier="flag")),

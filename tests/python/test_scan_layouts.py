@@ -104,15 +104,18 @@ def test_time_last_is_the_transposed_scan():
 
 
 @pytest.mark.parametrize("axis", AXES)
-def test_a_has_three_dimensions(axis):
-    """Sizes broadcast, ranks do not: a lower-rank or scalar `a` is an error naming 'a' (which
-    axis an (n,) would mean depends on the layout)."""
+def test_lower_rank_a_broadcasts_by_numpy_rules(axis):
+    """Ranks broadcast as in numpy (DESIGN.md): a lower-rank or scalar `a` lines up with b's last
+    axes in the caller's layout, the same as `a` with leading 1s; a rank above 3 is an error."""
     r = np.random.default_rng(4)
     b = rand(r, caller((B, T, N), axis), np.float64)
-    for a in (rand(r, (N,), np.float64), rand(r, (N, 1), np.float64), rand(r, (1, N), np.float64), 0.5,
-              np.float64(0.5)):
-        with pytest.raises(ValueError, match="'a'"):
-            strux.diag_scan(a, b, axis=axis)
+    last = b.shape[-1]
+    for a in (rand(r, (last,), np.float64), rand(r, (1, last), np.float64), rand(r, (b.shape[1], 1), np.float64),
+              0.5, np.float64(0.5)):
+        a3 = np.reshape(a, (1,) * (3 - np.ndim(a)) + np.shape(a))
+        assert relerr(strux.diag_scan(a, b, axis=axis), loop(a3, b, None, axis, False)[0]) < 1e-13
+    with pytest.raises(ValueError, match="'a'"):
+        strux.diag_scan(np.full((1, 1, 1, 1), 0.5), b, axis=axis)
     assert relerr(strux.diag_scan(np.full((1, 1, 1), 0.5), b, axis=axis), loop(0.5, b, None, axis, False)[0]) < 1e-13
 
 
