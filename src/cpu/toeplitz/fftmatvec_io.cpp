@@ -404,6 +404,10 @@ void write_fftmatvec(const std::string& dir, const double* blocks, int64_t nt, i
   check_positive(nm, "Nm");
   check_arg(!prefix.empty() && prefix.find('\n') == std::string::npos && prefix.find('\r') == std::string::npos,
             "prefix", "expected a non-empty one-line file name prefix, got '", prefix, "'");
+  // meta_adj lines are read back with surrounding whitespace stripped: such a prefix would name
+  // files the reader never finds.
+  check_arg(trim(prefix) == prefix, "prefix", "expected no leading or trailing whitespace (meta_adj lines are read "
+            "trimmed), got '", prefix, "'");
   check_confined(prefix, "argument 'prefix'");
   // FFTMatvec reads these with std::stoi and HighFive int attributes.
   check_arg(checksum >= INT32_MIN && checksum <= INT32_MAX, "checksum", "expected a 32-bit integer, got ",
