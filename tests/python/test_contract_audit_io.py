@@ -24,3 +24,43 @@ def test_save_rejects_a_prefix_the_reader_would_trim(tmp_path, prefix):
     with pytest.raises(ValueError, match="argument 'prefix'.*whitespace"):
         BlockToeplitz(B).save_fftmatvec(d, prefix=prefix)
     assert not d.exists() or not any(d.rglob("*.h5")) and not (d / "meta_adj").exists()
+
+
+def _rewrite_row(d, **attrs):
+    p = d / "adj" / "vec_000001.h5"
+    with h5py.File(p, "r+") as f:
+        for k, v in attrs.items():
+            del f["vec"].attrs[k]
+            f["vec"].attrs[k] = v
+
+
+@needs_hdf5
+@pytest.mark.parametrize("attrs", [{"n_param": 4.7}, {"param_steps": 3.5}, {"reindex": 1.5},
+                                   {"n_param": np.nan}])
+def test_non_integral_attributes_are_rejected(tmp_path, attrs):
+    d = tmp_path / "m"
+    BlockToeplitz(B).save_fftmatvec(d)
+    _rewrite_row(d, **attrs)
+    name = next(iter(attrs))
+    with pytest.raises(ValueError, match=f"attribute '{name}'.*not one integer"):
+        BlockToeplitz.from_fftmatvec(d)
+
+
+@needs_hdf5
+def test_integral_float_attributes_still_read(tmp_path):
+    # Files written by tools that store attributes as doubles (4.0) keep working.
+    d = tmp_path / "m"
+    BlockToeplitz(B).save_fftmatvec(d)
+    _rewrite_row(d, n_param=4.0, param_steps=3.0, reindex=1.0)
+    assert np.array_equal(BlockToeplitz.from_fftmatvec(d).blocks, B)
+
+
+@needs_hdf5
+def test_vector_file_with_non_integral_sizes_is_rejected(tmp_path):
+    p = tmp_path / "v.h5"
+    with h5py.File(p, "w") as f:
+        ds = f.create_dataset("vec", data=np.arange(6.0))
+        ds.attrs["n_param"] = 2.5
+        ds.attrs["param_steps"] = 2.4
+    with pytest.raises(ValueError, match="attribute 'n_param'.*not one integer"):
+        strux.read_vector(p)

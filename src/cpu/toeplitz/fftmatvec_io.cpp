@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -190,9 +191,22 @@ bool int_attr(hid_t obj, const char* name, int64_t* out, const std::string& file
   if (e <= 0) return false;
   H5Id a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
   H5Id sp(a.ok() ? H5Aget_space(a.id) : -1, H5Sclose);
+  H5Id type(a.ok() ? H5Aget_type(a.id) : -1, H5Tclose);
+  const H5T_class_t cls = type.ok() ? H5Tget_class(type.id) : H5T_NO_CLASS;
   long long v = 0;
-  if (!a.ok() || !sp.ok() || H5Sget_simple_extent_npoints(sp.id) != 1 ||
-      H5Aread(a.id, H5T_NATIVE_LLONG, &v) < 0)
+  bool ok = a.ok() && sp.ok() && H5Sget_simple_extent_npoints(sp.id) == 1;
+  if (ok && cls == H5T_INTEGER) {
+    ok = H5Aread(a.id, H5T_NATIVE_LLONG, &v) >= 0;
+  } else if (ok && cls == H5T_FLOAT) {
+    // HDF5 would truncate 4.7 to 4: a floating attribute counts only when it holds an integer.
+    double x = 0;
+    ok = H5Aread(a.id, H5T_NATIVE_DOUBLE, &x) >= 0 && std::isfinite(x) && x == std::floor(x) &&
+         std::fabs(x) <= 9007199254740992.0;
+    if (ok) v = static_cast<long long>(x);
+  } else {
+    ok = false;
+  }
+  if (!ok)
     throw ValueError(msg("file '", file, "': attribute '", name, "' of dataset 'vec' is not one integer"));
   *out = v;
   return true;
