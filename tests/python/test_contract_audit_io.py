@@ -64,3 +64,10 @@ def test_vector_file_with_non_integral_sizes_is_rejected(tmp_path):
         ds.attrs["param_steps"] = 2.4
     with pytest.raises(ValueError, match="attribute 'n_param'.*not one integer"):
         strux.read_vector(p)
+
+
+@needs_hdf5
+def test_vector_path_that_is_a_folder_is_not_called_missing(tmp_path):
+    with pytest.raises(ValueError, match="argument 'path'.*not a regular file") as e:
+        strux.read_vector(tmp_path)
+    assert "does not exist" not in str(e.value)

@@ -220,7 +220,12 @@ struct Dataset {
 
   explicit Dataset(const std::string& path) : file(path) {
     std::error_code ec;
-    if (!fs::is_regular_file(path, ec)) throw ValueError(msg("file '", path, "' does not exist"));
+    const fs::file_status st = fs::status(path, ec);
+    if (!fs::exists(st)) throw ValueError(msg("file '", path, "' does not exist"));
+    if (!fs::is_regular_file(st))
+      throw ValueError(msg("file '", path, "': expected an HDF5 file, got ",
+                           fs::is_directory(st) ? "a folder" : "a device or other special file",
+                           " (not a regular file)"));
     f.id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     if (!f.ok()) throw ValueError(msg("file '", path, "': not a readable HDF5 file"));
     d.id = H5Dopen2(f.id, "vec", H5P_DEFAULT);
