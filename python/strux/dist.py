@@ -269,7 +269,10 @@ class BlockToeplitz(_Arrays):
         if not isinstance(directory, (str, os.PathLike)):
             raise TypeError(f"argument 'directory': expected a path, got {type(directory).__name__}")
         directory = os.fspath(directory)
-        dt = np.dtype(dtype)
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"argument 'dtype': expected float32 or float64, got {dtype!r}") from None
         if dt not in (np.float32, np.float64):
             raise TypeError(f"argument 'dtype': expected float32 or float64, got {dt}")
         m = _module()

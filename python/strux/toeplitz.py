@@ -365,9 +365,14 @@ class BlockToeplitz(LinearOperator):
         choice(layout, "layout", _LAYOUTS)
         if not os.path.exists(directory):
             raise FileNotFoundError(f"argument 'directory': '{directory}' does not exist")
-        dt = np.dtype(dtype)
-        if dt.kind != "f":
-            raise TypeError(f"argument 'dtype': expected a real floating dtype, got {dt}")
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            raise TypeError(f"argument 'dtype': expected a real floating dtype (float16, bfloat16, float32 or "
+                            f"float64), got {dtype!r}") from None
+        if not ((dt.kind == "f" and dt.itemsize <= 8) or dt.name == "bfloat16"):
+            raise TypeError(f"argument 'dtype': expected a real floating dtype (float16, bfloat16, float32 or "
+                            f"float64), got {dt}")
         with _names_file_errors("directory"):
             blocks, _meta = _ext.toeplitz_read_fftmatvec(directory)
         return cls(blocks.astype(dt, copy=False), layout=layout)

@@ -71,3 +71,21 @@ def test_vector_path_that_is_a_folder_is_not_called_missing(tmp_path):
     with pytest.raises(ValueError, match="argument 'path'.*not a regular file") as e:
         strux.read_vector(tmp_path)
     assert "does not exist" not in str(e.value)
+
+
+@needs_hdf5
+@pytest.mark.parametrize("dtype", ["bogus", np.longdouble, np.complex128])
+def test_from_fftmatvec_bad_dtype_names_the_argument(tmp_path, dtype):
+    d = tmp_path / "m"
+    BlockToeplitz(B).save_fftmatvec(d)
+    with pytest.raises(TypeError, match="argument 'dtype'"):
+        BlockToeplitz.from_fftmatvec(d, dtype=dtype)
+
+
+def test_dist_from_fftmatvec_bad_dtype_names_the_argument(tmp_path):
+    # Checked before any collective call, so one process with any communicator-like object suffices.
+    import strux.dist
+    if not strux.dist.available():
+        pytest.skip("strux built without MPI")
+    with pytest.raises(TypeError, match="argument 'dtype'"):
+        strux.dist.BlockToeplitz.from_fftmatvec(tmp_path, comm=None, dtype="bogus")
