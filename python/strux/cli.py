@@ -32,6 +32,19 @@ def _info(args) -> int:
     return 0
 
 
+def _threads(text: str) -> int:
+    """--threads: an integer in [0, max] (0 = the default), checked by argparse (bad usage, exit 2)."""
+    from strux import _ext
+    hi = int(_ext.max_threads)
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= hi:
+        raise argparse.ArgumentTypeError(f"expected an integer in [0, {hi}] (0 = default), got {text!r}")
+    return n
+
+
 def _use_gpu(device: str) -> bool:
     if device == "cpu":
         return False
@@ -140,7 +153,7 @@ def main(argv=None) -> int:
                    "and .png (a plot, when matplotlib is installed); the folder is checked before the run")
     b.add_argument("--family", action="append", help="only this family (repeatable); toeplitz-dist (alone, under "
                    "mpirun) takes the options of `python -m strux.bench.dist --help` after these")
-    b.add_argument("--threads", type=int, default=None, help="CPU threads (default: the CPUs available)")
+    b.add_argument("--threads", type=_threads, default=None, help="CPU threads (default: the CPUs available)")
     b.add_argument("--quiet", action="store_true", help="no progress lines")
     b.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="auto (default): the GPU when strux has CUDA, a GPU is visible and PyTorch is installed")

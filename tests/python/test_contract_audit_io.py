@@ -89,3 +89,13 @@ def test_dist_from_fftmatvec_bad_dtype_names_the_argument(tmp_path):
         pytest.skip("strux built without MPI")
     with pytest.raises(TypeError, match="argument 'dtype'"):
         strux.dist.BlockToeplitz.from_fftmatvec(tmp_path, comm=None, dtype="bogus")
+
+
+@pytest.mark.parametrize("value", ["-3", "99999999999", "4097"])
+def test_cli_threads_out_of_range_is_a_usage_error(capsys, value):
+    # README/cli: exit 2 for a bad option value, and the message names the option.
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench", "--family", "toeplitz", "--device", "cpu", "--quick", "--threads", value])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "--threads" in err and value in err and "argument 'n'" not in err
