@@ -94,7 +94,8 @@ void FFTConv::forward(const Forward& a, Workspace ws, Stream s) {
   api::check_optional(a.pregate, "pregate", t, p.device, {p.B, p.H, p.L});
   api::check_optional(a.postgate, "postgate", t, p.device, {p.B, p.H, p.L});
   api::check_optional(a.skip, "skip", t, p.device, {p.H});
-  check_arg(a.y.data != a.u.data && a.y.data != a.pregate.data, "y", "may not alias u or pregate");
+  check_arg(a.y.data != a.u.data && a.y.data != a.pregate.data && a.y.data != a.postgate.data, "y",
+            "may not alias u, pregate or postgate");
   impl_->forward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 

@@ -167,6 +167,7 @@ template <class T>
 void FFTConvPlan<T>::forward(const T* u, const T* pre, const T* post, const T* skip, T* y) const {
   check_arg(u != nullptr, "u", "expected an input pointer, got null");
   check_arg(y != nullptr, "y", "expected an output pointer, got null");
+  check_arg(y != u && y != pre && y != post, "y", "may not alias u, pregate or postgate");
   static cpu::TeamTuner tuner;  // adapts the default thread count to a shared machine (threads.hpp)
   const cpu::Team team(tuner);
   const Impl& c = *impl_;
