@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "api/common.hpp"
+#include "core/checked_size.hpp"
 #include "strux/fftconv.hpp"
 
 namespace strux {
@@ -22,8 +23,9 @@ class CpuFFTConv final : public FFTConvBackend {
     if (solver == ConvSolver::Direct)
       check_arg(taps <= kDirectMaxTaps, "options.solver", "\"direct\" takes at most ", kDirectMaxTaps,
                 " taps used (causal min(Lk, L), circular Lk), got ", taps);
-    // The solver and FFT length rules live in FFTConvPlan: ask a one-channel plan.
-    std::vector<T> k1(size_t(p.Lk), T(0));
+    // The solver and FFT length rules live in FFTConvPlan: ask a one-channel plan. It reads
+    // only the taps used (a causal filter may be far longer than the row).
+    std::vector<T> k1(size_t(taps), T(0));
     FFTConvPlan<T> probe(1, 1, p.L, k1.data(), p.Lk, p.mode, solver);
     nfft_ = probe.nfft();
     solver_ = probe.solver();
@@ -82,6 +84,11 @@ FFTConv::FFTConv(const Problem& p, const Options& o) : Operator(p) {
   check_positive(p.Lk, "problem.Lk");
   if (p.mode == ConvMode::Circular)
     check_arg(p.Lk <= p.L, "problem.Lk", "circular mode needs Lk <= L = ", p.L, ", got ", p.Lk);
+  // Every view must be addressable: element counts and byte counts fit int64 (checked before
+  // the backend allocates anything).
+  const int64_t elem = int64_t(dtype_size(p.dtype));
+  checked_count("problem.B", {p.B, p.H, p.L, elem});
+  checked_count("problem.Lk", {p.H, p.Lk, elem});
   impl_ = STRUX_PICK_BACKEND(p.device, make_cpu_fftconv(p, o), api::cuda_fftconv(p, o));
 }
 

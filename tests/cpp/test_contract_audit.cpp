@@ -52,4 +52,22 @@ TEST(ContractAudit, FFTConvOutputMayNotAliasPostgate) {
   expect_error<strux::ValueError>([&] { plan.forward(u.data(), nullptr, nullptr, nullptr, u.data()); }, "y");
 }
 
+// FFTConv: a causal filter longer than the row is allowed (taps s >= L never matter), but the
+// operator allocated Lk values up front: std::length_error / std::bad_alloc instead of a check.
+TEST(ContractAudit, FFTConvHugeSizesThrowBeforeAllocating) {
+  expect_error<strux::ValueError>([] { op::FFTConv({1, 1, 4, kHuge}); }, "problem.Lk");
+  expect_error<strux::ValueError>([] { op::FFTConv({kHuge, 4, 4, 2}); }, "problem.B");
+  // A long causal filter whose H x Lk fits works, reading only the taps used.
+  const int64_t H = 2, L = 4, Lk = int64_t(1) << 40;
+  op::FFTConv conv({1, H, L, Lk});
+  EXPECT_NE(conv.describe().find("direct"), std::string::npos) << conv.describe();
+  std::vector<float> k(H * L, 1.0f);
+  expect_error<strux::ValueError>([&] { strux::FFTConvPlan<float>(1, 4, L, k.data(), kHuge); }, "k");
+  expect_error<strux::ValueError>([&] { strux::FFTConvPlan<float>(kHuge, 4, L, k.data(), 1); }, "B");
+  strux::FFTConvPlan<float> p(1, 4, L, k.data(), 1);
+  expect_error<strux::ValueError>([&] { p.with_batch(kHuge); }, "B");
+  std::vector<std::complex<float>> kh(4);
+  expect_error<strux::ValueError>([&] { strux::SpectralConvPlan<float>(kHuge, 4, L, kh.data(), 1); }, "B");
+}
+
 }  // namespace

@@ -85,6 +85,9 @@ FFTConvPlan<T>::FFTConvPlan(int64_t B, int64_t H, int64_t L, const T* k, int64_t
   check_positive(L, "L");
   check_positive(Lk, "k");
   check_arg(k != nullptr, "k", "expected a filter pointer, got null");
+  // u, y (B, H, L) and k (H, Lk) must be addressable: their byte counts fit int64.
+  checked_count("B", {B, H, L, int64_t(sizeof(T))});
+  checked_count("k", {H, Lk, int64_t(sizeof(T))});
   check_arg(mode == ConvMode::Causal || Lk <= L, "k",
             "circular mode needs a filter no longer than the sequence (Lk <= L), got Lk = ", Lk, ", L = ", L);
   // FFTW takes 32-bit sizes; checked before the smooth-size search so that a huge L fails at once.
@@ -145,6 +148,7 @@ FFTConvPlan<T>::FFTConvPlan(int64_t B, int64_t H, int64_t L, const T* k, int64_t
 template <class T>
 FFTConvPlan<T> FFTConvPlan<T>::with_batch(int64_t B) const {
   check_positive(B, "B");
+  checked_count("B", {B, impl_->H, impl_->L, int64_t(sizeof(T))});
   return FFTConvPlan(impl_, B);
 }
 

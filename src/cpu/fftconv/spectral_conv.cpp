@@ -60,6 +60,7 @@ SpectralConvPlan<T>::SpectralConvPlan(int64_t B, int64_t H, int64_t L, const std
   check_positive(L, "L");
   check_positive(m, "k_hat");
   check_arg(k_hat != nullptr, "k_hat", "expected a filter pointer, got null");
+  checked_count("B", {B, H, L, int64_t(sizeof(T))});  // u, y (B, H, L) must be addressable
   // FFTW takes 32-bit sizes; the contract fixes n, so no other length can stand in.
   check_arg(L <= (mode == ConvMode::Causal ? INT32_MAX / 2 : INT32_MAX), "L",
             "expected an FFT length n of at most 2^31-1 (n = L circular, 2L causal), got L = ", L, " (",
@@ -86,6 +87,7 @@ SpectralConvPlan<T>::SpectralConvPlan(int64_t B, int64_t H, int64_t L, const std
 template <class T>
 SpectralConvPlan<T> SpectralConvPlan<T>::with_batch(int64_t B) const {
   check_positive(B, "B");
+  checked_count("B", {B, impl_->H, impl_->L, int64_t(sizeof(T))});
   return SpectralConvPlan(impl_, B);
 }
 
