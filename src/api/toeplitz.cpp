@@ -1,7 +1,10 @@
 // strux::op::BlockToeplitz: argument checks and the CPU backend over BlockToeplitzPlan<T>.
 #include <optional>
 
+#include <algorithm>
+
 #include "api/common.hpp"
+#include "core/checked_size.hpp"
 #include "strux/toeplitz.hpp"
 
 namespace strux {
@@ -51,6 +54,10 @@ BlockToeplitz::BlockToeplitz(const Problem& p, const Options& o) : Operator(p) {
   check_positive(p.Nd, "problem.Nd");
   check_positive(p.Nm, "problem.Nm");
   check_positive(p.R, "problem.R");
+  // The blocks (Nt, Nd, Nm) and the vectors (Nt, Nd or Nm, R) must be addressable.
+  const int64_t elem = int64_t(dtype_size(p.dtype));
+  checked_count("problem.Nd", {p.Nt, p.Nd, p.Nm, elem});
+  checked_count("problem.R", {p.Nt, std::max(p.Nd, p.Nm), p.R, elem});
   impl_ = STRUX_PICK_BACKEND(
       p.device, (api::make_cpu<ToeplitzBackend, CpuToeplitz, core::RealScalars>(p, o, "the CPU block Toeplitz")),
       api::cuda_toeplitz(p, o));

@@ -70,4 +70,22 @@ TEST(ContractAudit, FFTConvHugeSizesThrowBeforeAllocating) {
   expect_error<strux::ValueError>([&] { strux::SpectralConvPlan<float>(kHuge, 4, L, kh.data(), 1); }, "B");
 }
 
+// BlockToeplitz: a huge R reached BLAS, which printed "On entry to CGEMM parameter number 3 had
+// an illegal value" and returned, leaving d unwritten.
+TEST(ContractAudit, ToeplitzHugeRightHandSidesThrow) {
+  std::vector<float> blocks(8, 1.0f), m(8), d(8);
+  strux::BlockToeplitzPlan<float> P(blocks.data(), 2, 2, 2);
+  expect_error<strux::ValueError>([&] { P.matvec(m.data(), d.data(), kHuge); }, "R");
+  expect_error<strux::ValueError>([&] { P.rmatvec(d.data(), m.data(), kHuge); }, "R");
+  expect_error<strux::ValueError>([&] { P.grad_blocks(m.data(), d.data(), blocks.data(), kHuge); }, "R");
+  expect_error<strux::ValueError>([&] { P.matvec(m.data(), d.data(), k2p31); }, "R");
+  strux::ToeplitzPrecision half;
+  half.fhat = strux::ToeplitzStorage::BFloat16;
+  strux::BlockToeplitzPlan<float> Ph(blocks.data(), 2, 2, 2, half);
+  expect_error<strux::ValueError>([&] { Ph.matvec(m.data(), d.data(), kHuge); }, "R");
+  // The operator checks its problem's products when it is made.
+  expect_error<strux::ValueError>([] { op::BlockToeplitz({k2p31, k2p31, k2p31}); }, "problem.Nd");
+  expect_error<strux::ValueError>([] { op::BlockToeplitz({k2p31, 1, 1, k2p31}); }, "problem.R");
+}
+
 }  // namespace

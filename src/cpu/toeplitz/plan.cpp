@@ -77,10 +77,18 @@ struct ScopedWorkspace {
   }
 };
 
-void check_apply_args(const void* x, const char* xname, const void* y, const char* yname, int64_t R) {
+// Pointers and R; the vectors (nt, max(nd, nm), R) and the spectra (nfreq, max(nd, nm), R) of
+// complex double must be addressable, and R must fit the 32-bit BLAS sizes (a BLAS that gets a
+// negative size prints a message and returns without writing the output).
+void check_apply_args(const void* x, const char* xname, const void* y, const char* yname, int64_t R, int64_t nt,
+                      int64_t nfreq, int64_t nd, int64_t nm) {
   check_arg(x != nullptr, xname, "expected a data pointer, got null");
   check_arg(y != nullptr, yname, "expected a data pointer, got null");
   check_arg(R >= 1, "R", "expected the number of right-hand sides >= 1, got ", R);
+  check_arg(R <= INT32_MAX, "R", "expected at most 2^31-1 right-hand sides (BLAS sizes), got ", R);
+  const int64_t n = std::max(nd, nm);
+  checked_count("R", {nt, n, R});
+  checked_bytes("R", {nfreq, n, R}, int64_t(sizeof(std::complex<double>)));
 }
 
 // y = F x (adjoint: y = F^T x). One parallel region for the three phases, so a product pays
@@ -226,14 +234,14 @@ int64_t BlockToeplitzPlan<T>::spectrum_bytes() const {
 
 template <class T>
 void BlockToeplitzPlan<T>::matvec(const T* m, T* d, int64_t R, ToeplitzLayout layout) const {
-  check_apply_args(m, "m", d, "d", R);
+  check_apply_args(m, "m", d, "d", R, impl_->nt, impl_->nfreq, impl_->nd, impl_->nm);
   if (impl_->mixed) return impl_->mixed->apply(m, d, R, layout, false);
   apply(*impl_, m, d, R, layout, false);
 }
 
 template <class T>
 void BlockToeplitzPlan<T>::rmatvec(const T* d, T* m, int64_t R, ToeplitzLayout layout) const {
-  check_apply_args(d, "d", m, "m", R);
+  check_apply_args(d, "d", m, "m", R, impl_->nt, impl_->nfreq, impl_->nd, impl_->nm);
   if (impl_->mixed) return impl_->mixed->apply(d, m, R, layout, true);
   apply(*impl_, d, m, R, layout, true);
 }
@@ -241,7 +249,7 @@ void BlockToeplitzPlan<T>::rmatvec(const T* d, T* m, int64_t R, ToeplitzLayout l
 template <class T>
 void BlockToeplitzPlan<T>::grad_blocks(const T* m, const T* dd, T* dblocks, int64_t R,
                                        ToeplitzLayout layout) const {
-  check_apply_args(m, "m", dd, "dd", R);
+  check_apply_args(m, "m", dd, "dd", R, impl_->nt, impl_->nfreq, impl_->nd, impl_->nm);
   check_arg(dblocks != nullptr, "dblocks", "expected a data pointer, got null");
   Impl& p = *impl_;
   const int64_t nf = p.nfreq, nd = p.nd, nm = p.nm;
