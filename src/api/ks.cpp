@@ -1,8 +1,10 @@
 // strux::op::KSFactor and KSChain: argument checks and the CPU backend over KSPlan<T> and
 // KSChainPlan<T>.
+#include <algorithm>
 #include <vector>
 
 #include "api/common.hpp"
+#include "core/checked_size.hpp"
 #include "strux/ks.hpp"
 
 namespace strux {
@@ -133,6 +135,9 @@ namespace op {
 KSFactor::KSFactor(const Problem& p, const Options& o) : Operator(p) {
   ks_check_pattern(p.pattern, "problem.pattern");
   check_positive(p.batch, "problem.batch");
+  // x (batch, N) and y (batch, M) must be addressable.
+  checked_count("problem.batch", {p.batch, std::max(p.pattern.rows(), p.pattern.cols()),
+                                  int64_t(dtype_size(p.dtype))});
   impl_ = STRUX_PICK_BACKEND(
       p.device,
       (make_cpu_ks<KSFactorBackend, CpuKSFactor>(p, factor_solver(api::solver_index(o, "the CPU ks factor",
@@ -168,6 +173,9 @@ KSChain::KSChain(const Problem& p, const Options& o) : Operator(p) {
                 p.patterns[i + 1].rows(), " rows (K = K_1 K_2 ... needs cols(K_p) == rows(K_{p+1}))");
   }
   check_positive(p.batch, "problem.batch");
+  // x, y and every intermediate activation (batch, width) must be addressable.
+  for (const KSPattern& q : p.patterns)
+    checked_count("problem.batch", {p.batch, std::max(q.rows(), q.cols()), int64_t(dtype_size(p.dtype))});
   impl_ = STRUX_PICK_BACKEND(
       p.device, (make_cpu_ks<KSChainBackend, CpuKSChain>(
                     p, chain_solver(api::solver_index(o, "the CPU ks chain", kChainSolvers)))),

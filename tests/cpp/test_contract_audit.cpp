@@ -88,4 +88,29 @@ TEST(ContractAudit, ToeplitzHugeRightHandSidesThrow) {
   expect_error<strux::ValueError>([] { op::BlockToeplitz({k2p31, 1, 1, k2p31}); }, "problem.R");
 }
 
+// KS: null data pointers crashed (SIGSEGV) instead of a ValueError naming the argument.
+TEST(ContractAudit, KSNullPointersThrow) {
+  strux::KSPlan<float> P({1, 2, 2, 1});
+  std::vector<float> x(4), w(4), y(4);
+  expect_error<strux::ValueError>([&] { P.forward(nullptr, w.data(), y.data(), 2); }, "x");
+  expect_error<strux::ValueError>([&] { P.forward(x.data(), nullptr, y.data(), 2); }, "w");
+  expect_error<strux::ValueError>([&] { P.forward(x.data(), w.data(), nullptr, 2); }, "y");
+  expect_error<strux::ValueError>([&] { P.backward(nullptr, x.data(), w.data(), x.data(), w.data(), 2); }, "dy");
+  expect_error<strux::ValueError>([&] { P.backward(y.data(), nullptr, w.data(), x.data(), w.data(), 2); }, "x");
+  expect_error<strux::ValueError>([&] { P.backward(y.data(), x.data(), nullptr, x.data(), w.data(), 2); }, "w");
+  strux::KSChainPlan<float> C({{1, 2, 2, 1}, {1, 2, 2, 1}});
+  const float* wp[2] = {w.data(), nullptr};
+  expect_error<strux::ValueError>([&] { C.forward(x.data(), nullptr, y.data(), 2); }, "w");
+  expect_error<strux::ValueError>([&] { C.forward(x.data(), wp, y.data(), 2); }, "w");
+  wp[1] = w.data();
+  expect_error<strux::ValueError>([&] { C.forward(nullptr, wp, y.data(), 2); }, "x");
+  expect_error<strux::ValueError>([&] { C.forward(x.data(), wp, nullptr, 2); }, "y");
+  expect_error<strux::ValueError>([&] { C.backward(nullptr, x.data(), wp, x.data(), nullptr, 2); }, "dy");
+  // The operator checks batch x width when it is made.
+  expect_error<strux::ValueError>([] { op::KSFactor({strux::KSPattern{1, k2p31, k2p31, 1}, int64_t(1) << 62}); },
+                                  "problem.batch");
+  expect_error<strux::ValueError>(
+      [] { op::KSChain({{strux::KSPattern{1, k2p31, k2p31, 1}}, int64_t(1) << 62}); }, "problem.batch");
+}
+
 }  // namespace

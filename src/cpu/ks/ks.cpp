@@ -2,6 +2,8 @@
 // work items with serial BLAS inside. Every region that calls BLAS starts with
 // serial_blas_in_region(): in a team of one (set_num_threads(1)) OpenBLAS would otherwise open a
 // team of its own per GEMM (cpu/threads.hpp).
+#include <initializer_list>
+#include <utility>
 #include <algorithm>
 #include <climits>
 #include <vector>
@@ -90,6 +92,11 @@ void check_call(const KSPattern& p, int64_t batch) {
   check_arg(big <= INT_MAX, "batch", "sizes and strides must fit in 32 bits, got ", big);
 }
 
+// The arrays a product reads and writes; dx and dw of a backward call are optional.
+void check_ptrs(std::initializer_list<std::pair<const void*, const char*>> required) {
+  for (const auto& [ptr, name] : required) check_arg(ptr != nullptr, name, "expected a data pointer, got null");
+}
+
 }  // namespace
 
 KSLayout ks_layout(const std::string& s, const char* arg) {
@@ -128,6 +135,7 @@ KSPlan<T>::KSPlan(KSPattern p, KSLayout layout, KSSolver solver) : p_(p), layout
 template <class T>
 void KSPlan<T>::forward(const T* x, const T* w, T* y, int64_t batch) const {
   check_call(p_, batch);
+  check_ptrs({{x, "x"}, {w, "w"}, {y, "y"}});
   if (tiles_) return cpu::ks::tiles_forward<T>({p_}, layout_, x, &w, y, batch);
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d, bc = b * c;
   const int64_t M = p_.rows(), N = p_.cols();
@@ -199,6 +207,7 @@ void KSPlan<T>::forward(const T* x, const T* w, T* y, int64_t batch) const {
 template <class T>
 void KSPlan<T>::backward(const T* dy, const T* x, const T* w, T* dx, T* dw, int64_t batch) const {
   check_call(p_, batch);
+  check_ptrs({{dy, "dy"}, {x, "x"}, {w, "w"}});
   if (!dx && !dw) return;
   if (tiles_) return cpu::ks::tiles_backward<T>({p_}, layout_, dy, x, &w, dx, &dw, batch);
   const int64_t a = p_.a, b = p_.b, c = p_.c, d = p_.d, bc = b * c, nnz = p_.nnz();

@@ -16,6 +16,19 @@
 
 namespace strux {
 
+namespace {
+// The arrays every call reads and writes (dx and dw of a backward call are optional).
+template <class T>
+void check_chain_ptrs(const void* in, const char* in_name, const T* const* w, const void* out, const char* out_name,
+                      size_t factors) {
+  check_arg(in != nullptr, in_name, "expected a data pointer, got null");
+  check_arg(out != nullptr, out_name, "expected a data pointer, got null");
+  check_arg(w != nullptr, "w", "expected an array of ", factors, " weight pointers, got null");
+  for (size_t p = 0; p < factors; ++p)
+    check_arg(w[p] != nullptr, "w", "entry ", p, ": expected a data pointer, got null");
+}
+}  // namespace
+
 template <class T>
 KSChainPlan<T>::KSChainPlan(std::vector<KSPattern> patterns, KSLayout layout, int64_t max_batch, KSSolver solver)
     : patterns_(patterns), layout_(layout) {
@@ -63,6 +76,7 @@ void KSChainPlan<T>::reserve(int64_t batch) {
 
 template <class T>
 void KSChainPlan<T>::forward(const T* x, const T* const* w, T* y, int64_t batch) {
+  check_chain_ptrs(x, "x", w, y, "y", plans_.size());
   if (pairs_) {
     check_positive(batch, "batch");
     return cpu::ks::pairs_forward(patterns_, layout_, x, w, y, batch);
@@ -84,6 +98,7 @@ void KSChainPlan<T>::forward(const T* x, const T* const* w, T* y, int64_t batch)
 template <class T>
 void KSChainPlan<T>::backward(const T* dy, const T* x, const T* const* w, T* dx, T* const* dw,
                               int64_t batch) {
+  check_chain_ptrs(dy, "dy", w, x, "x", plans_.size());
   if (pairs_ && layout_ == KSLayout::BatchFirst) {
     check_positive(batch, "batch");
     return cpu::ks::pairs_backward(patterns_, dy, x, w, dx, dw, batch);
