@@ -3,6 +3,7 @@
 #include <complex>
 
 #include "api/common.hpp"
+#include "core/checked_size.hpp"
 #include "strux/scan.hpp"
 
 namespace strux {
@@ -175,6 +176,7 @@ DiagScan::DiagScan(const Problem& p, const Options& o) : Operator(p) {
   check_positive(p.B, "problem.B");
   check_positive(p.T, "problem.T");
   check_positive(p.n, "problem.n");
+  checked_count("problem.n", {p.B, p.T, p.n, int64_t(dtype_size(p.dtype))});
   impl_ = STRUX_PICK_BACKEND(
       p.device, (make_cpu_diag(p, o)),
       api::cuda_diag_scan(p, o));
@@ -194,6 +196,7 @@ CirculantScan::CirculantScan(const Problem& p, const Options& o) : Operator(p) {
   check_positive(p.B, "problem.B");
   check_positive(p.T, "problem.T");
   check_positive(p.n, "problem.n");
+  checked_count("problem.n", {p.B, p.T, p.n + 2, int64_t(dtype_size(p.dtype))});  // a_hat: n/2 + 1 complex
   impl_ = STRUX_PICK_BACKEND(
       p.device, (api::make_cpu<ScanBackend, CpuCirculantScan, core::RealScalars>(p, o, "the CPU circulant scan")),
       api::cuda_circulant_scan(p, o));
@@ -214,6 +217,7 @@ BlockCirculantScan::BlockCirculantScan(const Problem& p, const Options& o) : Ope
   check_positive(p.T, "problem.T");
   check_positive(p.p, "problem.p");
   check_positive(p.k, "problem.k");
+  checked_count("problem.p", {p.B, p.T, p.p, p.p, p.k, int64_t(dtype_size(p.dtype))});
   impl_ = STRUX_PICK_BACKEND(
       p.device,
       (api::make_cpu<ScanBackend, CpuBlockCirculantScan, core::RealScalars>(p, o, "the CPU block-circulant scan")),

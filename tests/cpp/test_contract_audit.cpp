@@ -113,4 +113,16 @@ TEST(ContractAudit, KSNullPointersThrow) {
       [] { op::KSChain({{strux::KSPattern{1, k2p31, k2p31, 1}}, int64_t(1) << 62}); }, "problem.batch");
 }
 
+// Scans: B·T·n (and p·p·k) past int64 was accepted; the float16 scan threw std::bad_alloc.
+TEST(ContractAudit, ScanSizesOverflowThrow) {
+  expect_error<strux::ValueError>([] { strux::DiagScan<float>(k2p31, k2p31, k2p31); }, "n");
+  expect_error<strux::ValueError>([] { op::DiagScan({k2p31, k2p31, k2p31}); }, "problem.n");
+  expect_error<strux::ValueError>([] { strux::CirculantScan<float>(k2p31, k2p31, 8); }, "n");
+  expect_error<strux::ValueError>([] { strux::BlockCirculantScan<float>(1, 1, k2p31 * 2, 2); }, "p");
+  expect_error<strux::ValueError>([] { op::BlockCirculantScan({1, 1, k2p31 * 2, 2}); }, "problem.p");
+  std::vector<uint16_t> x(4);
+  expect_error<strux::ValueError>(
+      [&] { strux::diag_scan_forward_half(k2p31, k2p31, k2p31, x.data(), x.data(), nullptr, x.data()); }, "n");
+}
+
 }  // namespace

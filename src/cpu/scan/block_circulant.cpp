@@ -15,6 +15,7 @@
 #include <complex>
 #include <vector>
 
+#include "core/checked_size.hpp"
 #include "cpu/fft.hpp"
 #include "cpu/scan/dft.hpp"
 #include "cpu/scan/kernels.hpp"
@@ -35,6 +36,9 @@ BlockCirculantScan<R>::BlockCirculantScan(int64_t B, int64_t T_, int64_t p, int6
   check_positive(T_, "T");
   check_positive(p, "p");
   check_positive(k, "k");
+  // a (B, T, p, p, k) and its spectra (B, T, p, p, k/2 + 1) complex must be addressable.
+  checked_count("p", {B, T_, p, p, k, int64_t(sizeof(R))});
+  checked_count("p", {B, T_, p, p, k / 2 + 1, int64_t(sizeof(std::complex<R>))});
   dft_ = kern::ShortDft<R>::get(k);
   kfs_ = kern::padded_stride<R>(k / 2 + 1, dft_ != nullptr);
   fft_ = RealFFT<R>::get(k);

@@ -13,6 +13,7 @@
 #include <complex>
 #include <vector>
 
+#include "core/checked_size.hpp"
 #include "cpu/fft.hpp"
 #include "cpu/scan/dft.hpp"
 #include "cpu/scan/kernels.hpp"
@@ -31,6 +32,9 @@ CirculantScan<R>::CirculantScan(int64_t B, int64_t T_, int64_t n) : B_(B), T_(T_
   check_positive(B, "B");
   check_positive(T_, "T");
   check_positive(n, "n");
+  // (B, T, n) real and (B, T, n/2 + 1) complex arrays (and their spectra) must be addressable.
+  checked_count("n", {B, T_, n, int64_t(sizeof(R))});
+  checked_count("n", {B, T_, n / 2 + 1, int64_t(sizeof(std::complex<R>))});
   dft_ = kern::ShortDft<R>::get(n);
   nfs_ = kern::padded_stride<R>(n / 2 + 1, dft_ != nullptr);
   fft_ = RealFFT<R>::get(n);

@@ -14,6 +14,7 @@
 #include <complex>
 #include <vector>
 
+#include "core/checked_size.hpp"
 #include "cpu/fft.hpp"
 #include "cpu/scan/kernels.hpp"
 #include "cpu/threads.hpp"
@@ -291,6 +292,7 @@ DiagScan<S>::DiagScan(int64_t B, int64_t T, int64_t n, DiagLayout layout, DiagSo
   check_positive(B, "B");
   check_positive(T, "T");
   check_positive(n, "n");
+  checked_count("n", {B, T, n, int64_t(sizeof(S))});  // (B, T, n) arrays must be addressable
 }
 
 template <class S>

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/checked_size.hpp"
 #include "cpu/scan/kernels.hpp"
 #include "cpu/threads.hpp"
 #include "strux/core.hpp"
@@ -80,6 +81,7 @@ void diag_scan_forward_half(int64_t B, int64_t T, int64_t n, const uint16_t* a, 
   check_positive(B, "B");
   check_positive(T, "T");
   check_positive(n, "n");
+  checked_count("n", {B, T, n, int64_t(sizeof(float))});  // also the float32 scratch, if any
   check_arg(a && b && h, "h", "expected non-null a, b and h");
   cpu::scan::diag_forward_half(B, T, n, a, b, h0, h, layout);
 }
