@@ -55,11 +55,12 @@ View::View(void* data_, DType dtype_, std::initializer_list<int64_t> shape_, Dev
 
 int64_t View::numel() const {
   int64_t n = 1;
-  for (int i = 0; i < ndim; ++i) n *= shape[i];
+  for (int i = 0; i < std::min(ndim, kMaxDims); ++i) n *= shape[i];
   return n;
 }
 
 bool View::contiguous() const {
+  if (ndim < 0 || ndim > kMaxDims) return false;
   int64_t expect = 1;
   for (int i = ndim; i-- > 0;) {
     if (shape[i] != 1 && strides[i] != expect) return false;
@@ -72,13 +73,15 @@ namespace api {
 
 namespace {
 std::string shape_of(const View& v) {
-  return shape_str(std::vector<int64_t>(v.shape.begin(), v.shape.begin() + std::max(v.ndim, 0)));
+  return shape_str(std::vector<int64_t>(v.shape.begin(), v.shape.begin() + std::clamp(v.ndim, 0, View::kMaxDims)));
 }
 }  // namespace
 
 void check_view(const View& v, const char* name, DType dt, const Device& dev,
                 std::initializer_list<int64_t> shape) {
   check_arg(v.data != nullptr, name, "required, got an empty view");
+  check_arg(v.ndim >= 0 && v.ndim <= View::kMaxDims, name, "expected a view of ", shape.size(), " axes, got ndim = ",
+            v.ndim, " (a View holds 0 to ", View::kMaxDims, ")");
   if (v.dtype != dt)
     throw TypeError(msg("argument '", name, "': expected dtype ", dtype_name(dt), ", got ", dtype_name(v.dtype)));
   check_arg(v.device == dev, name, "expected an array on ", device_name(dev), ", got one on ",
@@ -91,7 +94,7 @@ void check_view(const View& v, const char* name, DType dt, const Device& dev,
 }
 
 bool matches(const View& v, DType dt, const Device& dev, std::initializer_list<int64_t> shape) {
-  bool ok = v.data && v.dtype == dt && v.device == dev && v.ndim == int(shape.size()) && v.contiguous();
+  bool ok = v.data && v.ndim >= 0 && v.ndim <= View::kMaxDims && v.dtype == dt && v.device == dev && v.ndim == int(shape.size()) && v.contiguous();
   for (size_t i = 0; ok && i < shape.size(); ++i) ok = v.shape[i] == shape.begin()[i];
   return ok;
 }

@@ -125,4 +125,18 @@ TEST(ContractAudit, ScanSizesOverflowThrow) {
       [&] { strux::diag_scan_forward_half(k2p31, k2p31, k2p31, x.data(), x.data(), nullptr, x.data()); }, "n");
 }
 
+// A View whose ndim is outside [0, kMaxDims] was read past its shape array while the message
+// was built; it is a ValueError naming the argument.
+TEST(ContractAudit, ViewRankOutOfRangeThrows) {
+  std::vector<float> u(4), k(2), y(4);
+  op::FFTConv conv({1, 1, 4, 2});
+  View bad(u.data(), {1, 1, 4});
+  bad.ndim = 100;
+  expect_error<strux::ValueError>([&] { conv.forward({bad, View(k.data(), {1, 2}), View(y.data(), {1, 1, 4})}); },
+                                  "u");
+  bad.ndim = -3;
+  expect_error<strux::ValueError>([&] { conv.forward({bad, View(k.data(), {1, 2}), View(y.data(), {1, 1, 4})}); },
+                                  "u");
+}
+
 }  // namespace
