@@ -277,7 +277,7 @@ class FFTConvCUDA:
 
 # ---- fftconv_spectral: the filter as its lowest m frequencies, k_hat (H, m) complex ----------------
 
-#: The complex dtype k_hat must have for each dtype of u (float32 arithmetic for the half types).
+#: The complex dtype k_hat is computed in for each dtype of u (float32 arithmetic for the half types).
 _COMPLEX_OF = {"float32": "complex64", "float16": "complex64", "bfloat16": "complex64", "float64": "complex128"}
 _SPEC_FORWARD = getattr(getattr(_ext, "cuda", None), "fftconv_spectral_forward", None)
 _SPEC_BACKWARD = getattr(getattr(_ext, "cuda", None), "fftconv_spectral_backward", None)
@@ -292,10 +292,7 @@ def _spectral_args(u, k_hat, mode, pregate, postgate, skip):
         raise ValueError(f"argument 'mode': expected one of 'causal', 'circular', got {mode!r}")
     D.array(k_hat, "k_hat", 2, dtypes=("complex64", "complex128"))
     D.same_device(u, "u", k_hat=k_hat)
-    want = _COMPLEX_OF[D.dtname(u)]
-    if D.dtname(k_hat) != want:
-        raise TypeError(f"argument 'k_hat': expected dtype {want} (for u of dtype {D.dtname(u)}), "
-                        f"got {D.dtname(k_hat)}")
+    k_hat = D.cast(k_hat, _COMPLEX_OF[D.dtname(u)])  # either width: taken to u's compute width
     if int(k_hat.shape[0]) != H:
         raise ValueError(f"argument 'k_hat': expected shape ({H}, m) (H = u.shape[1]), got {tuple(k_hat.shape)}")
     m = int(k_hat.shape[1])
@@ -312,8 +309,8 @@ def _spectral_args(u, k_hat, mode, pregate, postgate, skip):
 
 def fftconv_spectral(u, k_hat, mode: str = "causal", pregate=None, postgate=None, skip=None):
     """strux.fftconv_spectral on the GPU (DESIGN.md): u (B, H, L) float16 / bfloat16 / float32 with
-    k_hat (H, m) complex64, or float64 with complex128; gates like u. Returns y of u's kind, dtype
-    and device, computed on the current stream."""
+    k_hat (H, m) complex64, or float64 with complex128 (a k_hat of the other width is taken to that
+    one); gates like u. Returns y of u's kind, dtype and device, computed on the current stream."""
     u, k_hat, pre, post, skip, r = _spectral_args(u, k_hat, mode, pregate, postgate, skip)
     y = D.empty(u, r[1:4])
     _SPEC_FORWARD(D.ptr(u), D.ptr(k_hat), D.ptr(pre), D.ptr(post), D.ptr(skip), D.ptr(y), *r, D.stream(u))
@@ -323,6 +320,7 @@ def fftconv_spectral(u, k_hat, mode: str = "causal", pregate=None, postgate=None
 def fftconv_spectral_vjp(dy, u, k_hat, mode: str = "causal", pregate=None, postgate=None, skip=None):
     """(du, dk_hat, dpregate, dpostgate, dskip) of fftconv_spectral for cotangent dy; dk_hat in
     k_hat's dtype (PyTorch's convention for complex inputs), None for inputs not given."""
+    kdt = D.dtname(k_hat) if hasattr(k_hat, "dtype") else None  # before _spectral_args takes its width
     u, k_hat, pre, post, skip, r = _spectral_args(u, k_hat, mode, pregate, postgate, skip)
     B, H, L, m = r[1:5]
     dy = _gate(D.array(dy, "dy", 3), "dy", u, (B, H, L))  # dy is required: None is a TypeError
@@ -333,4 +331,4 @@ def fftconv_spectral_vjp(dy, u, k_hat, mode: str = "causal", pregate=None, postg
     dskip = D.empty(u, (H,)) if skip is not None else None
     _SPEC_BACKWARD(D.ptr(dy), D.ptr(u), D.ptr(k_hat), D.ptr(pre), D.ptr(post), D.ptr(skip), D.ptr(du), D.ptr(dk),
                    D.ptr(dpre), D.ptr(dpost), D.ptr(dskip), *r, D.stream(u))
-    return du, dk, dpre, dpost, dskip
+    return du, D.cast(dk, kdt), dpre, dpost, dskip

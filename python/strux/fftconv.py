@@ -241,7 +241,9 @@ def spectral_size(L: int, mode: str) -> int:
 
 
 def _spectral_args(u, k_hat, mode, pregate, postgate, skip, dy=_NO_DY):
-    """Validated (u, k_hat, pregate, postgate, skip, dy) in the compute dtypes, and u's dtype."""
+    """Validated (u, k_hat, pregate, postgate, skip, dy) in the compute dtypes, u's dtype and
+    k_hat's (either complex width: k_hat is taken to u's compute width, complex64 for float16 /
+    bfloat16 / float32 and complex128 for float64)."""
     mode = choice(mode, "mode", _MODES)
     u = real_array(u, "u", 3)
     B, H, L = u.shape
@@ -259,9 +261,7 @@ def _spectral_args(u, k_hat, mode, pregate, postgate, skip, dy=_NO_DY):
         raise ValueError(f"argument 'k_hat': expected 1 <= m <= n // 2 + 1 = {n // 2 + 1} frequencies "
                          f"(n = {n}: L = {L}, {mode} mode), got m = {k_hat.shape[1]}")
     cdt = compute_dtype(u.dtype)
-    kdt = _COMPLEX_OF[cdt]
-    if native_dtype(k_hat.dtype) != kdt:
-        raise TypeError(f"argument 'k_hat': expected dtype {kdt} (for u of dtype {u.dtype}), got {k_hat.dtype}")
+    kdt, kdt_in = _COMPLEX_OF[cdt], native_dtype(k_hat.dtype)
     u, pregate, postgate, skip, dy = _check_inputs(u, H, L, pregate, postgate, skip, dy)
     arrays = dict(u=u, pregate=pregate, postgate=postgate, skip=skip)
     if dy is not _NO_DY:
@@ -269,7 +269,8 @@ def _spectral_args(u, k_hat, mode, pregate, postgate, skip, dy=_NO_DY):
     same_dtype(**arrays)
     dt = u.dtype
     conv = [native(a, cdt) for a in (u, pregate, postgate, skip)]
-    return conv[0], native(k_hat, kdt), conv[1], conv[2], conv[3], (native(dy, cdt) if dy is not _NO_DY else None), dt
+    return (conv[0], native(k_hat, kdt), conv[1], conv[2], conv[3], (native(dy, cdt) if dy is not _NO_DY else None),
+            dt, kdt_in)
 
 
 def fftconv_spectral(u, k_hat, *, mode: str = "causal", pregate=None, postgate=None, skip=None):
@@ -277,14 +278,15 @@ def fftconv_spectral(u, k_hat, *, mode: str = "causal", pregate=None, postgate=N
 
     With n = L (circular) or 2L (causal) and K = k_hat zero-padded to n // 2 + 1 bins:
     y = irfft(rfft(v, n) * K, n)[..., :L], v = u * pregate; then y += skip[h] v, y *= postgate.
-    u (B, H, L) real; k_hat (H, m) complex, 1 <= m <= n // 2 + 1: complex64 with float16,
-    bfloat16 or float32 u (computed in float32), complex128 with float64 u. The imaginary parts
+    u (B, H, L) real; k_hat (H, m) complex, 1 <= m <= n // 2 + 1, complex64 or complex128: taken to
+    complex64 with float16, bfloat16 or float32 u (computed in float32), to complex128 with float64
+    u. The imaginary parts
     of bins 0 and n / 2 have no effect (irfft reads their real parts). Returns y (B, H, L) in
     the dtype of u. CUDA arrays (torch, CuPy) run on the GPU on the current stream.
     """
     if on_gpu(u):
         return _gpu(u).fftconv_spectral(u, k_hat, mode, pregate, postgate, skip)
-    u, k_hat, pregate, postgate, skip, _, dt = _spectral_args(u, k_hat, mode, pregate, postgate, skip)
+    u, k_hat, pregate, postgate, skip, _, dt, _ = _spectral_args(u, k_hat, mode, pregate, postgate, skip)
     return result(_ext.fftconv_spectral_forward(u, k_hat, mode, pregate, postgate, skip), dt)
 
 
@@ -298,6 +300,7 @@ def fftconv_spectral_vjp(dy, u, k_hat, *, mode: str = "causal", pregate=None, po
     """
     if on_gpu(u):
         return _gpu(u).fftconv_spectral_vjp(dy, u, k_hat, mode, pregate, postgate, skip)
-    u, k_hat, pregate, postgate, skip, dy, dt = _spectral_args(u, k_hat, mode, pregate, postgate, skip, dy)
+    u, k_hat, pregate, postgate, skip, dy, dt, kdt = _spectral_args(u, k_hat, mode, pregate, postgate, skip, dy)
     du, dk, dpre, dpost, dskip = _ext.fftconv_spectral_backward(dy, u, k_hat, mode, pregate, postgate, skip)
-    return (result(du, dt), dk, *(None if g is None else result(g, dt) for g in (dpre, dpost, dskip)))
+    return (result(du, dt), dk.astype(kdt, copy=False),
+            *(None if g is None else result(g, dt) for g in (dpre, dpost, dskip)))
