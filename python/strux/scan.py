@@ -345,10 +345,13 @@ def _diag_scan_vjp_layout(dh, a, b, h0, dh_last, axis, reverse):
     """diag_scan_vjp with axis / reverse / a broadcasting: the layout maps are permutations, so
     the gradient is the plain one on transformed arrays, brought back (da reduced to a's shape)."""
     a_shape = tuple(getattr(a, "shape", np.shape(a)))
-    a, b, t, flip, shape = _layout_args(a, b, axis, reverse)
-    if len(a_shape) < 3:  # a lower-rank `a`: da in its own shape
-        da, db, dh0 = _diag_scan_vjp_layout(dh, a, b, h0, dh_last, axis, reverse)
-        return da.reshape(a_shape), db, dh0
+    a, b, t, flip, shape = _layout_args(a, b, axis, reverse)  # a lower-rank `a` comes back 3-D
+    da, db, dh0 = _diag_scan_vjp_3d(dh, a, b, h0, dh_last, t, flip, shape)
+    return (da.reshape(a_shape) if len(a_shape) < 3 else da), db, dh0
+
+
+def _diag_scan_vjp_3d(dh, a, b, h0, dh_last, t, flip, shape):
+    """_diag_scan_vjp_layout on checked arrays (a 3-D, (t, flip, shape) from _layout)."""
     if on_gpu(a):
         dh = cuda_backend().array(dh, "dh", 3, None)
     else:
