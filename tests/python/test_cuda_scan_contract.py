@@ -16,7 +16,8 @@ pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and K.available()
 
 
 def dev(x):
-    return torch.from_numpy(np.ascontiguousarray(x, np.float32)).cuda()
+    """float32 CUDA tensor of x, keeping its shape (a 0-d array stays 0-d)."""
+    return torch.tensor(np.asarray(x, np.float32)).cuda()
 
 
 def host(x):
