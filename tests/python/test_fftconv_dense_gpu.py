@@ -77,17 +77,6 @@ def test_batch_chunks(B):
     check(B, 3, 500, 500, "causal", "float16", False, seed=B + 1)
 
 
-@pytest.mark.parametrize("B,H", [(64, 600), (100, 300), (17, 2000)])
-@pytest.mark.parametrize("mode,L", [("circular", 256), ("causal", 512), ("causal", 1000)])
-def test_many_chunks_per_cta(B, H, mode, L):
-    """With H near or past one wave of CTAs a CTA takes several consecutive row chunks of its h (the
-    next one's rows in flight by cp.async while this one's products run; a last CTA of an h with
-    fewer chunks; a last, partial chunk of rows): ungated (the pipelined copies), gated (hi + lo)
-    and L not a multiple of 8 (one sample at a time)."""
-    for gates in (False, True):
-        check(B, H, L, L, mode, "float16", gates, seed=B * H + L + gates)
-
-
 def test_long_rows_and_many_taps():
     """Row lengths where one row fills a CTA's shared memory, and the tap limit."""
     check(2, 2, 32768, 64, "causal", "float16", True, seed=1)

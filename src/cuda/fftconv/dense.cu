@@ -91,13 +91,13 @@ template <class T>
 void conv_pass(const Geometry& g, const T* k, const T* src, const T* gate, const T* post, const T* skip, T* y, T* y2,
                const T* post2, int64_t B, int64_t H, int64_t L, int64_t m, bool circular, bool rev, cudaStream_t s) {
   const Params<T> p{k, src, gate, post, skip, y, y2, post2, B, H, L, int(m), g.NI, g.S, g.D, g.R, g.nchunk, g.kwords,
-                    g.per, g.cps, circular};
+                    circular};
   const bool vec = L % 8 == 0 && aligned16({src, gate, post, y, y2, post2});
   with_flags(
       [&](auto split, auto v, auto r) {
         auto kernel = forward_kernel<T, kTiles, decltype(split)::value, decltype(v)::value, decltype(r)::value>;
         set_smem(kernel, g.smem);
-        kernel<<<unsigned(H * g.cps), kThreads, g.smem, s>>>(p);
+        kernel<<<unsigned(H * g.nchunk), kThreads, g.smem, s>>>(p);
       },
       gate != nullptr, vec, rev);
   STRUX_LAUNCH("fftconv dense forward");
@@ -177,22 +177,7 @@ bool automatic_backward(bool circular, int64_t L, int64_t Lk) {
 }
 
 Geometry plan(int64_t B, int64_t H, int64_t L, int64_t m, bool split) {
-  // Two row buffers: hi and lo with a pregate, else the chunk being multiplied and the next one in
-  // flight (cp.async).
-  Geometry g = shape(B, H, L, m, 2, [](int D) { return 2 * size_t(kwords_of(D)) * 4; });
-  if (!g.fits) return g;
-  // One wave of CTAs where H allows (CTAs per h = resident CTAs / H), each taking its h's chunks
-  // in consecutive runs of `per`; with H past a wave, one CTA per h for all its chunks.
-  int occ = 0;
-  const auto kernel =
-      split ? forward_kernel<__half, kTiles, true, true, false> : forward_kernel<__half, kTiles, false, true, false>;
-  set_smem(kernel, g.smem);
-  STRUX_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kernel, kThreads, g.smem));
-  const int64_t slots = std::max<int64_t>(1, int64_t(occ) * current_sm_count());
-  const int64_t cps = std::clamp<int64_t>(slots / H, 1, g.nchunk);
-  g.per = int((g.nchunk + cps - 1) / cps);
-  g.cps = int((g.nchunk + g.per - 1) / g.per);
-  return g;
+  return shape(B, H, L, m, split ? 2 : 1, [](int D) { return 2 * size_t(kwords_of(D)) * 4; });
 }
 
 Geometry plan_grad(int64_t B, int64_t H, int64_t L, int64_t m, bool split_v, bool split_dz) {

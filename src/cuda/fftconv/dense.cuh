@@ -22,7 +22,6 @@
 
 #include <cstdint>
 
-#include "cuda/cp_async.cuh"
 #include "cuda/elem.cuh"
 #include "cuda/fftconv/dense.hpp"
 #include "cuda/mma16.cuh"
@@ -39,17 +38,15 @@ struct Params {
   const T* post2;
   int64_t B, H, L;
   int m, NI, S, D, R, nchunk, kwords;
-  int per, cps;  // forward: chunks per CTA (consecutive, one h) and CTAs per h (the grid is H·cps)
   bool circular;
 };
 
-// A row chunk: its h, its first batch row (one chunk per CTA: the CTA's own).
+// The row chunk of a CTA: its h, its first batch row.
 struct Cta {
   int h, chunk;
   int64_t b0;
   __device__ __forceinline__ Cta(int nchunk, int R)
       : h(int(blockIdx.x / unsigned(nchunk))), chunk(int(blockIdx.x % unsigned(nchunk))), b0(int64_t(chunk) * R) {}
-  __device__ __forceinline__ Cta(int h_, int chunk_, int R) : h(h_), chunk(chunk_), b0(int64_t(chunk_) * R) {}
 };
 
 template <class T>
@@ -131,44 +128,27 @@ __device__ __forceinline__ void stage_rows(const T* src, const T* gate, int64_t 
   }
 }
 
-// stage_rows for raw 16-byte copies (no gate, VEC, not reversed) by cp.async: issued and committed
-// as one group, in flight while the CTA computes on its other buffer.
-template <class T>
-__device__ __forceinline__ void stage_rows_async(const T* src, int64_t B, int64_t H, int64_t L, const Cta& cta, int R,
-                                                 int S, int NI, unsigned char* hi) {
-  const int U = NI * 4;
-  for (int idx = threadIdx.x; idx < R * U; idx += kThreads) {
-    const int r = idx / U, un = idx - r * U, x = un >> 2, c = un & 3;
-    const int64_t b = cta.b0 + r, t0 = int64_t(kPb) * x + 8 * c;
-    const bool live = b < B && t0 < L;
-    cp_async16(hi + unit_offset(r * S + x, c), live ? src + (b * H + cta.h) * L + t0 : src, live);
-  }
-  cp_async_commit();
-}
-
 // NT: tiles of 16 rows m per warp in flight (they share each B fragment).
 // SPLIT: a pregate is given (v as hi + lo). VEC: L % 8 == 0 and every row pointer 16-byte aligned
 // (16-byte staging loads, 4-byte epilogue accesses); otherwise one sample at a time. REV: rows read
 // and written back to front (the adjoint: correlation with k, for the backward's du).
-// A CTA takes p.per consecutive row chunks of one h (the filter staged once): with PIPE (raw copies)
-// the next chunk's rows go in by cp.async into the second buffer while this one's products run;
-// otherwise the second buffer holds the lo part (SPLIT) or is unused.
 template <class T, int NT, bool SPLIT, bool VEC, bool REV>
 __global__ void __launch_bounds__(kThreads) forward_kernel(Params<T> p) {
   using Op = Mma16<T>;
-  constexpr bool PIPE = VEC && !SPLIT && !REV;
   extern __shared__ __align__(16) unsigned char smem[];
   const int NI = p.NI, S = p.S, R = p.R, D = p.D;
-  const int h = int(blockIdx.x / unsigned(p.cps));
-  const int c0 = int(blockIdx.x % unsigned(p.cps)) * p.per, c1 = min(c0 + p.per, p.nchunk);
+  const Cta cta(p.nchunk, R);
+  const int h = cta.h;
+  const int64_t b0 = cta.b0;
   const size_t vbytes = size_t(R) * S * 64;
-  unsigned char* zero = smem + 2 * vbytes;
+  unsigned char* vhi = smem;
+  unsigned char* vlo = smem + vbytes;  // SPLIT only
+  unsigned char* zero = smem + (SPLIT ? 2 : 1) * vbytes;
   uint32_t* kE = reinterpret_cast<uint32_t*>(zero + 64);
   uint32_t* kO = kE + p.kwords;
   const int Z0 = kPb * D;
-  if constexpr (PIPE) stage_rows_async(p.u, p.B, p.H, p.L, Cta(h, c0, R), R, S, NI, smem);
 
-  // ---- stage: the filter reversed (two copies) and a zero block, once for the CTA's chunks ------
+  // ---- stage: the filter reversed (two copies), a zero block, the rows' samples ----------------
   {
     const int64_t kb = int64_t(h) * p.m;
     const auto kr = [&](int z) -> uint16_t {
@@ -181,144 +161,126 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(Params<T> p) {
       kO[w] = pack_bits(b, c);
     }
     if (threadIdx.x < 16) reinterpret_cast<uint32_t*>(zero)[threadIdx.x] = 0u;
+    stage_rows<T, SPLIT, VEC, REV>(p.u, p.pre, p.B, p.H, p.L, cta, R, S, NI, vhi, vlo);
   }
+  __syncthreads();
 
-  for (int chunk = c0; chunk < c1; ++chunk) {
-    const Cta cta(h, chunk, R);
-    const int64_t b0 = cta.b0;
-    unsigned char* vhi = smem + (PIPE && ((chunk - c0) & 1) ? vbytes : 0);
-    unsigned char* vlo = smem + vbytes;  // SPLIT only
-    if constexpr (PIPE) {
-      if (chunk + 1 < c1) {  // the buffer read by the chunk before this one (a barrier ended it)
-        unsigned char* next = smem + (((chunk + 1 - c0) & 1) ? vbytes : 0);
-        stage_rows_async(p.u, p.B, p.H, p.L, Cta(h, chunk + 1, R), R, S, NI, next);
-        cp_async_wait<1>();
-      } else {
-        cp_async_wait<0>();
-      }
-    } else {
-      stage_rows<T, SPLIT, VEC, REV>(p.u, p.pre, p.B, p.H, p.L, cta, R, S, NI, vhi, vlo);
+  // ---- products: warp w takes groups of 16·NT rows m = w, w + 4, … ---------------------------
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+  const int M = R * NI, G = (M + 16 * NT - 1) / (16 * NT);
+  const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8, lunit = lane >> 4;
+  const uint32_t s_vhi = static_cast<uint32_t>(__cvta_generic_to_shared(vhi));
+  const uint32_t s_zero = static_cast<uint32_t>(__cvta_generic_to_shared(zero));
+  const uint32_t lo_delta = uint32_t(vbytes);
+  // This lane's B registers: b0 = (k[x], k[x − 1]), x = 32·d + 8·j + g − 16·kk − 2·c; b1 at x − 8.
+  const uint32_t* kp = ((g & 1) ? kO : kE) + (Z0 - g + 2 * c - (g & 1)) / 2;
+  const float sk = p.skip ? to_c(p.skip[h]) : 0.f;
+
+  for (int grp = warp; grp < G; grp += kThreads / 32) {
+    const int mbase = grp * 16 * NT;
+    float acc[NT][4][4], accl[NT][4][4];
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[t][j][e] = 0.f, accl[t][j][e] = 0.f;
+    int ii[NT], rx[NT];
+    bool ok[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int m = mbase + 16 * t + lrow;
+      ok[t] = m < M;
+      ii[t] = ok[t] ? m / R : 0;
+      rx[t] = ok[t] ? (m - ii[t] * R) * S : 0;
     }
-    __syncthreads();
-
-    // ---- products: warp w takes groups of 16·NT rows m = w, w + 4, … ---------------------------
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-    const int M = R * NI, G = (M + 16 * NT - 1) / (16 * NT);
-    const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8, lunit = lane >> 4;
-    const uint32_t s_vhi = static_cast<uint32_t>(__cvta_generic_to_shared(vhi));
-    const uint32_t s_zero = static_cast<uint32_t>(__cvta_generic_to_shared(zero));
-    const uint32_t lo_delta = uint32_t(vbytes);
-    // This lane's B registers: b0 = (k[x], k[x − 1]), x = 32·d + 8·j + g − 16·kk − 2·c; b1 at x − 8.
-    const uint32_t* kp = ((g & 1) ? kO : kE) + (Z0 - g + 2 * c - (g & 1)) / 2;
-    const float sk = p.skip ? to_c(p.skip[h]) : 0.f;
-
-    for (int grp = warp; grp < G; grp += kThreads / 32) {
-      const int mbase = grp * 16 * NT;
-      float acc[NT][4][4], accl[NT][4][4];
-#pragma unroll
-      for (int t = 0; t < NT; ++t)
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[t][j][e] = 0.f, accl[t][j][e] = 0.f;
-      int ii[NT], rx[NT];
-      bool ok[NT];
+    int dmax = D - 1;
+    if (!p.circular) dmax = min(dmax, (min(mbase + 16 * NT, M) - 1) / R);
+    for (int d = 0; d <= dmax; ++d) {
+      uint32_t abase[NT], asw[NT];  // a row's block, and its unit swizzle (0 for the zero block)
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
-        const int m = mbase + 16 * t + lrow;
-        ok[t] = m < M;
-        ii[t] = ok[t] ? m / R : 0;
-        rx[t] = ok[t] ? (m - ii[t] * R) * S : 0;
+        int x = ii[t] - d;
+        if (p.circular && x < 0) x += NI;
+        const int X = rx[t] + x;
+        const bool live = ok[t] && x >= 0;
+        abase[t] = live ? s_vhi + uint32_t(X) * 64u : s_zero;
+        asw[t] = live ? uint32_t((X >> 1) & 3) << 4 : 0u;
       }
-      int dmax = D - 1;
-      if (!p.circular) dmax = min(dmax, (min(mbase + 16 * NT, M) - 1) / R);
-      for (int d = 0; d <= dmax; ++d) {
-        uint32_t abase[NT], asw[NT];  // a row's block, and its unit swizzle (0 for the zero block)
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        uint32_t bf[4][2];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          bf[j][0] = kp[-16 * d - 4 * j + 8 * kk];
+          bf[j][1] = kp[-16 * d - 4 * j + 8 * kk + 4];
+        }
+        const uint32_t un = uint32_t(2 * kk + lunit) << 4;
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
-          int x = ii[t] - d;
-          if (p.circular && x < 0) x += NI;
-          const int X = rx[t] + x;
-          const bool live = ok[t] && x >= 0;
-          abase[t] = live ? s_vhi + uint32_t(X) * 64u : s_zero;
-          asw[t] = live ? uint32_t((X >> 1) & 3) << 4 : 0u;
-        }
+          const uint32_t addr = abase[t] + (un ^ asw[t]);
+          uint32_t a[4];
+          ldmatrix_x4(a, addr);
 #pragma unroll
-        for (int kk = 0; kk < 2; ++kk) {
-          uint32_t bf[4][2];
+          for (int j = 0; j < 4; ++j) Op::mma(acc[t][j], a, bf[j][0], bf[j][1]);
+          if constexpr (SPLIT) {  // the lo buffer sits lo_delta after hi; the zero block serves both
+            uint32_t al[4];
+            ldmatrix_x4(al, abase[t] == s_zero ? addr : addr + lo_delta);
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            bf[j][0] = kp[-16 * d - 4 * j + 8 * kk];
-            bf[j][1] = kp[-16 * d - 4 * j + 8 * kk + 4];
+            for (int j = 0; j < 4; ++j) Op::mma(accl[t][j], al, bf[j][0], bf[j][1]);
           }
-          const uint32_t un = uint32_t(2 * kk + lunit) << 4;
+        }
+      }
+    }
+
+    // ---- epilogue: rows g and g + 8 of each tile, columns 8·j + 2·c, +1 -------------------------
 #pragma unroll
-          for (int t = 0; t < NT; ++t) {
-            const uint32_t addr = abase[t] + (un ^ asw[t]);
-            uint32_t a[4];
-            ldmatrix_x4(a, addr);
+    for (int t = 0; t < NT; ++t)
 #pragma unroll
-            for (int j = 0; j < 4; ++j) Op::mma(acc[t][j], a, bf[j][0], bf[j][1]);
-            if constexpr (SPLIT) {  // the lo buffer sits lo_delta after hi; the zero block serves both
-              uint32_t al[4];
-              ldmatrix_x4(al, abase[t] == s_zero ? addr : addr + lo_delta);
+      for (int hh = 0; hh < 2; ++hh) {
+        const int m = mbase + 16 * t + g + 8 * hh;
+        if (m >= M) continue;
+        const int i = m / R, r = m - i * R;
+        const int64_t b = b0 + r;
+        if (b >= p.B) continue;
+        const int64_t row = (b * p.H + h) * p.L;
+        const int X = r * S + i;
 #pragma unroll
-              for (int j = 0; j < 4; ++j) Op::mma(accl[t][j], al, bf[j][0], bf[j][1]);
+        for (int j = 0; j < 4; ++j) {
+          const int64_t t0 = int64_t(kPb) * i + 8 * j + 2 * c;
+          if (t0 >= p.L) continue;
+          float z[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) z[e] = acc[t][j][2 * hh + e] + (SPLIT ? accl[t][j][2 * hh + e] / Op::kLo : 0.f);
+          if (p.skip) {
+            const uint32_t off = unit_offset(X, j) + 4u * c;
+            const T* vh = reinterpret_cast<const T*>(vhi + off);
+            const T* vl = reinterpret_cast<const T*>(vlo + off);
+#pragma unroll
+            for (int e = 0; e < 2; ++e) z[e] += sk * (to_c(vh[e]) + (SPLIT ? to_c(vl[e]) / Op::kLo : 0.f));
+          }
+          // staged samples t0, t0 + 1 are row positions t0, t0 + 1, or (REV) L − 1 − t0, L − 2 − t0
+          if (VEC) {  // L even: the pair is in range and 4-byte aligned
+            const int64_t at = row + (REV ? p.L - 2 - t0 : t0);
+            const int lo = REV ? 1 : 0;  // which of z is the pair's first
+            const auto put = [&](T* out, const T* gate) {
+              float a = z[lo], b = z[1 - lo];
+              if (gate) a *= to_c(gate[at]), b *= to_c(gate[at + 1]);
+              *reinterpret_cast<uint32_t*>(out + at) = Op::pack(a, b);
+            };
+            put(p.y, p.post);
+            if (p.y2) put(p.y2, p.post2);
+          } else {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              if (t0 + e >= p.L) break;
+              const int64_t at = row + (REV ? p.L - 1 - (t0 + e) : t0 + e);
+              p.y[at] = From<T>::of(p.post ? z[e] * to_c(p.post[at]) : z[e]);
+              if (p.y2) p.y2[at] = From<T>::of(p.post2 ? z[e] * to_c(p.post2[at]) : z[e]);
             }
           }
         }
       }
-
-      // ---- epilogue: rows g and g + 8 of each tile, columns 8·j + 2·c, +1 -------------------------
-#pragma unroll
-      for (int t = 0; t < NT; ++t)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int m = mbase + 16 * t + g + 8 * hh;
-          if (m >= M) continue;
-          const int i = m / R, r = m - i * R;
-          const int64_t b = b0 + r;
-          if (b >= p.B) continue;
-          const int64_t row = (b * p.H + h) * p.L;
-          const int X = r * S + i;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int64_t t0 = int64_t(kPb) * i + 8 * j + 2 * c;
-            if (t0 >= p.L) continue;
-            float z[2];
-#pragma unroll
-            for (int e = 0; e < 2; ++e) z[e] = acc[t][j][2 * hh + e] + (SPLIT ? accl[t][j][2 * hh + e] / Op::kLo : 0.f);
-            if (p.skip) {
-              const uint32_t off = unit_offset(X, j) + 4u * c;
-              const T* vh = reinterpret_cast<const T*>(vhi + off);
-              const T* vl = reinterpret_cast<const T*>(vlo + off);
-#pragma unroll
-              for (int e = 0; e < 2; ++e) z[e] += sk * (to_c(vh[e]) + (SPLIT ? to_c(vl[e]) / Op::kLo : 0.f));
-            }
-            // staged samples t0, t0 + 1 are row positions t0, t0 + 1, or (REV) L − 1 − t0, L − 2 − t0
-            if (VEC) {  // L even: the pair is in range and 4-byte aligned
-              const int64_t at = row + (REV ? p.L - 2 - t0 : t0);
-              const int lo = REV ? 1 : 0;  // which of z is the pair's first
-              const auto put = [&](T* out, const T* gate) {
-                float a = z[lo], b = z[1 - lo];
-                if (gate) a *= to_c(gate[at]), b *= to_c(gate[at + 1]);
-                *reinterpret_cast<uint32_t*>(out + at) = Op::pack(a, b);
-              };
-              put(p.y, p.post);
-              if (p.y2) put(p.y2, p.post2);
-            } else {
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                if (t0 + e >= p.L) break;
-                const int64_t at = row + (REV ? p.L - 1 - (t0 + e) : t0 + e);
-                p.y[at] = From<T>::of(p.post ? z[e] * to_c(p.post[at]) : z[e]);
-                if (p.y2) p.y2[at] = From<T>::of(p.post2 ? z[e] * to_c(p.post2[at]) : z[e]);
-              }
-            }
-          }
-        }
-    }
-    __syncthreads();  // every warp is done with this chunk's buffers before they are refilled
   }
 }
 

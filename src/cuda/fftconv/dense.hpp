@@ -64,8 +64,6 @@ struct Geometry {
   int R = 0;      // batch rows per CTA (one h)
   int nchunk = 0;  // CTAs per h
   int kwords = 0;  // forward: 32-bit words per copy of the reversed filter in shared memory
-  int per = 1;     // forward: chunks per CTA (consecutive, of one h: the filter staged once)
-  int cps = 1;     // forward: CTAs per h (the grid is H·cps, at most about one wave when H allows)
   size_t smem = 0;
   bool fits = false;  // smem within the device's per-block limit
 };
