@@ -257,6 +257,7 @@ AUTO = [((64, 256, 256, "causal"), True), ((64, 512, 512, "causal"), True), ((64
         ((64, 4096, 4096, "causal"), False), ((64, 4096, 600, "causal"), True),
         ((64, 256, 256, "circular"), True), ((64, 512, 512, "circular"), True), ((64, 768, 768, "circular"), True),
         ((64, 1024, 1024, "circular"), False), ((64, 2048, 1024, "circular"), False),
+        ((64, 1536, 1536, "circular"), True), ((64, 3008, 3008, "circular"), False),
         ((64, 1000, 100, "circular"), False),
         ((64, 100, 32, "causal"), False), ((64, 100, 33, "causal"), True), ((2, 32768, 256, "causal"), True),
         ((2, 32769, 256, "causal"), False), ((64, 20000, 12769, "causal"), False),
@@ -278,9 +279,9 @@ def test_automatic_rule(size, want):
 
 # (L, Lk) causal, B = 64 -> (gated calls by the dense kernels, backward by the dense kernels): gated
 # products cost twice (hi + lo), so a pregate moves causal 2048 to the FFT solvers; the dense
-# gradients run up to 512 taps per output (slower beyond, NOTES-gpu-fftconv-dense.md).
-SPLIT_RULE = [((1024, 1024), (True, True)), ((1025, 1025), (True, False)), ((2048, 2048), (False, False)),
-              ((4096, 600), (True, False)), ((4096, 540), (True, True))]
+# gradients run where the dense forward is at most 0.57 of the FFT forward (dense.hpp).
+SPLIT_RULE = [((1024, 1024), (True, True)), ((1025, 1025), (True, True)), ((2048, 2048), (False, False)),
+              ((4096, 600), (True, True)), ((4096, 1024), (False, False)), ((3000, 3000), (False, False))]
 
 
 @pytest.mark.parametrize("size, want", SPLIT_RULE, ids=str)
@@ -289,7 +290,7 @@ def test_automatic_gated_and_backward_rule(size, want):
     L, Lk = size
     for backward in (False, True):
         p = P(64, 3, L, Lk, "causal", "float16", backward, 0)
-        assert p.dense and (p.dense_gated, p.dense_backward) == want
+        assert p.dense and (p.dense_gated, p.dense_backward) == (want[0], want[1] and backward)
     forced = P(64, 3, L, Lk, "causal", "float16", True, 15)
     assert forced.dense_gated and forced.dense_backward
 
@@ -318,11 +319,11 @@ def test_gated_call_beyond_the_gated_rule_runs_the_fft_solvers():
     assert np.linalg.norm(y0.double().cpu().numpy() - want) / np.linalg.norm(want) <= TOL["float16"]
 
 
-@pytest.mark.parametrize("L,Lk,own", [(512, 512, True), (1024, 1024, True), (2048, 2048, False)])
+@pytest.mark.parametrize("L,Lk,own", [(512, 512, True), (1024, 1024, True), (1025, 1025, True), (2048, 2048, False)])
 def test_automatic_backward_rule(L, Lk, own):
-    """An automatic dense plan runs its own backward up to 512 taps per output (causal 512: 256,
-    causal 1024: 512): the gradients are the bits of the forced dense plan; beyond (causal 2048:
-    1024) those of the automatic choice without it (algo 16)."""
+    """An automatic dense plan runs its own backward where the model gives it the gradients (causal
+    512, 1024, 1025): the bits of the forced dense plan; elsewhere (causal 2048) those of the
+    automatic choice without it (algo 16)."""
     from strux.bench.gpu import fftconv_algo
     g = torch.Generator(device="cuda").manual_seed(L)
     u, dy = (torch.randn(64, 2, L, device="cuda", generator=g).half() for _ in range(2))

@@ -24,12 +24,12 @@ constexpr int kAlgo = 15;
 constexpr int kAlgoNoDense = 16;
 // The automatic choice takes these kernels for float16 / bfloat16 where a cost model says they beat
 // the FFT solvers (dense_ns_per_row <= fft_ns_per_row, both anchored on H200 runs,
-// bench/NOTES-gpu-fftconv-dense.md "Cost model") and a CTA's rows give its four warps two tiles each
-// (min(B, 64)·⌈L/32⌉ >= kAutoMinRows). A pregate doubles the products (v as hi + lo): a plan
-// whose gated forward the model gives to the FFT solvers runs gated calls there, and its backward
-// runs here up to kAutoBwdTapsPerOutput taps per output (measured: the dense gradients are slower
-// beyond, 1.2–3× at 1024–2048).
-constexpr double kAutoBwdTapsPerOutput = 512;
+// bench/NOTES-gpu-fftconv-dense.md rounds 8 and 9) and a CTA's rows give its four warps two tiles
+// each (min(B, 64)·⌈L/32⌉ >= kAutoMinRows). A pregate doubles the products (v as hi + lo): a plan
+// whose gated forward the model gives to the FFT solvers runs gated calls there. The backward runs
+// here where the dense forward is at most kAutoBwdRatio of the FFT forward: the dense vjp costs
+// ≈ 3.9× its forward (three passes and the filter gradient), the FFT vjp ≈ 2.2× its own.
+constexpr double kAutoBwdRatio = 0.57;
 // The dense forward's rate on the large products (mma.sync, float32 accumulation): 300–370 TFLOP/s
 // measured, in FLOP per ns.
 constexpr double kDenseFlopPerNs = 310e3;
@@ -51,7 +51,8 @@ bool automatic_gated(bool circular, int64_t L, int64_t Lk);
 bool automatic_backward(bool circular, int64_t L, int64_t Lk);
 // The cost model's two sides, forward time per row of L outputs in ns: the products here (2 FLOP per
 // tap and output, twice with a pregate) and the FFT solvers' (a table by FFT size, nfft: circular L,
-// causal the power of two >= L + m − 1, the size the tensor and fused kernels take).
+// causal the power of two >= L + m − 1, the size the tensor and fused kernels take; circular L not
+// a power of two runs cuFFT, priced at its measured ×2.9).
 double dense_ns_per_row(bool circular, int64_t L, int64_t Lk, bool gated);
 double fft_ns_per_row(bool circular, int64_t L, int64_t Lk);
 // Taps per output: circular m, causal m − m²/(2L) (the mean over the row; m the taps used).

@@ -51,8 +51,8 @@ struct FFTConvPlan::Impl {
   // model), or the gradient kernel's shared memory would not fit (long rows with many taps), those
   // calls run through `grad`, an algo-16 plan (the automatic choice without them), given the filter
   // that the last set_filter saw, as for the tensor path.
-  // Up to 512 taps per output the dense gradients measured faster than the FFT ones (0.10–0.69×,
-  // NOTES-gpu-fftconv-dense.md round 7), beyond slower (1.2–3×).
+  // The dense gradients run where dense.hpp's model says they win (measured 0.10–0.60× the FFT
+  // ones there, 1.16–3.2× beyond; NOTES-gpu-fftconv-dense.md rounds 7 and 8).
   std::unique_ptr<dense::Plan> dense;
   // Overlap-save over blocks for filters much shorter than the row (blocks.hpp; algo 10, or algo 0
   // by blocks::automatic); nfft is then the block transform size.
