@@ -1,6 +1,7 @@
 """The dense fftconv solver (plan algo 15: Toeplitz blocks on tensor cores)
 against the automatic choice without it (plan algo 16: what algo 0 took before it) and the
-tensor-core FFT solver (algo 2, where it applies), same process,
+tensor-core FFT solver (algo 2, where it applies) and the automatic rule (algo 0: its cost model's
+choice, ratio to the faster of dense and algo 16), same process,
 float16 and bfloat16: issue 12's shapes (B = 64, H = 768, FFT size 256 … 8K, causal L = N/2 and
 circular L = N, Lk = L), their neighbours (B = 8 and 1, odd L, short filters) and the kernel alone
 (FFTConvCUDA: spectrum/taps cached). Per case: GPU ms per call back to back, dense / auto, the HBM
@@ -30,7 +31,10 @@ NEAR = [(8, 768, 256, 256, "causal"), (8, 768, 1024, 1024, "causal"), (64, 768, 
         (4, 1536, 16384, 256, "causal"), (2, 768, 32768, 300, "causal"), (64, 768, 512, 512, "circular"),
         (64, 768, 512, 512, "causal", "gated"), (64, 768, 1024, 1024, "causal", "gated"),
         (64, 768, 512, 512, "circular", "gated"), (64, 768, 128, 128, "causal", "gated")]
-CASES = ISSUE + ([] if quick else NEAR)
+# the automatic rule's cost model near its edges (dense.hpp): taps per output 768–1500, gated 2048
+RULE = [(64, 768, 1025, 1025, "causal"), (64, 768, 4096, 1024, "causal"), (64, 768, 768, 768, "circular"),
+        (64, 768, 3000, 3000, "causal"), (64, 768, 2048, 2048, "causal", "gated"), (64, 768, 8192, 2048, "causal")]
+CASES = ISSUE + RULE + ([] if quick else NEAR)
 dtypes = [torch.float16] if quick else [torch.float16, torch.bfloat16]
 bw = copy_bandwidth()
 res = dict(device=torch.cuda.get_device_name(), copy_TBps=bw / 1e12, cases=[])
@@ -69,7 +73,7 @@ for dt in dtypes:
             want = ref64(v, k, mode)
             if gated:
                 want = (want + gates[2].double()[:, None] * v) * gates[1][:2].double()
-            for name, algo in (("auto", 16), ("dense", 15), ("tensor", 2)):
+            for name, algo in (("auto", 16), ("dense", 15), ("tensor", 2), ("rule", 0)):
                 try:
                     f = with_algo(algo, call)
                     y = f()
@@ -119,6 +123,9 @@ for dt in dtypes:
                  f"err {r['err_dense']:.1e}) / auto {r['auto_ms']:.4f} ({r['auto_floor_frac']:.0%}) = "
                  f"{r['dense_over_auto']:.2f}") if "dense_ms" in r else f"dense skipped: {r.get('dense_skipped')}"
             tc = f"; tensor {r['tensor_ms']:.4f}" if "tensor_ms" in r else ""
+            if "rule_ms" in r and "dense_ms" in r:
+                r["rule_over_best"] = r["rule_ms"] / min(r["dense_ms"], r["auto_ms"])
+                tc += f"; rule {r['rule_ms']:.4f} ({r['rule_solver'].split(': ')[-1][:20]}) = {r['rule_over_best']:.2f} of the best"
             if "dense_vjp_ms" in r:
                 tc += (f"; vjp dense {r['dense_vjp_ms']:.4f} / auto {r['auto_vjp_ms']:.4f} = "
                        f"{r['dense_vjp_over_auto']:.2f} (grads apart {r['err_vjp_dense_vs_auto']:.1e})")

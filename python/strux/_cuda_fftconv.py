@@ -253,7 +253,9 @@ class FFTConvCUDA:
         p = self._plan
         return (f"fftconv (B={self.B}, H={self.H}, L={self.L}, Lk={self.Lk}) {self.mode} {self.dtype}: "
                 + ("the direct kernels (sums over the taps)" if p.direct
-                   else "the dense kernels (Toeplitz blocks on tensor cores)" if p.dense
+                   else "the dense kernels (Toeplitz blocks on tensor cores"
+                   + ("" if p.dense_gated else "; gated calls by the FFT kernels")
+                   + ")" if p.dense
                    else f"blocks of {p.nfft} (overlap-save, {p.blocks_per_row} per row)" if p.blocks
                    else "the tensor-core kernels" if p.tensor
                    else "the four-step kernels" if p.fourstep

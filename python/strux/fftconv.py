@@ -200,8 +200,9 @@ def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=Non
     (sums over the taps; at most 64 taps used; "auto" takes it up to 16) or "blocks" (overlap-save
     over blocks of a few times the taps, for short filters on long rows; "auto" takes it from
     L = 16384 where its block FFT is at most an eighth of the whole row's); on the GPU "auto" (the
-    direct kernels where at most 32 taps are used, else "dense" for float16/bfloat16 up to 512
-    taps per output, else the FFT kernels), "fused", "cufft",
+    direct kernels where at most 32 taps are used, else "dense" for float16/bfloat16 where its cost
+    model beats the FFT kernels, about 1000 taps per output at FFT 4K; gated calls and gradients
+    past its own limits run the FFT kernels, else the FFT kernels), "fused", "cufft",
     "tensor", "fourstep", "direct", "blocks" (overlap-save over blocks, for short filters on long
     rows; "auto" takes it for long causal rows, float32/float16/bfloat16) or "dense" (Toeplitz
     blocks of the filter on tensor cores, float16/bfloat16, at most 8192 taps used)

@@ -16,7 +16,7 @@ class CudaFFTConv final : public FFTConvBackend {
  public:
   CudaFFTConv(const op::FFTConvProblem& p, const Options& o) : p_(p), with_backward_(o.with_backward) {
     // 0: automatic (plan algo 0: the direct kernels where at most 32 taps are used, else the dense
-    // kernels for 16-bit rows with at most 512 taps per output (dense.hpp automatic), else blocks for
+    // kernels for 16-bit rows where dense.hpp's cost model beats the FFT solvers (dense::automatic), else blocks for
     // long causal rows with short filters, else the tensor cores at small half-precision sizes, else
     // the fused kernels where they apply, else the four-step kernels or cuFFT), 1: fused forced
     // (plan algo 4, checked), 2: cuFFT,

@@ -247,14 +247,18 @@ def test_limits():
 
 
 # (B, L, Lk, mode) -> whether the automatic choice takes the dense kernels for float16/bfloat16:
-# taps per output (circular Lk, causal m − m²/(2L), m = min(Lk, L)) <= 512, more than 32 taps used
-# (the direct kernels' rule first), L <= 32768, circular L a multiple of 32, and min(B, 64)·⌈L/32⌉
-# >= 128 (two tiles of 16 rows for each of a CTA's four warps).
+# the cost model of dense.hpp (2·taps·L / 310 TFLOP/s against the FFT solvers' measured time per row
+# at their FFT size), more than 32 taps used (the direct kernels' rule first), L <= 32768, circular L
+# a multiple of 32, and min(B, 64)·⌈L/32⌉ >= 128 (two tiles of 16 rows for each of four warps).
 AUTO = [((64, 256, 256, "causal"), True), ((64, 512, 512, "causal"), True), ((64, 1024, 1024, "causal"), True),
-        ((64, 1023, 1023, "causal"), True), ((64, 1025, 1025, "causal"), False),
-        ((64, 2048, 2048, "causal"), False), ((64, 4096, 600, "causal"), False),
-        ((64, 4096, 540, "causal"), True), ((64, 256, 256, "circular"), True), ((64, 512, 512, "circular"), True),
-        ((64, 1024, 513, "circular"), False), ((64, 1000, 100, "circular"), False),
+        ((64, 1023, 1023, "causal"), True), ((64, 1025, 1025, "causal"), True),
+        ((64, 2048, 2048, "causal"), True), ((64, 3000, 3000, "causal"), True), ((64, 5000, 5000, "causal"), True),
+        ((64, 5000, 1250, "causal"), False), ((64, 4096, 2048, "causal"), False),
+        ((64, 4096, 4096, "causal"), False), ((64, 4096, 600, "causal"), True),
+        ((64, 256, 256, "circular"), True), ((64, 512, 512, "circular"), True), ((64, 768, 768, "circular"), True),
+        ((64, 1024, 1024, "circular"), False), ((64, 2048, 1024, "circular"), False),
+        ((64, 1536, 1536, "circular"), True), ((64, 3008, 3008, "circular"), False),
+        ((64, 1000, 100, "circular"), False),
         ((64, 100, 32, "causal"), False), ((64, 100, 33, "causal"), True), ((2, 32768, 256, "causal"), True),
         ((2, 32769, 256, "causal"), False), ((64, 20000, 12769, "causal"), False),
         ((1, 1024, 1024, "causal"), False), ((4, 1024, 1024, "causal"), True), ((3, 1024, 1024, "causal"), False),
@@ -273,11 +277,53 @@ def test_automatic_rule(size, want):
         assert not P(B, 3, L, Lk, mode, dt, False, 0).dense
 
 
-@pytest.mark.parametrize("L,Lk,own", [(512, 512, True), (1024, 1024, True)])
+# (L, Lk) causal, B = 64 -> (gated calls by the dense kernels, backward by the dense kernels): gated
+# products cost twice (hi + lo), so a pregate moves causal 2048 to the FFT solvers; the dense
+# gradients run where the dense forward is at most 0.57 of the FFT forward (dense.hpp).
+SPLIT_RULE = [((1024, 1024), (True, True)), ((1025, 1025), (True, True)), ((2048, 2048), (False, False)),
+              ((4096, 600), (True, True)), ((4096, 1024), (False, False)), ((3000, 3000), (False, False))]
+
+
+@pytest.mark.parametrize("size, want", SPLIT_RULE, ids=str)
+def test_automatic_gated_and_backward_rule(size, want):
+    P = strux._ext.cuda.FFTConvPlan
+    L, Lk = size
+    for backward in (False, True):
+        p = P(64, 3, L, Lk, "causal", "float16", backward, 0)
+        assert p.dense and (p.dense_gated, p.dense_backward) == (want[0], want[1] and backward)
+    forced = P(64, 3, L, Lk, "causal", "float16", True, 15)
+    assert forced.dense_gated and forced.dense_backward
+
+
+def test_gated_call_beyond_the_gated_rule_runs_the_fft_solvers():
+    """causal L = 2048: an automatic plan takes the dense kernels ungated; a call with a pregate gets
+    the bits of the automatic choice without them (algo 16), its gradients too, and both agree with
+    float64."""
+    from strux.bench.gpu import fftconv_algo
+    g = torch.Generator(device="cuda").manual_seed(7)
+    B, H, L = 4, 2, 2048
+    u, dy, pre, post = (torch.randn(B, H, L, device="cuda", generator=g) for _ in range(4))
+    k = torch.randn(H, L, device="cuda", generator=g) / L ** 0.5
+    (u, dy, pre, post, k), (ru, _, rpre, rpost, rk) = rounded(torch.float16, u, dy, pre, post, k)
+    f, vjp = strux._cuda_fftconv.fftconv, strux._cuda_fftconv.fftconv_vjp
+    with fftconv_algo(0):
+        y0, y_ungated = f(u, k, "causal", pregate=pre, postgate=post), f(u, k, "causal")
+        g0 = vjp(dy, u, k, "causal", pregate=pre, postgate=post)
+    with fftconv_algo(16):
+        y16, g16 = f(u, k, "causal", pregate=pre, postgate=post), vjp(dy, u, k, "causal", pregate=pre, postgate=post)
+    with fftconv_algo(15):
+        y15 = f(u, k, "causal")
+    assert torch.equal(y0, y16) and torch.equal(y_ungated, y15)
+    assert all((a is None and b is None) or torch.equal(a, b) for a, b in zip(g0, g16))
+    want = ref(ru, rk, "causal", rpre, rpost)
+    assert np.linalg.norm(y0.double().cpu().numpy() - want) / np.linalg.norm(want) <= TOL["float16"]
+
+
+@pytest.mark.parametrize("L,Lk,own", [(512, 512, True), (1024, 1024, True), (1025, 1025, True), (2048, 2048, False)])
 def test_automatic_backward_rule(L, Lk, own):
-    """An automatic dense plan runs its own backward wherever it takes the forward (causal 512: 256
-    taps per output, causal 1024: 512): the gradients are the bits of the forced dense plan, not of
-    the automatic choice without it (algo 16)."""
+    """An automatic dense plan runs its own backward where the model gives it the gradients (causal
+    512, 1024, 1025): the bits of the forced dense plan; elsewhere (causal 2048) those of the
+    automatic choice without it (algo 16)."""
     from strux.bench.gpu import fftconv_algo
     g = torch.Generator(device="cuda").manual_seed(L)
     u, dy = (torch.randn(64, 2, L, device="cuda", generator=g).half() for _ in range(2))

@@ -13,8 +13,10 @@
 // circular Lk; ValueError otherwise), "blocks" (overlap-save over blocks of FFT size N of a few
 // times the taps used, for filters much shorter than the row); CUDA "direct" (the direct kernels,
 // same limit, every dtype), "" (automatic: "direct" where at most 32 taps are used, else "dense"
-// for float16/bfloat16 at most 512 taps per output (circular Lk, causal m - m^2/(2L)) where
-// min(B, 64)·ceil(L/32) >= 128 (with its own gradients), else "blocks"
+// for float16/bfloat16 where a cost model (2 FLOP per tap and output at 310 TFLOP/s against the
+// FFT solvers' measured time at their FFT size) says it is faster and min(B, 64)·ceil(L/32) >= 128
+// (gated calls and gradients by the FFT solvers where the model or the measured gradients say so;
+// src/cuda/fftconv/dense.hpp), else "blocks"
 // for causal float32/float16/bfloat16 rows with more than 32 taps used (m = min(Lk, L)) where
 // L + m - 1 > 32768 and the block FFT N is at most an eighth of L + m - 1 (measured 2.5-4.9x the
 // whole-row solvers on an H200: bench/NOTES-gpu-fftconv-blocks.md), else "tensor" for float16/bfloat16 at nfft 256

@@ -1,5 +1,6 @@
 // Geometry, launches and plan of the dense fftconv kernels (dense.hpp, dense.cuh).
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
 
 #include "cuda/check.hpp"
@@ -143,9 +144,38 @@ double taps_per_output(bool circular, int64_t L, int64_t Lk) {
   return circular ? m : m - m * m / (2.0 * double(L));
 }
 
+double dense_ns_per_row(bool circular, int64_t L, int64_t Lk, bool gated) {
+  return (gated ? 2.0 : 1.0) * 2.0 * taps_per_output(circular, L, Lk) * double(L) / kDenseFlopPerNs;
+}
+
+double fft_ns_per_row(bool circular, int64_t L, int64_t Lk) {
+  // The automatic FFT solvers' forward per row (float16, B = 64, H = 768, filter given per call) on
+  // an H200, 2026-11-28: nfft 256 tensor 1.95 ns, 512 tensor 4.41, 1K fused 5.10, 2K 9.9, 4K 16.4,
+  // 8K 31.7, 16K 95.6; past 16K ×2.2 per doubling (the fused kernels' growth from 8K to 16K is
+  // ×3, the four-step's ×2.1). Log-linear between anchors (circular nfft L need not be a power of 2).
+  // Circular L not a power of two runs cuFFT: 0.689 ms at L = 768, 2.9× the table's 4.8 ns.
+  static constexpr double kNs[] = {1.95, 4.41, 5.10, 9.9, 16.4, 31.7, 95.6};
+  const double m = double(taps_used(circular, L, Lk));
+  double n = circular ? double(L) : std::exp2(std::ceil(std::log2(double(L) + m - 1.0)));
+  const double general = circular && (L & (L - 1)) != 0 ? 2.9 : 1.0;
+  n = std::max(n, 256.0);
+  const double e = std::log2(n) - 8.0;
+  if (e >= 6.0) return general * kNs[6] * std::pow(2.2, e - 6.0);
+  const int i = int(e);
+  return general * kNs[i] * std::pow(kNs[i + 1] / kNs[i], e - i);
+}
+
 bool automatic(DType dt, bool circular, int64_t B, int64_t L, int64_t Lk) {
   if (!supported(dt, circular, L, Lk) || std::min<int64_t>(B, 64) * ((L + kPb - 1) / kPb) < kAutoMinRows) return false;
-  return taps_per_output(circular, L, Lk) <= kAutoTapsPerOutput;
+  return dense_ns_per_row(circular, L, Lk, false) <= fft_ns_per_row(circular, L, Lk);
+}
+
+bool automatic_gated(bool circular, int64_t L, int64_t Lk) {
+  return dense_ns_per_row(circular, L, Lk, true) <= fft_ns_per_row(circular, L, Lk);
+}
+
+bool automatic_backward(bool circular, int64_t L, int64_t Lk) {
+  return dense_ns_per_row(circular, L, Lk, false) <= kAutoBwdRatio * fft_ns_per_row(circular, L, Lk);
 }
 
 Geometry plan(int64_t B, int64_t H, int64_t L, int64_t m, bool split) {

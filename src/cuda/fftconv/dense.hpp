@@ -22,12 +22,17 @@ constexpr int kThreads = 128;  // 4 warps per CTA
 // its gradient plan uses: the automatic choice without them.
 constexpr int kAlgo = 15;
 constexpr int kAlgoNoDense = 16;
-// The automatic choice takes these kernels for float16 / bfloat16 where the taps per output
-// (circular m, causal m − m²/(2L): the mean over the row) are at most kAutoTapsPerOutput and a
-// CTA's rows give its four warps two tiles each (min(B, 64)·⌈L/32⌉ >= kAutoMinRows): measured
-// faster than the FFT solvers there at every shape tried, also with a pregate (twice the
-// products); bench/NOTES-gpu-fftconv-dense.md.
-constexpr double kAutoTapsPerOutput = 512;
+// The automatic choice takes these kernels for float16 / bfloat16 where a cost model says they beat
+// the FFT solvers (dense_ns_per_row <= fft_ns_per_row, both anchored on H200 runs,
+// bench/NOTES-gpu-fftconv-dense.md rounds 8 and 9) and a CTA's rows give its four warps two tiles
+// each (min(B, 64)·⌈L/32⌉ >= kAutoMinRows). A pregate doubles the products (v as hi + lo): a plan
+// whose gated forward the model gives to the FFT solvers runs gated calls there. The backward runs
+// here where the dense forward is at most kAutoBwdRatio of the FFT forward: the dense vjp costs
+// ≈ 3.9× its forward (three passes and the filter gradient), the FFT vjp ≈ 2.2× its own.
+constexpr double kAutoBwdRatio = 0.57;
+// The dense forward's rate on the large products (mma.sync, float32 accumulation): 300–370 TFLOP/s
+// measured, in FLOP per ns.
+constexpr double kDenseFlopPerNs = 310e3;
 constexpr int64_t kAutoMinRows = 128;
 // Limits: taps used (causal min(Lk, L), circular Lk) and the row length whose CTA (one row at
 // least, in shared memory) fits.
@@ -40,7 +45,16 @@ constexpr size_t kSmemTarget = 48 * 1024;
 constexpr size_t kGradSmemTarget = 55 * 1024;  // the filter gradient kernel's (four CTAs per SM)
 // Float16 / bfloat16, taps used <= kMaxTaps, L <= kMaxL, circular L a multiple of 32.
 bool supported(DType dt, bool circular, int64_t L, int64_t Lk);
+// The automatic rule above: the ungated forward, the gated forward, the backward.
 bool automatic(DType dt, bool circular, int64_t B, int64_t L, int64_t Lk);
+bool automatic_gated(bool circular, int64_t L, int64_t Lk);
+bool automatic_backward(bool circular, int64_t L, int64_t Lk);
+// The cost model's two sides, forward time per row of L outputs in ns: the products here (2 FLOP per
+// tap and output, twice with a pregate) and the FFT solvers' (a table by FFT size, nfft: circular L,
+// causal the power of two >= L + m − 1, the size the tensor and fused kernels take; circular L not
+// a power of two runs cuFFT, priced at its measured ×2.9).
+double dense_ns_per_row(bool circular, int64_t L, int64_t Lk, bool gated);
+double fft_ns_per_row(bool circular, int64_t L, int64_t Lk);
 // Taps per output: circular m, causal m − m²/(2L) (the mean over the row; m the taps used).
 double taps_per_output(bool circular, int64_t L, int64_t Lk);
 

@@ -45,11 +45,14 @@ struct FFTConvPlan::Impl {
   bool fourstep = false, fs_own_bwd = true;
   fourstep::Geometry fs;
   std::unique_ptr<direct::Plan> direct;  // direct sums for short filters (direct.hpp; algo 9)
-  // Toeplitz-block products on tensor cores (dense.hpp; algo 15), forward and gradients; where the
-  // gradient kernel's shared memory would not fit (long rows with many taps), the gradients run
-  // through `grad`, an algo-16 plan (the automatic choice without them), as for the tensor path.
-  // Wherever the automatic rule takes the dense forward (<= 512 taps per output) its own gradients
-  // measured faster than the FFT ones (0.10–0.69×, NOTES-gpu-fftconv-dense.md round 7).
+  bool dense_gated = true, dense_bwd = true;  // gated forwards / the backward by the dense kernels
+  // Toeplitz-block products on tensor cores (dense.hpp; algo 15), forward and gradients. Where the
+  // automatic rule gives the gated forward or the backward to the FFT solvers (dense.hpp's cost
+  // model), or the gradient kernel's shared memory would not fit (long rows with many taps), those
+  // calls run through `grad`, an algo-16 plan (the automatic choice without them), given the filter
+  // that the last set_filter saw, as for the tensor path.
+  // The dense gradients run where dense.hpp's model says they win (measured 0.10–0.60× the FFT
+  // ones there, 1.16–3.2× beyond; NOTES-gpu-fftconv-dense.md rounds 7 and 8).
   std::unique_ptr<dense::Plan> dense;
   // Overlap-save over blocks for filters much shorter than the row (blocks.hpp; algo 10, or algo 0
   // by blocks::automatic); nfft is then the block transform size.
@@ -80,9 +83,13 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
               "the dense fftconv kernels (algo 15) take float16 or bfloat16, at most ", dense::kMaxTaps,
               " taps used, L <= ", dense::kMaxL, " and circular L a multiple of ", dense::kPb, "; got ",
               dtype_name(dtype), ", L = ", L, ", Lk = ", Lk, circular ? " (circular)" : " (causal)");
-    impl_->dense = std::make_unique<dense::Plan>(dtype, B, H, L, Lk, circular, with_backward);
-    if (with_backward && !impl_->dense->has_backward())
-      impl_->grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, dense::kAlgoNoDense);
+    Impl& p = *impl_;
+    const bool forced = algo == dense::kAlgo;
+    p.dense = std::make_unique<dense::Plan>(dtype, B, H, L, Lk, circular, with_backward);
+    p.dense_gated = forced || dense::automatic_gated(circular, L, Lk);
+    p.dense_bwd = p.dense->has_backward() && (forced || dense::automatic_backward(circular, L, Lk));
+    if ((with_backward && !p.dense_bwd) || !p.dense_gated)
+      p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, with_backward, dense::kAlgoNoDense);
     impl_->nfft = impl_->nf = 0;  // no transform
     impl_->Lk = Lk;
     impl_->dtype = dtype, impl_->with_backward = with_backward, impl_->circular = circular;
@@ -231,6 +238,8 @@ bool FFTConvPlan::tensor() const { return impl_->tensor; }
 bool FFTConvPlan::fourstep() const { return impl_->fourstep; }
 bool FFTConvPlan::direct() const { return impl_->direct != nullptr; }
 bool FFTConvPlan::dense() const { return impl_->dense != nullptr; }
+bool FFTConvPlan::dense_gated() const { return impl_->dense && impl_->dense_gated; }
+bool FFTConvPlan::dense_backward() const { return impl_->dense && impl_->dense_bwd; }
 bool FFTConvPlan::blocks() const { return impl_->blocks != nullptr; }
 int64_t FFTConvPlan::blocks_per_row() const { return impl_->blocks ? impl_->blocks->blocks_per_row() : 0; }
 const FFTConvPlan* FFTConvPlan::inner() const { return impl_->blocks ? &impl_->blocks->inner() : nullptr; }
@@ -291,7 +300,11 @@ void FFTConvPlan::Impl::forward(const T* u, const T* pre, const T* post, const T
   using C = typename F::C;
   check_arg(filter || own.k, "k", "no filter set on this plan (call set_filter first)");
   if (direct) return direct->forward(u, pre, post, skip, y, s);
-  if (dense) return dense->forward(u, pre, post, skip, y, s);
+  if (dense && (dense_gated || !pre)) return dense->forward(u, pre, post, skip, y, s);
+  if (dense) {  // a gated call the cost model gives to the FFT solvers
+    grad->set_filter(kf_last, s);
+    return grad->impl_->forward(u, pre, post, skip, y, s);
+  }
   if (blocks) return blocks->forward(u, pre, post, skip, y, s);
   if (tensor) {
     tensor::forward(dtype, tc, u, pre, post, skip, khat.as<float2>(), y, B, H, L, tc_split, tc_variant, s);
@@ -331,7 +344,7 @@ void FFTConvPlan::Impl::backward(const T* dy, const T* u, const T* pre, const T*
   check_arg(with_backward, "plan", "this plan was made without backward workspace");
   if (direct) return direct->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
   if (blocks) return blocks->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
-  if (dense && !grad) return dense->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
+  if (dense && dense_bwd) return dense->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
   if (dense || tensor || (fourstep && !fs_own_bwd)) {  // gradients by the `grad` plan
     grad->set_filter(kf_last, s);
     grad->backward(dy, u, pre, post, skip, du, dk, dpre, dpost, dskip, s);
