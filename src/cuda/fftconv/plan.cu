@@ -45,15 +45,15 @@ struct FFTConvPlan::Impl {
   bool fourstep = false, fs_own_bwd = true;
   fourstep::Geometry fs;
   std::unique_ptr<direct::Plan> direct;  // direct sums for short filters (direct.hpp; algo 9)
-  bool dense_gated = true, dense_bwd = true;  // gated forwards / the backward by the dense kernels
   // Toeplitz-block products on tensor cores (dense.hpp; algo 15), forward and gradients. Where the
-  // automatic rule gives the gated forward or the backward to the FFT solvers (dense.hpp's cost
-  // model), or the gradient kernel's shared memory would not fit (long rows with many taps), those
-  // calls run through `grad`, an algo-16 plan (the automatic choice without them), given the filter
-  // that the last set_filter saw, as for the tensor path.
-  // The dense gradients run where dense.hpp's model says they win (measured 0.10–0.60× the FFT
-  // ones there, 1.16–3.2× beyond; NOTES-gpu-fftconv-dense.md rounds 7 and 8).
+  // automatic rule gives the gated forward (dense_gated false) or the backward (dense_bwd false) to
+  // the FFT solvers (dense.hpp's cost model: the dense gradients measured 0.10–0.60× the FFT ones
+  // where it keeps them, 1.16–3.2× beyond; NOTES-gpu-fftconv-dense.md rounds 7–9), or the gradient
+  // kernel's shared memory would not fit (long rows with many taps), those calls run through
+  // `grad`, an algo-16 plan (the automatic choice without them), given the filter that the last
+  // set_filter saw, as for the tensor path.
   std::unique_ptr<dense::Plan> dense;
+  bool dense_gated = true, dense_bwd = true;
   // Overlap-save over blocks for filters much shorter than the row (blocks.hpp; algo 10, or algo 0
   // by blocks::automatic); nfft is then the block transform size.
   std::unique_ptr<blocks::Plan> blocks;
