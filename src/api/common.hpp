@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/dispatch.hpp"
 #include "strux/strux.hpp"
@@ -21,6 +22,16 @@ bool matches(const View& v, DType dt, const Device& dev, std::initializer_list<i
 // The same for an optional argument: false when v is empty.
 bool check_optional(const View& v, const char* name, DType dt, const Device& dev,
                     std::initializer_list<int64_t> shape);
+// A checked view and the name of the argument it came in as, for check_overlaps.
+struct Named {
+  const View* v;
+  std::string name;
+};
+// Outputs may not share a byte with one another nor partly overlap an input (a kernel would read
+// what it already wrote): ValueError naming both arguments. An output that is the very same array
+// as an input (same bytes) is left to each family's own rule (the scans, ks and toeplitz products
+// run in place; fftconv refuses y on u or a gate). Empty (absent) views are skipped.
+void check_overlaps(const std::vector<Named>& outputs, const std::vector<Named>& inputs);
 // Caller's workspace: empty, or at least `need` bytes (ValueError naming 'workspace').
 void* check_workspace(const Workspace& ws, size_t need);
 

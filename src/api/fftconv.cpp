@@ -103,6 +103,8 @@ void FFTConv::forward(const Forward& a, Workspace ws, Stream s) {
   api::check_optional(a.skip, "skip", t, p.device, {p.H});
   check_arg(a.y.data != a.u.data && a.y.data != a.pregate.data && a.y.data != a.postgate.data, "y",
             "may not alias u, pregate or postgate");
+  api::check_overlaps({{&a.y, "y"}}, {{&a.u, "u"}, {&a.k, "k"}, {&a.pregate, "pregate"}, {&a.postgate, "postgate"},
+                                      {&a.skip, "skip"}});
   impl_->forward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 
@@ -123,6 +125,10 @@ void FFTConv::backward(const Backward& a, Workspace ws, Stream s) {
     check_arg(post, "dpostgate", "given without postgate");
   if (api::check_optional(a.dskip, "dskip", t, p.device, {p.H}))
     check_arg(skip, "dskip", "given without skip");
+  api::check_overlaps({{&a.du, "du"}, {&a.dk, "dk"}, {&a.dpregate, "dpregate"}, {&a.dpostgate, "dpostgate"},
+                       {&a.dskip, "dskip"}},
+                      {{&a.dy, "dy"}, {&a.u, "u"}, {&a.k, "k"}, {&a.pregate, "pregate"}, {&a.postgate, "postgate"},
+                       {&a.skip, "skip"}});
   impl_->backward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 

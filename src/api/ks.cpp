@@ -150,6 +150,7 @@ void KSFactor::forward(const Forward& a, Workspace ws, Stream s) {
   check_act(a.x, "x", p.dtype, p.device, p.layout, p.pattern.cols(), p.batch, false);
   check_w(a.w, "w", p.dtype, p.device, p.pattern, false);
   check_act(a.y, "y", p.dtype, p.device, p.layout, p.pattern.rows(), p.batch, false);
+  api::check_overlaps({{&a.y, "y"}}, {{&a.x, "x"}, {&a.w, "w"}});
   impl_->forward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 
@@ -160,6 +161,7 @@ void KSFactor::backward(const Backward& a, Workspace ws, Stream s) {
   check_w(a.w, "w", p.dtype, p.device, p.pattern, false);
   check_act(a.dx, "dx", p.dtype, p.device, p.layout, p.pattern.cols(), p.batch, true);
   check_w(a.dw, "dw", p.dtype, p.device, p.pattern, true);
+  api::check_overlaps({{&a.dx, "dx"}, {&a.dw, "dw"}}, {{&a.dy, "dy"}, {&a.x, "x"}, {&a.w, "w"}});
   impl_->backward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 
@@ -183,6 +185,12 @@ KSChain::KSChain(const Problem& p, const Options& o) : Operator(p) {
 }
 
 namespace {
+// `named` followed by views[i] named "name[i]".
+std::vector<api::Named> with_list(std::vector<api::Named> named, const std::vector<View>& views, const char* name) {
+  for (size_t i = 0; i < views.size(); ++i) named.push_back({&views[i], msg(name, "[", i, "]")});
+  return named;
+}
+
 void check_ws(const std::vector<View>& w, const char* name, const KSChainProblem& p, bool optional) {
   if (optional && w.empty()) return;
   check_arg(w.size() == p.patterns.size(), name, "expected ", p.patterns.size(), " views (one per pattern), got ",
@@ -200,6 +208,7 @@ void KSChain::forward(const Forward& a, Workspace ws, Stream s) {
   check_act(a.x, "x", p.dtype, p.device, p.layout, p.patterns.back().cols(), p.batch, false);
   check_ws(a.w, "w", p, false);
   check_act(a.y, "y", p.dtype, p.device, p.layout, p.patterns.front().rows(), p.batch, false);
+  api::check_overlaps({{&a.y, "y"}}, with_list({{&a.x, "x"}}, a.w, "w"));
   impl_->forward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 
@@ -210,6 +219,7 @@ void KSChain::backward(const Backward& a, Workspace ws, Stream s) {
   check_ws(a.w, "w", p, false);
   check_act(a.dx, "dx", p.dtype, p.device, p.layout, p.patterns.back().cols(), p.batch, true);
   check_ws(a.dw, "dw", p, true);
+  api::check_overlaps(with_list({{&a.dx, "dx"}}, a.dw, "dw"), with_list({{&a.dy, "dy"}, {&a.x, "x"}}, a.w, "w"));
   impl_->backward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 

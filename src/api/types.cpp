@@ -1,5 +1,7 @@
 // The core types of the operator API and the checks every operator runs on its arguments.
 #include <algorithm>
+#include <cstdint>
+#include <utility>
 
 #include "api/common.hpp"
 
@@ -104,6 +106,42 @@ bool check_optional(const View& v, const char* name, DType dt, const Device& dev
   if (v.empty()) return false;
   check_view(v, name, dt, dev, shape);
   return true;
+}
+
+namespace {
+// The bytes [lo, hi) a view can touch (any strides); lo == hi for a view with a zero-size axis.
+std::pair<uintptr_t, uintptr_t> byte_range(const View& v) {
+  const int64_t e = int64_t(dtype_size(v.dtype));
+  int64_t lo = 0, hi = 0;
+  for (int i = 0; i < v.ndim; ++i) {
+    if (v.shape[i] == 0) return {0, 0};
+    const int64_t span = (v.shape[i] - 1) * v.strides[i];
+    (span < 0 ? lo : hi) += span;
+  }
+  const auto base = reinterpret_cast<uintptr_t>(v.data);
+  return {base + uintptr_t(lo * e), base + uintptr_t((hi + 1) * e)};
+}
+bool intersect(std::pair<uintptr_t, uintptr_t> a, std::pair<uintptr_t, uintptr_t> b) {
+  return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
+}
+}  // namespace
+
+void check_overlaps(const std::vector<Named>& outputs, const std::vector<Named>& inputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const View& o = *outputs[i].v;
+    if (o.empty()) continue;
+    const auto r = byte_range(o);
+    for (size_t j = i + 1; j < outputs.size(); ++j)
+      if (!outputs[j].v->empty())
+        check_arg(!intersect(r, byte_range(*outputs[j].v)), outputs[i].name.c_str(), "expected memory apart from '",
+                  outputs[j].name, "' (two outputs), got overlapping arrays");
+    for (const Named& in : inputs) {
+      if (in.v->empty()) continue;
+      const auto q = byte_range(*in.v);
+      check_arg(!intersect(r, q) || r == q, outputs[i].name.c_str(), "expected memory apart from '", in.name,
+                "' or the very same array, got a partial overlap");
+    }
+  }
 }
 
 void* check_workspace(const Workspace& ws, size_t need) {

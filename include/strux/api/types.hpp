@@ -48,6 +48,9 @@ std::string device_name(const Device& d);  // "cpu", "cuda:0"
 // absent optional argument. Inputs are only read, although the pointer is not const.
 // Strides: the operators need C-contiguous memory (strides of size-1 axes are ignored); any
 // other stride is a ValueError naming the argument, never a silent copy or misread.
+// Memory: an output may not share a byte with another output nor partly overlap an input
+// (ValueError naming both); it may be the very same array as an input where the family runs in
+// place (the scans, ks, toeplitz; fftconv refuses y on u or a gate).
 struct View {
   static constexpr int kMaxDims = 8;
   void* data = nullptr;
