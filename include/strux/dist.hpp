@@ -11,7 +11,10 @@
 // blocks and the Nm columns into c (block q of n over k parts: [q·n/k, (q+1)·n/k)); rank (i, j)
 // owns F̂ of rows block i and columns block j: a local strux::op::BlockToeplitz of
 // (Nt, nd_i, nm_j), made with the options given here (solver and any local option pass through).
-// Grid {0, 0} (default) chooses (r, c) by the cost model of choose_grid().
+// Grid {0, 0} (default) chooses (r, c) by the cost model of choose_grid(). Any (r, c) with
+// r·c = P works, also r > Nd or c > Nm: a rank whose block is empty (nd_i = 0 or nm_j = 0) holds
+// no local operator, contributes zeros to the sums, takes part in every collective call and
+// passes and receives parts with no entries (empty views are accepted for them).
 //
 // matvec (forward): broadcast m_j along grid column j (Vectors::Distributed only), local FFT →
 // product → IFFT, sum along grid row i. rmatvec (backward): broadcast d_i along grid row i
@@ -102,7 +105,9 @@ struct DistOptions {
 // each and narrower products); 1 on the CPU and where the grid row has one rank.
 int auto_chunks(const BlockToeplitzProblem& p, CommKind comm = CommKind::Auto, const CostModel& m = {});
 
-// The grid of P ranks with the least modelled time per matvec + rmatvec (ties: fewer rows).
+// The grid of P ranks with the least modelled time per matvec + rmatvec (ties: fewer rows),
+// among those that give every rank a row and a column (r <= Nd, c <= Nm); among all r·c = P
+// where none does.
 Grid choose_grid(int P, const BlockToeplitzProblem& p, CommKind comm = CommKind::Auto, const CostModel& m = {});
 // The modelled seconds of one matvec + rmatvec on grid g with `chunks` row chunks (0: the
 // automatic chunks), what choose_grid minimises.
@@ -141,7 +146,8 @@ class BlockToeplitz {
   size_t workspace_bytes() const { return 0; }  // the operator owns its buffers
   std::string describe() const;
 
-  // This rank's blocks (Nt, rows().size(), cols().size()) on its device. Collective.
+  // This rank's blocks (Nt, rows().size(), cols().size()) on its device (an empty view where
+  // that has no entries). Collective.
   void set_blocks(const View& local_blocks, Stream s = {});
   // Collective. Views per `vectors` (see above); empty views where the rank holds no part.
   void forward(const Forward& args, Workspace ws = {}, Stream s = {});

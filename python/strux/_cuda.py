@@ -106,9 +106,9 @@ def code(x) -> int:
     return DTYPE_CODE[dtname(x)] if c is None else c
 
 
-def array(x, name: str, ndim: int | None = None, dtypes=FLOATS):
-    """Checks that x is a CUDA torch tensor or CuPy array of rank ndim, every size >= 1, with an
-    allowed dtype; returns it unchanged."""
+def array(x, name: str, ndim: int | None = None, dtypes=FLOATS, allow_empty: bool = False):
+    """Checks that x is a CUDA torch tensor or CuPy array of rank ndim, every size >= 1 (or >= 0
+    with allow_empty), with an allowed dtype; returns it unchanged."""
     if x is None:
         raise TypeError(f"argument '{name}': expected a CUDA array, got None")
     if is_torch(x):
@@ -122,7 +122,7 @@ def array(x, name: str, ndim: int | None = None, dtypes=FLOATS):
     if ndim is not None and x.ndim != ndim:
         raise ValueError(f"argument '{name}': expected {ndim} dimensions, got {x.ndim} (shape {tuple(x.shape)})")
     for i, s in enumerate(x.shape):
-        if s == 0:
+        if s == 0 and not allow_empty:
             raise ValueError(f"argument '{name}': expected every size >= 1, got shape {tuple(x.shape)} "
                              f"(axis {i} is 0)")
     return x

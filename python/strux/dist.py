@@ -27,6 +27,11 @@ into k pieces whose communication overlaps the next piece's computation (CUDA).
 
 Every constructor and call is collective: all ranks call it, with the same shapes. A bad
 argument on any rank raises the same error on every rank (nothing waits forever).
+
+Any grid with r·c = P works, also r > Nd or c > Nm: then some ranks have an empty block of rows
+or columns (``F.rows`` or ``F.cols`` an empty slice). They hold no F̂, still take part in every
+call, and pass and receive parts with no entries (e.g. ``d[:, F.rows]`` of shape (Nt, 0)).
+``grid=None`` picks such a grid only where no grid gives every rank a row and a column.
 """
 from __future__ import annotations
 
@@ -142,7 +147,7 @@ class _Arrays:
         """b as the operator's array: C-contiguous float32/float64 numpy, or a CUDA array."""
         if on_gpu(b):
             from . import _cuda as _a
-            _a.array(b, name, 3, ("float32", "float64"))
+            _a.array(b, name, 3, ("float32", "float64"), allow_empty=True)  # (an empty block: r > Nd, c > Nm)
             self._gpu = True
             self._device = _a.device_id(b)
             self._dtype = _a.dtname(b)
@@ -186,7 +191,7 @@ class _Arrays:
         Nt = self.shape3[0]
         if self._gpu:
             from . import _cuda as _a
-            _a.array(x, name, None, (self._dtype,))
+            _a.array(x, name, None, (self._dtype,), allow_empty=True)
             if _a.device_id(x) != self._device:
                 raise ValueError(f"argument '{name}': expected an array on CUDA device {self._device}"
                                  f"{self._device_hint()}, got device {_a.device_id(x)}")
@@ -286,6 +291,8 @@ class BlockToeplitz(_Arrays):
         shape = _agree(comm, sizes)
 
         def part(rows, cols):
+            if rows.stop == rows.start or cols.stop == cols.start:  # an empty block: nothing to read
+                return np.zeros((shape[0], rows.stop - rows.start, cols.stop - cols.start), dt)
             b = m.read_fftmatvec_part(directory, rows.start, rows.stop, cols.start, cols.stop)
             return b.astype(dt, copy=False)
 
@@ -317,9 +324,8 @@ class BlockToeplitz(_Arrays):
                                         self._vectors, self._opts.get("comm", "auto")))
             if g[0] * g[1] != P:
                 raise ValueError(f"argument 'grid': expected r·c = {P} (the number of ranks of 'comm'), got {g}")
-            if g[0] > Nd or g[1] > Nm:
-                raise ValueError(f"argument 'grid': {g} leaves a rank without rows or columns "
-                                 f"(expected r <= Nd = {Nd} and c <= Nm = {Nm})")
+            # (r > Nd or c > Nm leaves some ranks an empty block: they hold no F̂, pass and get
+            # parts with no entries, and still take part in every call.)
             i, j = divmod(rank, g[1])
             rows, cols = block_range(Nd, g[0], i), block_range(Nm, g[1], j)
             b = part(rows, cols)

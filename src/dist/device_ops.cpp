@@ -17,6 +17,7 @@ void* alloc(size_t bytes, int device);
 void free(void* p, int device);
 void copy_rows(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t rows, int device,
                void* stream);
+void zero(void* dst, size_t bytes, int device, void* stream);
 void add_into(void* dst, const void* src, size_t n, bool f64, int device, void* stream);
 void cast(void* dst, bool dst_f64, const void* src, size_t n, int device, void* stream);
 void synchronize(int device, void* stream);
@@ -75,6 +76,12 @@ void copy_rows(void* dst, size_t dpitch, const void* src, size_t spitch, size_t 
   (void)s;
   for (size_t r = 0; r < rows; ++r)
     std::memcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+}
+
+void zero(void* dst, size_t bytes, const Device& dev, Stream s) {
+  STRUX_DIST_ON_CUDA(dev, zero, dst, bytes, dev.index, s.handle);
+  (void)s;
+  if (bytes) std::memset(dst, 0, bytes);
 }
 
 namespace {

@@ -32,6 +32,8 @@ class Buffer {
 // rows × width bytes from src (rows spitch apart) to dst (rows dpitch apart), on stream s.
 void copy_rows(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t rows, const Device& dev,
                Stream s);
+// bytes zeros at dst, on stream s.
+void zero(void* dst, size_t bytes, const Device& dev, Stream s);
 // dst[i] += src[i], i < n, real float32 or float64.
 void add_into(void* dst, const void* src, size_t n, DType t, const Device& dev, Stream s);
 // dst[i] = src[i] converted, i < n, between float32 and float64.

@@ -63,6 +63,12 @@ void copy_rows(void* dst, size_t dpitch, const void* src, size_t spitch, size_t 
   STRUX_CUDA(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDeviceToDevice, st(stream)));
 }
 
+void zero(void* dst, size_t bytes, int device, void* stream) {
+  if (!bytes) return;
+  Guard g(device);
+  STRUX_CUDA(cudaMemsetAsync(dst, 0, bytes, st(stream)));
+}
+
 void add_into(void* dst, const void* src, size_t n, bool f64, int device, void* stream) {
   if (!n) return;
   Guard g(device);

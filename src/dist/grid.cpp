@@ -95,18 +95,22 @@ int auto_chunks(const BlockToeplitzProblem& p, CommKind comm, const CostModel& m
 
 Grid choose_grid(int P, const BlockToeplitzProblem& p, CommKind comm, const CostModel& m) {
   check_arg(P >= 1, "P", "expected at least one rank, got ", P);
-  Grid best{};
-  double best_t = std::numeric_limits<double>::infinity();
-  for (int r = 1; r <= P; ++r) {
-    if (P % r) continue;
-    const int c = P / r;
-    if (r > p.Nd || c > p.Nm) continue;  // every rank needs at least one row and one column
-    const double t = modelled_seconds({r, c}, p, comm, m);
-    if (t < best_t * (1 - 1e-12)) best = {r, c}, best_t = t;
+  // Grids that give every rank a row and a column first (a rank with an empty block idles);
+  // when there is none (more ranks than Nd·Nm allows), every grid of P ranks: the ranks with an
+  // empty block hold no F̂ and only take part in the communication.
+  for (bool every_rank_works : {true, false}) {
+    Grid best{};
+    double best_t = std::numeric_limits<double>::infinity();
+    for (int r = 1; r <= P; ++r) {
+      if (P % r) continue;
+      const int c = P / r;
+      if (every_rank_works && (r > p.Nd || c > p.Nm)) continue;
+      const double t = modelled_seconds({r, c}, p, comm, m);
+      if (t < best_t * (1 - 1e-12)) best = {r, c}, best_t = t;
+    }
+    if (best.rows > 0) return best;
   }
-  check_arg(best.rows > 0, "grid", "no grid of ", P, " ranks gives every rank a row of Nd = ", p.Nd,
-            " and a column of Nm = ", p.Nm, " (use fewer ranks)");
-  return best;
+  return {1, P};  // (not reached: r = 1 always qualifies in the second pass)
 }
 
 }  // namespace strux::dist

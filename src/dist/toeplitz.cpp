@@ -70,9 +70,10 @@ void BlockToeplitz::Impl::sum(Communicator& g, void* buf, size_t n, bool root, S
 void BlockToeplitz::Impl::matvec(const View& m_arg, const View& d_arg, Stream s) {
   begin_call(s);
   const Stream cs = comm_stream(s);
-  // m_j: given, or broadcast from rank (0, j) down the column.
+  // m_j: given, or broadcast from rank (0, j) down the column (every rank of a column has its
+  // nm: an empty column block skips the broadcast on all of them).
   void* m = m_arg.data;
-  if (dist() && col->size() > 1) {
+  if (dist() && col->size() > 1 && nm() > 0) {
     if (gi != 0) m = m_in.get();
     timed(kBroadcast, s, [&] { broadcast(*col, m, size_t(p.Nt * nm() * p.R), gi == 0, s); });
   }
@@ -90,7 +91,9 @@ void BlockToeplitz::Impl::matvec(const View& m_arg, const View& d_arg, Stream s)
   for (size_t k = 0; k < chunk.size(); ++k) {
     const Range& c = chunk[k];
     void* dk = static_cast<char*>(target) + chunk_offset(c);
-    if (shared) {
+    if (!holds_blocks()) {  // no columns here: this rank's share of the row's sum is zero
+      timed(kLocal, s, [&] { zero(dk, chunk_count(c) * es(), p.device, s); });
+    } else if (shared) {
       timed(kProduct, s, [&] { ops[k].backend().stage_product(spectra, false, s); });
       timed(kIFFT, s, [&] { ops[k].backend().stage_out(vec_view(dk, c.size(), p), false, s); });
     } else {
@@ -136,11 +139,15 @@ void BlockToeplitz::Impl::rmatvec(const View& d_arg, const View& m_arg, Stream s
   // m_j: the sum of the chunks' adjoints, then the sum down the column (to rank (0, j) when distributed).
   const bool keep = !dist() || gi == 0;
   void* m = keep ? m_arg.data : m_out.get();
+  // No rows here (or no columns): this rank's share of the column's sum is zero.
+  if (!holds_blocks()) timed(kLocal, s, [&] { zero(m, size_t(p.Nt * nm() * p.R) * es(), p.device, s); });
   for (size_t k = 0; k < chunk.size(); ++k) {
     const Range& c = chunk[k];
     if (side)
       sync[k]->wait(s);
-    else if (packed() && !bcast) pack(d_pack.get(), given, nd(), c, s, false);
+    else if (packed() && !bcast && holds_blocks())
+      pack(d_pack.get(), given, nd(), c, s, false);
+    if (!holds_blocks()) continue;
     void* dk = static_cast<char*>(src) + chunk_offset(c);
     void* out = k == 0 ? m : m_tmp.get();
     if (staged && blocks_set) {
@@ -159,7 +166,7 @@ void BlockToeplitz::Impl::rmatvec(const View& d_arg, const View& m_arg, Stream s
     }
     if (k > 0) timed(kLocal, s, [&] { add_into(m, out, size_t(p.Nt * nm() * p.R), p.dtype, p.device, s); });
   }
-  if (col->size() > 1)
+  if (col->size() > 1 && nm() > 0)  // (the column's ranks share nm: all skip an empty block)
     timed(kReduce, s, [&] { sum(*col, m, size_t(p.Nt * nm() * p.R), gi == 0, s); });
   ev_end = mark(s);
 }
@@ -178,8 +185,17 @@ void check_problem(const BlockToeplitzProblem& p, const DistOptions& o, int P) {
               g.rows, ", ", g.cols, ")");
     check_arg(int64_t(g.rows) * g.cols == P, "grid", "expected r·c = ", P, " (the number of ranks), got (", g.rows,
               ", ", g.cols, ")");
-    check_arg(g.rows <= p.Nd && g.cols <= p.Nm, "grid", "(", g.rows, ", ", g.cols,
-              ") leaves a rank without rows or columns: expected r <= Nd = ", p.Nd, " and c <= Nm = ", p.Nm);
+  }
+  if (p.device.kind == DeviceKind::CUDA) {
+    // Grids with an empty block (r > Nd or c > Nm) run on the CPU (MPI and thread groups, tested
+    // at 2 and 4 ranks); their CUDA path (the same code with a device zero fill) has not been run
+    // on GPUs yet, so CUDA devices keep to grids where every rank has rows and columns.
+    bool full = false;
+    for (int r = 1; r <= P && !full; ++r)
+      full = P % r == 0 && (g.rows == 0 || r == g.rows) && r <= p.Nd && P / r <= p.Nm;
+    check_arg(full, "grid", "on CUDA devices every rank needs a row and a column (grids with an empty block run on "
+              "the CPU only for now): expected r <= Nd = ", p.Nd, " and c <= Nm = ", p.Nm, " with r·c = ", P, ", got ",
+              g.rows == 0 ? std::string("no such grid") : msg("(", g.rows, ", ", g.cols, ")"));
   }
   if (p.device.kind == DeviceKind::CUDA && !have_nccl())
     throw ValueError(msg("argument 'problem.device': ", device_name(p.device),
@@ -206,22 +222,27 @@ void BlockToeplitz::Impl::build(std::unique_ptr<Communicator> row_comm, std::uni
   // Chunks: overlap needs a side stream (CUDA) and communication along the grid row (matvec's
   // sum, rmatvec's broadcast); the automatic count is the cost model's (auto_chunks). Where the
   // local operators have staged products, matvec transforms m once for every chunk; else each
-  // chunk's product transforms it again.
+  // chunk's product transforms it again. The chunks depend only on the grid and nd, which the
+  // ranks of a grid row share: they make the same row communication, also where a rank has no
+  // columns (no local operators, zeros in the sums). A rank without rows has no chunks.
   int k = o.chunks;
   if (k == 0) k = auto_chunks(p, o.comm, o.cost);
   k = int(std::min<int64_t>(k, nd()));
   for (int q = 0; q < k; ++q) {
     const Range local = block_range(nd(), k, q);
     chunk.push_back(local);
+    if (!holds_blocks()) continue;
     op::BlockToeplitzProblem lp = p;  // every field of the local problem, with this chunk's sizes
     lp.Nd = local.size();
     lp.Nm = nm();
     ops.emplace_back(lp, o.local);
   }
-  const std::string key = ops.front().backend().spectra_key();
-  staged = !key.empty();
-  shared_input = staged;
-  for (const LocalToeplitz& op : ops) shared_input = shared_input && op.backend().spectra_key() == key;
+  if (!ops.empty()) {
+    const std::string key = ops.front().backend().spectra_key();
+    staged = !key.empty();
+    shared_input = staged;
+    for (const LocalToeplitz& op : ops) shared_input = shared_input && op.backend().spectra_key() == key;
+  }
   for (size_t q = 0; q <= chunk.size(); ++q) sync.push_back(std::make_unique<Event>(p.device));
   const size_t nt_r = size_t(p.Nt * p.R);
   if (dist() && gi != 0) m_in.reserve(nt_r * nm() * es(), p.device);
@@ -299,7 +320,7 @@ std::string BlockToeplitz::describe() const {
              I.single(I.o.broadcast_single) ? "; broadcasts in float32" : "",
              I.single(I.o.reduce_single) ? "; sums in float32" : "",
              I.shared_input ? "; matvec transforms m once for every chunk" : "", "; local operator: ",
-             I.ops.front().describe());
+             I.ops.empty() ? std::string("none (this rank's block is empty)") : I.ops.front().describe());
 }
 
 // ---- calls ------------------------------------------------------------------------------------
@@ -308,8 +329,13 @@ void BlockToeplitz::set_blocks(const View& blocks, Stream s) {
   Impl& I = *impl_;
   const Problem& p = I.p;
   collectively(I.world.c, true, [&] {
-    api::check_view(blocks, "blocks", p.dtype, p.device, {p.Nt, I.nd(), I.nm()});
     I.blocks_set = false;
+    if (!I.holds_blocks()) {  // an empty block: nothing to keep (an empty view is fine)
+      if (!blocks.empty()) api::check_view(blocks, "blocks", p.dtype, p.device, {p.Nt, I.nd(), I.nm()});
+      I.blocks_set = true;
+      return;
+    }
+    api::check_view(blocks, "blocks", p.dtype, p.device, {p.Nt, I.nd(), I.nm()});
     if (I.chunk.size() == 1) {
       I.ops[0].set_blocks(blocks, s);
       I.blocks_set = true;
@@ -335,9 +361,10 @@ void BlockToeplitz::set_blocks(const View& blocks, Stream s) {
 }
 
 namespace {
-// A vector argument: required where this rank holds its part, else ignored (may be empty).
+// A vector argument: required where this rank holds its part, else ignored (may be empty). A
+// part with no entries (an empty block) may also come as an empty view: nothing is read or written.
 void check_part(const View& v, const char* name, bool required, int64_t n, const BlockToeplitzProblem& p) {
-  if (!required) return;
+  if (!required || (n == 0 && v.empty())) return;
   const View want = vec_view(nullptr, n, p);
   if (want.ndim == 2)
     api::check_view(v, name, p.dtype, p.device, {want.shape[0], want.shape[1]});

@@ -49,8 +49,8 @@ struct BlockToeplitz::Impl {
   MpiCommOwner world, row_mpi, col_mpi;
   int rank = 0, size = 1, gi = 0, gj = 0;
   Range rows, cols;
-  std::vector<Range> chunk;  // local row ranges of the sub-operators
-  std::vector<LocalToeplitz> ops;
+  std::vector<Range> chunk;  // local row ranges of the sub-operators (also where ops is empty)
+  std::vector<LocalToeplitz> ops;  // one per chunk; none where !holds_blocks()
   bool blocks_set = false;
   // The local products in steps (the backends have them: CUDA), and matvec's input transformed
   // once for every chunk (their input spectra agree).
@@ -69,6 +69,9 @@ struct BlockToeplitz::Impl {
   size_t es() const { return dtype_size(p.dtype); }
   int64_t nd() const { return rows.size(); }
   int64_t nm() const { return cols.size(); }
+  // A rank whose row or column block is empty (r > Nd or c > Nm) holds no F̂ and makes no local
+  // operator; its local products are zeros, and it still joins every broadcast and sum.
+  bool holds_blocks() const { return nd() > 0 && nm() > 0; }
   bool dist() const { return p.vectors == Vectors::Distributed; }
   bool time_major() const { return p.layout == ToeplitzLayout::TimeMajor; }
   Stream comm_stream(Stream s) const { return side && side->get().handle ? side->get() : s; }

@@ -1,7 +1,8 @@
 // strux::dist::BlockToeplitz against the serial operator, run under mpirun with 1, 2 or 4 ranks
 // (ctest: dist_toeplitz_np*): every grid of the ranks and the cost model's, both layouts, one and
 // several right-hand sides, odd sizes, float32 and float64, replicated and distributed vectors,
-// one and several row chunks; then bad arguments, which must raise the same error on every rank
+// one and several row chunks; grids that leave some ranks an empty block (r > Nd or c > Nm); then
+// bad arguments, which must raise the same error on every rank
 // (a rank that hangs fails the test by its timeout). Prints "N passed, M failed" on rank 0.
 // `--cuda` (a build with CUDA and NCCL): the same cases with every rank's arrays on GPU
 // rank % device count, communication through NCCL.
@@ -316,6 +317,16 @@ void cost_model() {
   report(t1 < t4, "cost model: 4 chunks slower than 1 over NVLink");
   p.device = strux::Device::cpu();
   report(strux::dist::auto_chunks(p) == 1, "cost model: one chunk on the CPU");
+  // More ranks than Nd·Nm allows to give work: a grid of them all, no error; where a grid gives
+  // every rank work, one of those.
+  p.Nd = p.Nm = 1;
+  const strux::dist::Grid e = strux::dist::choose_grid(4, p);
+  report(e.rows * e.cols == 4, "cost model: some grid of 4 ranks for Nd = Nm = 1, got " + std::to_string(e.rows) +
+                                   "x" + std::to_string(e.cols));
+  p.Nm = 100;
+  const strux::dist::Grid w = strux::dist::choose_grid(4, p);
+  report(w.rows == 1 && w.cols == 4, "cost model: 1x4 for Nd = 1, Nm = 100, got " + std::to_string(w.rows) + "x" +
+                                         std::to_string(w.cols));
 }
 
 // Runs one case; an exception (a CUDA error, say) counts as its failure and the run goes on,
@@ -362,6 +373,27 @@ int main(int argc, char** argv) {
         guarded(at + " float64 R=2", [&] { check_case<double>(5, 9, 4, 2, tm, grid, vec, 3); });
         guarded(at + " float64 (float32 communication)", [&] { check_case<double>(6, 7, 5, 2, tm, grid, vec, 2, true); });
       }
+  // Grids that leave some ranks an empty block (r > Nd or c > Nm): they hold no F̂, pass empty
+  // views or arrays of no entries, and take part in every call; grid {0, 0} where no grid gives
+  // every rank work (Nd = Nm = 1) is the model's choice among all grids.
+  if (size_ > 1) {
+    struct Empty {
+      int64_t Nd, Nm;
+      strux::dist::Grid grid;
+    };
+    std::vector<Empty> empty{{1, 5, {size_, 1}}, {4, 1, {1, size_}}, {1, 1, {0, 0}}};
+    if (size_ == 4) empty.insert(empty.end(), {{1, 1, {2, 2}}, {3, 6, {4, 1}}, {3, 1, {2, 2}}});
+    for (const Empty& e : empty)
+      for (bool tm : {true, false})
+        for (Vectors vec : {Vectors::Replicated, Vectors::Distributed}) {
+          const std::string at = "empty blocks Nd=" + std::to_string(e.Nd) + " Nm=" + std::to_string(e.Nm) +
+                                 " grid " + std::to_string(e.grid.rows) + "x" + std::to_string(e.grid.cols) +
+                                 (tm ? " time-major" : " space-major") +
+                                 (vec == Vectors::Distributed ? " distributed" : " replicated");
+          guarded(at + " float64 R=2", [&] { check_case<double>(6, e.Nd, e.Nm, 2, tm, e.grid, vec, 2); });
+          guarded(at + " float32", [&] { check_case<float>(7, e.Nd, e.Nm, 1, tm, e.grid, vec, 1); });
+        }
+  }
   guarded("cost model", [] { cost_model(); });
   guarded("bad inputs", [] { bad_inputs(); });
   // One process, several devices: threads on the CPU (every process on its own), or every GPU
@@ -383,6 +415,12 @@ int main(int argc, char** argv) {
           guarded(at + " float32 grid Px1", [&] { check_group<float>(P, 9, 7, 5, 3, tm, {P, 1}, vec, 2); });
           device_ = dev;  // a grid row of P ranks in 3 chunks: the sums on the side stream (CUDA)
           guarded(at + " float64 grid 1xP", [&] { check_group<double>(P, 5, 9, 4, 2, tm, {1, P}, vec, 3); });
+          device_ = dev;  // empty blocks: one row over P grid rows, one column over P grid columns
+          guarded(at + " float64 grid Px1 Nd=1", [&] { check_group<double>(P, 6, 1, 4, 2, tm, {P, 1}, vec, 2); });
+          device_ = dev;
+          guarded(at + " float64 grid 1xP Nm=1", [&] { check_group<double>(P, 6, 5, 1, 1, tm, {1, P}, vec, 2); });
+          device_ = dev;
+          guarded(at + " float64 grid chosen Nd=Nm=1", [&] { check_group<double>(P, 6, 1, 1, 2, tm, {}, vec, 1); });
         }
   device_ = dev;
   if (rank_ == 0) std::printf("%d passed, %d failed\n", passed, failed);

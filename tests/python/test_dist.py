@@ -55,13 +55,25 @@ def test_cli_bench(tmp_path):
 
 
 def test_grid_model():
-    # More ranks than rows: the model never leaves a rank without rows or columns.
+    # More ranks than rows: the model leaves no rank without rows or columns while a grid allows it.
     assert strux.dist.choose_grid(4, 16, 2, 1000) in ((1, 4), (2, 2))
+    assert strux.dist.choose_grid(4, 16, 1, 1000) == (1, 4)
+    assert strux.dist.choose_grid(4, 16, 1000, 1) == (4, 1)
     r, c = strux.dist.choose_grid(8, 64, 4096, 4096)
     assert r * c == 8
     assert strux.dist.block_range(10, 3, 2) == slice(6, 10)
-    with pytest.raises(ValueError, match="grid"):
-        strux.dist.choose_grid(4, 8, 1, 1)
+    assert strux.dist.block_range(1, 4, 0) == slice(0, 0) and strux.dist.block_range(1, 4, 3) == slice(0, 1)
+    # No grid gives every rank work (Nd = Nm = 1, or Nd = 3 and Nm = 1 on 4 ranks): some grid, not an error.
+    for P, Nd, Nm in ((4, 1, 1), (2, 1, 1), (4, 3, 1), (6, 2, 2)):
+        r, c = strux.dist.choose_grid(P, 8, Nd, Nm)
+        assert r >= 1 and c >= 1 and r * c == P
+
+
+@pytest.mark.parametrize("np_", [2, 4])
+def test_dist_empty_blocks(np_):
+    """Grids with r > Nd or c > Nm (some ranks hold an empty block), and grid=None where no grid
+    gives every rank work: every rank against a numpy evaluation of the contract's sums."""
+    run(np_, script=[os.path.join(os.path.dirname(CASES), "dist_empty_blocks.py")])
 
 
 def _gpus():

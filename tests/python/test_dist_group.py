@@ -59,6 +59,61 @@ def test_group_threads(P, layout, vectors):
     _case(P, layout, vectors, 2, np.float64, grid=(P, 1))
 
 
+def _ref(blocks, m, adjoint):
+    """The contract's sums in float64 numpy, time-major: d[i] = sum_{j<=i} blocks[i-j] @ m[j]
+    (matvec) or m[j] = sum_{i>=j} blocks[i-j].T @ d[i] (adjoint)."""
+    Nt = blocks.shape[0]
+    out = np.zeros((Nt, blocks.shape[2 if adjoint else 1]) + m.shape[2:])
+    for a in range(Nt):
+        for b in range(a + 1):
+            if adjoint:
+                out[b] += blocks[a - b].T @ m[a]
+            else:
+                out[a] += blocks[a - b] @ m[b]
+    return out
+
+
+@pytest.mark.parametrize("P, Nd, Nm, grid", [(2, 1, 4, (2, 1)), (4, 1, 4, (4, 1)), (2, 5, 1, (1, 2)),
+                                             (4, 5, 1, (1, 4)), (4, 1, 1, (2, 2)), (4, 3, 5, (4, 1)),
+                                             (4, 1, 1, None), (2, 1, 1, None)])
+@pytest.mark.parametrize("layout", ["time-major", "space-major"])
+@pytest.mark.parametrize("vectors", ["replicated", "distributed"])
+def test_group_threads_empty_blocks(P, Nd, Nm, grid, layout, vectors):
+    """Grids that leave some thread ranks an empty block (r > Nd or c > Nm; grid=None where no
+    grid gives every rank work): every rank's part against the numpy sums, on fresh inputs."""
+    import strux.dist
+    seed = int(np.random.SeedSequence().entropy % 2**63)  # fresh inputs each run; the seed in any failure
+    rng = np.random.default_rng(seed)
+    for R, dtype, tol in ((None, np.float64, 1e-12), (3, np.float64, 1e-12), (2, np.float32, 1e-5)):
+        Nt = int(rng.integers(3, 9))
+        blocks = rng.standard_normal((Nt, Nd, Nm))
+        tail = () if R is None else (R,)
+        m, d = rng.standard_normal((Nt, Nm) + tail), rng.standard_normal((Nt, Nd) + tail)
+        d_ref, m_ref = _ref(blocks, m, False), _ref(blocks, d, True)
+        tm = layout == "time-major"
+        lay = (lambda x: x) if tm else (lambda x: np.ascontiguousarray(np.swapaxes(x, 0, 1)))
+        G = strux.dist.BlockToeplitzGroup(blocks.astype(dtype), devices=["cpu"] * P, grid=grid, layout=layout,
+                                          vectors=vectors, rhs=R, options={"chunks": 2})
+        r, c = G.grid
+        assert r * c == P and (grid is None or (r, c) == grid)
+        assert any(k.rows.stop == k.rows.start or k.cols.stop == k.cols.start for k in G.ranks)
+        dist = vectors == "distributed"
+        ms = [k.part_m(lay(m)).astype(dtype) if not dist or k.grid_pos[0] == 0 else None for k in G.ranks]
+        ds = [k.part_d(lay(d)).astype(dtype) if not dist or k.grid_pos[1] == 0 else None for k in G.ranks]
+        for k, got in zip(G.ranks, G.matvec(ms)):
+            assert (got is None) == (dist and k.grid_pos[1] != 0)
+            if got is not None:
+                want = k.part_d(lay(d_ref))
+                assert got.shape == want.shape and got.dtype == dtype, seed
+                assert np.linalg.norm(got - want) <= tol * np.linalg.norm(want), seed
+        for k, got in zip(G.ranks, G.rmatvec(ds)):
+            assert (got is None) == (dist and k.grid_pos[0] != 0)
+            if got is not None:
+                want = k.part_m(lay(m_ref))
+                assert got.shape == want.shape and got.dtype == dtype, seed
+                assert np.linalg.norm(got - want) <= tol * np.linalg.norm(want), seed
+
+
 def test_group_errors():
     import strux.dist
     b = np.zeros((4, 5, 6))
