@@ -29,9 +29,9 @@ struct Named {
 };
 // Outputs may not share a byte with one another nor partly overlap an input (a kernel would read
 // what it already wrote): ValueError naming both arguments. An output that is the very same array
-// as an input (same bytes) is left to each family's own rule (the scans, ks and toeplitz products
-// run in place; fftconv refuses y on u or a gate). Empty (absent) views are skipped.
-void check_overlaps(const std::vector<Named>& outputs, const std::vector<Named>& inputs);
+// as an input (same bytes) is allowed where the family runs in place (`in_place`: the scans and
+// toeplitz), else refused too (fftconv, ks). Empty (absent) views are skipped.
+void check_overlaps(const std::vector<Named>& outputs, const std::vector<Named>& inputs, bool in_place);
 // Caller's workspace: empty, or at least `need` bytes (ValueError naming 'workspace').
 void* check_workspace(const Workspace& ws, size_t need);
 

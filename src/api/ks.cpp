@@ -150,7 +150,7 @@ void KSFactor::forward(const Forward& a, Workspace ws, Stream s) {
   check_act(a.x, "x", p.dtype, p.device, p.layout, p.pattern.cols(), p.batch, false);
   check_w(a.w, "w", p.dtype, p.device, p.pattern, false);
   check_act(a.y, "y", p.dtype, p.device, p.layout, p.pattern.rows(), p.batch, false);
-  api::check_overlaps({{&a.y, "y"}}, {{&a.x, "x"}, {&a.w, "w"}});
+  api::check_overlaps({{&a.y, "y"}}, {{&a.x, "x"}, {&a.w, "w"}}, false);
   impl_->forward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 
@@ -161,7 +161,7 @@ void KSFactor::backward(const Backward& a, Workspace ws, Stream s) {
   check_w(a.w, "w", p.dtype, p.device, p.pattern, false);
   check_act(a.dx, "dx", p.dtype, p.device, p.layout, p.pattern.cols(), p.batch, true);
   check_w(a.dw, "dw", p.dtype, p.device, p.pattern, true);
-  api::check_overlaps({{&a.dx, "dx"}, {&a.dw, "dw"}}, {{&a.dy, "dy"}, {&a.x, "x"}, {&a.w, "w"}});
+  api::check_overlaps({{&a.dx, "dx"}, {&a.dw, "dw"}}, {{&a.dy, "dy"}, {&a.x, "x"}, {&a.w, "w"}}, false);
   impl_->backward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 
@@ -208,7 +208,7 @@ void KSChain::forward(const Forward& a, Workspace ws, Stream s) {
   check_act(a.x, "x", p.dtype, p.device, p.layout, p.patterns.back().cols(), p.batch, false);
   check_ws(a.w, "w", p, false);
   check_act(a.y, "y", p.dtype, p.device, p.layout, p.patterns.front().rows(), p.batch, false);
-  api::check_overlaps({{&a.y, "y"}}, with_list({{&a.x, "x"}}, a.w, "w"));
+  api::check_overlaps({{&a.y, "y"}}, with_list({{&a.x, "x"}}, a.w, "w"), false);
   impl_->forward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 
@@ -219,7 +219,8 @@ void KSChain::backward(const Backward& a, Workspace ws, Stream s) {
   check_ws(a.w, "w", p, false);
   check_act(a.dx, "dx", p.dtype, p.device, p.layout, p.patterns.back().cols(), p.batch, true);
   check_ws(a.dw, "dw", p, true);
-  api::check_overlaps(with_list({{&a.dx, "dx"}}, a.dw, "dw"), with_list({{&a.dy, "dy"}, {&a.x, "x"}}, a.w, "w"));
+  api::check_overlaps(with_list({{&a.dx, "dx"}}, a.dw, "dw"), with_list({{&a.dy, "dy"}, {&a.x, "x"}}, a.w, "w"),
+                      false);
   impl_->backward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 

@@ -122,7 +122,7 @@ void check_args(const op::ScanForward& a, const Shapes& s, const AShape& check_a
   api::check_view(a.u, "u", s.dt, s.dev, {s.B, s.T, s.n});
   api::check_view(a.h, "h", s.dt, s.dev, {s.B, s.T, s.n});
   api::check_optional(a.h0, "h0", s.dt, s.dev, {s.B, s.n});
-  api::check_overlaps({{&a.h, "h"}}, {{&a.a, "a"}, {&a.u, "u"}, {&a.h0, "h0"}});
+  api::check_overlaps({{&a.h, "h"}}, {{&a.a, "a"}, {&a.u, "u"}, {&a.h0, "h0"}}, true);
 }
 
 template <class AShape>
@@ -137,7 +137,8 @@ void check_args(const op::ScanBackward& a, const Shapes& s, const AShape& check_
   api::check_optional(a.dh_last, "dh_last", s.dt, s.dev, {s.B, s.n});
   api::check_optional(a.dh0, "dh0", s.dt, s.dev, {s.B, s.n});
   api::check_overlaps({{&a.da, "da"}, {&a.du, "du"}, {&a.dh0, "dh0"}},
-                      {{&a.dh, "dh"}, {&a.a, "a"}, {&a.u, "u"}, {&a.h0, "h0"}, {&a.h, "h"}, {&a.dh_last, "dh_last"}});
+                      {{&a.dh, "dh"}, {&a.a, "a"}, {&a.u, "u"}, {&a.h0, "h0"}, {&a.h, "h"}, {&a.dh_last, "dh_last"}},
+                      true);
 }
 
 // Each scan's shapes, and the check of its a and da.

@@ -87,7 +87,7 @@ void BlockToeplitz::forward(const Forward& a, Workspace ws, Stream s) {
   check_arg(blocks_set_, "blocks", "not set: call set_blocks() before forward()");
   check_vector(a.m, "m", problem_, problem_.Nm, false);
   check_vector(a.d, "d", problem_, problem_.Nd, false);
-  api::check_overlaps({{&a.d, "d"}}, {{&a.m, "m"}});
+  api::check_overlaps({{&a.d, "d"}}, {{&a.m, "m"}}, true);
   impl_->forward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 
@@ -99,7 +99,8 @@ void BlockToeplitz::backward(const Backward& a, Workspace ws, Stream s) {
   check_vector(a.m, "m", p, p.Nm, true);
   if (api::check_optional(a.dblocks, "dblocks", p.dtype, p.device, {p.Nt, p.Nd, p.Nm}))
     check_arg(!a.m.empty(), "m", "required with dblocks (the gradient for the blocks needs m)");
-  api::check_overlaps({{&a.dm, "dm"}, {&a.dblocks, "dblocks"}}, {{&a.dd, "dd"}, {&a.m, "m"}});
+  // dm on m in place is fine, but not with dblocks: its gradient reads m after dm is written
+  api::check_overlaps({{&a.dm, "dm"}, {&a.dblocks, "dblocks"}}, {{&a.dd, "dd"}, {&a.m, "m"}}, a.dblocks.empty());
   impl_->backward(a, api::check_workspace(ws, workspace_bytes()), s);
 }
 

@@ -126,7 +126,7 @@ bool intersect(std::pair<uintptr_t, uintptr_t> a, std::pair<uintptr_t, uintptr_t
 }
 }  // namespace
 
-void check_overlaps(const std::vector<Named>& outputs, const std::vector<Named>& inputs) {
+void check_overlaps(const std::vector<Named>& outputs, const std::vector<Named>& inputs, bool in_place) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     const View& o = *outputs[i].v;
     if (o.empty()) continue;
@@ -138,8 +138,9 @@ void check_overlaps(const std::vector<Named>& outputs, const std::vector<Named>&
     for (const Named& in : inputs) {
       if (in.v->empty()) continue;
       const auto q = byte_range(*in.v);
-      check_arg(!intersect(r, q) || r == q, outputs[i].name.c_str(), "expected memory apart from '", in.name,
-                "' or the very same array, got a partial overlap");
+      if (!intersect(r, q)) continue;
+      check_arg(in_place && r == q, outputs[i].name.c_str(), "expected memory apart from '", in.name,
+                in_place ? "' or the very same array, got a partial overlap" : "', got overlapping arrays");
     }
   }
 }

@@ -50,7 +50,7 @@ std::string device_name(const Device& d);  // "cpu", "cuda:0"
 // other stride is a ValueError naming the argument, never a silent copy or misread.
 // Memory: an output may not share a byte with another output nor partly overlap an input
 // (ValueError naming both); it may be the very same array as an input where the family runs in
-// place (the scans, ks, toeplitz; fftconv refuses y on u or a gate).
+// place (the scans; toeplitz, but for dm on m with dblocks), not in fftconv and ks.
 struct View {
   static constexpr int kMaxDims = 8;
   void* data = nullptr;

@@ -80,6 +80,9 @@ class Plan {
  public:
   Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward);
   void set_filter(const void* k, cudaStream_t s);
+  // The plan's copy of the taps used, (H, m) with m = taps_used (what set_filter last copied).
+  const void* taps() const { return taps_.get(); }
+  int64_t taps_count() const { return m_; }
   // y = postgate ⊙ (taps * v + skip ⊙ v), v = u ⊙ pregate; null gates/skip are absent.
   void forward(const void* u, const void* pre, const void* post, const void* skip, void* y, cudaStream_t s) const;
   // Whether backward() runs here (its shared memory fits; else the FFTConvPlan's gradient plan).

@@ -46,14 +46,16 @@ struct FFTConvPlan::Impl {
   fourstep::Geometry fs;
   std::unique_ptr<direct::Plan> direct;  // direct sums for short filters (direct.hpp; algo 9)
   // Toeplitz-block products on tensor cores (dense.hpp; algo 15), forward and gradients. Where the
-  // automatic rule gives the gated forward (dense_gated false) or the backward (dense_bwd false) to
-  // the FFT solvers (dense.hpp's cost model: the dense gradients measured 0.10–0.60× the FFT ones
-  // where it keeps them, 1.16–3.2× beyond; NOTES-gpu-fftconv-dense.md rounds 7–9), or the gradient
-  // kernel's shared memory would not fit (long rows with many taps), those calls run through
-  // `grad`, an algo-16 plan (the automatic choice without them), given the filter that the last
-  // set_filter saw, as for the tensor path.
+  // automatic rule gives the gated forward or the backward (dense_bwd false) to the FFT solvers
+  // (dense.hpp's cost model: the dense gradients measured 0.10–0.60× the FFT ones where it keeps
+  // them, 1.16–3.2× beyond; NOTES-gpu-fftconv-dense.md rounds 7–9), or the gradient kernel's shared
+  // memory would not fit (long rows with many taps), those calls run through algo-16 plans (the
+  // automatic choice without them): gated forwards through `gated` (forward only, Lk = the taps
+  // used, given the dense plan's own copy of them: a call may come long after set_filter),
+  // gradients through `grad`, given the filter that the last set_filter saw, as for the tensor path.
   std::unique_ptr<dense::Plan> dense;
-  bool dense_gated = true, dense_bwd = true;
+  std::unique_ptr<FFTConvPlan> gated;
+  bool dense_bwd = true;
   // Overlap-save over blocks for filters much shorter than the row (blocks.hpp; algo 10, or algo 0
   // by blocks::automatic); nfft is then the block transform size.
   std::unique_ptr<blocks::Plan> blocks;
@@ -86,10 +88,12 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
     Impl& p = *impl_;
     const bool forced = algo == dense::kAlgo;
     p.dense = std::make_unique<dense::Plan>(dtype, B, H, L, Lk, circular, with_backward);
-    p.dense_gated = forced || dense::automatic_gated(circular, L, Lk);
     p.dense_bwd = p.dense->has_backward() && (forced || dense::automatic_backward(circular, L, Lk));
-    if ((with_backward && !p.dense_bwd) || !p.dense_gated)
-      p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, with_backward, dense::kAlgoNoDense);
+    if (with_backward && !p.dense_bwd)
+      p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, dense::kAlgoNoDense);
+    if (!forced && !dense::automatic_gated(circular, L, Lk))
+      p.gated = std::make_unique<FFTConvPlan>(B, H, L, p.dense->taps_count(), circular, dtype, false,
+                                              dense::kAlgoNoDense);
     impl_->nfft = impl_->nf = 0;  // no transform
     impl_->Lk = Lk;
     impl_->dtype = dtype, impl_->with_backward = with_backward, impl_->circular = circular;
@@ -228,7 +232,9 @@ bool FFTConvPlan::filter_set() const { return impl_->filter; }
 size_t FFTConvPlan::workspace_bytes() const {
   const Impl& p = *impl_;
   if (p.direct) return p.direct->workspace_bytes();
-  if (p.dense) return p.dense->workspace_bytes() + (p.grad ? p.grad->workspace_bytes() : 0);
+  if (p.dense)
+    return p.dense->workspace_bytes() + (p.grad ? p.grad->workspace_bytes() : 0) +
+           (p.gated ? p.gated->workspace_bytes() : 0);
   if (p.blocks) return p.blocks->workspace_bytes();
   return p.slotA.bytes() + p.slotB.bytes() + p.khat.bytes() + p.dkhat.bytes() + p.work.bytes() + p.dkpart.bytes() +
          p.vh.bytes() + p.tc.tw.bytes() + (p.grad ? p.grad->workspace_bytes() : 0);
@@ -238,7 +244,7 @@ bool FFTConvPlan::tensor() const { return impl_->tensor; }
 bool FFTConvPlan::fourstep() const { return impl_->fourstep; }
 bool FFTConvPlan::direct() const { return impl_->direct != nullptr; }
 bool FFTConvPlan::dense() const { return impl_->dense != nullptr; }
-bool FFTConvPlan::dense_gated() const { return impl_->dense && impl_->dense_gated; }
+bool FFTConvPlan::dense_gated() const { return impl_->dense && !impl_->gated; }
 bool FFTConvPlan::dense_backward() const { return impl_->dense && impl_->dense_bwd; }
 bool FFTConvPlan::blocks() const { return impl_->blocks != nullptr; }
 int64_t FFTConvPlan::blocks_per_row() const { return impl_->blocks ? impl_->blocks->blocks_per_row() : 0; }
@@ -300,11 +306,11 @@ void FFTConvPlan::Impl::forward(const T* u, const T* pre, const T* post, const T
   using C = typename F::C;
   check_arg(filter || own.k, "k", "no filter set on this plan (call set_filter first)");
   if (direct) return direct->forward(u, pre, post, skip, y, s);
-  if (dense && (dense_gated || !pre)) return dense->forward(u, pre, post, skip, y, s);
-  if (dense) {  // a gated call the cost model gives to the FFT solvers
-    grad->set_filter(kf_last, s);
-    return grad->impl_->forward(u, pre, post, skip, y, s);
+  if (dense && pre && gated) {  // a gated call the cost model gives to the FFT solvers
+    gated->set_filter(dense->taps(), s);
+    return gated->impl_->forward(u, pre, post, skip, y, s);
   }
+  if (dense) return dense->forward(u, pre, post, skip, y, s);
   if (blocks) return blocks->forward(u, pre, post, skip, y, s);
   if (tensor) {
     tensor::forward(dtype, tc, u, pre, post, skip, khat.as<float2>(), y, B, H, L, tc_split, tc_variant, s);
