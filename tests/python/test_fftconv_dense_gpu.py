@@ -336,3 +336,69 @@ def test_automatic_backward_rule(L, Lk, own):
         want = vjp(dy, u, k, "causal")
     for a, w in zip(auto, want):
         assert (a is None and w is None) or torch.equal(a, w)
+
+
+# ---- algo 17: the ungated forward on wgmma (sm_90a probe; dense_wgmma.cuh) ----------------------
+
+def _wgmma_ok():
+    return torch.cuda.get_device_capability()[0] == 9
+
+
+WGMMA = [("causal", 64, 64), ("causal", 1, 1), ("causal", 100, 37), ("causal", 257, 300), ("causal", 1000, 1000),
+         ("causal", 2048, 2048), ("causal", 2050, 129), ("causal", 4096, 1024), ("circular", 64, 64),
+         ("circular", 256, 256), ("circular", 1024, 1024), ("circular", 1024, 65), ("circular", 2048, 2048)]
+
+
+@pytest.mark.skipif(not _wgmma_ok(), reason="the wgmma kernel needs compute capability 9.x")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("B", [3, 17])
+@pytest.mark.parametrize("mode,L,Lk", WGMMA)
+def test_wgmma_forward(mode, L, Lk, B, dtype):
+    """algo 17 against float64 (rows past B in a CTA, L not a multiple of 8 or 64, short and long
+    filters), and a gated call on the same plan by the mma.sync kernels (algo 15's bits)."""
+    from strux.bench.gpu import fftconv_algo
+    g = torch.Generator(device="cuda").manual_seed(L * 31 + Lk + B)
+    td = getattr(torch, dtype)
+    u = torch.randn(B, 2, L, device="cuda", generator=g)
+    k = torch.randn(2, Lk, device="cuda", generator=g) / min(Lk, L) ** 0.5
+    pre = torch.randn(B, 2, L, device="cuda", generator=g)
+    (u, k, pre), (ru, rk, _) = rounded(td, u, k, pre)
+    f = strux._cuda_fftconv.fftconv
+    with fftconv_algo(17):
+        y = f(u, k, mode)
+        y_gated = f(u, k, mode, pregate=pre)
+    with fftconv_algo(15):
+        y15_gated = f(u, k, mode, pregate=pre)
+    want = ref(ru, rk, mode)
+    err = np.linalg.norm(y.double().cpu().numpy() - want) / max(np.linalg.norm(want), 1e-30)
+    assert y.dtype == td and err <= TOL[dtype], (mode, L, Lk, B, dtype, err)
+    assert torch.equal(y_gated, y15_gated)
+
+
+@pytest.mark.skipif(not _wgmma_ok(), reason="the wgmma kernel needs compute capability 9.x")
+def test_wgmma_misaligned_and_nan():
+    """Rows not 16-byte aligned take the one-sample path; a NaN stays in its row."""
+    from strux.bench.gpu import fftconv_algo
+    g = torch.Generator(device="cuda").manual_seed(5)
+    L = 512
+    base = torch.randn(2 * 3 * L + 1, device="cuda", generator=g).half()
+    u = base[1:].view(2, 3, L)
+    k = (torch.randn(3, L, device="cuda", generator=g) / L ** 0.5).half()
+    with fftconv_algo(17):
+        y = strux._cuda_fftconv.fftconv(u, k, "causal")
+        u2 = u.clone()
+        u2[1, 2, 100] = float("nan")
+        y2 = strux._cuda_fftconv.fftconv(u2, k, "causal")
+    want = ref(u.double().cpu().numpy(), k.double().cpu().numpy(), "causal")
+    assert np.linalg.norm(y.double().cpu().numpy() - want) / np.linalg.norm(want) <= TOL["float16"]
+    bad = torch.isnan(y2)
+    assert bad[1, 2].any() and not bad[0].any() and not bad[1, :2].any()
+    assert torch.equal(y2[0], y[0])
+
+
+def test_wgmma_refused_where_it_does_not_apply():
+    P = strux._ext.cuda.FFTConvPlan
+    with pytest.raises(ValueError, match="'algo'"):
+        P(2, 3, 96, 96, "circular", "float16", False, 17)  # circular L not a multiple of 64
+    with pytest.raises(ValueError, match="'algo'|'dtype'"):
+        P(2, 3, 256, 256, "causal", "float32", False, 17)

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/buffer.hpp"
+#include "cuda/fftconv/dense_wgmma.hpp"
 #include "strux/cuda/common.hpp"
 
 namespace strux::cuda::dense {
@@ -22,6 +23,8 @@ constexpr int kThreads = 128;  // 4 warps per CTA
 // its gradient plan uses: the automatic choice without them.
 constexpr int kAlgo = 15;
 constexpr int kAlgoNoDense = 16;
+// Forced only: the ungated forward on wgmma (sm_90a, dense_wgmma.hpp), the rest as algo 15.
+constexpr int kAlgoWgmma = 17;
 // The automatic choice takes these kernels for float16 / bfloat16 where a cost model says they beat
 // the FFT solvers (dense_ns_per_row <= fft_ns_per_row, both anchored on H200 runs,
 // bench/NOTES-gpu-fftconv-dense.md rounds 8 and 9) and a CTA's rows give its four warps two tiles
@@ -78,7 +81,9 @@ Geometry plan_grad(int64_t B, int64_t H, int64_t L, int64_t m, bool split_v, boo
 // and the filter gradient's per-CTA partial sums.
 class Plan {
  public:
-  Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward);
+  // wgmma: ungated forwards by the wgmma kernel (dense_wgmma.hpp; ValueError naming 'algo' where it
+  // does not apply).
+  Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward, bool wgmma = false);
   void set_filter(const void* k, cudaStream_t s);
   // The plan's copy of the taps used, (H, m) with m = taps_used (what set_filter last copied).
   const void* taps() const { return taps_.get(); }
@@ -100,6 +105,8 @@ class Plan {
   int64_t B_, H_, L_, Lk_, m_;
   bool circular_, has_backward_ = false;
   Geometry g_, g_split_, gg_[4];  // gg_[2·split_v + split_dz]
+  bool wgmma_ = false;
+  wg::Geometry wg_;
   int64_t part_stride_ = 0;       // floats of dk partials before the dskip partials
   DeviceBuffer taps_, part_;
 };

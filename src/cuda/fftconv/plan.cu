@@ -79,15 +79,15 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   check_positive(Lk, "Lk");
   // Algo 16 is the automatic choice that never takes the dense kernels (their plans' gradients).
   const bool auto_rule = algo == 0 || algo == dense::kAlgoNoDense;
-  if (algo == dense::kAlgo ||
+  if (algo == dense::kAlgo || algo == dense::kAlgoWgmma ||
       (algo == 0 && dense::automatic(dtype, circular, B, L, Lk) && !direct::automatic(circular, L, Lk))) {
     check_arg(dense::supported(dtype, circular, L, Lk), "algo",
               "the dense fftconv kernels (algo 15) take float16 or bfloat16, at most ", dense::kMaxTaps,
               " taps used, L <= ", dense::kMaxL, " and circular L a multiple of ", dense::kPb, "; got ",
               dtype_name(dtype), ", L = ", L, ", Lk = ", Lk, circular ? " (circular)" : " (causal)");
     Impl& p = *impl_;
-    const bool forced = algo == dense::kAlgo;
-    p.dense = std::make_unique<dense::Plan>(dtype, B, H, L, Lk, circular, with_backward);
+    const bool forced = algo == dense::kAlgo || algo == dense::kAlgoWgmma;
+    p.dense = std::make_unique<dense::Plan>(dtype, B, H, L, Lk, circular, with_backward, algo == dense::kAlgoWgmma);
     p.dense_bwd = p.dense->has_backward() && (forced || dense::automatic_backward(circular, L, Lk));
     if (with_backward && !p.dense_bwd)
       p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, dense::kAlgoNoDense);
@@ -119,7 +119,8 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
             "twiddles), 8 (four-step kernels, FFT sizes 65536 to 4194304), 9 (direct sums, at most 64 "
             "taps), 10 (blocks: overlap-save over blocks of a few times the taps), 11, 12 or 13 (blocks of 8, 16 "
             "or 4 times the taps: probes), 14 (as 8 with pass B's grid row by row: a probe), 15 (dense: Toeplitz "
-            "blocks on tensor cores), 16 (automatic without the dense kernels), got ", algo);
+            "blocks on tensor cores), 16 (automatic without the dense kernels), 17 (dense, the ungated forward "
+            "on wgmma: a probe), got ", algo);
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
   Impl& p = *impl_;
   p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);

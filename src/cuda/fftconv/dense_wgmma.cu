@@ -1,0 +1,60 @@
+// Geometry and launch of the dense fftconv forward on wgmma (dense_wgmma.hpp).
+#include <algorithm>
+
+#include "cuda/check.hpp"
+#include "cuda/fftconv/dense_wgmma.cuh"
+#include "cuda/fftconv/dense_wgmma.hpp"
+
+namespace strux::cuda::dense::wg {
+
+bool supported(DType dt, bool circular, int64_t L, int64_t Lk) {
+  if (dt != DType::f16 && dt != DType::bf16) return false;
+  if (circular && (L % kB != 0 || Lk > L)) return false;
+  int dev = 0, major = 0;
+  STRUX_CUDA(cudaGetDevice(&dev));
+  STRUX_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  return major == 9;
+}
+
+Geometry plan(int64_t B, int64_t L, int64_t m) {
+  Geometry g;
+  g.NI = int((L + kB - 1) / kB);
+  g.D = int((m + kB - 2) / kB) + 1;
+  g.kwords = ((kB * g.D + 66) / 2 + 3) / 4 * 4;  // pairs up to z = 64·D + 64; a multiple of 4 words
+  // R: the least multiple of 8 (the swizzle atom) with a full tile of columns, NI·R >= 128 (the
+  // circular copy of V's first 128 rows needs them); rows past B are zeros.
+  g.R = std::max(8, ((kN + g.NI - 1) / g.NI + 7) / 8 * 8);
+  const int NR = g.NI * g.R;
+  g.ntile = (NR + kN - 1) / kN;
+  g.nchunk = int((B + g.R - 1) / g.R);
+  g.smem = 1024 + size_t(rows_of(NR)) * 128 + size_t(g.kwords) * 8 + size_t(2) * kN * kSt * 2;
+  int dev = 0, optin = 0;
+  STRUX_CUDA(cudaGetDevice(&dev));
+  STRUX_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  g.fits = g.smem <= size_t(optin);
+  return g;
+}
+
+namespace {
+template <class T>
+void launch(const Geometry& g, const void* taps, const void* u, void* y, int64_t B, int64_t H, int64_t L, int64_t m,
+            bool circular, cudaStream_t s) {
+  const Params<T> p{static_cast<const T*>(taps), static_cast<const T*>(u), static_cast<T*>(y), B, H, L, int(m), g.NI,
+                    g.D, g.R, g.nchunk, g.kwords, g.ntile, circular};
+  const bool vec = L % 8 == 0 && reinterpret_cast<uintptr_t>(u) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  const auto kernel = vec ? forward_kernel<T, true> : forward_kernel<T, false>;
+  STRUX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(g.smem)));
+  kernel<<<unsigned(H * g.nchunk), kThreads, g.smem, s>>>(p);
+  STRUX_LAUNCH("fftconv dense forward (wgmma)");
+}
+}  // namespace
+
+void forward(DType dt, const Geometry& g, const void* taps, const void* u, void* y, int64_t B, int64_t H, int64_t L,
+             int64_t m, bool circular, cudaStream_t s) {
+  if (dt == DType::f16)
+    launch<__half>(g, taps, u, y, B, H, L, m, circular, s);
+  else
+    launch<__nv_bfloat16>(g, taps, u, y, B, H, L, m, circular, s);
+}
+
+}  // namespace strux::cuda::dense::wg
