@@ -56,11 +56,14 @@ __device__ __forceinline__ void load_a(uint32_t (&a)[4][4], const uint32_t* kp, 
 }
 
 template <class T>
-__device__ __forceinline__ void issue(float (&acc)[64], const uint32_t (&a)[4][4], uint32_t row_addr, bool first) {
+__device__ __forceinline__ void issue(float (&acc)[64], uint32_t (&a)[4][4], uint32_t row_addr, bool first) {
+  fence_regs(acc);  // the zeroing / the A loads before the fence, in PTX order too
+  fence_regs(a);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) Wgmma<T>::mma(acc, a[kk], desc_sw128(row_addr + 32u * kk), first && kk == 0 ? 0 : 1);
   wgmma_commit();
+  fence_regs(acc);
 }
 
 // VEC: L % 8 == 0 and u, y 16-byte aligned (16-byte loads and stores).
@@ -147,6 +150,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(Params<T> p) {
       }
     }
     wgmma_wait<0>();
+    fence_regs(acc);  // the epilogue's reads of the accumulators after the wait
 
     // ---- epilogue: D[p][n] (rows 16·warp + g (+8), columns 8·j + 2·c (+1)) to st[n][p], then rows
     // of 8 samples to y ------------------------------------------------------------------------

@@ -31,6 +31,25 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 #endif
 }
+// Pins registers in place for the compiler (no instruction): accesses to the accumulators and to
+// the A registers stay on their side of wgmma.fence / wgmma.wait_group. The PTX rules (wgmma.fence:
+// a fence between any register access and a wgmma that reads or writes the same registers;
+// wgmma.wait_group: no access to them before the wait that retires it) are about PTX order, and
+// the asm statements above order memory only, not register code such as the zeroing or the f32 to
+// 16-bit conversion of the accumulators.
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N, int M>
+__device__ __forceinline__ void fence_regs(uint32_t (&r)[N][M]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < M; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
 // Shared-memory writes by ordinary stores made visible to wgmma's reads (the async proxy).
 __device__ __forceinline__ void fence_proxy_async() {
 #ifdef STRUX_DENSE_WGMMA
