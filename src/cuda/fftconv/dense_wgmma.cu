@@ -1,5 +1,7 @@
 // Geometry and launch of the dense fftconv forward on wgmma (dense_wgmma.hpp).
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "cuda/check.hpp"
 #include "cuda/fftconv/dense_wgmma.cuh"
@@ -7,13 +9,36 @@
 
 namespace strux::cuda::dense::wg {
 
+namespace {
+// Whether the device runs this file's sm_90a image: the fatbin also holds sm_90 and compute_90
+// images (CMakeLists.txt), where forward_kernel is a trap, and which one the driver loads on a
+// 9.0 device is its choice. A one-int probe kernel of the same file answers, once per device.
+bool loads_sm90a(int dev) {
+  static std::mutex mu;
+  static std::map<int, bool> seen;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto it = seen.find(dev);
+  if (it != seen.end()) return it->second;
+  int* d = nullptr;
+  int h = 0;
+  STRUX_CUDA(cudaMalloc(&d, sizeof(int)));
+  STRUX_CUDA(cudaMemset(d, 0, sizeof(int)));
+  probe_kernel<<<1, 1>>>(d);
+  const cudaError_t e = cudaGetLastError();  // no loadable image: not this kernel's device
+  if (e == cudaSuccess) STRUX_CUDA(cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost));
+  STRUX_CUDA(cudaFree(d));
+  return seen[dev] = e == cudaSuccess && h == 1;
+}
+}  // namespace
+
 bool supported(DType dt, bool circular, int64_t L, int64_t Lk) {
   if (dt != DType::f16 && dt != DType::bf16) return false;
   if (circular && (L % kB != 0 || Lk > L)) return false;
-  int dev = 0, major = 0;
+  int dev = 0, major = 0, minor = 0;
   STRUX_CUDA(cudaGetDevice(&dev));
   STRUX_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  return major == 9;
+  STRUX_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  return major == 9 && minor == 0 && loads_sm90a(dev);  // sm_90a code runs on 9.0 only
 }
 
 Geometry plan(int64_t B, int64_t L, int64_t m) {

@@ -66,6 +66,17 @@ __device__ __forceinline__ void issue(float (&acc)[64], uint32_t (&a)[4][4], uin
   fence_regs(acc);
 }
 
+// 1 where this translation unit's loaded image has the wgmma path (an sm_90a cubin), 0 where the
+// driver took another image (sm_90 cubin or compute_90 PTX of the same fatbin: forward_kernel traps
+// there). The host asks once per device before planning (dense_wgmma.cu, supported).
+__global__ void probe_kernel(int* out) {
+#ifdef STRUX_DENSE_WGMMA
+  *out = 1;
+#else
+  *out = 0;
+#endif
+}
+
 // VEC: L % 8 == 0 and u, y 16-byte aligned (16-byte loads and stores).
 template <class T, bool VEC>
 __global__ void __launch_bounds__(kThreads, 1) forward_kernel(Params<T> p) {
@@ -73,7 +84,10 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(Params<T> p) {
   __trap();  // built without sm_90a: the host refuses such devices before launching
 #else
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* V = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // 1024-byte aligned in the shared window (the swizzle XORs bits 4–6 of the shared address with
+  // bits 7–9, and base offset 0 needs the 8-row atoms on 1024-byte boundaries).
+  const uint32_t s_raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  unsigned char* V = smem_raw + (((s_raw + 1023u) & ~1023u) - s_raw);
   const int NI = p.NI, R = p.R, D = p.D, NR = NI * R;
   const int rows = rows_of(NR);
   uint32_t* kE = reinterpret_cast<uint32_t*>(V + size_t(rows) * 128);
