@@ -204,7 +204,8 @@ Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular,
             g_split_.nchunk, " CTAs, at most 2^31 − 1; got H = ", H);
   if (wgmma_) {
     check_arg(wg::supported(dt, circular, L, Lk), "algo", "the dense wgmma kernel (algo 17) takes float16 or "
-              "bfloat16 on a device of compute capability 9.x, circular L a multiple of ", wg::kB, "; got ",
+              "bfloat16 on a device of compute capability 9.0 running its sm_90a build, circular L a multiple of ",
+              wg::kB, "; got ",
               dtype_name(dt), ", L = ", L, circular ? " (circular)" : " (causal)");
     wg_ = wg::plan(B, L, m_);
     check_arg(wg_.fits && H * wg_.nchunk <= int64_t(INT32_MAX), "L", "a CTA of the dense wgmma kernel needs ",

@@ -27,7 +27,8 @@ struct Geometry {
   bool fits = false;
 };
 
-// Float16 / bfloat16 on a device of compute capability 9.x, circular L a multiple of 64.
+// Float16 / bfloat16 on a device of compute capability 9.0 that loads this file's sm_90a image (a probe
+// kernel, once per device), circular L a multiple of 64.
 bool supported(DType dt, bool circular, int64_t L, int64_t Lk);
 Geometry plan(int64_t B, int64_t L, int64_t m);
 // y = taps * u (no gates), rows of H filters of m taps.
