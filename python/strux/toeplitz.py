@@ -448,7 +448,10 @@ class BlockToeplitz(LinearOperator):
     def _flat_vector(self, x, n: int) -> bool:
         """Whether x is scipy's flat form (Nt*n,) or (Nt*n, 1) rather than this layout's shape
         (the shaped form wins where both read the same, e.g. Nm = 1)."""
-        s = tuple(np.shape(x)) if isinstance(x, (list, tuple)) else tuple(getattr(x, "shape", ()))
+        try:
+            s = tuple(np.shape(x)) if isinstance(x, (list, tuple)) else tuple(getattr(x, "shape", ()))
+        except ValueError:  # a ragged nested list: the shaped path's check names the argument
+            return False
         shaped = len(s) in (2, 3) and s[:2] == ((self._nt, n) if self._layout == "time-major" else (n, self._nt))
         return not shaped and s in ((self._nt * n,), (self._nt * n, 1))
 
