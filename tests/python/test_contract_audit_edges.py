@@ -13,6 +13,7 @@ import pytest
 import scipy.sparse as sp
 
 import strux
+import ref_ks
 
 RNG = np.random.default_rng(20240611)
 
@@ -66,14 +67,7 @@ def toe_rref(blocks, d):
 
 
 def ks_ref_dense(w):
-    a, b, c, d = w.shape
-    K = np.zeros((a * b * d, a * c * d))
-    for i in range(a):
-        for k in range(b):
-            for l in range(c):
-                for j in range(d):
-                    K[i * b * d + k * d + j, i * c * d + l * d + j] = w[i, k, l, j]
-    return K
+    return ref_ks.dense(w, w.shape)
 
 
 def diag_ref(a, b, h0=None):
