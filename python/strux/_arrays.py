@@ -10,6 +10,11 @@ array whose data pointer is not aligned to its element is copied to aligned memo
 views (conjugate or negative bit set) are resolved before their memory is read. A torch
 bfloat16 CPU tensor is read as a float32 copy (numpy has no bfloat16 dtype): it is computed in
 float32, as bfloat16 always is, and its result comes back as float32 numpy.
+
+Integers: Python numbers and (nested) lists of them carry no dtype and are read as float64;
+anything that carries a dtype (ndarrays, 0-d arrays, numpy scalars such as ``np.int64(1)``)
+must have a floating one: integer, bool, object, float128 and complex256 dtypes are a TypeError
+naming the argument (never a silent cast). A ragged nested list is a ValueError naming it.
 """
 from __future__ import annotations
 
@@ -75,8 +80,15 @@ def _to_numpy(x, name: str) -> np.ndarray:
         if str(getattr(x, "dtype", "")) == "torch.bfloat16":  # numpy has no bfloat16 (module docstring)
             return x.detach().float().numpy()
     if hasattr(x, "__array__") or isinstance(x, (list, tuple, int, float, complex)):
-        a = np.asarray(x)
-        if a.dtype.kind in "iub":  # plain Python numbers and lists: treat as float64
+        try:
+            a = np.asarray(x)
+        except ValueError as e:  # nested lists of unequal lengths
+            raise ValueError(f"argument '{name}': expected a rectangular array (nested lists of equal lengths), "
+                             f"got a ragged {type(x).__name__} ({e})") from None
+        # Python numbers and (nested) lists of them carry no dtype: integers and bools among them
+        # are read as float64. Anything with a dtype of its own (numpy scalars such as np.int64(1),
+        # 0-d and other arrays) keeps it, so integer ones are a TypeError, as integer ndarrays are.
+        if a.dtype.kind in "iub" and isinstance(x, (list, tuple, int, float, complex)):
             a = a.astype(np.float64)
         return a
     raise TypeError(f"argument '{name}': expected an array (numpy or DLPack), got {type(x).__name__}")

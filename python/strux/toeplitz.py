@@ -193,8 +193,10 @@ def _as_scipy(x, name: str):
     if sp.issparse(x) or isinstance(x, LinearOperator):
         if len(x.shape) != 2:
             raise ValueError(f"argument '{name}': expected a matrix, got shape {x.shape}")
-        if np.dtype(x.dtype).kind != "f":
-            raise TypeError(f"argument '{name}': expected a real floating dtype, got {x.dtype}")
+        dt = np.dtype(x.dtype)
+        if dt.kind != "f" or dt.itemsize > 8:  # float128 too: the sweeps run in float64 at most
+            raise TypeError(f"argument '{name}': expected a real floating dtype (float16, float32 or float64), "
+                            f"got {x.dtype}")
         return x
     if _torch_sparse(x):
         c = x.to_sparse_csr()
@@ -448,7 +450,10 @@ class BlockToeplitz(LinearOperator):
     def _flat_vector(self, x, n: int) -> bool:
         """Whether x is scipy's flat form (Nt*n,) or (Nt*n, 1) rather than this layout's shape
         (the shaped form wins where both read the same, e.g. Nm = 1)."""
-        s = tuple(np.shape(x)) if isinstance(x, (list, tuple)) else tuple(getattr(x, "shape", ()))
+        try:
+            s = tuple(np.shape(x)) if isinstance(x, (list, tuple)) else tuple(getattr(x, "shape", ()))
+        except ValueError:  # a ragged nested list: the shaped path's check names the argument
+            return False
         shaped = len(s) in (2, 3) and s[:2] == ((self._nt, n) if self._layout == "time-major" else (n, self._nt))
         return not shaped and s in ((self._nt * n,), (self._nt * n, 1))
 
@@ -482,10 +487,15 @@ class BlockToeplitz(LinearOperator):
     # float64 work vectors) are computed in the compute dtype; complex ones apply to both parts.
     # The result keeps the vectors' real floating dtype (DESIGN.md: "the result dtype stays the
     # dtype of the vectors"), as the shaped form does; other inputs (integers) give the compute dtype.
-    def _flat(self, fn, x, shp_in, n_out):
+    # float128 / complex256 / object vectors are a TypeError naming the vector (never a silent cast).
+    def _flat(self, fn, x, shp_in, n_out, name):
         x = np.asarray(x)
+        kind, size = x.dtype.kind, x.dtype.itemsize
+        if not (kind in "iub" or (kind == "f" and size <= 8) or (kind == "c" and size <= 16) or is_half(x.dtype)):
+            raise TypeError(f"argument '{name}': expected a real floating (float16, bfloat16, float32, float64), "
+                            f"complex64/complex128 or integer vector, got {x.dtype}")
         if np.iscomplexobj(x):
-            return self._flat(fn, x.real, shp_in, n_out) + 1j * self._flat(fn, x.imag, shp_in, n_out)
+            return self._flat(fn, x.real, shp_in, n_out, name) + 1j * self._flat(fn, x.imag, shp_in, n_out, name)
         out = native_dtype(x.dtype) if (x.dtype.kind == "f" and x.dtype.itemsize <= 8) or is_half(x.dtype) \
             else self._cdt
         k = x.shape[1] if x.ndim == 2 else None
@@ -498,11 +508,11 @@ class BlockToeplitz(LinearOperator):
 
     def _matvec(self, x):
         self._require_cpu("matvec of a flat vector")
-        return self._flat(self._plan.matvec, x, self._shape_of(self._nm), self._nt * self._nd)
+        return self._flat(self._plan.matvec, x, self._shape_of(self._nm), self._nt * self._nd, "m")
 
     def _rmatvec(self, x):
         self._require_cpu("rmatvec of a flat vector")
-        return self._flat(self._plan.rmatvec, x, self._shape_of(self._nd), self._nt * self._nm)
+        return self._flat(self._plan.rmatvec, x, self._shape_of(self._nd), self._nt * self._nm, "d")
 
     _matmat = _matvec
     _rmatmat = _rmatvec

@@ -2,10 +2,10 @@
 // work items with serial BLAS inside. Every region that calls BLAS starts with
 // serial_blas_in_region(): in a team of one (set_num_threads(1)) OpenBLAS would otherwise open a
 // team of its own per GEMM (cpu/threads.hpp).
-#include <initializer_list>
-#include <utility>
 #include <algorithm>
 #include <climits>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "core/checked_size.hpp"

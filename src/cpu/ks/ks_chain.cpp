@@ -17,12 +17,13 @@
 namespace strux {
 
 namespace {
-// The arrays every call reads and writes (dx and dw of a backward call are optional).
+// The arrays every call needs: forward x and y, backward dy and x (dx and dw are optional), and
+// the weight pointers.
 template <class T>
-void check_chain_ptrs(const void* in, const char* in_name, const T* const* w, const void* out, const char* out_name,
+void check_chain_ptrs(const void* a, const char* a_name, const T* const* w, const void* b, const char* b_name,
                       size_t factors) {
-  check_arg(in != nullptr, in_name, "expected a data pointer, got null");
-  check_arg(out != nullptr, out_name, "expected a data pointer, got null");
+  check_arg(a != nullptr, a_name, "expected a data pointer, got null");
+  check_arg(b != nullptr, b_name, "expected a data pointer, got null");
   check_arg(w != nullptr, "w", "expected an array of ", factors, " weight pointers, got null");
   for (size_t p = 0; p < factors; ++p)
     check_arg(w[p] != nullptr, "w", "entry ", p, ": expected a data pointer, got null");
