@@ -345,7 +345,7 @@ def _wgmma_ok():
 
 
 WGMMA = [("causal", 64, 64), ("causal", 1, 1), ("causal", 100, 37), ("causal", 257, 300), ("causal", 1000, 1000),
-         ("causal", 2048, 2048), ("causal", 2050, 129), ("causal", 4096, 1024), ("circular", 64, 64),
+         ("causal", 2048, 2048), ("causal", 2050, 129), ("causal", 4096, 1024), ("causal", 3000, 3000), ("circular", 64, 64),
          ("circular", 256, 256), ("circular", 1024, 1024), ("circular", 1024, 65), ("circular", 2048, 2048)]
 
 

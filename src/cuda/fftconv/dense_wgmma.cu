@@ -41,7 +41,7 @@ bool supported(DType dt, bool circular, int64_t L, int64_t Lk) {
   return major == 9 && minor == 0 && loads_sm90a(dev);  // sm_90a code runs on 9.0 only
 }
 
-Geometry plan(int64_t B, int64_t L, int64_t m) {
+Geometry plan(int64_t B, int64_t L, int64_t m, bool circular) {
   Geometry g;
   g.NI = int((L + kB - 1) / kB);
   g.D = int((m + kB - 2) / kB) + 1;
@@ -52,6 +52,15 @@ Geometry plan(int64_t B, int64_t L, int64_t m) {
   const int NR = g.NI * g.R;
   g.ntile = (NR + kN - 1) / kN;
   g.nchunk = int((B + g.R - 1) / g.R);
+  // Tap blocks per tile (the kernel's dmax + 1: causal tiles need the blocks whose rows reach them).
+  double turns[2] = {0, 0}, halves = 0;
+  for (int t = 0; t < g.ntile; ++t) {
+    const int blocks = circular ? g.D : std::min(g.D - 1, (std::min((t + 1) * kN, NR) - 1) / g.R) + 1;
+    turns[t % 2] += blocks;
+    halves += (blocks + 1) / 2 + 0.5;
+  }
+  g.split_d = halves < std::max(turns[0], turns[1]);
+  g.critical = std::min(halves, std::max(turns[0], turns[1]));
   g.smem = 1024 + size_t(rows_of(NR)) * 128 + size_t(g.kwords) * 8 + size_t(2) * kN * kSt * 2;
   int dev = 0, optin = 0;
   STRUX_CUDA(cudaGetDevice(&dev));
@@ -65,7 +74,7 @@ template <class T>
 void launch(const Geometry& g, const void* taps, const void* u, void* y, int64_t B, int64_t H, int64_t L, int64_t m,
             bool circular, cudaStream_t s) {
   const Params<T> p{static_cast<const T*>(taps), static_cast<const T*>(u), static_cast<T*>(y), B, H, L, int(m), g.NI,
-                    g.D, g.R, g.nchunk, g.kwords, g.ntile, circular};
+                    g.D, g.R, g.nchunk, g.kwords, g.ntile, circular, g.split_d};
   const bool vec = L % 8 == 0 && reinterpret_cast<uintptr_t>(u) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
   const auto kernel = vec ? forward_kernel<T, true> : forward_kernel<T, false>;
   STRUX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(g.smem)));

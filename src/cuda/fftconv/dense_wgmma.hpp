@@ -23,6 +23,12 @@ __host__ __device__ constexpr int rows_of(int NR) { return kPadRows + NR + kN; }
 
 struct Geometry {
   int NI = 0, D = 0, R = 0, nchunk = 0, kwords = 0, ntile = 0;
+  // The schedule of a CTA's products (64 × 128 × 64 each): tiles by warpgroup in turn, or (split_d)
+  // both warpgroups on every tile, tap blocks by parity, where that shortens the busier warpgroup's
+  // share (one tile, or causal tiles of unequal tap counts); `critical`: that share, in products,
+  // with half a product per tile for split_d's hand-over of the partial sums.
+  bool split_d = false;
+  double critical = 0;
   size_t smem = 0;
   bool fits = false;
 };
@@ -30,7 +36,7 @@ struct Geometry {
 // Float16 / bfloat16 on a device of compute capability 9.0 that loads this file's sm_90a image (a probe
 // kernel, once per device), circular L a multiple of 64.
 bool supported(DType dt, bool circular, int64_t L, int64_t Lk);
-Geometry plan(int64_t B, int64_t L, int64_t m);
+Geometry plan(int64_t B, int64_t L, int64_t m, bool circular);
 // y = taps * u (no gates), rows of H filters of m taps.
 void forward(DType dt, const Geometry& g, const void* taps, const void* u, void* y, int64_t B, int64_t H, int64_t L,
              int64_t m, bool circular, cudaStream_t s);
