@@ -207,7 +207,7 @@ Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular,
               "bfloat16 on a device of compute capability 9.0 running its sm_90a build, circular L a multiple of ",
               wg::kB, "; got ",
               dtype_name(dt), ", L = ", L, circular ? " (circular)" : " (causal)");
-    wg_ = wg::plan(B, L, m_, circular);
+    wg_ = wg::plan(B, H, L, m_, circular);
     check_arg(wg_.fits && H * wg_.nchunk <= int64_t(INT32_MAX), "L", "a CTA of the dense wgmma kernel needs ",
               wg_.smem, " bytes of shared memory, more than the device has per block (L = ", L, ", taps ", m_, ")");
   }

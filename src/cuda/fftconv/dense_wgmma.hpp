@@ -36,7 +36,8 @@ struct Geometry {
 // Float16 / bfloat16 on a device of compute capability 9.0 that loads this file's sm_90a image (a probe
 // kernel, once per device), circular L a multiple of 64.
 bool supported(DType dt, bool circular, int64_t L, int64_t Lk);
-Geometry plan(int64_t B, int64_t L, int64_t m, bool circular);
+// Rows per CTA and the schedule of B rows of H filters (a cost model of waves and the critical path).
+Geometry plan(int64_t B, int64_t H, int64_t L, int64_t m, bool circular);
 // y = taps * u (no gates), rows of H filters of m taps.
 void forward(DType dt, const Geometry& g, const void* taps, const void* u, void* y, int64_t B, int64_t H, int64_t L,
              int64_t m, bool circular, cudaStream_t s);
