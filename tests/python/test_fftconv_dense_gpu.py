@@ -265,10 +265,20 @@ AUTO = [((64, 256, 256, "causal"), True), ((64, 512, 512, "causal"), True), ((64
         ((16, 256, 256, "circular"), True), ((15, 256, 256, "circular"), False), ((1, 4096, 100, "causal"), True)]
 
 
+# Where the wgmma kernel runs (compute capability 9.0, its sm_90a image), its model (2·taps·L / 420
+# TFLOP/s over the share of live columns in its tiles) also beats the FFT solvers at these.
+AUTO_WGMMA = {(64, 5000, 1250, "causal"), (64, 4096, 2048, "causal"), (64, 1024, 1024, "circular")}
+
+
+def _wgmma_device():
+    return torch.cuda.get_device_capability() == (9, 0)
+
+
 @pytest.mark.parametrize("size, want", AUTO, ids=str)
 def test_automatic_rule(size, want):
     P = strux._ext.cuda.FFTConvPlan
     B, L, Lk, mode = size
+    want = want or (_wgmma_device() and size in AUTO_WGMMA)
     for dt in ("float16", "bfloat16"):
         for backward in (False, True):
             assert P(B, 3, L, Lk, mode, dt, backward, 0).dense == want, (dt, backward)
@@ -402,3 +412,35 @@ def test_wgmma_refused_where_it_does_not_apply():
         P(2, 3, 96, 96, "circular", "float16", False, 17)  # circular L not a multiple of 64
     with pytest.raises(ValueError, match="'algo'|'dtype'"):
         P(2, 3, 256, 256, "causal", "float32", False, 17)
+
+
+# (B, L, Lk, mode) -> whether an automatic float16 plan's ungated forward runs the wgmma kernel: where
+# its model beats the mma.sync kernel's; not causal 1025 (17 blocks of 64: 136 of 256 tile columns
+# live) nor where the FFT solvers win (causal 4096).
+WGMMA_AUTO = [((64, 2048, 2048, "causal"), True), ((64, 1024, 1024, "circular"), True),
+              ((64, 128, 128, "causal"), True), ((64, 1025, 1025, "causal"), False),
+              ((64, 4096, 4096, "causal"), False), ((17, 3000, 3000, "causal"), True)]
+
+
+@pytest.mark.skipif(not _wgmma_ok(), reason="the wgmma kernel needs compute capability 9.x")
+@pytest.mark.parametrize("size, want", WGMMA_AUTO, ids=str)
+def test_automatic_wgmma(size, want):
+    """The automatic choice of the wgmma kernel; its ungated calls give algo 17's bits, its gated ones
+    those of algo 15 or (past the gated rule) algo 16."""
+    from strux.bench.gpu import fftconv_algo
+    B, L, Lk, mode = size
+    p = strux._ext.cuda.FFTConvPlan(B, 3, L, Lk, mode, "float16", False, 0)
+    assert p.dense_wgmma == (want and _wgmma_device())
+    if not p.dense_wgmma:
+        return
+    g = torch.Generator(device="cuda").manual_seed(L)
+    u = torch.randn(B, 3, L, device="cuda", generator=g).half()
+    k = (torch.randn(3, Lk, device="cuda", generator=g) / min(L, Lk) ** 0.5).half()
+    pre = torch.randn_like(u)
+    f = strux._cuda_fftconv.fftconv
+    y0, y0g = f(u, k, mode), f(u, k, mode, pregate=pre)
+    with fftconv_algo(17):
+        y17 = f(u, k, mode)
+    with fftconv_algo(15 if p.dense_gated else 16):  # a gated call past the gated rule: the FFT solvers
+        yg = f(u, k, mode, pregate=pre)
+    assert torch.equal(y0, y17) and torch.equal(y0g, yg)

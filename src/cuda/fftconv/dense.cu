@@ -165,9 +165,22 @@ double fft_ns_per_row(bool circular, int64_t L, int64_t Lk) {
   return general * kNs[i] * std::pow(kNs[i + 1] / kNs[i], e - i);
 }
 
-bool automatic(DType dt, bool circular, int64_t B, int64_t L, int64_t Lk) {
+double wgmma_ns_per_row(DType dt, bool circular, int64_t B, int64_t H, int64_t L, int64_t Lk) {
+  if (!supported(dt, circular, L, Lk) || !wg::supported(dt, circular, L, Lk)) return INFINITY;
+  const wg::Geometry g = wg::plan(B, H, L, taps_used(circular, L, Lk), circular);
+  if (!g.fits) return INFINITY;
+  const double live = double(g.NI) * g.R / (double(g.ntile) * wg::kN);  // columns of V over the tiles'
+  return 2.0 * taps_per_output(circular, L, Lk) * double(L) / (kWgmmaFlopPerNs * live);
+}
+
+bool automatic_wgmma(DType dt, bool circular, int64_t B, int64_t H, int64_t L, int64_t Lk) {
+  return wgmma_ns_per_row(dt, circular, B, H, L, Lk) < dense_ns_per_row(circular, L, Lk, false);
+}
+
+bool automatic(DType dt, bool circular, int64_t B, int64_t H, int64_t L, int64_t Lk) {
   if (!supported(dt, circular, L, Lk) || std::min<int64_t>(B, 64) * ((L + kPb - 1) / kPb) < kAutoMinRows) return false;
-  return dense_ns_per_row(circular, L, Lk, false) <= fft_ns_per_row(circular, L, Lk);
+  const double dense = std::min(dense_ns_per_row(circular, L, Lk, false), wgmma_ns_per_row(dt, circular, B, H, L, Lk));
+  return dense <= fft_ns_per_row(circular, L, Lk);
 }
 
 bool automatic_gated(bool circular, int64_t L, int64_t Lk) {
@@ -189,8 +202,9 @@ Geometry plan_grad(int64_t B, int64_t H, int64_t L, int64_t m, bool split_v, boo
                kGradSmemTarget, true);
 }
 
-Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward, bool wgmma)
-    : dt_(dt), B_(B), H_(H), L_(L), Lk_(Lk), m_(taps_used(circular, L, Lk)), circular_(circular), wgmma_(wgmma) {
+Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward, Wgmma wgmma)
+    : dt_(dt), B_(B), H_(H), L_(L), Lk_(Lk), m_(taps_used(circular, L, Lk)), circular_(circular),
+      wgmma_(wgmma == Wgmma::forced || (wgmma == Wgmma::automatic && automatic_wgmma(dt, circular, B, H, L, Lk))) {
   check_arg(supported_dtype(dt), "dtype", "the dense fftconv kernels take float16 or bfloat16, got ", dtype_name(dt));
   if (circular) {
     check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);

@@ -30,7 +30,7 @@ struct Params {
   int64_t B, H, L;
   int m, NI, D, R, nchunk, kwords, ntile;
   bool circular;
-  bool split_d;  // both warpgroups on every tile, tap blocks by parity, partial sums added (Geometry)
+  int order;  // Order (dense_wgmma.hpp)
 };
 
 // Byte offset of 16-byte chunk c of row rho (128-byte rows in a 1024-byte aligned buffer: the
@@ -134,15 +134,14 @@ __global__ void __launch_bounds__(kThreads, 2) forward_kernel(Params<T> p) {
   fence_proxy_async();  // the rows above, written by ordinary stores, are read by wgmma
   __syncthreads();
 
-  // ---- products: warpgroup wg takes tiles wg, wg + 2, … of 128 output columns, or (split_d) every
-  // tile and its tap blocks d ≡ wg mod 2, warpgroup 1 handing its partial sums to warpgroup 0 ------
+  // ---- products: the tiles of 128 output columns by Order (dense_wgmma.hpp) ---------------------
   const int wg = threadIdx.x >> 7, tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, c = lane & 3;
   const uint32_t sV = static_cast<uint32_t>(__cvta_generic_to_shared(V));
   // a0 of k-step kk, tap block d: (k[x], k[x − 1]) with x = 64·d + 16·warp + g − 16·kk − 2·c, i.e. the
   // reversed filter's pair at z = Z0 − x (parity of g: kE or kO).
   const uint32_t* kp = ((g & 1) ? kO : kE) + (Z0 - 16 * warp - g + 2 * c - (g & 1)) / 2;
-  const bool split = p.split_d;
+  const bool split = p.order == int(Order::split_d), snake = p.order == int(Order::snake);
   // split_d: the partial sums pass through `stage` as float32 (32 KB), which warpgroup 0 then reuses
   // as its output staging; barrier 1: the sums are there, 2: the space is free again, 3: within
   // warpgroup 0.
@@ -150,7 +149,9 @@ __global__ void __launch_bounds__(kThreads, 2) forward_kernel(Params<T> p) {
   float* red = reinterpret_cast<float*>(stage);
   static_assert(2 * kN * kSt * sizeof(T) >= 64 * 128 * sizeof(float), "the partial sums fit in the staging");
   const int step = split ? 2 : 1;
-  for (int tile = split ? 0 : wg; tile < p.ntile; tile += 2 / step) {
+  for (int j = 0;; ++j) {
+    const int tile = split ? j : 2 * j + (snake ? wg ^ (j & 1) : wg);
+    if (tile >= p.ntile) break;
     const int n0 = tile * kN;
     const int dmax = p.circular ? D - 1 : min(D - 1, (min(n0 + kN, NR) - 1) / R);
     const auto row_addr = [&](int d) -> uint32_t {

@@ -21,14 +21,17 @@ constexpr int kSt = 72;         // the output staging's row stride in elements (
 // Rows of the V buffer: the pad, V, and one tile of slack (columns past V read there; unused).
 __host__ __device__ constexpr int rows_of(int NR) { return kPadRows + NR + kN; }
 
+// Which tiles of 128 columns a warpgroup takes: round_robin wg, wg + 2, …; snake pairs by turns
+// (0, 3, 4, 7, … and 1, 2, 5, 6, …: causal tiles grow in tap blocks); split_d every tile, its tap
+// blocks d ≡ wg mod 2, warpgroup 1 handing its float32 partial sums to warpgroup 0.
+enum class Order { round_robin = 0, snake = 1, split_d = 2 };
+
 struct Geometry {
   int NI = 0, D = 0, R = 0, nchunk = 0, kwords = 0, ntile = 0;
-  // The schedule of a CTA's products (64 × 128 × 64 each): tiles by warpgroup in turn, or (split_d)
-  // both warpgroups on every tile, tap blocks by parity, where that shortens the busier warpgroup's
-  // share (one tile, or causal tiles of unequal tap counts); `critical`: that share, in products,
-  // with half a product per tile for split_d's hand-over of the partial sums.
-  bool split_d = false;
-  double critical = 0;
+  Order order = Order::round_robin;
+  int per_sm = 1;        // CTAs per SM (shared memory; registers allow two)
+  double cta_ns = 0;     // the model's time of one CTA (dense_wgmma.cu)
+  double ns_per_row = 0;  // and of the whole launch per row of L outputs, the automatic rule's side
   size_t smem = 0;
   bool fits = false;
 };

@@ -80,14 +80,16 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   // Algo 16 is the automatic choice that never takes the dense kernels (their plans' gradients).
   const bool auto_rule = algo == 0 || algo == dense::kAlgoNoDense;
   if (algo == dense::kAlgo || algo == dense::kAlgoWgmma ||
-      (algo == 0 && dense::automatic(dtype, circular, B, L, Lk) && !direct::automatic(circular, L, Lk))) {
+      (algo == 0 && dense::automatic(dtype, circular, B, H, L, Lk) && !direct::automatic(circular, L, Lk))) {
     check_arg(dense::supported(dtype, circular, L, Lk), "algo",
               "the dense fftconv kernels (algo 15) take float16 or bfloat16, at most ", dense::kMaxTaps,
               " taps used, L <= ", dense::kMaxL, " and circular L a multiple of ", dense::kPb, "; got ",
               dtype_name(dtype), ", L = ", L, ", Lk = ", Lk, circular ? " (circular)" : " (causal)");
     Impl& p = *impl_;
     const bool forced = algo == dense::kAlgo || algo == dense::kAlgoWgmma;
-    p.dense = std::make_unique<dense::Plan>(dtype, B, H, L, Lk, circular, with_backward, algo == dense::kAlgoWgmma);
+    using W = dense::Plan::Wgmma;
+    const W wg = algo == dense::kAlgoWgmma ? W::forced : algo == dense::kAlgo ? W::off : W::automatic;
+    p.dense = std::make_unique<dense::Plan>(dtype, B, H, L, Lk, circular, with_backward, wg);
     p.dense_bwd = p.dense->has_backward() && (forced || dense::automatic_backward(circular, L, Lk));
     if (with_backward && !p.dense_bwd)
       p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, dense::kAlgoNoDense);
@@ -246,6 +248,7 @@ bool FFTConvPlan::fourstep() const { return impl_->fourstep; }
 bool FFTConvPlan::direct() const { return impl_->direct != nullptr; }
 bool FFTConvPlan::dense() const { return impl_->dense != nullptr; }
 bool FFTConvPlan::dense_gated() const { return impl_->dense && !impl_->gated; }
+bool FFTConvPlan::dense_wgmma() const { return impl_->dense && impl_->dense->wgmma(); }
 bool FFTConvPlan::dense_backward() const { return impl_->dense && impl_->dense_bwd; }
 bool FFTConvPlan::blocks() const { return impl_->blocks != nullptr; }
 int64_t FFTConvPlan::blocks_per_row() const { return impl_->blocks ? impl_->blocks->blocks_per_row() : 0; }
