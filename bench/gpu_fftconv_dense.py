@@ -1,6 +1,7 @@
 """The dense fftconv solver (plan algo 15: Toeplitz blocks on tensor cores)
 against the automatic choice without it (plan algo 16: what algo 0 took before it) and the
-tensor-core FFT solver (algo 2, where it applies) and the automatic rule (algo 0: its cost model's
+tensor-core FFT solver (algo 2, where it applies), the wgmma probe (algo 17: the ungated forward on
+wgmma, sm_90a; its FLOP count taken as the mma.sync kernel's) and the automatic rule (algo 0: its cost model's
 choice, ratio to the faster of dense and algo 16), same process,
 float16 and bfloat16: issue 12's shapes (B = 64, H = 768, FFT size 256 … 8K, causal L = N/2 and
 circular L = N, Lk = L), their neighbours (B = 8 and 1, odd L, short filters) and the kernel alone
@@ -73,7 +74,7 @@ for dt in dtypes:
             want = ref64(v, k, mode)
             if gated:
                 want = (want + gates[2].double()[:, None] * v) * gates[1][:2].double()
-            for name, algo in (("auto", 16), ("dense", 15), ("tensor", 2), ("rule", 0)):
+            for name, algo in (("auto", 16), ("dense", 15), ("tensor", 2), ("rule", 0), ("wgmma", 17)):
                 try:
                     f = with_algo(algo, call)
                     y = f()
@@ -123,6 +124,10 @@ for dt in dtypes:
                  f"err {r['err_dense']:.1e}) / auto {r['auto_ms']:.4f} ({r['auto_floor_frac']:.0%}) = "
                  f"{r['dense_over_auto']:.2f}") if "dense_ms" in r else f"dense skipped: {r.get('dense_skipped')}"
             tc = f"; tensor {r['tensor_ms']:.4f}" if "tensor_ms" in r else ""
+            if "wgmma_ms" in r and "dense_ms" in r and not gated:
+                r["wgmma_over_dense"] = r["wgmma_ms"] / r["dense_ms"]
+                tc += (f"; wgmma {r['wgmma_ms']:.4f} ({r['dense_flops'] / r['wgmma_ms'] / 1e9:.0f} TFLOP/s, err "
+                       f"{r['err_wgmma']:.1e}) = {r['wgmma_over_dense']:.2f} of dense")
             if "rule_ms" in r and "dense_ms" in r:
                 r["rule_over_best"] = r["rule_ms"] / min(r["dense_ms"], r["auto_ms"])
                 tc += f"; rule {r['rule_ms']:.4f} ({r['rule_solver'].split(': ')[-1][:20]}) = {r['rule_over_best']:.2f} of the best"

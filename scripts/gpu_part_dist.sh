@@ -63,11 +63,15 @@ X=(-x LD_LIBRARY_PATH -x PYTHONPATH -x OMP_NUM_THREADS=4)
 NP=$(( NGPU >= 2 ? 2 : 1 ))
 step "cpp_tests_np$NP" 150 "${MPIRUN[@]}" -np $NP "${X[@]}" build/gpu/strux_dist_tests --cuda
 grep -E "passed|failed|FAIL" "$OUT/cpp_tests_np$NP.log" | tail -4
+if [ "$NGPU" -ge 2 ]; then  # one process driving every GPU: the program's group cases (NCCL in one process)
+  step cpp_tests_np1 150 "${MPIRUN[@]}" -np 1 "${X[@]}" build/gpu/strux_dist_tests --cuda
+  grep -E "passed|failed|FAIL" "$OUT/cpp_tests_np1.log" | tail -4
+fi
 if [ "$NGPU" -ge 4 ]; then
   step cpp_tests_np4 150 "${MPIRUN[@]}" -np 4 "${X[@]}" build/gpu/strux_dist_tests --cuda
   grep -E "passed|failed|FAIL" "$OUT/cpp_tests_np4.log" | tail -4
 fi
-# DIST_SKIP (environment): space-separated steps to leave out of a short round: pytest, inverse.
+# DIST_SKIP (environment): space-separated steps to leave out of a short round: pytest, bench, inverse.
 skip() { [[ " ${DIST_SKIP:-} " == *" $1 "* ]]; }
 if skip pytest; then say "pytest_dist: skipped (DIST_SKIP)"; else
   step pytest_dist 120 python3 -m pytest -q -x -rs -p no:cacheprovider tests/python/test_dist.py tests/python/test_dist_group.py
@@ -81,6 +85,7 @@ MEM_MB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/de
 if [ "${MEM_MB:-0}" -ge 120000 ]; then SHAPE=(1000 2499 2499); else SHAPE=(1000 1767 1767); fi
 say "benchmark shape Nt Nd Nm = ${SHAPE[*]} (GPU memory ${MEM_MB:-?} MiB)"
 CB=(build/gpu/strux_dist_bench "${SHAPE[@]}" --cuda --reps 10)
+if skip bench; then say "bench: skipped (DIST_SKIP)"; else
 step bench_np1 40 bash -c "${MPIRUN[*]} -np 1 ${X[*]} ${CB[*]} > $OUT/bench_np1.json"
 if [ "$NGPU" -ge 2 ]; then
   step bench_np2_compare 60 bash -c "${MPIRUN[*]} -np 2 ${X[*]} ${CB[*]} --compare > $OUT/bench_np2.jsonl"
@@ -94,6 +99,7 @@ if [ "$NGPU" -ge 4 ]; then  # 4 GPUs: every grid of 4 ranks side by side; weak: 
   step bench_np4_compare 90 bash -c "${MPIRUN[*]} -np 4 ${X[*]} ${CB[*]} --compare > $OUT/bench_np4.jsonl"
   W4=(1000 $(( SHAPE[1] * 2 )) $(( SHAPE[2] * 2 )))
   step bench_np4_weak 90 bash -c "${MPIRUN[*]} -np 4 ${X[*]} build/gpu/strux_dist_bench ${W4[*]} --cuda --reps 10 > $OUT/bench_np4_weak.json"
+fi
 fi
 python3 - "$OUT" <<'EOF' | tee "$OUT/bench_summary.txt"
 import json, os, sys

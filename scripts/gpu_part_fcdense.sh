@@ -14,8 +14,9 @@ grep -E "^(FAILED|ERROR|E  )|passed|failed" "$OUT/pytest_dense.log" | head -16
 SMALL='
 import torch
 from strux import _cuda_fftconv as F
-F.fftconv_algo = 15
-for mode, L, Lk in (("causal", 301, 77), ("circular", 96, 96), ("causal", 33, 40)):
+for algo, mode, L, Lk in ((15, "causal", 301, 77), (15, "circular", 96, 96), (15, "causal", 33, 40),
+                         (17, "causal", 301, 77), (17, "circular", 128, 128), (17, "causal", 2050, 129)):
+    F.fftconv_algo = algo
     for dt in (torch.float16, torch.bfloat16):
         u = torch.randn(3, 2, L, device="cuda", dtype=dt)
         k = torch.randn(2, Lk, device="cuda", dtype=dt)

@@ -225,6 +225,7 @@ void bind_cuda(nb::module_& m) {
       .def_prop_ro("direct", [](const FFTConv& p) { return p.plan->direct(); })
       .def_prop_ro("dense", [](const FFTConv& p) { return p.plan->dense(); })
       .def_prop_ro("dense_gated", [](const FFTConv& p) { return p.plan->dense_gated(); })
+      .def_prop_ro("dense_wgmma", [](const FFTConv& p) { return p.plan->dense_wgmma(); })
       .def_prop_ro("dense_backward", [](const FFTConv& p) { return p.plan->dense_backward(); })
       .def_prop_ro("blocks", [](const FFTConv& p) { return p.plan->blocks(); })
       .def_prop_ro("blocks_per_row", [](const FFTConv& p) { return p.plan->blocks_per_row(); })

@@ -254,6 +254,7 @@ class FFTConvCUDA:
         return (f"fftconv (B={self.B}, H={self.H}, L={self.L}, Lk={self.Lk}) {self.mode} {self.dtype}: "
                 + ("the direct kernels (sums over the taps)" if p.direct
                    else "the dense kernels (Toeplitz blocks on tensor cores"
+                   + ("; ungated calls by wgmma" if p.dense_wgmma else "")
                    + ("" if p.dense_gated else "; gated calls by the FFT kernels")
                    + ")" if p.dense
                    else f"blocks of {p.nfft} (overlap-save, {p.blocks_per_row} per row)" if p.blocks

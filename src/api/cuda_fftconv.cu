@@ -49,8 +49,8 @@ class CudaFFTConv final : public FFTConvBackend {
     return msg("fftconv ", conv_mode_name(p_.mode), " (B, H, L) = ", dims({p_.B, p_.H, p_.L}), ", Lk = ", p_.Lk,
                ", ", dtype_name(p_.dtype), " on ", device_name(p_.device), ": ",
                plan_->direct()  ? "direct kernels (sums over the taps, no transform)"
-               : plan_->dense() ? msg("dense kernels (32×32 Toeplitz blocks of the filter on tensor cores, no "
-                                      "transform",
+               : plan_->dense() ? msg("dense kernels (Toeplitz blocks of the filter on tensor cores, no transform",
+                                      plan_->dense_wgmma() ? "; ungated calls by wgmma" : "",
                                       plan_->dense_gated() ? "" : "; gated calls by the FFT kernels",
                                       !with_backward_            ? ""
                                       : plan_->dense_backward() ? "; gradients by the same products"

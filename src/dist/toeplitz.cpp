@@ -186,16 +186,6 @@ void check_problem(const BlockToeplitzProblem& p, const DistOptions& o, int P) {
     check_arg(int64_t(g.rows) * g.cols == P, "grid", "expected r·c = ", P, " (the number of ranks), got (", g.rows,
               ", ", g.cols, ")");
   }
-  if (p.device.kind == DeviceKind::CUDA) {
-    // Grids with an empty block (r > Nd or c > Nm) run on the CPU (MPI and thread groups, tested
-    // at 2 and 4 ranks); their CUDA path (the same code with a device zero fill) has not been run
-    // on GPUs yet, so CUDA devices keep to grids where every rank has rows and columns (the grid
-    // given, or the one choose_grid will pick: it takes such a grid wherever one exists).
-    const Grid run = g.rows != 0 ? g : choose_grid(P, p, o.comm, o.cost);
-    check_arg(run.rows <= p.Nd && run.cols <= p.Nm, "grid", "on CUDA devices every rank needs a row and a column "
-              "(grids with an empty block run on the CPU only for now): expected r <= Nd = ", p.Nd, " and c <= Nm = ",
-              p.Nm, " with r·c = ", P, ", got (", run.rows, ", ", run.cols, ")", g.rows != 0 ? "" : " (no such grid)");
-  }
   if (p.device.kind == DeviceKind::CUDA && !have_nccl())
     throw ValueError(msg("argument 'problem.device': ", device_name(p.device),
                          " needs strux built with CUDA and NCCL (CMake STRUX_NCCL, NCCL_ROOT); this build has none"));

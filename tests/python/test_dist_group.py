@@ -15,10 +15,11 @@ except ImportError:
 pytestmark = pytest.mark.skipif(not HAVE, reason="strux built without its distributed operators (MPI)")
 
 
-def _case(P, layout, vectors, R, dtype, grid=None, devices=None, to=lambda a, q: a, back=lambda a: a):
+def _case(P, layout, vectors, R, dtype, grid=None, devices=None, to=lambda a, q: a, back=lambda a: a,
+          shape=(6, 7, 5)):
     import strux.dist
     rng = np.random.default_rng(P)
-    Nt, Nd, Nm = 6, 7, 5
+    Nt, Nd, Nm = shape
     blocks = rng.standard_normal((Nt, Nd, Nm))
     tail = () if R is None else (R,)
     tm = layout == "time-major"
@@ -148,6 +149,21 @@ def test_group_two_gpus(vectors):
         _case(2, layout, vectors, None, np.float32, devices=[0, 1], to=to, back=back)
         _case(2, layout, vectors, 3, np.float64, grid=(2, 1), devices=[0, 1], to=to, back=back)
         _case(2, layout, vectors, 2, np.float64, grid=(1, 2), devices=[0, 1], to=to, back=back)
+
+
+@pytest.mark.skipif(_gpus() < 2 or not HAVE or not _dist.have_nccl(), reason="needs 2 GPUs, torch and NCCL")
+@pytest.mark.parametrize("vectors", ["replicated", "distributed"])
+@pytest.mark.parametrize("shape, grid", [((6, 1, 4), (2, 1)), ((5, 4, 1), (1, 2)), ((4, 1, 1), None)])
+def test_group_two_gpus_empty_blocks(shape, grid, vectors):
+    """Grids that leave one GPU an empty block (r > Nd or c > Nm; grid=None where none gives both
+    GPUs work): that rank holds no F̂, passes its empty parts and takes part in every reduction."""
+    import torch
+    to = lambda a, q: torch.from_numpy(np.ascontiguousarray(a)).cuda(q)  # noqa: E731
+    back = lambda a: a.cpu().numpy()  # noqa: E731
+    for layout in ("time-major", "space-major"):
+        for R, dtype in ((None, np.float32), (2, np.float64)):
+            G = _case(2, layout, vectors, R, dtype, grid=grid, devices=[0, 1], to=to, back=back, shape=shape)
+            assert any(k.rows.stop == k.rows.start or k.cols.stop == k.cols.start for k in G.ranks)
 
 
 @pytest.mark.skipif(_gpus() < 2 or not HAVE or not _dist.have_nccl(), reason="needs 2 GPUs, torch and NCCL")

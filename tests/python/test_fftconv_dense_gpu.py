@@ -265,10 +265,20 @@ AUTO = [((64, 256, 256, "causal"), True), ((64, 512, 512, "causal"), True), ((64
         ((16, 256, 256, "circular"), True), ((15, 256, 256, "circular"), False), ((1, 4096, 100, "causal"), True)]
 
 
+# Where the wgmma kernel runs (compute capability 9.0, its sm_90a image), its model (2·taps·L / 420
+# TFLOP/s over the share of live columns in its tiles) also beats the FFT solvers at these.
+AUTO_WGMMA = {(64, 5000, 1250, "causal"), (64, 4096, 2048, "causal"), (64, 1024, 1024, "circular")}
+
+
+def _wgmma_device():
+    return torch.cuda.get_device_capability() == (9, 0)
+
+
 @pytest.mark.parametrize("size, want", AUTO, ids=str)
 def test_automatic_rule(size, want):
     P = strux._ext.cuda.FFTConvPlan
     B, L, Lk, mode = size
+    want = want or (_wgmma_device() and size in AUTO_WGMMA)
     for dt in ("float16", "bfloat16"):
         for backward in (False, True):
             assert P(B, 3, L, Lk, mode, dt, backward, 0).dense == want, (dt, backward)
@@ -311,9 +321,11 @@ def test_gated_call_beyond_the_gated_rule_runs_the_fft_solvers():
         g0 = vjp(dy, u, k, "causal", pregate=pre, postgate=post)
     with fftconv_algo(16):
         y16, g16 = f(u, k, "causal", pregate=pre, postgate=post), vjp(dy, u, k, "causal", pregate=pre, postgate=post)
-    with fftconv_algo(15):
-        y15 = f(u, k, "causal")
-    assert torch.equal(y0, y16) and torch.equal(y_ungated, y15)
+    # the ungated call: the mma.sync kernel's bits, or the wgmma kernel's where the rule takes it
+    plan = strux._ext.cuda.FFTConvPlan(B, H, L, L, "causal", "float16", False, 0)
+    with fftconv_algo(17 if plan.dense_wgmma else 15):
+        y_dense = f(u, k, "causal")
+    assert torch.equal(y0, y16) and torch.equal(y_ungated, y_dense)
     assert all((a is None and b is None) or torch.equal(a, b) for a, b in zip(g0, g16))
     want = ref(ru, rk, "causal", rpre, rpost)
     assert np.linalg.norm(y0.double().cpu().numpy() - want) / np.linalg.norm(want) <= TOL["float16"]
@@ -336,3 +348,101 @@ def test_automatic_backward_rule(L, Lk, own):
         want = vjp(dy, u, k, "causal")
     for a, w in zip(auto, want):
         assert (a is None and w is None) or torch.equal(a, w)
+
+
+# ---- algo 17: the ungated forward on wgmma (sm_90a probe; dense_wgmma.cuh) ----------------------
+
+def _wgmma_ok():
+    return torch.cuda.get_device_capability()[0] == 9
+
+
+WGMMA = [("causal", 64, 64), ("causal", 1, 1), ("causal", 100, 37), ("causal", 257, 300), ("causal", 1000, 1000),
+         ("causal", 2048, 2048), ("causal", 2050, 129), ("causal", 4096, 1024), ("causal", 3000, 3000), ("circular", 64, 64),
+         ("circular", 256, 256), ("circular", 1024, 1024), ("circular", 1024, 65), ("circular", 2048, 2048)]
+
+
+@pytest.mark.skipif(not _wgmma_ok(), reason="the wgmma kernel needs compute capability 9.x")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("B", [3, 17])
+@pytest.mark.parametrize("mode,L,Lk", WGMMA)
+def test_wgmma_forward(mode, L, Lk, B, dtype):
+    """algo 17 against float64 (rows past B in a CTA, L not a multiple of 8 or 64, short and long
+    filters), and a gated call on the same plan by the mma.sync kernels (algo 15's bits)."""
+    from strux.bench.gpu import fftconv_algo
+    g = torch.Generator(device="cuda").manual_seed(L * 31 + Lk + B)
+    td = getattr(torch, dtype)
+    u = torch.randn(B, 2, L, device="cuda", generator=g)
+    k = torch.randn(2, Lk, device="cuda", generator=g) / min(Lk, L) ** 0.5
+    pre = torch.randn(B, 2, L, device="cuda", generator=g)
+    (u, k, pre), (ru, rk, _) = rounded(td, u, k, pre)
+    f = strux._cuda_fftconv.fftconv
+    with fftconv_algo(17):
+        y = f(u, k, mode)
+        y_gated = f(u, k, mode, pregate=pre)
+    with fftconv_algo(15):
+        y15_gated = f(u, k, mode, pregate=pre)
+    want = ref(ru, rk, mode)
+    err = np.linalg.norm(y.double().cpu().numpy() - want) / max(np.linalg.norm(want), 1e-30)
+    assert y.dtype == td and err <= TOL[dtype], (mode, L, Lk, B, dtype, err)
+    assert torch.equal(y_gated, y15_gated)
+
+
+@pytest.mark.skipif(not _wgmma_ok(), reason="the wgmma kernel needs compute capability 9.x")
+def test_wgmma_misaligned_and_nan():
+    """Rows not 16-byte aligned take the one-sample path; a NaN stays in its row."""
+    from strux.bench.gpu import fftconv_algo
+    g = torch.Generator(device="cuda").manual_seed(5)
+    L = 512
+    base = torch.randn(2 * 3 * L + 1, device="cuda", generator=g).half()
+    u = base[1:].view(2, 3, L)
+    k = (torch.randn(3, L, device="cuda", generator=g) / L ** 0.5).half()
+    with fftconv_algo(17):
+        y = strux._cuda_fftconv.fftconv(u, k, "causal")
+        u2 = u.clone()
+        u2[1, 2, 100] = float("nan")
+        y2 = strux._cuda_fftconv.fftconv(u2, k, "causal")
+    want = ref(u.double().cpu().numpy(), k.double().cpu().numpy(), "causal")
+    assert np.linalg.norm(y.double().cpu().numpy() - want) / np.linalg.norm(want) <= TOL["float16"]
+    bad = torch.isnan(y2)
+    assert bad[1, 2].any() and not bad[0].any() and not bad[1, :2].any()
+    assert torch.equal(y2[0], y[0])
+
+
+def test_wgmma_refused_where_it_does_not_apply():
+    P = strux._ext.cuda.FFTConvPlan
+    with pytest.raises(ValueError, match="'algo'"):
+        P(2, 3, 96, 96, "circular", "float16", False, 17)  # circular L not a multiple of 64
+    with pytest.raises(ValueError, match="'algo'|'dtype'"):
+        P(2, 3, 256, 256, "causal", "float32", False, 17)
+
+
+# (B, L, Lk, mode) -> whether an automatic float16 plan's ungated forward runs the wgmma kernel: where
+# its model beats the mma.sync kernel's; not causal 1025 (17 blocks of 64: 136 of 256 tile columns
+# live) nor where the FFT solvers win (causal 4096).
+WGMMA_AUTO = [((64, 2048, 2048, "causal"), True), ((64, 1024, 1024, "circular"), True),
+              ((64, 128, 128, "causal"), True), ((64, 1025, 1025, "causal"), False),
+              ((64, 4096, 4096, "causal"), False), ((17, 3000, 3000, "causal"), True)]
+
+
+@pytest.mark.skipif(not _wgmma_ok(), reason="the wgmma kernel needs compute capability 9.x")
+@pytest.mark.parametrize("size, want", WGMMA_AUTO, ids=str)
+def test_automatic_wgmma(size, want):
+    """The automatic choice of the wgmma kernel; its ungated calls give algo 17's bits, its gated ones
+    those of algo 15 or (past the gated rule) algo 16."""
+    from strux.bench.gpu import fftconv_algo
+    B, L, Lk, mode = size
+    p = strux._ext.cuda.FFTConvPlan(B, 3, L, Lk, mode, "float16", False, 0)
+    assert p.dense_wgmma == (want and _wgmma_device())
+    if not p.dense_wgmma:
+        return
+    g = torch.Generator(device="cuda").manual_seed(L)
+    u = torch.randn(B, 3, L, device="cuda", generator=g).half()
+    k = (torch.randn(3, Lk, device="cuda", generator=g) / min(L, Lk) ** 0.5).half()
+    pre = torch.randn_like(u)
+    f = strux._cuda_fftconv.fftconv
+    y0, y0g = f(u, k, mode), f(u, k, mode, pregate=pre)
+    with fftconv_algo(17):
+        y17 = f(u, k, mode)
+    with fftconv_algo(15 if p.dense_gated else 16):  # a gated call past the gated rule: the FFT solvers
+        yg = f(u, k, mode, pregate=pre)
+    assert torch.equal(y0, y17) and torch.equal(y0g, yg)

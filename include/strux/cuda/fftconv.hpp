@@ -70,6 +70,7 @@ class FFTConvPlan {
   bool direct() const;  // true when this plan runs the direct kernels (short filters; algo 9)
   bool dense() const;   // true when this plan runs the dense kernels (Toeplitz blocks on tensor cores; algo 15)
   bool dense_gated() const;     // dense, and calls with a pregate run them too (else the FFT solvers)
+  bool dense_wgmma() const;     // dense, and ungated forwards run the wgmma kernel (sm_90a)
   bool dense_backward() const;  // dense, and backward() runs them too (else the FFT solvers)
   bool blocks() const;  // true when this plan runs the blocks solver (algo 10); nfft() is then N
   int64_t blocks_per_row() const;       // the blocks solver's blocks per row, else 0

@@ -165,9 +165,22 @@ double fft_ns_per_row(bool circular, int64_t L, int64_t Lk) {
   return general * kNs[i] * std::pow(kNs[i + 1] / kNs[i], e - i);
 }
 
-bool automatic(DType dt, bool circular, int64_t B, int64_t L, int64_t Lk) {
+double wgmma_ns_per_row(DType dt, bool circular, int64_t B, int64_t H, int64_t L, int64_t Lk) {
+  if (!supported(dt, circular, L, Lk) || !wg::supported(dt, circular, L, Lk)) return INFINITY;
+  const wg::Geometry g = wg::plan(B, H, L, taps_used(circular, L, Lk), circular);
+  if (!g.fits) return INFINITY;
+  const double live = double(g.NI) * g.R / (double(g.ntile) * wg::kN);  // columns of V over the tiles'
+  return 2.0 * taps_per_output(circular, L, Lk) * double(L) / (kWgmmaFlopPerNs * live);
+}
+
+bool automatic_wgmma(DType dt, bool circular, int64_t B, int64_t H, int64_t L, int64_t Lk) {
+  return wgmma_ns_per_row(dt, circular, B, H, L, Lk) < dense_ns_per_row(circular, L, Lk, false);
+}
+
+bool automatic(DType dt, bool circular, int64_t B, int64_t H, int64_t L, int64_t Lk) {
   if (!supported(dt, circular, L, Lk) || std::min<int64_t>(B, 64) * ((L + kPb - 1) / kPb) < kAutoMinRows) return false;
-  return dense_ns_per_row(circular, L, Lk, false) <= fft_ns_per_row(circular, L, Lk);
+  const double dense = std::min(dense_ns_per_row(circular, L, Lk, false), wgmma_ns_per_row(dt, circular, B, H, L, Lk));
+  return dense <= fft_ns_per_row(circular, L, Lk);
 }
 
 bool automatic_gated(bool circular, int64_t L, int64_t Lk) {
@@ -189,8 +202,9 @@ Geometry plan_grad(int64_t B, int64_t H, int64_t L, int64_t m, bool split_v, boo
                kGradSmemTarget, true);
 }
 
-Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward)
-    : dt_(dt), B_(B), H_(H), L_(L), Lk_(Lk), m_(taps_used(circular, L, Lk)), circular_(circular) {
+Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward, Wgmma wgmma)
+    : dt_(dt), B_(B), H_(H), L_(L), Lk_(Lk), m_(taps_used(circular, L, Lk)), circular_(circular),
+      wgmma_(wgmma == Wgmma::forced || (wgmma == Wgmma::automatic && automatic_wgmma(dt, circular, B, H, L, Lk))) {
   check_arg(supported_dtype(dt), "dtype", "the dense fftconv kernels take float16 or bfloat16, got ", dtype_name(dt));
   if (circular) {
     check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
@@ -202,6 +216,15 @@ Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular,
             " bytes of shared memory, more than the device has per block (L = ", L, ", taps ", m_, ")");
   check_arg(H * g_split_.nchunk <= int64_t(INT32_MAX), "H", "the dense fftconv kernels launch H × ",
             g_split_.nchunk, " CTAs, at most 2^31 − 1; got H = ", H);
+  if (wgmma_) {
+    check_arg(wg::supported(dt, circular, L, Lk), "algo", "the dense wgmma kernel (algo 17) takes float16 or "
+              "bfloat16 on a device of compute capability 9.0 running its sm_90a build, circular L a multiple of ",
+              wg::kB, "; got ",
+              dtype_name(dt), ", L = ", L, circular ? " (circular)" : " (causal)");
+    wg_ = wg::plan(B, H, L, m_, circular);
+    check_arg(wg_.fits && H * wg_.nchunk <= int64_t(INT32_MAX), "L", "a CTA of the dense wgmma kernel needs ",
+              wg_.smem, " bytes of shared memory, more than the device has per block (L = ", L, ", taps ", m_, ")");
+  }
   taps_.allocate(size_t(H * m_) * 2);
   if (!with_backward) return;
   int64_t chunks = 0;
@@ -223,6 +246,7 @@ void Plan::set_filter(const void* k, cudaStream_t s) {
 
 void Plan::forward(const void* u, const void* pre, const void* post, const void* skip, void* y,
                    cudaStream_t s) const {
+  if (wgmma_ && !pre && !post && !skip) return wg::forward(dt_, wg_, taps_.get(), u, y, B_, H_, L_, m_, circular_, s);
   with_type(dt_, [&](auto t) {
     using T = decltype(t);
     conv_pass<T>(pre ? g_split_ : g_, cp<T>(taps_.get()), cp<T>(u), cp<T>(pre), cp<T>(post), cp<T>(skip), mp<T>(y),

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/buffer.hpp"
+#include "cuda/fftconv/dense_wgmma.hpp"
 #include "strux/cuda/common.hpp"
 
 namespace strux::cuda::dense {
@@ -22,6 +23,8 @@ constexpr int kThreads = 128;  // 4 warps per CTA
 // its gradient plan uses: the automatic choice without them.
 constexpr int kAlgo = 15;
 constexpr int kAlgoNoDense = 16;
+// Forced only: the ungated forward on wgmma (sm_90a, dense_wgmma.hpp), the rest as algo 15.
+constexpr int kAlgoWgmma = 17;
 // The automatic choice takes these kernels for float16 / bfloat16 where a cost model says they beat
 // the FFT solvers (dense_ns_per_row <= fft_ns_per_row, both anchored on H200 runs,
 // bench/NOTES-gpu-fftconv-dense.md rounds 8 and 9) and a CTA's rows give its four warps two tiles
@@ -31,8 +34,10 @@ constexpr int kAlgoNoDense = 16;
 // ≈ 3.9× its forward (three passes and the filter gradient), the FFT vjp ≈ 2.2× its own.
 constexpr double kAutoBwdRatio = 0.57;
 // The dense forward's rate on the large products (mma.sync, float32 accumulation): 300–370 TFLOP/s
-// measured, in FLOP per ns.
+// measured, in FLOP per ns; the wgmma kernel's (sm_90a, ungated forward): 370–540, times the share
+// of live columns in its tiles (NOTES round 11).
 constexpr double kDenseFlopPerNs = 310e3;
+constexpr double kWgmmaFlopPerNs = 420e3;
 constexpr int64_t kAutoMinRows = 128;
 // Limits: taps used (causal min(Lk, L), circular Lk) and the row length whose CTA (one row at
 // least, in shared memory) fits.
@@ -46,7 +51,11 @@ constexpr size_t kGradSmemTarget = 55 * 1024;  // the filter gradient kernel's (
 // Float16 / bfloat16, taps used <= kMaxTaps, L <= kMaxL, circular L a multiple of 32.
 bool supported(DType dt, bool circular, int64_t L, int64_t Lk);
 // The automatic rule above: the ungated forward, the gated forward, the backward.
-bool automatic(DType dt, bool circular, int64_t B, int64_t L, int64_t Lk);
+bool automatic(DType dt, bool circular, int64_t B, int64_t H, int64_t L, int64_t Lk);
+// Whether the ungated forward takes the wgmma kernel: the device runs it and its model beats the
+// mma.sync kernel's (wgmma_ns_per_row; +inf where it does not apply).
+bool automatic_wgmma(DType dt, bool circular, int64_t B, int64_t H, int64_t L, int64_t Lk);
+double wgmma_ns_per_row(DType dt, bool circular, int64_t B, int64_t H, int64_t L, int64_t Lk);
 bool automatic_gated(bool circular, int64_t L, int64_t Lk);
 bool automatic_backward(bool circular, int64_t L, int64_t Lk);
 // The cost model's two sides, forward time per row of L outputs in ns: the products here (2 FLOP per
@@ -78,7 +87,12 @@ Geometry plan_grad(int64_t B, int64_t H, int64_t L, int64_t m, bool split_v, boo
 // and the filter gradient's per-CTA partial sums.
 class Plan {
  public:
-  Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward);
+  // Ungated forwards by the wgmma kernel (dense_wgmma.hpp): never, forced (ValueError naming 'algo'
+  // where it does not apply) or by automatic_wgmma.
+  enum class Wgmma { off, forced, automatic };
+  Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular, bool with_backward,
+       Wgmma wgmma = Wgmma::off);
+  bool wgmma() const { return wgmma_; }
   void set_filter(const void* k, cudaStream_t s);
   // The plan's copy of the taps used, (H, m) with m = taps_used (what set_filter last copied).
   const void* taps() const { return taps_.get(); }
@@ -100,6 +114,8 @@ class Plan {
   int64_t B_, H_, L_, Lk_, m_;
   bool circular_, has_backward_ = false;
   Geometry g_, g_split_, gg_[4];  // gg_[2·split_v + split_dz]
+  bool wgmma_ = false;
+  wg::Geometry wg_;
   int64_t part_stride_ = 0;       // floats of dk partials before the dskip partials
   DeviceBuffer taps_, part_;
 };

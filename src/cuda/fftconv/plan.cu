@@ -79,15 +79,17 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
   check_positive(Lk, "Lk");
   // Algo 16 is the automatic choice that never takes the dense kernels (their plans' gradients).
   const bool auto_rule = algo == 0 || algo == dense::kAlgoNoDense;
-  if (algo == dense::kAlgo ||
-      (algo == 0 && dense::automatic(dtype, circular, B, L, Lk) && !direct::automatic(circular, L, Lk))) {
+  if (algo == dense::kAlgo || algo == dense::kAlgoWgmma ||
+      (algo == 0 && dense::automatic(dtype, circular, B, H, L, Lk) && !direct::automatic(circular, L, Lk))) {
     check_arg(dense::supported(dtype, circular, L, Lk), "algo",
               "the dense fftconv kernels (algo 15) take float16 or bfloat16, at most ", dense::kMaxTaps,
               " taps used, L <= ", dense::kMaxL, " and circular L a multiple of ", dense::kPb, "; got ",
               dtype_name(dtype), ", L = ", L, ", Lk = ", Lk, circular ? " (circular)" : " (causal)");
     Impl& p = *impl_;
-    const bool forced = algo == dense::kAlgo;
-    p.dense = std::make_unique<dense::Plan>(dtype, B, H, L, Lk, circular, with_backward);
+    const bool forced = algo == dense::kAlgo || algo == dense::kAlgoWgmma;
+    using W = dense::Plan::Wgmma;
+    const W wg = algo == dense::kAlgoWgmma ? W::forced : algo == dense::kAlgo ? W::off : W::automatic;
+    p.dense = std::make_unique<dense::Plan>(dtype, B, H, L, Lk, circular, with_backward, wg);
     p.dense_bwd = p.dense->has_backward() && (forced || dense::automatic_backward(circular, L, Lk));
     if (with_backward && !p.dense_bwd)
       p.grad = std::make_unique<FFTConvPlan>(B, H, L, Lk, circular, dtype, true, dense::kAlgoNoDense);
@@ -119,7 +121,8 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
             "twiddles), 8 (four-step kernels, FFT sizes 65536 to 4194304), 9 (direct sums, at most 64 "
             "taps), 10 (blocks: overlap-save over blocks of a few times the taps), 11, 12 or 13 (blocks of 8, 16 "
             "or 4 times the taps: probes), 14 (as 8 with pass B's grid row by row: a probe), 15 (dense: Toeplitz "
-            "blocks on tensor cores), 16 (automatic without the dense kernels), got ", algo);
+            "blocks on tensor cores), 16 (automatic without the dense kernels), 17 (dense, the ungated forward "
+            "on wgmma: a probe), got ", algo);
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
   Impl& p = *impl_;
   p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);
@@ -245,6 +248,7 @@ bool FFTConvPlan::fourstep() const { return impl_->fourstep; }
 bool FFTConvPlan::direct() const { return impl_->direct != nullptr; }
 bool FFTConvPlan::dense() const { return impl_->dense != nullptr; }
 bool FFTConvPlan::dense_gated() const { return impl_->dense && !impl_->gated; }
+bool FFTConvPlan::dense_wgmma() const { return impl_->dense && impl_->dense->wgmma(); }
 bool FFTConvPlan::dense_backward() const { return impl_->dense && impl_->dense_bwd; }
 bool FFTConvPlan::blocks() const { return impl_->blocks != nullptr; }
 int64_t FFTConvPlan::blocks_per_row() const { return impl_->blocks ? impl_->blocks->blocks_per_row() : 0; }
