@@ -44,14 +44,16 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 #: batch rows' order against K̂'s reuse, bench/NOTES-gpu-fftconv-long.md); 15 = dense: Toeplitz
 #: blocks of the filter on tensor cores (float16/bfloat16, at most 8192 taps used, L <= 32768,
 #: circular L a multiple of 32; forward and gradients, the gradients by the automatic choice
-#: without it where their shared memory does not fit: src/cuda/fftconv/dense.hpp); 16 = the
-#: automatic choice without the dense kernels.
+#: without it where their shared memory does not fit: src/cuda/fftconv/dense.hpp; under 0, on a
+#: device of compute capability 9.0, the ungated forward as 17 where its model beats mma.sync's);
+#: 16 = the automatic choice without the dense kernels; 17 = as 15 with the ungated forward on
+#: wgmma (sm_90a; circular L a multiple of 64; ValueError elsewhere: src/cuda/fftconv/dense_wgmma.hpp).
 #: Part of the plan cache key.
 fftconv_algo = 0
 
 #: options={"solver": name} of strux.fftconv on the GPU -> plan algo ("auto": fftconv_algo).
 GPU_SOLVERS = {"auto": None, "fused": 4, "cufft": 1, "tensor": 2, "fourstep": 8, "direct": 9, "blocks": 10,
-               "dense": 15}
+               "dense": 15, "dense_wgmma": 17}
 
 
 def _algo(options) -> int:

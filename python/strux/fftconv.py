@@ -204,9 +204,10 @@ def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=Non
     model beats the FFT kernels, about 1000 taps per output at FFT 4K; gated calls and gradients
     past its own limits run the FFT kernels, else the FFT kernels), "fused", "cufft",
     "tensor", "fourstep", "direct", "blocks" (overlap-save over blocks, for short filters on long
-    rows; "auto" takes it for long causal rows, float32/float16/bfloat16) or "dense" (Toeplitz
-    blocks of the filter on tensor cores, float16/bfloat16, at most 8192 taps used)
-    (strux._cuda_fftconv.GPU_SOLVERS). A forced solver that does not apply raises ValueError.
+    rows; "auto" takes it for long causal rows, float32/float16/bfloat16), "dense" (Toeplitz
+    blocks of the filter on tensor cores, mma.sync, float16/bfloat16, at most 8192 taps used) or
+    "dense_wgmma" (as "dense" with the ungated forward on wgmma: compute capability 9.0; "auto"
+    takes it there where its model beats mma.sync's) (strux._cuda_fftconv.GPU_SOLVERS). A forced solver that does not apply raises ValueError.
     """
     if options is None and type(u) in _gpu_types and u.is_cuda:
         return _cuda_fftconv.fftconv(u, k, mode, pregate, postgate, skip)

@@ -446,3 +446,15 @@ def test_automatic_wgmma(size, want):
     with fftconv_algo(15 if p.dense_gated else 16):  # a gated call past the gated rule: the FFT solvers
         yg = f(u, k, mode, pregate=pre)
     assert torch.equal(y0, y17) and torch.equal(y0g, yg)
+
+
+@pytest.mark.skipif(not _wgmma_ok(), reason="the wgmma kernel needs compute capability 9.x")
+def test_wgmma_solver_option():
+    """options={"solver": "dense_wgmma"} of strux.fftconv: algo 17's bits."""
+    from strux.bench.gpu import fftconv_algo
+    g = torch.Generator(device="cuda").manual_seed(11)
+    u = torch.randn(5, 3, 640, device="cuda", generator=g).half()
+    k = (torch.randn(3, 640, device="cuda", generator=g) / 640 ** 0.5).half()
+    y = strux.fftconv(u, k, "circular", options={"solver": "dense_wgmma"})
+    with fftconv_algo(17):
+        assert torch.equal(y, strux._cuda_fftconv.fftconv(u, k, "circular"))
