@@ -455,6 +455,6 @@ def test_wgmma_solver_option():
     g = torch.Generator(device="cuda").manual_seed(11)
     u = torch.randn(5, 3, 640, device="cuda", generator=g).half()
     k = (torch.randn(3, 640, device="cuda", generator=g) / 640 ** 0.5).half()
-    y = strux.fftconv(u, k, "circular", options={"solver": "dense_wgmma"})
+    y = strux.fftconv(u, k, mode="circular", options={"solver": "dense_wgmma"})
     with fftconv_algo(17):
         assert torch.equal(y, strux._cuda_fftconv.fftconv(u, k, "circular"))

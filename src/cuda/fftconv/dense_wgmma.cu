@@ -45,44 +45,25 @@ bool supported(DType dt, bool circular, int64_t L, int64_t Lk) {
 
 namespace {
 // A CTA's time, fitted on rounds 10–11 (H200; bench/NOTES-gpu-fftconv-dense.md round 11): a product
-// on the critical path 212 ns with one CTA per SM, 493 ns with two sharing it; 3.3 µs per tile of the
-// busier warpgroup (epilogue and accumulator setup); 16.2 ns per column of 64 samples (staging).
-// Within ±25% but at causal 1025 and circular 256 / 768 (the fit's spread): it ranks candidates.
+// of the busier warpgroup 212 ns with one CTA per SM, 493 ns with two sharing it; 3.3 µs per tile of
+// that warpgroup (epilogue and accumulator setup); 16.2 ns per column of 64 samples (staging). Within
+// ±25% but at causal 1025 and circular 256 / 768 (the fit's spread): it only ranks two choices of R.
 constexpr double kProductNs[2] = {212, 493};
 constexpr double kTileNs = 3300, kColumnNs = 16.2;
 
-// The schedules of R rows per CTA (Order in dense_wgmma.hpp); the least predicted CTA time, with
-// split_d only at two CTAs per SM on two or more causal tiles of unequal tap counts (measured slower
-// on one tile and at one CTA per SM: warpgroup 0's epilogues then stand alone).
+// The tiles of R rows per CTA, by warpgroup in turn (tiles wg, wg + 2, …), and the model's CTA time:
+// the busier warpgroup's products and tiles, and the staging.
 void schedule(Geometry& g, int R, bool circular, int per_sm_bytes) {
   g.R = R;
   const int NR = g.NI * R;
   g.ntile = (NR + kN - 1) / kN;
   g.smem = 1024 + size_t(rows_of(NR)) * 128 + size_t(g.kwords) * 8 + size_t(2) * kN * kSt * 2;
   g.per_sm = g.smem + 1024 <= size_t(per_sm_bytes) / 2 ? 2 : 1;
-  double turns[2][2] = {{0, 0}, {0, 0}}, halves = 0;  // [round robin, snake][warpgroup]
-  int tiles[2][2] = {{0, 0}, {0, 0}};
-  for (int t = 0; t < g.ntile; ++t) {
-    // tap blocks of tile t (the kernel's dmax + 1: causal tiles need the blocks whose rows reach them)
-    const int blocks = circular ? g.D : std::min(g.D - 1, (std::min((t + 1) * kN, NR) - 1) / R) + 1;
-    const int rr = t % 2, sn = (t % 2) ^ ((t / 2) % 2);
-    turns[0][rr] += blocks, ++tiles[0][rr];
-    turns[1][sn] += blocks, ++tiles[1][sn];
-    halves += (blocks + 1) / 2;
-  }
-  const auto busier = [&](int o) { return turns[o][0] >= turns[o][1] ? 0 : 1; };
-  double best = -1;
-  for (int o = 0; o < 2; ++o) {
-    const int w = busier(o);
-    const double t = turns[o][w] * kProductNs[g.per_sm - 1] + tiles[o][w] * kTileNs;
-    if (best < 0 || t < best) best = t, g.order = Order(o);
-  }
-  const bool uneven = std::max(turns[0][0], turns[0][1]) >= 1.5 * std::min(turns[0][0], turns[0][1]);
-  if (g.per_sm == 2 && g.ntile >= 2 && !circular && uneven) {
-    const double t = halves * kProductNs[1] + g.ntile * kTileNs;
-    if (t < best) best = t, g.order = Order::split_d;
-  }
-  g.cta_ns = best + kColumnNs * NR;
+  double turns[2] = {0, 0};
+  for (int t = 0; t < g.ntile; ++t)  // tap blocks of tile t (the kernel's dmax + 1)
+    turns[t % 2] += circular ? g.D : std::min(g.D - 1, (std::min((t + 1) * kN, NR) - 1) / R) + 1;
+  const double products = std::max(turns[0], turns[1]), tiles = (g.ntile + 1) / 2;
+  g.cta_ns = products * kProductNs[g.per_sm - 1] + tiles * kTileNs + kColumnNs * NR;
 }
 }  // namespace
 
@@ -110,7 +91,6 @@ Geometry plan(int64_t B, int64_t H, int64_t L, int64_t m, bool circular) {
     schedule(c, std::min(64, (2 * kN + g.NI - 1) / g.NI + 7) / 8 * 8, circular, per_sm);
     if (c.ntile >= 2 && c.per_sm == 2 && waves_ns(c) < waves_ns(g)) g = c;
   }
-  g.ns_per_row = g.cta_ns / (double(g.per_sm) * sms * double(std::min<int64_t>(g.R, B)));
   const int64_t nchunk = (B + g.R - 1) / g.R;
   g.nchunk = int(std::min<int64_t>(nchunk, INT32_MAX));
   g.fits = g.smem <= size_t(optin) && nchunk <= INT32_MAX;
@@ -122,7 +102,7 @@ template <class T>
 void launch(const Geometry& g, const void* taps, const void* u, void* y, int64_t B, int64_t H, int64_t L, int64_t m,
             bool circular, cudaStream_t s) {
   const Params<T> p{static_cast<const T*>(taps), static_cast<const T*>(u), static_cast<T*>(y), B, H, L, int(m), g.NI,
-                    g.D, g.R, g.nchunk, g.kwords, g.ntile, circular, int(g.order)};
+                    g.D, g.R, g.nchunk, g.kwords, g.ntile, circular};
   const bool vec = L % 8 == 0 && reinterpret_cast<uintptr_t>(u) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
   const auto kernel = vec ? forward_kernel<T, true> : forward_kernel<T, false>;
   STRUX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(g.smem)));

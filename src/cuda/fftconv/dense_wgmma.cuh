@@ -30,7 +30,6 @@ struct Params {
   int64_t B, H, L;
   int m, NI, D, R, nchunk, kwords, ntile;
   bool circular;
-  int order;  // Order (dense_wgmma.hpp)
 };
 
 // Byte offset of 16-byte chunk c of row rho (128-byte rows in a 1024-byte aligned buffer: the
@@ -134,24 +133,15 @@ __global__ void __launch_bounds__(kThreads, 2) forward_kernel(Params<T> p) {
   fence_proxy_async();  // the rows above, written by ordinary stores, are read by wgmma
   __syncthreads();
 
-  // ---- products: the tiles of 128 output columns by Order (dense_wgmma.hpp) ---------------------
+  // ---- products: warpgroup wg takes tiles wg, wg + 2, … of 128 output columns ----------------
   const int wg = threadIdx.x >> 7, tid = threadIdx.x & 127, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, c = lane & 3;
   const uint32_t sV = static_cast<uint32_t>(__cvta_generic_to_shared(V));
   // a0 of k-step kk, tap block d: (k[x], k[x − 1]) with x = 64·d + 16·warp + g − 16·kk − 2·c, i.e. the
   // reversed filter's pair at z = Z0 − x (parity of g: kE or kO).
   const uint32_t* kp = ((g & 1) ? kO : kE) + (Z0 - 16 * warp - g + 2 * c - (g & 1)) / 2;
-  const bool split = p.order == int(Order::split_d), snake = p.order == int(Order::snake);
-  // split_d: the partial sums pass through `stage` as float32 (32 KB), which warpgroup 0 then reuses
-  // as its output staging; barrier 1: the sums are there, 2: the space is free again, 3: within
-  // warpgroup 0.
-  T* st = split ? stage : stage + wg * kN * kSt;
-  float* red = reinterpret_cast<float*>(stage);
-  static_assert(2 * kN * kSt * sizeof(T) >= 64 * 128 * sizeof(float), "the partial sums fit in the staging");
-  const int step = split ? 2 : 1;
-  for (int j = 0;; ++j) {
-    const int tile = split ? j : 2 * j + (snake ? wg ^ (j & 1) : wg);
-    if (tile >= p.ntile) break;
+  T* st = stage + wg * kN * kSt;
+  for (int tile = wg; tile < p.ntile; tile += 2) {
     const int n0 = tile * kN;
     const int dmax = p.circular ? D - 1 : min(D - 1, (min(n0 + kN, NR) - 1) / R);
     const auto row_addr = [&](int d) -> uint32_t {
@@ -162,34 +152,19 @@ __global__ void __launch_bounds__(kThreads, 2) forward_kernel(Params<T> p) {
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.f;
     uint32_t A0[4][4], A1[4][4];
-    const int d0 = split ? wg : 0;
-    if (d0 <= dmax) load_a(A0, kp, d0);
-    for (int d = d0; d <= dmax; d += 2 * step) {  // two register sets: the next block's loads overlap the products
-      issue<T>(acc, A0, row_addr(d), d == d0);
+    load_a(A0, kp, 0);
+    for (int d = 0; d <= dmax; d += 2) {  // two register sets: the next block's loads overlap the products
+      issue<T>(acc, A0, row_addr(d), d == 0);
       wgmma_wait<1>();
-      if (d + step <= dmax) {
-        load_a(A1, kp, d + step);
-        issue<T>(acc, A1, row_addr(d + step), false);
+      if (d + 1 <= dmax) {
+        load_a(A1, kp, d + 1);
+        issue<T>(acc, A1, row_addr(d + 1), false);
         wgmma_wait<1>();
-        if (d + 2 * step <= dmax) load_a(A0, kp, d + 2 * step);
+        if (d + 2 <= dmax) load_a(A0, kp, d + 2);
       }
     }
     wgmma_wait<0>();
     fence_regs(acc);  // the epilogue's reads of the accumulators after the wait
-    if (split) {
-      if (wg == 1) {
-        if (tile > 0) asm volatile("bar.sync 2, 256;\n" ::: "memory");
-#pragma unroll
-        for (int i = 0; i < 64; ++i) red[i * 128 + tid] = acc[i];
-        asm volatile("bar.arrive 1, 256;\n" ::: "memory");
-        continue;
-      }
-      asm volatile("bar.sync 1, 256;\n" ::: "memory");
-#pragma unroll
-      for (int i = 0; i < 64; ++i) acc[i] += red[i * 128 + tid];
-      asm volatile("bar.sync 3, 128;\n" ::: "memory");  // every sum read before st overwrites them
-    }
-    const int bar = split ? 3 : 1 + wg;
 
     // ---- epilogue: D[p][n] (rows 16·warp + g (+8), columns 8·j + 2·c (+1)) to st[n][p], then rows
     // of 8 samples to y ------------------------------------------------------------------------
@@ -198,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, 2) forward_kernel(Params<T> p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         st[(8 * j + 2 * c + (e & 1)) * kSt + 16 * warp + g + 8 * (e >> 1)] = From<T>::of(acc[4 * j + e]);
-    asm volatile("bar.sync %0, 128;\n" ::"r"(bar) : "memory");
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
     for (int idx = tid; idx < kN * 8; idx += 128) {
       const int nl = idx >> 3, cc = idx & 7, n = n0 + nl;
       if (n >= NR) continue;
@@ -213,8 +188,7 @@ __global__ void __launch_bounds__(kThreads, 2) forward_kernel(Params<T> p) {
         for (int q = 0; q < 8 && t0 + q < p.L; ++q) dst[q] = from[q];
       }
     }
-    asm volatile("bar.sync %0, 128;\n" ::"r"(bar) : "memory");  // st is refilled by the next tile
-    if (split && tile + 1 < p.ntile) asm volatile("bar.arrive 2, 256;\n" ::: "memory");
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");  // st is refilled by the next tile
   }
 #endif
 }

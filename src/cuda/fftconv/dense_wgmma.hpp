@@ -21,17 +21,10 @@ constexpr int kSt = 72;         // the output staging's row stride in elements (
 // Rows of the V buffer: the pad, V, and one tile of slack (columns past V read there; unused).
 __host__ __device__ constexpr int rows_of(int NR) { return kPadRows + NR + kN; }
 
-// Which tiles of 128 columns a warpgroup takes: round_robin wg, wg + 2, …; snake pairs by turns
-// (0, 3, 4, 7, … and 1, 2, 5, 6, …: causal tiles grow in tap blocks); split_d every tile, its tap
-// blocks d ≡ wg mod 2, warpgroup 1 handing its float32 partial sums to warpgroup 0.
-enum class Order { round_robin = 0, snake = 1, split_d = 2 };
-
 struct Geometry {
   int NI = 0, D = 0, R = 0, nchunk = 0, kwords = 0, ntile = 0;
-  Order order = Order::round_robin;
   int per_sm = 1;        // CTAs per SM (shared memory; registers allow two)
-  double cta_ns = 0;     // the model's time of one CTA (dense_wgmma.cu)
-  double ns_per_row = 0;  // and of the whole launch per row of L outputs, the automatic rule's side
+  double cta_ns = 0;     // the model's time of one CTA (dense_wgmma.cu): it picks R
   size_t smem = 0;
   bool fits = false;
 };
@@ -39,7 +32,7 @@ struct Geometry {
 // Float16 / bfloat16 on a device of compute capability 9.0 that loads this file's sm_90a image (a probe
 // kernel, once per device), circular L a multiple of 64.
 bool supported(DType dt, bool circular, int64_t L, int64_t Lk);
-// Rows per CTA and the schedule of B rows of H filters (a cost model of waves and the critical path).
+// Rows per CTA R for B rows of H filters (a model of waves and the busier warpgroup's work).
 Geometry plan(int64_t B, int64_t H, int64_t L, int64_t m, bool circular);
 // y = taps * u (no gates), rows of H filters of m taps.
 void forward(DType dt, const Geometry& g, const void* taps, const void* u, void* y, int64_t B, int64_t H, int64_t L,
