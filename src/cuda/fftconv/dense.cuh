@@ -24,6 +24,7 @@
 
 #include "cuda/elem.cuh"
 #include "cuda/fftconv/dense.hpp"
+#include "cuda/fftconv/dense_taps.cuh"
 #include "cuda/mma16.cuh"
 
 namespace strux::cuda::dense {
@@ -48,12 +49,6 @@ struct Cta {
   __device__ __forceinline__ Cta(int nchunk, int R)
       : h(int(blockIdx.x / unsigned(nchunk))), chunk(int(blockIdx.x % unsigned(nchunk))), b0(int64_t(chunk) * R) {}
 };
-
-template <class T>
-__device__ __forceinline__ uint16_t bits_of(const T* p, int64_t i) {
-  return reinterpret_cast<const uint16_t*>(p)[i];
-}
-__device__ __forceinline__ uint32_t pack_bits(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
 
 // Byte offset of 16-byte unit c of block X in a v buffer.
 __device__ __forceinline__ uint32_t unit_offset(int X, int c) { return uint32_t(X) * 64u + (uint32_t(c ^ ((X >> 1) & 3)) << 4); }
@@ -150,16 +145,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(Params<T> p) {
 
   // ---- stage: the filter reversed (two copies), a zero block, the rows' samples ----------------
   {
-    const int64_t kb = int64_t(h) * p.m;
-    const auto kr = [&](int z) -> uint16_t {
-      const int x = Z0 - z;
-      return (x >= 0 && x < p.m) ? bits_of(p.k, kb + x) : uint16_t(0);
-    };
-    for (int w = threadIdx.x; w < p.kwords; w += kThreads) {
-      const uint16_t a = kr(2 * w), b = kr(2 * w + 1), c = kr(2 * w + 2);
-      kE[w] = pack_bits(a, b);
-      kO[w] = pack_bits(b, c);
-    }
+    stage_reversed_taps(p.k, int64_t(h) * p.m, p.m, Z0, p.kwords, kE, kO, kThreads);
     if (threadIdx.x < 16) reinterpret_cast<uint32_t*>(zero)[threadIdx.x] = 0u;
     stage_rows<T, SPLIT, VEC, REV>(p.u, p.pre, p.B, p.H, p.L, cta, R, S, NI, vhi, vlo);
   }

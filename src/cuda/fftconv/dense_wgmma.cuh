@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "cuda/elem.cuh"
+#include "cuda/fftconv/dense_taps.cuh"
 #include "cuda/fftconv/dense_wgmma.hpp"
 #include "cuda/fftconv/wgmma64.cuh"
 #include "cuda/mma16.cuh"
@@ -36,11 +37,6 @@ struct Params {
 // 128-byte swizzle XORs the chunk with the row's place in its 8-row atom).
 __device__ __forceinline__ uint32_t sw_off(int rho, int c) {
   return uint32_t(rho) * 128u + (uint32_t(c ^ (rho & 7)) << 4);
-}
-
-template <class T>
-__device__ __forceinline__ uint16_t bits(const T* p, int64_t i) {
-  return reinterpret_cast<const uint16_t*>(p)[i];
 }
 
 // The four operand registers of tap block d, k-step kk for this lane (kp: dense.cuh's pointer).
@@ -99,16 +95,7 @@ __global__ void __launch_bounds__(kThreads, 2) forward_kernel(Params<T> p) {
 
   // ---- stage: the reversed filter (two parity copies), the zero rows, the rows of v -----------
   {
-    const int64_t kb = int64_t(h) * p.m;
-    const auto kr = [&](int z) -> uint16_t {
-      const int x = Z0 - z;
-      return (x >= 0 && x < p.m) ? bits(p.k, kb + x) : uint16_t(0);
-    };
-    for (int w = threadIdx.x; w < p.kwords; w += kThreads) {
-      const uint16_t a = kr(2 * w), b = kr(2 * w + 1), c = kr(2 * w + 2);
-      kE[w] = uint32_t(a) | (uint32_t(b) << 16);
-      kO[w] = uint32_t(b) | (uint32_t(c) << 16);
-    }
+    stage_reversed_taps(p.k, int64_t(h) * p.m, p.m, Z0, p.kwords, kE, kO, kThreads);
     if (!p.circular)
       for (int i = threadIdx.x; i < kPadRows * 8; i += kThreads) reinterpret_cast<uint4*>(V)[i] = make_uint4(0, 0, 0, 0);
     const int base = p.circular ? 0 : kPadRows;
@@ -122,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, 2) forward_kernel(Params<T> p) {
           w = __ldg(reinterpret_cast<const uint4*>(src));
         } else {
           uint16_t* e = reinterpret_cast<uint16_t*>(&w);
-          for (int i = 0; i < 8 && t0 + i < p.L; ++i) e[i] = bits(src, i);
+          for (int i = 0; i < 8 && t0 + i < p.L; ++i) e[i] = bits_of(src, i);
         }
       }
       const int n = x * R + r;
