@@ -23,10 +23,11 @@ constexpr int kThreads = 128;  // 4 warps per CTA
 // its gradient plan uses: the automatic choice without them.
 constexpr int kAlgo = 15;
 constexpr int kAlgoNoDense = 16;
-// Forced only: the ungated forward on wgmma (sm_90a, dense_wgmma.hpp), the rest as algo 15.
+// Forces the ungated forward on wgmma (sm_90a, dense_wgmma.hpp), the rest as algo 15.
 constexpr int kAlgoWgmma = 17;
 // The automatic choice takes these kernels for float16 / bfloat16 where a cost model says they beat
-// the FFT solvers (dense_ns_per_row <= fft_ns_per_row, both anchored on H200 runs,
+// the FFT solvers (the lesser of dense_ns_per_row and wgmma_ns_per_row <= fft_ns_per_row, anchored on
+// H200 runs,
 // bench/NOTES-gpu-fftconv-dense.md rounds 8 and 9) and a CTA's rows give its four warps two tiles
 // each (min(B, 64)·⌈L/32⌉ >= kAutoMinRows). A pregate doubles the products (v as hi + lo): a plan
 // whose gated forward the model gives to the FFT solvers runs gated calls there. The backward runs

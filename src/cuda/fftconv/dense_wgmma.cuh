@@ -1,5 +1,6 @@
-// The dense fftconv forward on wgmma (sm_90a; plan algo 17, forced only: a probe beside the
-// mma.sync kernel of dense.cuh, bench/NOTES-gpu-fftconv-dense.md "wgmma probe").
+// The dense fftconv forward on wgmma (sm_90a; plan algo 17 forces it, the automatic rule takes it
+// for ungated forwards where its model beats the mma.sync kernel of dense.cuh;
+// bench/NOTES-gpu-fftconv-dense.md rounds 10–13).
 //
 // Blocks of 64: with t = 64·i + p and s = 64·j + q, y[t] = Σ_d Σ_q k[64·d + p − q] · v[64·(i − d) + q].
 // One CTA: one h and R batch rows (R a multiple of 8), two warpgroups. Its rows sit in shared

@@ -1,6 +1,6 @@
-// Geometry and launch of the dense fftconv forward on wgmma (dense_wgmma.cuh; plan algo 17,
-// forced only, sm_90a, float16 / bfloat16, ungated calls; gated calls and the gradients of such a
-// plan run the mma.sync kernels of dense.hpp).
+// Geometry and launch of the dense fftconv forward on wgmma (dense_wgmma.cuh; sm_90a, float16 /
+// bfloat16, ungated calls of a dense plan whose Plan::Wgmma says so: forced by algo 17 or chosen by
+// dense::automatic_wgmma; gated calls and the gradients run the mma.sync kernels of dense.hpp).
 #pragma once
 
 #include <cstddef>

@@ -122,7 +122,7 @@ FFTConvPlan::FFTConvPlan(int64_t B, int64_t H, int64_t L, int64_t Lk, bool circu
             "taps), 10 (blocks: overlap-save over blocks of a few times the taps), 11, 12 or 13 (blocks of 8, 16 "
             "or 4 times the taps: probes), 14 (as 8 with pass B's grid row by row: a probe), 15 (dense: Toeplitz "
             "blocks on tensor cores), 16 (automatic without the dense kernels), 17 (dense, the ungated forward "
-            "on wgmma: a probe), got ", algo);
+            "on wgmma, sm_90a), got ", algo);
   if (circular) check_arg(Lk <= L, "k", "circular mode needs Lk <= L, got Lk = ", Lk, " and L = ", L);
   Impl& p = *impl_;
   p.B = B, p.H = H, p.L = L, p.Lk = Lk, p.Lmin = std::min(Lk, L);
