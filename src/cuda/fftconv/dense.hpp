@@ -27,8 +27,7 @@ constexpr int kAlgoNoDense = 16;
 constexpr int kAlgoWgmma = 17;
 // The automatic choice takes these kernels for float16 / bfloat16 where a cost model says they beat
 // the FFT solvers (the lesser of dense_ns_per_row and wgmma_ns_per_row <= fft_ns_per_row, anchored on
-// H200 runs,
-// bench/NOTES-gpu-fftconv-dense.md rounds 8 and 9) and a CTA's rows give its four warps two tiles
+// H200 runs, bench/NOTES-gpu-fftconv-dense.md rounds 8, 9 and 12) and a CTA's rows give its four warps two tiles
 // each (min(B, 64)·⌈L/32⌉ >= kAutoMinRows). A pregate doubles the products (v as hi + lo): a plan
 // whose gated forward the model gives to the FFT solvers runs gated calls there. The backward runs
 // here where the dense forward is at most kAutoBwdRatio of the FFT forward: the dense vjp costs
