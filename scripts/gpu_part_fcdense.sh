@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU part "fcdense" of scripts/gpu_session.sh (limit ~300 s): the dense fftconv solver (Toeplitz
-# blocks on tensor cores, plan algo 15; bench/NOTES-gpu-fftconv-dense.md). Its tests and the fftconv
+# blocks on tensor cores, plan algo 15 on mma.sync, 17 with the ungated forward on wgmma;
+# bench/NOTES-gpu-fftconv-dense.md). Its tests and the fftconv
 # GPU test files its plan wiring touches (tensor: the spectrum grid; four-step: the automatic
 # gradient rule; blocks; the generic CUDA file), compute-sanitizer memcheck and racecheck on small
 # forced calls, then bench/gpu_fftconv_dense.py (dense against the automatic choice) and

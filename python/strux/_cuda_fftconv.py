@@ -47,7 +47,9 @@ from ._cuda import available  # noqa: F401  (the GPU modules answer available() 
 #: without it where their shared memory does not fit: src/cuda/fftconv/dense.hpp; under 0, on a
 #: device of compute capability 9.0, the ungated forward as 17 where its model beats mma.sync's);
 #: 16 = the automatic choice without the dense kernels; 17 = as 15 with the ungated forward on
-#: wgmma (sm_90a; circular L a multiple of 64; ValueError elsewhere: src/cuda/fftconv/dense_wgmma.hpp).
+#: wgmma (compute capability 9.0 with the sm_90a build; circular L a multiple of 64; rows whose
+#: CTA fits in shared memory, about L <= 8000 at Lk = L; ValueError elsewhere:
+#: src/cuda/fftconv/dense_wgmma.hpp).
 #: Part of the plan cache key.
 fftconv_algo = 0
 

@@ -206,8 +206,9 @@ def fftconv(u, k, *, mode: str = "causal", pregate=None, postgate=None, skip=Non
     "tensor", "fourstep", "direct", "blocks" (overlap-save over blocks, for short filters on long
     rows; "auto" takes it for long causal rows, float32/float16/bfloat16), "dense" (Toeplitz
     blocks of the filter on tensor cores, mma.sync, float16/bfloat16, at most 8192 taps used) or
-    "dense_wgmma" (as "dense" with the ungated forward on wgmma: compute capability 9.0; "auto"
-    takes it there where its model beats mma.sync's) (strux._cuda_fftconv.GPU_SOLVERS). A forced solver that does not apply raises ValueError.
+    "dense_wgmma" (as "dense" with the ungated forward on wgmma: compute capability 9.0, rows up
+    to about 8000 at Lk = L; "auto" takes it there where its model beats mma.sync's)
+    (strux._cuda_fftconv.GPU_SOLVERS). A forced solver that does not apply raises ValueError.
     """
     if options is None and type(u) in _gpu_types and u.is_cuda:
         return _cuda_fftconv.fftconv(u, k, mode, pregate, postgate, skip)

@@ -24,9 +24,10 @@ class CudaFFTConv final : public FFTConvBackend {
     // four-step kernels forced for the forward (plan algo 8; the plan says when they do not apply),
     // 5: the direct kernels (plan algo 9: sums over the taps, at most 64 taps used), 6: blocks
     // (plan algo 10: overlap-save over blocks through an inner circular plan), 7: dense (plan algo
-    // 15: Toeplitz blocks of the filter on tensor cores, float16/bfloat16, forward and gradients).
-    const int solver =
-        solver_index(o, "the CUDA fftconv", {"", "fused", "cufft", "tensor", "fourstep", "direct", "blocks", "dense"});
+    // 15: Toeplitz blocks of the filter on tensor cores, float16/bfloat16, forward and gradients), 8:
+    // dense with the ungated forward on wgmma (plan algo 17, sm_90a).
+    const int solver = solver_index(o, "the CUDA fftconv",
+                                    {"", "fused", "cufft", "tensor", "fourstep", "direct", "blocks", "dense", "dense_wgmma"});
     check_dtype<CudaReals>(p.dtype, "the CUDA fftconv");
     DeviceGuard g(p.device);
     plan_ = std::make_unique<cuda::FFTConvPlan>(p.B, p.H, p.L, p.Lk, p.mode == ConvMode::Circular,
@@ -38,6 +39,7 @@ class CudaFFTConv final : public FFTConvBackend {
                                                 : solver == 5 ? 9
                                                 : solver == 6 ? 10
                                                 : solver == 7 ? 15
+                                                : solver == 8 ? 17
                                                               : 0);
     if (solver == 1)
       check_arg(plan_->fused(), "options.solver",

@@ -270,15 +270,23 @@ AUTO = [((64, 256, 256, "causal"), True), ((64, 512, 512, "causal"), True), ((64
 AUTO_WGMMA = {(64, 5000, 1250, "causal"), (64, 4096, 2048, "causal"), (64, 1024, 1024, "circular")}
 
 
-def _wgmma_device():
-    return torch.cuda.get_device_capability() == (9, 0)
+def _wgmma_runs():
+    """Whether this device runs the wgmma kernel: compute capability 9.0 and strux's sm_90a image
+    loaded (else a forced algo-17 plan is a ValueError and the rule never takes it)."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        return False
+    try:
+        strux._ext.cuda.FFTConvPlan(2, 1, 64, 64, "causal", "float16", False, 17)
+        return True
+    except ValueError:
+        return False
 
 
 @pytest.mark.parametrize("size, want", AUTO, ids=str)
 def test_automatic_rule(size, want):
     P = strux._ext.cuda.FFTConvPlan
     B, L, Lk, mode = size
-    want = want or (_wgmma_device() and size in AUTO_WGMMA)
+    want = want or (_wgmma_runs() and size in AUTO_WGMMA)
     for dt in ("float16", "bfloat16"):
         for backward in (False, True):
             assert P(B, 3, L, Lk, mode, dt, backward, 0).dense == want, (dt, backward)
@@ -350,18 +358,14 @@ def test_automatic_backward_rule(L, Lk, own):
         assert (a is None and w is None) or torch.equal(a, w)
 
 
-# ---- algo 17: the ungated forward on wgmma (sm_90a probe; dense_wgmma.cuh) ----------------------
-
-def _wgmma_ok():
-    return torch.cuda.get_device_capability()[0] == 9
-
+# ---- algo 17: the ungated forward on wgmma (sm_90a; dense_wgmma.cuh) ----------------------------
 
 WGMMA = [("causal", 64, 64), ("causal", 1, 1), ("causal", 100, 37), ("causal", 257, 300), ("causal", 1000, 1000),
          ("causal", 2048, 2048), ("causal", 2050, 129), ("causal", 4096, 1024), ("causal", 3000, 3000), ("circular", 64, 64),
          ("circular", 256, 256), ("circular", 1024, 1024), ("circular", 1024, 65), ("circular", 2048, 2048)]
 
 
-@pytest.mark.skipif(not _wgmma_ok(), reason="the wgmma kernel needs compute capability 9.x")
+@pytest.mark.skipif(not _wgmma_runs(), reason="the wgmma kernel needs compute capability 9.0 and the sm_90a build")
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("B", [3, 17])
 @pytest.mark.parametrize("mode,L,Lk", WGMMA)
@@ -387,7 +391,7 @@ def test_wgmma_forward(mode, L, Lk, B, dtype):
     assert torch.equal(y_gated, y15_gated)
 
 
-@pytest.mark.skipif(not _wgmma_ok(), reason="the wgmma kernel needs compute capability 9.x")
+@pytest.mark.skipif(not _wgmma_runs(), reason="the wgmma kernel needs compute capability 9.0 and the sm_90a build")
 def test_wgmma_misaligned_and_nan():
     """Rows not 16-byte aligned take the one-sample path; a NaN stays in its row."""
     from strux.bench.gpu import fftconv_algo
@@ -412,19 +416,25 @@ def test_wgmma_refused_where_it_does_not_apply():
     P = strux._ext.cuda.FFTConvPlan
     with pytest.raises(ValueError, match="'algo'"):
         P(2, 3, 96, 96, "circular", "float16", False, 17)  # circular L not a multiple of 64
-    with pytest.raises(ValueError, match="'algo'|'dtype'"):
+    with pytest.raises(ValueError, match="'algo'"):
         P(2, 3, 256, 256, "causal", "float32", False, 17)
+    if _wgmma_runs():  # a CTA's rows past the shared memory (the mma.sync kernel takes them)
+        with pytest.raises(ValueError, match="'L'.*shared memory"):
+            P(2, 3, 16384, 4096, "causal", "float16", False, 17)
+        assert P(2, 3, 16384, 4096, "causal", "float16", False, 15).dense
 
 
 # (B, L, Lk, mode) -> whether an automatic float16 plan's ungated forward runs the wgmma kernel: where
 # its model beats the mma.sync kernel's; not causal 1025 (17 blocks of 64: 136 of 256 tile columns
-# live) nor where the FFT solvers win (causal 4096).
+# live), nor B = 4 at causal 1024 (8 rows per CTA: half of them zeros), nor B = 17 at causal 3000
+# (three CTAs of 8 rows for 17), nor where the FFT solvers win (causal 4096).
 WGMMA_AUTO = [((64, 2048, 2048, "causal"), True), ((64, 1024, 1024, "circular"), True),
               ((64, 128, 128, "causal"), True), ((64, 1025, 1025, "causal"), False),
-              ((64, 4096, 4096, "causal"), False), ((17, 3000, 3000, "causal"), True)]
+              ((64, 4096, 4096, "causal"), False), ((64, 3000, 3000, "causal"), True),
+              ((4, 1024, 1024, "causal"), False), ((17, 3000, 3000, "causal"), False)]
 
 
-@pytest.mark.skipif(not _wgmma_ok(), reason="the wgmma kernel needs compute capability 9.x")
+@pytest.mark.skipif(not _wgmma_runs(), reason="the wgmma kernel needs compute capability 9.0 and the sm_90a build")
 @pytest.mark.parametrize("size, want", WGMMA_AUTO, ids=str)
 def test_automatic_wgmma(size, want):
     """The automatic choice of the wgmma kernel; its ungated calls give algo 17's bits, its gated ones
@@ -432,7 +442,7 @@ def test_automatic_wgmma(size, want):
     from strux.bench.gpu import fftconv_algo
     B, L, Lk, mode = size
     p = strux._ext.cuda.FFTConvPlan(B, 3, L, Lk, mode, "float16", False, 0)
-    assert p.dense_wgmma == (want and _wgmma_device())
+    assert p.dense_wgmma == (want and _wgmma_runs())
     if not p.dense_wgmma:
         return
     g = torch.Generator(device="cuda").manual_seed(L)
@@ -448,7 +458,7 @@ def test_automatic_wgmma(size, want):
     assert torch.equal(y0, y17) and torch.equal(y0g, yg)
 
 
-@pytest.mark.skipif(not _wgmma_ok(), reason="the wgmma kernel needs compute capability 9.x")
+@pytest.mark.skipif(not _wgmma_runs(), reason="the wgmma kernel needs compute capability 9.0 and the sm_90a build")
 def test_wgmma_solver_option():
     """options={"solver": "dense_wgmma"} of strux.fftconv: algo 17's bits."""
     from strux.bench.gpu import fftconv_algo

@@ -13,8 +13,9 @@
 // circular Lk; ValueError otherwise), "blocks" (overlap-save over blocks of FFT size N of a few
 // times the taps used, for filters much shorter than the row); CUDA "direct" (the direct kernels,
 // same limit, every dtype), "" (automatic: "direct" where at most 32 taps are used, else "dense"
-// for float16/bfloat16 where a cost model (2 FLOP per tap and output at 310 TFLOP/s against the
-// FFT solvers' measured time at their FFT size) says it is faster and min(B, 64)·ceil(L/32) >= 128
+// for float16/bfloat16 where a cost model (2 FLOP per tap and output at 310 TFLOP/s, or on a device
+// of compute capability 9.0 the wgmma kernel's 420 TFLOP/s times its live share, against the FFT
+// solvers' measured time at their FFT size) says it is faster and min(B, 64)·ceil(L/32) >= 128
 // (gated calls and gradients by the FFT solvers where the model or the measured gradients say so;
 // src/cuda/fftconv/dense.hpp), else "blocks"
 // for causal float32/float16/bfloat16 rows with more than 32 taps used (m = min(Lk, L)) where
@@ -34,7 +35,9 @@
 // convolution as products of 32×32 Toeplitz blocks of the filter on tensor cores, no transform,
 // float32 accumulation; float16/bfloat16, at most 8192 taps used, L <= 32768, circular L a
 // multiple of 32, ValueError elsewhere; forward and gradients, the gradients by the FFT solvers
-// where their shared memory does not fit).
+// where their shared memory does not fit), "dense_wgmma" (as "dense" with the ungated forward on
+// wgmma: compute capability 9.0 with the sm_90a build, circular L a multiple of 64, rows whose CTA
+// fits in shared memory (about L <= 8000 at Lk = L); ValueError elsewhere).
 #pragma once
 
 #include <cstdint>

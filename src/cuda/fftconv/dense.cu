@@ -169,7 +169,9 @@ double wgmma_ns_per_row(DType dt, bool circular, int64_t B, int64_t H, int64_t L
   if (!supported(dt, circular, L, Lk) || !wg::supported(dt, circular, L, Lk)) return INFINITY;
   const wg::Geometry g = wg::plan(B, H, L, taps_used(circular, L, Lk), circular);
   if (!g.fits) return INFINITY;
-  const double live = double(g.NI) * g.R / (double(g.ntile) * wg::kN);  // columns of V over the tiles'
+  // The share of the products that is live: columns of V over the tiles' (a last tile part empty),
+  // times rows of the batch over the CTAs' rows (rows past B are zeros, multiplied all the same).
+  const double live = double(g.NI) * g.R / (double(g.ntile) * wg::kN) * double(B) / (double(g.nchunk) * g.R);
   return 2.0 * taps_per_output(circular, L, Lk) * double(L) / (kWgmmaFlopPerNs * live);
 }
 
@@ -222,8 +224,10 @@ Plan::Plan(DType dt, int64_t B, int64_t H, int64_t L, int64_t Lk, bool circular,
               wg::kB, "; got ",
               dtype_name(dt), ", L = ", L, circular ? " (circular)" : " (causal)");
     wg_ = wg::plan(B, H, L, m_, circular);
-    check_arg(wg_.fits && H * wg_.nchunk <= int64_t(INT32_MAX), "L", "a CTA of the dense wgmma kernel needs ",
-              wg_.smem, " bytes of shared memory, more than the device has per block (L = ", L, ", taps ", m_, ")");
+    check_arg(wg_.smem_fits, "L", "a CTA of the dense wgmma kernel needs ", wg_.smem,
+              " bytes of shared memory, more than the device has per block (L = ", L, ", taps ", m_, ")");
+    check_arg(wg_.fits, "H", "the dense wgmma kernel launches H × ", (B + wg_.R - 1) / wg_.R,
+              " CTAs, at most 2^31 − 1; got B = ", B, ", H = ", H);
   }
   taps_.allocate(size_t(H * m_) * 2);
   if (!with_backward) return;

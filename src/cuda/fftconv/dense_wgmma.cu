@@ -21,12 +21,16 @@ bool loads_sm90a(int dev) {
   std::lock_guard<std::mutex> lock(mu);
   const auto it = seen.find(dev);
   if (it != seen.end()) return it->second;
+  // An error of someone else's in the slot: not ours to clear, and the probe's own launch error could
+  // not be told from it; answer no for now, without caching, and probe on a later plan.
+  if (cudaPeekAtLastError() != cudaSuccess) return false;
   int* d = nullptr;
   int h = 0;
   STRUX_CUDA(cudaMalloc(&d, sizeof(int)));
   STRUX_CUDA(cudaMemset(d, 0, sizeof(int)));
   probe_kernel<<<1, 1>>>(d);
-  const cudaError_t e = cudaGetLastError();  // no loadable image: not this kernel's device
+  const cudaError_t e = cudaPeekAtLastError();  // no loadable image: not this kernel's device
+  clear_own_error(e);
   if (e == cudaSuccess) STRUX_CUDA(cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost));
   STRUX_CUDA(cudaFree(d));
   return seen[dev] = e == cudaSuccess && h == 1;
@@ -93,7 +97,8 @@ Geometry plan(int64_t B, int64_t H, int64_t L, int64_t m, bool circular) {
   }
   const int64_t nchunk = (B + g.R - 1) / g.R;
   g.nchunk = int(std::min<int64_t>(nchunk, INT32_MAX));
-  g.fits = g.smem <= size_t(optin) && nchunk <= INT32_MAX;
+  g.smem_fits = g.smem <= size_t(optin);
+  g.fits = g.smem_fits && nchunk <= INT32_MAX / H;
   return g;
 }
 

@@ -26,7 +26,8 @@ struct Geometry {
   int per_sm = 1;        // CTAs per SM (shared memory; registers allow two)
   double cta_ns = 0;     // the model's time of one CTA (dense_wgmma.cu): it picks R
   size_t smem = 0;
-  bool fits = false;
+  bool smem_fits = false;  // smem within the device's per-block limit
+  bool fits = false;       // and the grid, H × nchunk CTAs, within 2^31 − 1
 };
 
 // Float16 / bfloat16 on a device of compute capability 9.0 that loads this file's sm_90a image (a probe

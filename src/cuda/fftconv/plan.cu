@@ -45,7 +45,8 @@ struct FFTConvPlan::Impl {
   bool fourstep = false, fs_own_bwd = true;
   fourstep::Geometry fs;
   std::unique_ptr<direct::Plan> direct;  // direct sums for short filters (direct.hpp; algo 9)
-  // Toeplitz-block products on tensor cores (dense.hpp; algo 15), forward and gradients. Where the
+  // Toeplitz-block products on tensor cores (dense.hpp; algo 15, and 17 or the automatic rule with
+  // the ungated forward on wgmma: dense_wgmma.hpp), forward and gradients. Where the
   // automatic rule gives the gated forward or the backward (dense_bwd false) to the FFT solvers
   // (dense.hpp's cost model: the dense gradients measured 0.10–0.60× the FFT ones where it keeps
   // them, 1.16–3.2× beyond; NOTES-gpu-fftconv-dense.md rounds 7–9), or the gradient kernel's shared
